@@ -1,0 +1,211 @@
+//! The trace summary of `tokenscope summary`: token usage, span, throughput, latency distributions, SLO attainment
+//! and goodput, finish reasons and reconciliation, for the whole trace or per group (model, app, user, source).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::metrics::{Distribution, finish_ns, itl_ns, ms, request_metrics};
+use crate::trace::Trace;
+
+/// Service-level objectives. A request meets them when every given one holds: TTFT defined and <= `ttft_ms`;
+/// TPOT <= `tpot_ms`, or undefined (fewer than 2 output tokens: nothing to be slow between).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Slo {
+    /// Time-to-first-token limit, ms.
+    pub ttft_ms: Option<f64>,
+    /// Time-per-output-token limit, ms.
+    pub tpot_ms: Option<f64>,
+}
+
+impl Slo {
+    /// True when at least one objective is set.
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.tpot_ms.is_some()
+    }
+}
+
+/// SLO attainment and goodput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SloResult {
+    /// The TTFT objective, ms.
+    pub ttft_ms: Option<f64>,
+    /// The TPOT objective, ms.
+    pub tpot_ms: Option<f64>,
+    /// Share of requests that met every objective, 0..1.
+    pub attainment: Option<f64>,
+    /// Output tokens per second of the requests that met every objective, over the span.
+    pub goodput_tok_s: Option<f64>,
+}
+
+/// The figures of a set of requests. Times in ms, throughput in output tokens per second.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Requests.
+    pub requests: u64,
+    /// Sum of `input_tokens`.
+    pub input_tokens: u64,
+    /// Sum of `cached_tokens`.
+    pub cached_tokens: u64,
+    /// Sum of output tokens (usage, else token records).
+    pub output_tokens: u64,
+    /// First arrival to last finish, ms.
+    pub span_ms: Option<f64>,
+    /// Output tokens / span.
+    pub throughput_tok_s: Option<f64>,
+    /// Time to first token.
+    pub ttft_ms: Distribution,
+    /// Time per output token.
+    pub tpot_ms: Distribution,
+    /// End to end.
+    pub e2e_ms: Distribution,
+    /// Queueing.
+    pub queue_ms: Distribution,
+    /// Inter-token latency, one value per gap between consecutive token records.
+    pub itl_ms: Distribution,
+    /// Present when SLOs were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloResult>,
+    /// Requests by `finish_reason` (`"(none)"` when absent).
+    pub finish_reasons: BTreeMap<String, u64>,
+    /// Requests whose `output_tokens` disagrees with their token records.
+    pub token_mismatches: u64,
+}
+
+/// The label a request is grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// `model`.
+    Model,
+    /// `app_id`.
+    AppId,
+    /// `user_id`.
+    UserId,
+    /// `source`.
+    Source,
+}
+
+impl GroupBy {
+    /// The field name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Model => "model",
+            GroupBy::AppId => "app_id",
+            GroupBy::UserId => "user_id",
+            GroupBy::Source => "source",
+        }
+    }
+
+    fn label_column(self, trace: &Trace) -> &[u32] {
+        match self {
+            GroupBy::Model => &trace.requests.model,
+            GroupBy::AppId => &trace.requests.app_id,
+            GroupBy::UserId => &trace.requests.user_id,
+            GroupBy::Source => &trace.requests.source,
+        }
+    }
+}
+
+/// The key of requests without the grouping label.
+pub const NO_LABEL: &str = "(none)";
+
+/// The summary of the given requests.
+#[allow(clippy::cast_precision_loss)] // token counts and ms figures far below 2^53
+pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
+    let mut ttft = Vec::with_capacity(requests.len());
+    let mut tpot = Vec::with_capacity(requests.len());
+    let mut e2e = Vec::with_capacity(requests.len());
+    let mut queue = Vec::with_capacity(requests.len());
+    let mut itl = Vec::new();
+    let (mut input, mut cached, mut output, mut good_output, mut good_requests) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut first_arrival = i64::MAX;
+    let mut last_finish = i64::MIN;
+    let mut finish_reasons: BTreeMap<String, u64> = BTreeMap::new();
+    let mut token_mismatches = 0;
+    for &r in requests {
+        let ri = r as usize;
+        let m = request_metrics(trace, r);
+        ttft.extend(m.ttft_ns.map(ms));
+        tpot.extend(m.tpot_ns.map(|t| t / 1e6));
+        e2e.extend(m.e2e_ns.map(ms));
+        queue.extend(m.queue_ns.map(ms));
+        itl.extend(itl_ns(trace, r).map(ms));
+        input += u64::from(trace.requests.input_tokens[ri].unwrap_or(0));
+        cached += u64::from(trace.requests.cached_tokens[ri].unwrap_or(0));
+        output += u64::from(m.output_tokens);
+        first_arrival = first_arrival.min(trace.requests.arrival_ns[ri]);
+        last_finish = last_finish.max(finish_ns(trace, r).unwrap_or(trace.requests.arrival_ns[ri]));
+        let reason = trace
+            .label(trace.requests.finish_reason[ri])
+            .unwrap_or(NO_LABEL);
+        *finish_reasons.entry(reason.to_owned()).or_default() += 1;
+        let records = trace.tokens_of(r).len();
+        if let Some(usage) = trace.requests.output_tokens[ri]
+            && records > 0
+            && usage as usize != records
+        {
+            token_mismatches += 1;
+        }
+        let ttft_ok = slo
+            .ttft_ms
+            .is_none_or(|limit| m.ttft_ns.is_some_and(|t| ms(t) <= limit));
+        let tpot_ok = slo
+            .tpot_ms
+            .is_none_or(|limit| m.tpot_ns.is_none_or(|t| t / 1e6 <= limit));
+        if ttft_ok && tpot_ok {
+            good_requests += 1;
+            good_output += u64::from(m.output_tokens);
+        }
+    }
+    let span_ms = (!requests.is_empty()).then(|| ms(last_finish - first_arrival));
+    let per_second = |tokens: u64| {
+        span_ms
+            .filter(|&s| s > 0.0)
+            .map(|s| tokens as f64 / (s / 1e3))
+    };
+    let slo_result = slo.is_set().then(|| SloResult {
+        ttft_ms: slo.ttft_ms,
+        tpot_ms: slo.tpot_ms,
+        attainment: (!requests.is_empty()).then(|| good_requests as f64 / requests.len() as f64),
+        goodput_tok_s: per_second(good_output),
+    });
+    Summary {
+        requests: requests.len() as u64,
+        input_tokens: input,
+        cached_tokens: cached,
+        output_tokens: output,
+        span_ms,
+        throughput_tok_s: per_second(output),
+        ttft_ms: Distribution::of(&mut ttft),
+        tpot_ms: Distribution::of(&mut tpot),
+        e2e_ms: Distribution::of(&mut e2e),
+        queue_ms: Distribution::of(&mut queue),
+        itl_ms: Distribution::of(&mut itl),
+        slo: slo_result,
+        finish_reasons,
+        token_mismatches,
+    }
+}
+
+/// The summary of every request of the trace.
+pub fn summarize_all(trace: &Trace, slo: Slo) -> Summary {
+    let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
+    summarize(trace, &all, slo)
+}
+
+/// Summaries per group, sorted by key; requests without the label form the group [`NO_LABEL`].
+pub fn summarize_by(trace: &Trace, by: GroupBy, slo: Slo) -> Vec<(String, Summary)> {
+    let mut groups: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (r, &label) in by.label_column(trace).iter().enumerate() {
+        let key = trace.label(label).unwrap_or(NO_LABEL);
+        groups
+            .entry(key)
+            .or_default()
+            .push(u32::try_from(r).unwrap_or(u32::MAX));
+    }
+    groups
+        .into_iter()
+        .map(|(k, rows)| (k.to_owned(), summarize(trace, &rows, slo)))
+        .collect()
+}

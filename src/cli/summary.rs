@@ -1,0 +1,237 @@
+//! `tokenscope summary TRACE [--json] [--slo-ttft-ms X] [--slo-tpot-ms Y] [--by FIELD]`: the figures of the format's
+//! "Derived figures", as an aligned table with units or as JSON.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::validate::fatal;
+use super::{Output, table, thousands};
+use crate::analysis::metrics::Distribution;
+use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
+use crate::format::{self, Progress};
+use crate::trace::Trace;
+
+fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"))
+}
+
+fn dist_row(name: &str, d: &Distribution) -> Vec<String> {
+    vec![
+        name.to_owned(),
+        thousands(d.count),
+        fmt_ms(d.mean),
+        fmt_ms(d.p50),
+        fmt_ms(d.p90),
+        fmt_ms(d.p95),
+        fmt_ms(d.p99),
+        fmt_ms(d.max),
+    ]
+}
+
+fn slo_text(s: &Summary) -> Option<String> {
+    let slo = s.slo?;
+    let mut limits = Vec::new();
+    if let Some(t) = slo.ttft_ms {
+        limits.push(format!("TTFT <= {t} ms"));
+    }
+    if let Some(t) = slo.tpot_ms {
+        limits.push(format!("TPOT <= {t} ms"));
+    }
+    Some(format!(
+        "{}: attainment {}, goodput {}",
+        limits.join(" and "),
+        slo.attainment
+            .map_or_else(|| "-".to_owned(), |a| format!("{:.1} %", a * 100.0)),
+        slo.goodput_tok_s
+            .map_or_else(|| "-".to_owned(), |g| format!("{g:.1} tok/s"))
+    ))
+}
+
+/// The human form of a summary.
+pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
+    let mut out = String::new();
+    let m = &trace.meta;
+    let engine = [
+        m.engine.as_deref(),
+        m.engine_version.as_deref(),
+        m.model.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ");
+    let mut head = vec![
+        vec![
+            "engine".to_owned(),
+            if engine.is_empty() {
+                "-".to_owned()
+            } else {
+                engine
+            },
+        ],
+        vec!["requests".to_owned(), thousands(s.requests)],
+        vec![
+            "tokens".to_owned(),
+            format!(
+                "input {}, cached {}, output {}",
+                thousands(s.input_tokens),
+                thousands(s.cached_tokens),
+                thousands(s.output_tokens)
+            ),
+        ],
+        vec![
+            "span".to_owned(),
+            s.span_ms
+                .map_or_else(|| "-".to_owned(), |v| format!("{:.3} s", v / 1e3)),
+        ],
+        vec![
+            "throughput".to_owned(),
+            s.throughput_tok_s
+                .map_or_else(|| "-".to_owned(), |v| format!("{v:.1} output tok/s")),
+        ],
+    ];
+    if let Some(t) = slo_text(s) {
+        head.push(vec!["SLO".to_owned(), t]);
+    }
+    let reasons: Vec<String> = s
+        .finish_reasons
+        .iter()
+        .map(|(k, n)| format!("{k} {}", thousands(*n)))
+        .collect();
+    head.push(vec!["finish reasons".to_owned(), reasons.join(", ")]);
+    head.push(vec![
+        "token mismatches".to_owned(),
+        thousands(s.token_mismatches),
+    ]);
+    head.push(vec!["rejected records".to_owned(), thousands(rejected)]);
+    for row in &head {
+        out.push_str(&format!("{:<18}{}\n", row[0], row[1]));
+    }
+    out.push('\n');
+    let rows = vec![
+        [
+            "latency (ms)",
+            "count",
+            "mean",
+            "p50",
+            "p90",
+            "p95",
+            "p99",
+            "max",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        dist_row("TTFT", &s.ttft_ms),
+        dist_row("TPOT", &s.tpot_ms),
+        dist_row("E2E", &s.e2e_ms),
+        dist_row("queue", &s.queue_ms),
+        dist_row("ITL", &s.itl_ms),
+    ];
+    out.push_str(&table(&rows));
+    out
+}
+
+/// The per-group table of `--by`.
+pub fn groups_text(by: GroupBy, groups: &[(String, Summary)]) -> String {
+    let mut rows = vec![
+        [
+            by.name(),
+            "requests",
+            "input tok",
+            "cached tok",
+            "output tok",
+            "tok/s",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "TPOT p50 ms",
+            "TPOT p99 ms",
+            "E2E p99 ms",
+            "SLO met",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for (key, s) in groups {
+        rows.push(vec![
+            key.clone(),
+            thousands(s.requests),
+            thousands(s.input_tokens),
+            thousands(s.cached_tokens),
+            thousands(s.output_tokens),
+            fmt_ms(s.throughput_tok_s),
+            fmt_ms(s.ttft_ms.p50),
+            fmt_ms(s.ttft_ms.p99),
+            fmt_ms(s.tpot_ms.p50),
+            fmt_ms(s.tpot_ms.p99),
+            fmt_ms(s.e2e_ms.p99),
+            s.slo
+                .and_then(|x| x.attainment)
+                .map_or_else(|| "-".to_owned(), |a| format!("{:.1} %", a * 100.0)),
+        ]);
+    }
+    table(&rows)
+}
+
+/// The JSON form: the summary's fields plus `rejected`, and with `--by`, `by` and `groups: [{key, ...}]`.
+pub fn summary_json(
+    s: &Summary,
+    rejected: u64,
+    groups: Option<(GroupBy, &[(String, Summary)])>,
+) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+    v["rejected"] = json!(rejected);
+    if let Some((by, groups)) = groups {
+        v["by"] = json!(by.name());
+        v["groups"] = Value::Array(
+            groups
+                .iter()
+                .map(|(key, g)| {
+                    let mut g = serde_json::to_value(g).unwrap_or(Value::Null);
+                    g["key"] = json!(key);
+                    g
+                })
+                .collect(),
+        );
+    }
+    v
+}
+
+/// Runs `summary`.
+pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>) -> Output {
+    let loaded = match format::load(path, &Progress::default()) {
+        Ok(l) => l,
+        Err(e) => return fatal(&e, as_json),
+    };
+    let trace = &loaded.trace;
+    let rejected = loaded.report.rejected_count();
+    let s = summarize_all(trace, slo);
+    let groups = by.map(|by| (by, summarize_by(trace, by, slo)));
+    let stdout = if as_json {
+        format!(
+            "{:#}\n",
+            summary_json(
+                &s,
+                rejected,
+                groups.as_ref().map(|(b, g)| (*b, g.as_slice()))
+            )
+        )
+    } else {
+        let mut text = summary_text(trace, &s, rejected);
+        if let Some((by, g)) = &groups {
+            text.push('\n');
+            text.push_str(&groups_text(*by, g));
+        }
+        text
+    };
+    let stderr = if rejected > 0 {
+        format!("note: {rejected} record(s) were rejected; `tokenscope validate` lists them\n")
+    } else {
+        String::new()
+    };
+    Output {
+        stdout,
+        stderr,
+        code: 0,
+    }
+}

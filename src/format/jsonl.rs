@@ -1,0 +1,302 @@
+//! JSON lines: one record per line, plain or compressed (`.jsonl.gz`, `.jsonl.zst`, recognised by their magic
+//! bytes too). A line that is not a JSON object is rejected with its line number and the parser's words; reading
+//! goes on with the next line.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use super::raw::{Field, RawCandidate, RawRecord, Val};
+use super::records::for_each_record;
+use super::validate::ingest;
+use super::{LoadError, Progress};
+use crate::trace::report::{Place, Problem, Rejection};
+use crate::trace::{Trace, TraceBuilder};
+
+/// Compression of a JSONL file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Plain text.
+    None,
+    /// gzip.
+    Gzip,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Compression {
+    /// The compression a path's extension asks for.
+    pub fn from_path(path: &Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("gz") => Compression::Gzip,
+            Some("zst" | "zstd") => Compression::Zstd,
+            _ => Compression::None,
+        }
+    }
+
+    /// The compression of a stream, from its first bytes.
+    pub fn sniff(head: &[u8]) -> Self {
+        match head {
+            [0x1f, 0x8b, ..] => Compression::Gzip,
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
+            _ => Compression::None,
+        }
+    }
+}
+
+/// Counts the bytes read from the file, for the progress bar.
+struct Counting<'p, R> {
+    inner: R,
+    progress: &'p Progress,
+}
+
+impl<R: Read> Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.add_done(n as u64);
+        Ok(n)
+    }
+}
+
+fn io_error(path: &Path, source: io::Error) -> LoadError {
+    LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Reads one JSONL file into the builder. Fatal only when the file cannot be opened.
+pub fn read(
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+) -> Result<(), LoadError> {
+    let f = File::open(path).map_err(|e| io_error(path, e))?;
+    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: f, progress });
+    let head = raw.fill_buf().map_err(|e| io_error(path, e))?;
+    let mut reader: Box<dyn BufRead + '_> = match Compression::sniff(head) {
+        Compression::None => Box::new(raw),
+        Compression::Gzip => Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(raw),
+        )),
+        Compression::Zstd => {
+            let dec =
+                zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(path, e))?;
+            Box::new(BufReader::with_capacity(1 << 20, dec))
+        }
+    };
+    let mut line = Vec::with_capacity(4096);
+    let mut line_no: u64 = 0;
+    loop {
+        if line_no.is_multiple_of(4096) && progress.is_cancelled() {
+            return Err(LoadError::Cancelled);
+        }
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                // A truncated or corrupt compressed stream: keep what was read, report where it broke.
+                b.report.records += 1;
+                b.report.reject(Rejection {
+                    place: Place {
+                        file,
+                        at: line_no + 1,
+                    },
+                    problem: Problem::Malformed,
+                    record: None,
+                    field: None,
+                    reason: format!(
+                        "the file cannot be read past line {line_no}: {e} (truncated or corrupt?)"
+                    ),
+                });
+                break;
+            }
+        }
+        line_no += 1;
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        let place = Place { file, at: line_no };
+        if text[0] != b'{' {
+            b.report.records += 1;
+            b.report.reject(Rejection {
+                place,
+                problem: Problem::Malformed,
+                record: None,
+                field: None,
+                reason: "not a JSON object; each line must be one {\"kind\": ...} object"
+                    .to_owned(),
+            });
+            continue;
+        }
+        match serde_json::from_slice::<RawRecord<'_>>(text) {
+            Ok(record) => ingest(&record, place, b),
+            Err(e) => {
+                b.report.records += 1;
+                b.report.reject(malformed(text, &e, place));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rejection of a line serde could not read: re-parses it to name the path of the bad field.
+fn malformed(text: &[u8], e: &serde_json::Error, place: Place) -> Rejection {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let located = serde_path_to_error::deserialize::<_, RawRecord<'_>>(&mut de).err();
+    let path = located
+        .as_ref()
+        .map(|l| l.path().to_string())
+        .filter(|p| p != "." && !p.is_empty());
+    let reason = match (&path, e.classify()) {
+        (_, serde_json::error::Category::Syntax | serde_json::error::Category::Eof) => {
+            format!("not valid JSON ({e}); each line must be one JSON object")
+        }
+        (Some(p), _) => {
+            let inner = located.map_or_else(|| e.to_string(), |l| l.inner().to_string());
+            format!(
+                "field {p}: {}",
+                inner.replace(
+                    "struct RawCandidate",
+                    "a {token_id, text, logprob, special} object"
+                )
+            )
+        }
+        (None, _) => {
+            format!("not a record ({e}); each line must be one JSON object with a \"kind\"")
+        }
+    };
+    let field = path.and_then(|p| {
+        let top = p.split(['.', '[']).next().unwrap_or_default().to_owned();
+        super::schema::SCALAR_FIELDS
+            .iter()
+            .map(|f| f.0)
+            .chain([super::schema::CANDIDATES, super::schema::EOS_TOKEN_IDS])
+            .find(|&name| name == top)
+    });
+    Rejection {
+        place,
+        problem: Problem::Malformed,
+        record: None,
+        field,
+        reason,
+    }
+}
+
+fn write_str(w: &mut impl Write, s: &str) -> io::Result<()> {
+    serde_json::to_writer(w, s).map_err(io::Error::other)
+}
+
+fn write_f64(w: &mut impl Write, v: f64) -> io::Result<()> {
+    serde_json::to_writer(w, &v).map_err(io::Error::other)
+}
+
+trait JsonValue {
+    fn write_json(&self, w: &mut impl Write) -> io::Result<()>;
+}
+
+impl JsonValue for std::borrow::Cow<'_, str> {
+    fn write_json(&self, w: &mut impl Write) -> io::Result<()> {
+        write_str(w, self)
+    }
+}
+impl JsonValue for i64 {
+    fn write_json(&self, w: &mut impl Write) -> io::Result<()> {
+        write!(w, "{self}")
+    }
+}
+impl JsonValue for f64 {
+    fn write_json(&self, w: &mut impl Write) -> io::Result<()> {
+        write_f64(w, *self)
+    }
+}
+impl JsonValue for bool {
+    fn write_json(&self, w: &mut impl Write) -> io::Result<()> {
+        w.write_all(if *self { b"true" } else { b"false" })
+    }
+}
+
+/// Writes `,"name":value` when the field holds a value (the first field has no comma).
+fn write_field<T: JsonValue>(
+    w: &mut impl Write,
+    first: &mut bool,
+    name: &str,
+    v: &Field<T>,
+) -> io::Result<()> {
+    if let Some(Val::Ok(v)) = v {
+        w.write_all(if *first { b"\"" } else { b",\"" })?;
+        *first = false;
+        w.write_all(name.as_bytes())?;
+        w.write_all(b"\":")?;
+        v.write_json(w)?;
+    }
+    Ok(())
+}
+
+fn write_candidates(w: &mut impl Write, list: &[RawCandidate<'_>]) -> io::Result<()> {
+    w.write_all(b",\"candidates\":[")?;
+    for (i, c) in list.iter().enumerate() {
+        w.write_all(if i == 0 { b"{" } else { b",{" })?;
+        let mut first = true;
+        write_field(w, &mut first, "token_id", &c.token_id)?;
+        write_field(w, &mut first, "text", &c.text)?;
+        write_field(w, &mut first, "logprob", &c.logprob)?;
+        write_field(w, &mut first, "special", &c.special)?;
+        w.write_all(b"}")?;
+    }
+    w.write_all(b"]")
+}
+
+/// Writes one record as a JSON line.
+pub fn write_record(w: &mut impl Write, r: &RawRecord<'_>) -> io::Result<()> {
+    w.write_all(b"{")?;
+    let mut first = true;
+    macro_rules! write_fields {
+        ($(($name:ident, $ty:ident)),* $(,)?) => {
+            $( write_field(w, &mut first, stringify!($name), &r.$name)?; )*
+        };
+    }
+    crate::scalar_fields!(write_fields);
+    if let Some(Val::Ok(ids)) = &r.eos_token_ids {
+        w.write_all(b",\"eos_token_ids\":[")?;
+        for (i, id) in ids.iter().enumerate() {
+            if let Val::Ok(id) = id {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write!(w, "{id}")?;
+            }
+        }
+        w.write_all(b"]")?;
+    }
+    if let Some(Val::Ok(list)) = &r.candidates {
+        write_candidates(w, list)?;
+    }
+    w.write_all(b"}\n")
+}
+
+/// Writes a trace as JSONL, compressed when the path ends in `.gz` or `.zst`.
+pub fn write(trace: &Trace, path: &Path) -> io::Result<()> {
+    let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    match Compression::from_path(path) {
+        Compression::None => write_to(trace, file)?.flush(),
+        Compression::Gzip => {
+            let enc = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+            write_to(trace, enc)?.finish()?.flush()
+        }
+        Compression::Zstd => {
+            let enc = zstd::stream::write::Encoder::new(file, 3)?;
+            write_to(trace, enc)?.finish()?.flush()
+        }
+    }
+}
+
+fn write_to<W: Write>(trace: &Trace, w: W) -> io::Result<W> {
+    let mut w = BufWriter::with_capacity(1 << 20, w);
+    for_each_record(trace, |r| write_record(&mut w, r))?;
+    w.into_inner().map_err(io::IntoInnerError::into_error)
+}

@@ -1,0 +1,264 @@
+//! The tokenscope trace format v1 (`docs/TRACE_FORMAT.md`): readers for Parquet and JSONL (plain, gzip, zstd),
+//! writers for both, and validation. [`load`] is the entry point: a file or a directory of files in, a
+//! [`Loaded`] trace with its report out.
+
+pub mod jsonl;
+pub mod parquet;
+pub mod raw;
+pub mod records;
+pub mod schema;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::trace::report::{Encoding, Report, SourceFile};
+use crate::trace::{Trace, TraceBuilder};
+
+/// Why a trace could not be loaded at all. Record-level problems are not errors: they are in the [`Report`].
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file or directory cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not readable Parquet (for example truncated: the footer is at the end).
+    #[error(
+        "{path} is not a readable Parquet file: {message}. If it was truncated (an interrupted copy or dump), \
+             copy or dump it again"
+    )]
+    Parquet {
+        /// The path.
+        path: String,
+        /// The Parquet reader's words.
+        message: String,
+    },
+    /// A column the file's records need is absent.
+    #[error("{path}: required column {column:?} is absent: {detail}")]
+    MissingColumn {
+        /// The path.
+        path: String,
+        /// The column.
+        column: String,
+        /// Which records need it and what to do.
+        detail: String,
+    },
+    /// The path is neither a trace file nor a directory of them.
+    #[error(
+        "{path}: not a trace file; tokenscope reads .parquet, .jsonl, .jsonl.gz, .jsonl.zst, or a directory \
+             of .parquet files"
+    )]
+    UnknownFormat {
+        /// The path.
+        path: String,
+    },
+    /// A directory without trace files.
+    #[error("{path}: the directory has no .parquet or .jsonl files")]
+    EmptyDirectory {
+        /// The path.
+        path: String,
+    },
+    /// The user cancelled the load.
+    #[error("loading was cancelled")]
+    Cancelled,
+}
+
+/// Shared between a loading thread and the UI: bytes done of bytes total, and a cancel flag.
+#[derive(Debug, Default)]
+pub struct Progress {
+    done_bytes: AtomicU64,
+    total_bytes: AtomicU64,
+    cancel: AtomicBool,
+}
+
+impl Progress {
+    /// Adds bytes processed.
+    pub fn add_done(&self, n: u64) {
+        self.done_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The fraction done, 0..=1.
+    #[allow(clippy::cast_precision_loss)] // a progress bar
+    pub fn fraction(&self) -> f32 {
+        let total = self.total_bytes.load(Ordering::Relaxed);
+        if total == 0 {
+            return 0.0;
+        }
+        (self.done_bytes.load(Ordering::Relaxed) as f64 / total as f64).min(1.0) as f32
+    }
+
+    /// Asks the loader to stop.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`Self::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// A loaded trace and what loading found wrong.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The trace.
+    pub trace: Trace,
+    /// Rejections and warnings.
+    pub report: Report,
+}
+
+/// The encoding of a trace file by its name, if it is one.
+pub fn encoding_of(path: &Path) -> Option<Encoding> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    if name.ends_with(".parquet") || name.ends_with(".pq") {
+        Some(Encoding::Parquet)
+    } else if [
+        ".jsonl",
+        ".jsonl.gz",
+        ".jsonl.zst",
+        ".ndjson",
+        ".ndjson.gz",
+        ".ndjson.zst",
+    ]
+    .iter()
+    .any(|ext| name.ends_with(ext))
+    {
+        Some(Encoding::Jsonl)
+    } else {
+        None
+    }
+}
+
+/// The files of a trace path: the file itself, or a directory's trace files sorted by name.
+fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
+    let io = |e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(io)? {
+            let p = entry.map_err(io)?.path();
+            if let Some(enc) = encoding_of(&p) {
+                files.push((p, enc));
+            }
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        if files.is_empty() {
+            return Err(LoadError::EmptyDirectory {
+                path: path.display().to_string(),
+            });
+        }
+        return Ok(files);
+    }
+    match encoding_of(path) {
+        Some(enc) => Ok(vec![(path.to_path_buf(), enc)]),
+        None => {
+            // Unknown extension: trust the content when it looks like Parquet or JSON.
+            let head = std::fs::read(path)
+                .map_err(io)?
+                .into_iter()
+                .take(4)
+                .collect::<Vec<u8>>();
+            if head == b"PAR1" {
+                Ok(vec![(path.to_path_buf(), Encoding::Parquet)])
+            } else if head.first() == Some(&b'{')
+                || jsonl::Compression::sniff(&head) != jsonl::Compression::None
+            {
+                Ok(vec![(path.to_path_buf(), Encoding::Jsonl)])
+            } else {
+                Err(LoadError::UnknownFormat {
+                    path: path.display().to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// Loads a trace file or directory. `progress` reports bytes read and can cancel.
+pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
+    let files = files_of(path)?;
+    let total: u64 = files
+        .iter()
+        .filter_map(|(p, _)| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    progress.total_bytes.store(total, Ordering::Relaxed);
+    let mut b = TraceBuilder::default();
+    for (i, (p, enc)) in files.iter().enumerate() {
+        let file = u32::try_from(i).unwrap_or(u32::MAX);
+        b.report.files.push(SourceFile {
+            path: p.display().to_string(),
+            encoding: *enc,
+        });
+        match enc {
+            Encoding::Jsonl => jsonl::read(p, file, &mut b, progress)?,
+            Encoding::Parquet => parquet::read(p, file, &mut b, progress)?,
+        }
+    }
+    let (trace, report) = b.finish();
+    Ok(Loaded { trace, report })
+}
+
+/// Loads a trace held in memory (the embedded demo), written as JSONL or Parquet.
+pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, LoadError> {
+    let dir = std::env::temp_dir().join(format!("tokenscope-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| LoadError::Io {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).map_err(|e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let loaded = load(&path, &Progress::default());
+    let _ = std::fs::remove_file(&path);
+    loaded
+}
+
+/// Why a trace could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// A file system error.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The Parquet writer failed.
+    #[error("cannot write {path}: {source}")]
+    Parquet {
+        /// The path.
+        path: String,
+        /// The writer's reason.
+        source: ::parquet::errors::ParquetError,
+    },
+    /// The extension names no format.
+    #[error("{path}: give the output a .parquet, .jsonl, .jsonl.gz or .jsonl.zst name")]
+    UnknownFormat {
+        /// The path.
+        path: String,
+    },
+}
+
+/// Writes a trace to a file, in the encoding its name asks for.
+pub fn write(trace: &Trace, path: &Path) -> Result<(), WriteError> {
+    let name = path.display().to_string();
+    match encoding_of(path) {
+        Some(Encoding::Parquet) => {
+            parquet::write(trace, path).map_err(|source| WriteError::Parquet { path: name, source })
+        }
+        Some(Encoding::Jsonl) => {
+            jsonl::write(trace, path).map_err(|source| WriteError::Io { path: name, source })
+        }
+        None => Err(WriteError::UnknownFormat { path: name }),
+    }
+}

@@ -1,0 +1,634 @@
+//! Parquet through arrow-rs: one column per field, read with a projection of the known columns, row group by row
+//! group (a corrupt row group costs its rows, not the file). Column types are normalised first (any integer width,
+//! Timestamp for `_ns`, LargeUtf8 / Utf8View / dictionaries, Float32); a column of the wrong type turns into
+//! per-record rejections that name the field and what it held.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array,
+    Float64Builder, Int64Array, Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder,
+    StructArray,
+};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Fields, Float64Type, Int64Type, TimeUnit};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
+use super::records::for_each_record;
+use super::schema::{self, CANDIDATE_FIELDS, CANDIDATES, EOS_TOKEN_IDS, KIND, SCALAR_FIELDS};
+use super::validate::ingest;
+use super::{LoadError, Progress};
+use crate::trace::report::{Place, Problem, Rejection};
+use crate::trace::{Trace, TraceBuilder};
+
+/// Rows per record batch when reading.
+const READ_BATCH_ROWS: usize = 64 * 1024;
+/// Rows per row group when writing: small enough that one request's tokens can be read without the rest.
+const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
+
+/// A column normalised to one of the four scalar types, or kept as is when it is none of them.
+enum Col {
+    Absent,
+    Str(StringArray),
+    Int(Int64Array),
+    Float(Float64Array),
+    Bool(BooleanArray),
+    Other(ArrayRef, &'static str),
+}
+
+fn type_name(t: &DataType) -> &'static str {
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string",
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => "float",
+        DataType::Boolean => "boolean",
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::FixedSizeList(..)
+        | DataType::ListView(_) => "list",
+        DataType::Struct(_) => "struct",
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "binary",
+        DataType::Date32 | DataType::Date64 => "date",
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => "decimal",
+        _ => "unsupported",
+    }
+}
+
+impl Col {
+    fn of(array: Option<&ArrayRef>) -> Col {
+        let Some(a) = array else { return Col::Absent };
+        let dt = a.data_type();
+        let converted = match dt {
+            DataType::Utf8 => a.as_string_opt::<i32>().cloned().map(Col::Str),
+            DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+                cast(a, &DataType::Utf8)
+                    .ok()
+                    .and_then(|c| c.as_string_opt::<i32>().cloned())
+                    .map(Col::Str)
+            }
+            DataType::Int64 => a.as_primitive_opt::<Int64Type>().cloned().map(Col::Int),
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64 => cast(a, &DataType::Int64)
+                .ok()
+                .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
+                .map(Col::Int),
+            DataType::Timestamp(_, tz) => {
+                cast(a, &DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()))
+                    .and_then(|c| cast(&c, &DataType::Int64))
+                    .ok()
+                    .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
+                    .map(Col::Int)
+            }
+            DataType::Float64 => a.as_primitive_opt::<Float64Type>().cloned().map(Col::Float),
+            DataType::Float16 | DataType::Float32 => cast(a, &DataType::Float64)
+                .ok()
+                .and_then(|c| c.as_primitive_opt::<Float64Type>().cloned())
+                .map(Col::Float),
+            DataType::Boolean => a.as_boolean_opt().cloned().map(Col::Bool),
+            _ => None,
+        };
+        converted.unwrap_or_else(|| Col::Other(Arc::clone(a), type_name(dt)))
+    }
+
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            Col::Absent => true,
+            Col::Str(a) => a.is_null(i),
+            Col::Int(a) => a.is_null(i),
+            Col::Float(a) => a.is_null(i),
+            Col::Bool(a) => a.is_null(i),
+            Col::Other(a, _) => a.is_null(i),
+        }
+    }
+
+    /// What a non-null value of this column is, for a field expecting another type.
+    fn found(&self, i: usize) -> Found {
+        match self {
+            Col::Int(a) => Found::Int(a.value(i)),
+            Col::Float(a) => Found::Float(a.value(i)),
+            Col::Str(_) => Found::Str,
+            Col::Bool(_) => Found::Bool,
+            Col::Absent => Found::Column("absent"),
+            Col::Other(_, t) => Found::Column(t),
+        }
+    }
+
+    fn str_at(&self, i: usize) -> Field<Cow<'_, str>> {
+        if self.is_null(i) {
+            return None;
+        }
+        Some(match self {
+            Col::Str(a) => Val::Ok(Cow::Borrowed(a.value(i))),
+            _ => Val::Wrong(self.found(i)),
+        })
+    }
+
+    fn int_at(&self, i: usize) -> Field<i64> {
+        if self.is_null(i) {
+            return None;
+        }
+        Some(match self {
+            Col::Int(a) => Val::Ok(a.value(i)),
+            _ => Val::Wrong(self.found(i)),
+        })
+    }
+
+    #[allow(clippy::cast_precision_loss)] // an integer in a float field: small values (logprob, temperature)
+    fn float_at(&self, i: usize) -> Field<f64> {
+        if self.is_null(i) {
+            return None;
+        }
+        Some(match self {
+            Col::Float(a) => Val::Ok(a.value(i)),
+            Col::Int(a) => Val::Ok(a.value(i) as f64),
+            _ => Val::Wrong(self.found(i)),
+        })
+    }
+
+    fn bool_at(&self, i: usize) -> Field<bool> {
+        if self.is_null(i) {
+            return None;
+        }
+        Some(match self {
+            Col::Bool(a) => Val::Ok(a.value(i)),
+            _ => Val::Wrong(self.found(i)),
+        })
+    }
+}
+
+macro_rules! at {
+    (Str, $c:expr, $i:expr) => {
+        $c.str_at($i)
+    };
+    (Int, $c:expr, $i:expr) => {
+        $c.int_at($i)
+    };
+    (Float, $c:expr, $i:expr) => {
+        $c.float_at($i)
+    };
+    (Bool, $c:expr, $i:expr) => {
+        $c.bool_at($i)
+    };
+}
+
+/// A list column: offsets into a child column, or a column of another type.
+enum ListCol<C> {
+    Absent,
+    List {
+        offsets: Vec<usize>,
+        nulls: Option<NullBuffer>,
+        child: C,
+    },
+    Other(ArrayRef, &'static str),
+}
+
+impl<C> ListCol<C> {
+    fn of(array: Option<&ArrayRef>, child: impl FnOnce(&ArrayRef) -> Option<C>) -> Self {
+        let Some(a) = array else {
+            return ListCol::Absent;
+        };
+        let parts = match a.data_type() {
+            DataType::List(_) => a.as_list_opt::<i32>().map(|l| {
+                let offsets = l
+                    .value_offsets()
+                    .iter()
+                    .map(|&o| usize::try_from(o).unwrap_or(0))
+                    .collect();
+                (offsets, l.nulls().cloned(), Arc::clone(l.values()))
+            }),
+            DataType::LargeList(_) => a.as_list_opt::<i64>().map(|l| {
+                let offsets = l
+                    .value_offsets()
+                    .iter()
+                    .map(|&o| usize::try_from(o).unwrap_or(0))
+                    .collect();
+                (offsets, l.nulls().cloned(), Arc::clone(l.values()))
+            }),
+            _ => None,
+        };
+        match parts.and_then(|(offsets, nulls, values)| child(&values).map(|c| (offsets, nulls, c)))
+        {
+            Some((offsets, nulls, child)) => ListCol::List {
+                offsets,
+                nulls,
+                child,
+            },
+            None => ListCol::Other(Arc::clone(a), type_name(a.data_type())),
+        }
+    }
+
+    /// The child rows of row `i`, or what the column is when not a readable list.
+    fn at(&self, i: usize) -> Option<Result<(&C, std::ops::Range<usize>), Found>> {
+        match self {
+            ListCol::Absent => None,
+            ListCol::List {
+                offsets,
+                nulls,
+                child,
+            } => {
+                if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
+                    return None;
+                }
+                Some(Ok((child, offsets[i]..offsets[i + 1])))
+            }
+            ListCol::Other(a, t) => (!a.is_null(i)).then_some(Err(Found::Column(t))),
+        }
+    }
+}
+
+struct CandidateCols {
+    token_id: Col,
+    text: Col,
+    logprob: Col,
+    special: Col,
+}
+
+macro_rules! columns {
+    ($(($name:ident, $ty:ident)),* $(,)?) => {
+        /// The normalised columns of one batch.
+        struct Cols {
+            $( $name: Col, )*
+            eos_token_ids: ListCol<Col>,
+            candidates: ListCol<CandidateCols>,
+        }
+
+        impl Cols {
+            fn of(batch: &RecordBatch) -> Self {
+                Cols {
+                    $( $name: Col::of(batch.column_by_name(stringify!($name))), )*
+                    eos_token_ids: ListCol::of(batch.column_by_name(EOS_TOKEN_IDS), |v| Some(Col::of(Some(v)))),
+                    candidates: ListCol::of(batch.column_by_name(CANDIDATES), |v| {
+                        let s: &StructArray = v.as_struct_opt()?;
+                        Some(CandidateCols {
+                            token_id: Col::of(s.column_by_name(CANDIDATE_FIELDS[0])),
+                            text: Col::of(s.column_by_name(CANDIDATE_FIELDS[1])),
+                            logprob: Col::of(s.column_by_name(CANDIDATE_FIELDS[2])),
+                            special: Col::of(s.column_by_name(CANDIDATE_FIELDS[3])),
+                        })
+                    }),
+                }
+            }
+
+            fn record(&self, i: usize) -> RawRecord<'_> {
+                RawRecord {
+                    $( $name: at!($ty, self.$name, i), )*
+                    eos_token_ids: self.eos_token_ids.at(i).map(|r| match r {
+                        Ok((c, rows)) => Val::Ok(rows.map(|j| c.int_at(j).unwrap_or(Val::Wrong(Found::Column("null")))).collect()),
+                        Err(found) => Val::Wrong(found),
+                    }),
+                    candidates: self.candidates.at(i).map(|r| match r {
+                        Ok((c, rows)) => Val::Ok(
+                            rows.map(|j| RawCandidate {
+                                token_id: c.token_id.int_at(j),
+                                text: c.text.str_at(j),
+                                logprob: c.logprob.float_at(j),
+                                special: c.special.bool_at(j),
+                            })
+                            .collect(),
+                        ),
+                        Err(found) => Val::Wrong(found),
+                    }),
+                }
+            }
+        }
+    };
+}
+crate::scalar_fields!(columns);
+
+fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
+    LoadError::Parquet {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Reads one Parquet file into the builder. Fatal when the file is not readable Parquet, when it has no `kind`
+/// column, or when it has records of a kind whose required column is absent.
+pub fn read(
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+) -> Result<(), LoadError> {
+    let f = File::open(path).map_err(|e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new())
+        .map_err(|e| parquet_error(path, e))?;
+    let arrow_schema = Arc::clone(meta.schema());
+    let known = |name: &str| {
+        name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name)
+    };
+    let present: Vec<&str> = arrow_schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    if !present.contains(&KIND) {
+        return Err(LoadError::MissingColumn {
+            path: path.display().to_string(),
+            column: KIND.to_owned(),
+            detail: "every row needs a kind (meta, request, iteration, stage or token); add a string column \
+                     \"kind\""
+                .to_owned(),
+        });
+    }
+    let roots: Vec<usize> = present
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| known(n))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots);
+    let mut checked_kinds: Vec<String> = Vec::new();
+    let mut row0: u64 = 0;
+    for rg in 0..meta.metadata().num_row_groups() {
+        let rg_meta = meta.metadata().row_group(rg);
+        let rg_rows = u64::try_from(rg_meta.num_rows()).unwrap_or(0);
+        let f = f.try_clone().map_err(|e| LoadError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
+            .with_projection(mask.clone())
+            .with_row_groups(vec![rg])
+            .with_batch_size(READ_BATCH_ROWS)
+            .build();
+        let mut done: u64 = 0;
+        let failure = match reader {
+            Err(e) => Some(e.to_string()),
+            Ok(reader) => {
+                let mut failure = None;
+                for batch in reader {
+                    if progress.is_cancelled() {
+                        return Err(LoadError::Cancelled);
+                    }
+                    match batch {
+                        Ok(batch) => {
+                            let cols = Cols::of(&batch);
+                            for i in 0..batch.num_rows() {
+                                let record = cols.record(i);
+                                let place = Place {
+                                    file,
+                                    at: row0 + done + i as u64,
+                                };
+                                check_required(
+                                    &record,
+                                    &present,
+                                    &mut checked_kinds,
+                                    path,
+                                    place.at,
+                                )?;
+                                ingest(&record, place, b);
+                            }
+                            done += batch.num_rows() as u64;
+                        }
+                        Err(e) => {
+                            failure = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                failure
+            }
+        };
+        if let Some(e) = failure {
+            let lost = rg_rows.saturating_sub(done);
+            b.report.records += lost;
+            for _ in 0..lost.min(1) {
+                b.report.reject(Rejection {
+                    place: Place { file, at: row0 + done },
+                    problem: Problem::Malformed,
+                    record: None,
+                    field: None,
+                    reason: format!(
+                        "row group {rg} (rows {}..{}) cannot be decoded: {e}; its {lost} remaining rows are lost",
+                        row0 + done,
+                        row0 + rg_rows
+                    ),
+                });
+            }
+            // Count every lost row as rejected, one detailed entry for the group.
+            if lost > 1 {
+                *b.report
+                    .rejected_by_problem
+                    .entry(Problem::Malformed)
+                    .or_default() += lost - 1;
+            }
+        }
+        row0 += rg_rows;
+        progress.add_done(u64::try_from(rg_meta.compressed_size()).unwrap_or(0));
+    }
+    Ok(())
+}
+
+/// The first record of each kind checks that the file has the columns that kind requires.
+fn check_required(
+    record: &RawRecord<'_>,
+    present: &[&str],
+    checked: &mut Vec<String>,
+    path: &Path,
+    row: u64,
+) -> Result<(), LoadError> {
+    let Some(Val::Ok(kind)) = &record.kind else {
+        return Ok(());
+    };
+    if checked.iter().any(|k| k == kind) {
+        return Ok(());
+    }
+    checked.push(kind.to_string());
+    if let Some(column) = schema::required_fields(kind)
+        .iter()
+        .find(|c| !present.contains(c))
+    {
+        return Err(LoadError::MissingColumn {
+            path: path.display().to_string(),
+            column: (*column).to_owned(),
+            detail: format!(
+                "the file has {kind} records (the first at row {row}) and every {kind} record needs {column}; \
+                 add the column{}",
+                if schema::is_time_field(column) {
+                    " (Int64, nanoseconds since the Unix epoch)"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    Ok(())
+}
+
+macro_rules! builders {
+    ($(($name:ident, $ty:ident)),* $(,)?) => {
+        /// Column builders for one batch of records.
+        struct Builders {
+            $( $name: builder!($ty), )*
+            eos_offsets: Vec<i32>,
+            eos_valid: Vec<bool>,
+            eos_values: Int64Builder,
+            cand_offsets: Vec<i32>,
+            cand_valid: Vec<bool>,
+            cand_token_id: Int64Builder,
+            cand_text: StringBuilder,
+            cand_logprob: Float64Builder,
+            cand_special: BooleanBuilder,
+            rows: usize,
+        }
+
+        impl Builders {
+            fn new() -> Self {
+                Builders {
+                    $( $name: <builder!($ty)>::new(), )*
+                    eos_offsets: vec![0],
+                    eos_valid: Vec::new(),
+                    eos_values: Int64Builder::new(),
+                    cand_offsets: vec![0],
+                    cand_valid: Vec::new(),
+                    cand_token_id: Int64Builder::new(),
+                    cand_text: StringBuilder::new(),
+                    cand_logprob: Float64Builder::new(),
+                    cand_special: BooleanBuilder::new(),
+                    rows: 0,
+                }
+            }
+
+            fn push(&mut self, r: &RawRecord<'_>) {
+                $( self.$name.append_option(value!($ty, &r.$name)); )*
+                match &r.eos_token_ids {
+                    Some(Val::Ok(ids)) => {
+                        for id in ids {
+                            self.eos_values.append_option(if let Val::Ok(v) = id { Some(*v) } else { None });
+                        }
+                        self.eos_valid.push(true);
+                    }
+                    _ => self.eos_valid.push(false),
+                }
+                self.eos_offsets.push(i32::try_from(self.eos_values.len()).unwrap_or(i32::MAX));
+                match &r.candidates {
+                    Some(Val::Ok(list)) => {
+                        for c in list {
+                            self.cand_token_id.append_option(value!(Int, &c.token_id));
+                            self.cand_text.append_option(value!(Str, &c.text));
+                            self.cand_logprob.append_option(value!(Float, &c.logprob));
+                            self.cand_special.append_option(value!(Bool, &c.special));
+                        }
+                        self.cand_valid.push(true);
+                    }
+                    _ => self.cand_valid.push(false),
+                }
+                self.cand_offsets.push(i32::try_from(self.cand_token_id.len()).unwrap_or(i32::MAX));
+                self.rows += 1;
+            }
+
+            fn finish(&mut self) -> Result<RecordBatch, arrow::error::ArrowError> {
+                let mut columns: Vec<ArrayRef> = vec![ $( Arc::new(self.$name.finish()), )* ];
+                let eos = ListArray::try_new(
+                    schema::list_item(DataType::Int64),
+                    OffsetBuffer::new(std::mem::replace(&mut self.eos_offsets, vec![0]).into()),
+                    Arc::new(self.eos_values.finish()),
+                    Some(NullBuffer::from(std::mem::take(&mut self.eos_valid))),
+                )?;
+                columns.push(Arc::new(eos));
+                let DataType::Struct(fields) = schema::candidate_struct() else {
+                    return Err(arrow::error::ArrowError::SchemaError("candidate type".into()));
+                };
+                let fields: Fields = fields;
+                let cands = StructArray::try_new(
+                    fields,
+                    vec![
+                        Arc::new(self.cand_token_id.finish()),
+                        Arc::new(self.cand_text.finish()),
+                        Arc::new(self.cand_logprob.finish()),
+                        Arc::new(self.cand_special.finish()),
+                    ],
+                    None,
+                )?;
+                let list = ListArray::try_new(
+                    schema::list_item(schema::candidate_struct()),
+                    OffsetBuffer::new(std::mem::replace(&mut self.cand_offsets, vec![0]).into()),
+                    Arc::new(cands),
+                    Some(NullBuffer::from(std::mem::take(&mut self.cand_valid))),
+                )?;
+                columns.push(Arc::new(list));
+                self.rows = 0;
+                RecordBatch::try_new(schema::arrow_schema(), columns)
+            }
+        }
+    };
+}
+
+macro_rules! builder {
+    (Str) => {
+        StringBuilder
+    };
+    (Int) => {
+        Int64Builder
+    };
+    (Float) => {
+        Float64Builder
+    };
+    (Bool) => {
+        BooleanBuilder
+    };
+}
+
+macro_rules! value {
+    (Str, $v:expr) => {
+        match $v {
+            Some(Val::Ok(s)) => Some(&**s),
+            _ => None,
+        }
+    };
+    ($other:ident, $v:expr) => {
+        match $v {
+            Some(Val::Ok(x)) => Some(*x),
+            _ => None,
+        }
+    };
+}
+
+crate::scalar_fields!(builders);
+
+/// Writes a trace as one Parquet file (zstd, row groups of [`WRITE_ROW_GROUP_ROWS`] rows).
+pub fn write(trace: &Trace, path: &Path) -> Result<(), parquet::errors::ParquetError> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .set_max_row_group_row_count(Some(WRITE_ROW_GROUP_ROWS))
+        .build();
+    let file = File::create(path)?;
+    let mut writer = ArrowWriter::try_new(file, schema::arrow_schema(), Some(props))?;
+    let mut builders = Builders::new();
+    for_each_record(trace, |r| {
+        builders.push(r);
+        if builders.rows >= WRITE_ROW_GROUP_ROWS {
+            writer.write(&builders.finish()?)?;
+        }
+        Ok::<(), parquet::errors::ParquetError>(())
+    })?;
+    if builders.rows > 0 {
+        writer.write(&builders.finish()?)?;
+    }
+    writer.close()?;
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! The one place the trace format's column names and types live (format version 1, `docs/TRACE_FORMAT.md`).
+//!
+//! [`scalar_fields!`] lists every scalar field once; the Parquet reader and writer, the JSONL writer and the Arrow
+//! schema are generated from it, and the compiler checks each name against [`RawRecord`](super::raw::RawRecord).
+//! The two list fields, `eos_token_ids` and `candidates`, are handled beside it.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+
+/// The format version this build reads and writes.
+pub const FORMAT_VERSION: i64 = 1;
+/// The value of the meta record's `format` field.
+pub const FORMAT_NAME: &str = "tokenscope";
+
+/// The column of the record kind.
+pub const KIND: &str = "kind";
+/// The meta field listing the token ids that end generation.
+pub const EOS_TOKEN_IDS: &str = "eos_token_ids";
+/// The token field holding the top-k alternatives.
+pub const CANDIDATES: &str = "candidates";
+/// The fields of one candidate, in order: token_id (Int64), text (Utf8), logprob (Float64), special (Boolean).
+pub const CANDIDATE_FIELDS: [&str; 4] = ["token_id", "text", "logprob", "special"];
+
+/// The scalar type of a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// UTF-8 string (Parquet: Utf8; readers also take LargeUtf8, Utf8View, dictionaries).
+    Str,
+    /// 64-bit integer (readers take any integer width; `_ns` fields also Timestamp).
+    Int,
+    /// 64-bit float (readers take integers and Float32 too).
+    Float,
+    /// Boolean.
+    Bool,
+}
+
+impl Scalar {
+    /// The Arrow type a writer uses.
+    pub fn data_type(self) -> DataType {
+        match self {
+            Scalar::Str => DataType::Utf8,
+            Scalar::Int => DataType::Int64,
+            Scalar::Float => DataType::Float64,
+            Scalar::Bool => DataType::Boolean,
+        }
+    }
+}
+
+/// Calls `$m! { (name, Scalar), ... }` with every scalar field of the format, in column order.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! scalar_fields {
+    ($m:ident) => {
+        $m! {
+            (kind, Str),
+            // meta
+            (format, Str), (version, Int), (engine, Str), (engine_version, Str), (created_ns, Int),
+            // request
+            (request_id, Str), (source, Str), (trace_id, Str), (model, Str), (app_id, Str), (user_id, Str),
+            (arrival_ns, Int), (scheduled_ns, Int), (first_token_ns, Int), (finished_ns, Int),
+            (input_tokens, Int), (cached_tokens, Int), (context_tokens, Int), (output_tokens, Int),
+            (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
+            (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
+            // iteration
+            (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
+            (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
+            (num_prefill_tokens, Int), (num_decode_tokens, Int), (num_waiting, Int), (kv_usage, Float),
+            (num_preempted, Int),
+            // stage
+            (stage, Str), (tokens, Int),
+            // token
+            (index, Int), (emitted_ns, Int), (token_id, Int), (text, Str), (special, Bool), (logprob, Float),
+            (rank, Int)
+        }
+    };
+}
+
+macro_rules! name_list {
+    ($(($name:ident, $ty:ident)),* $(,)?) => {
+        /// Every scalar field with its type, in column order.
+        pub const SCALAR_FIELDS: &[(&str, Scalar)] = &[$((stringify!($name), Scalar::$ty)),*];
+    };
+}
+scalar_fields!(name_list);
+
+/// Fields a record of each kind must have; a Parquet file with such records but without the column is unreadable.
+pub fn required_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "request" => &["request_id", "arrival_ns"],
+        "iteration" => &["iteration", "start_ns", "end_ns"],
+        "stage" => &["request_id", "stage", "start_ns", "end_ns"],
+        "token" => &["request_id", "index", "emitted_ns"],
+        _ => &[],
+    }
+}
+
+/// The Arrow type of one candidate.
+pub fn candidate_struct() -> DataType {
+    DataType::Struct(Fields::from(vec![
+        Field::new(CANDIDATE_FIELDS[0], DataType::Int64, true),
+        Field::new(CANDIDATE_FIELDS[1], DataType::Utf8, true),
+        Field::new(CANDIDATE_FIELDS[2], DataType::Float64, true),
+        Field::new(CANDIDATE_FIELDS[3], DataType::Boolean, true),
+    ]))
+}
+
+/// The Arrow field of a list column's items.
+pub fn list_item(data_type: DataType) -> Arc<Field> {
+    Arc::new(Field::new("item", data_type, true))
+}
+
+/// The schema a writer uses: every scalar field, then `eos_token_ids` and `candidates`; all nullable.
+pub fn arrow_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = SCALAR_FIELDS
+        .iter()
+        .map(|&(name, ty)| Field::new(name, ty.data_type(), name != KIND))
+        .collect();
+    fields.push(Field::new(
+        EOS_TOKEN_IDS,
+        DataType::List(list_item(DataType::Int64)),
+        true,
+    ));
+    fields.push(Field::new(
+        CANDIDATES,
+        DataType::List(list_item(candidate_struct())),
+        true,
+    ));
+    Arc::new(Schema::new(fields))
+}
+
+/// True for fields holding times or durations in nanoseconds.
+pub fn is_time_field(name: &str) -> bool {
+    name.ends_with("_ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_cover_the_spec() {
+        let mut names: Vec<&str> = SCALAR_FIELDS.iter().map(|f| f.0).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a field is listed twice");
+        // 1 kind + 5 meta + 24 request + 14 iteration + 2 stage + 7 token scalar fields.
+        assert_eq!(SCALAR_FIELDS.len(), 53);
+        assert_eq!(arrow_schema().fields().len(), 55);
+        for kind in ["request", "iteration", "stage", "token"] {
+            for f in required_fields(kind) {
+                assert!(names.contains(f), "{f}");
+            }
+        }
+    }
+}

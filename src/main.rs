@@ -1,0 +1,118 @@
+//! The `tokenscope` command: parses arguments and dispatches; the work is in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tokenscope::analysis::summary::{GroupBy, Slo};
+use tokenscope::cli::{self, Output};
+use tokenscope::ui::{self, TraceSource};
+
+/// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
+/// or wrong. With no subcommand, opens the app on TRACE (or on the embedded demo trace).
+#[derive(Parser)]
+#[command(name = "tokenscope", version, args_conflicts_with_subcommands = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Trace to open in the app (.parquet, .jsonl[.gz|.zst], or a directory of them).
+    trace: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load a trace and report every rejected record and warning (exit 1 when it cannot be loaded).
+    Validate {
+        /// The trace.
+        trace: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the trace's figures: tokens, span, throughput, TTFT/TPOT/E2E/queue/ITL percentiles, SLO goodput.
+    Summary {
+        /// The trace.
+        trace: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// TTFT objective in ms, for SLO attainment and goodput.
+        #[arg(long, value_name = "MS")]
+        slo_ttft_ms: Option<f64>,
+        /// TPOT objective in ms, for SLO attainment and goodput.
+        #[arg(long, value_name = "MS")]
+        slo_tpot_ms: Option<f64>,
+        /// Also break the figures down by this request label.
+        #[arg(long, value_enum)]
+        by: Option<By>,
+    },
+    /// Convert a trace between Parquet and JSONL (by the output's extension).
+    Convert {
+        /// The trace to read.
+        input: PathBuf,
+        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum By {
+    Model,
+    #[value(name = "app_id")]
+    AppId,
+    #[value(name = "user_id")]
+    UserId,
+    Source,
+}
+
+impl From<By> for GroupBy {
+    fn from(b: By) -> Self {
+        match b {
+            By::Model => GroupBy::Model,
+            By::AppId => GroupBy::AppId,
+            By::UserId => GroupBy::UserId,
+            By::Source => GroupBy::Source,
+        }
+    }
+}
+
+fn emit(out: &Output) -> ExitCode {
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    ExitCode::from(u8::try_from(out.code).unwrap_or(1))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match args.command {
+        Some(Command::Validate { trace, json }) => emit(&cli::validate::run(&trace, json)),
+        Some(Command::Summary {
+            trace,
+            json,
+            slo_ttft_ms,
+            slo_tpot_ms,
+            by,
+        }) => {
+            let slo = Slo {
+                ttft_ms: slo_ttft_ms,
+                tpot_ms: slo_tpot_ms,
+            };
+            emit(&cli::summary::run(&trace, json, slo, by.map(GroupBy::from)))
+        }
+        Some(Command::Convert { input, output }) => emit(&cli::convert::run(&input, &output)),
+        None => {
+            let source = args.trace.map_or(TraceSource::Demo, TraceSource::Path);
+            match ui::run(source) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!(
+                        "error: cannot open the window: {e}. On a machine without a display, run under Xvfb \
+                               (see README) or use the subcommands (tokenscope --help)"
+                    );
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}

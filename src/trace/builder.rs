@@ -1,0 +1,466 @@
+//! Builds a [`Trace`] from records in any order: resolves references between records (tokens and stages to their
+//! request, to their iteration), sorts and indexes the tables, and reports what does not fit (duplicates, tokens of
+//! unknown requests, index gaps, usage that disagrees with the token records).
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
+use super::tables::{
+    Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens,
+};
+use super::{DEFAULT_SOURCE, Meta, NULL_I64, Trace};
+use crate::trace::strings::Interner;
+
+/// Accumulates validated records; [`TraceBuilder::finish`] turns them into a [`Trace`] and its [`Report`].
+#[derive(Debug)]
+pub struct TraceBuilder {
+    /// Request ids, sources, labels: intern strings here before pushing rows that refer to them.
+    pub labels: Interner,
+    /// Token and candidate texts.
+    pub texts: Interner,
+    /// The load report; readers add malformed-record rejections to it directly.
+    pub report: Report,
+    meta: Option<(Meta, Place)>,
+    requests: Requests,
+    request_places: Vec<Place>,
+    request_by_id: HashMap<u32, u32>,
+    rejected_requests: HashMap<u32, Place>,
+    iterations: Iterations,
+    iteration_places: Vec<Place>,
+    iteration_by_key: HashMap<(u32, i64), u32>,
+    stages: Stages,
+    stage_places: Vec<Place>,
+    tokens: Tokens,
+    token_places: Vec<Place>,
+    cand_start: Vec<u32>,
+    candidates: Candidates,
+}
+
+impl Default for TraceBuilder {
+    fn default() -> Self {
+        let mut labels = Interner::default();
+        labels.intern(DEFAULT_SOURCE);
+        Self {
+            labels,
+            texts: Interner::default(),
+            report: Report::default(),
+            meta: None,
+            requests: Requests::default(),
+            request_places: Vec::new(),
+            request_by_id: HashMap::new(),
+            rejected_requests: HashMap::new(),
+            iterations: Iterations::default(),
+            iteration_places: Vec::new(),
+            iteration_by_key: HashMap::new(),
+            stages: Stages::default(),
+            stage_places: Vec::new(),
+            tokens: Tokens::default(),
+            token_places: Vec::new(),
+            cand_start: vec![0],
+            candidates: Candidates::default(),
+        }
+    }
+}
+
+fn duplicate(place: Place, record: &'static str, field: &'static str, reason: String) -> Rejection {
+    Rejection {
+        place,
+        problem: Problem::Duplicate,
+        record: Some(record),
+        field: Some(field),
+        reason,
+    }
+}
+
+impl TraceBuilder {
+    /// The label id of the default source.
+    pub fn default_source(&mut self) -> u32 {
+        self.labels.intern(DEFAULT_SOURCE)
+    }
+
+    /// Adds the meta record; a second one is rejected.
+    pub fn set_meta(&mut self, meta: Meta, place: Place) {
+        if let Some((_, first)) = &self.meta {
+            let reason = format!(
+                "a second meta record; the first is at {}. Keep one",
+                self.report.describe(*first)
+            );
+            self.report.reject(duplicate(place, "meta", "kind", reason));
+            return;
+        }
+        self.meta = Some((meta, place));
+    }
+
+    /// Adds a request; `row.id` is the label id of its `request_id`. A repeated id is rejected.
+    pub fn add_request(&mut self, row: Request, place: Place) {
+        let next = u32::try_from(self.requests.len()).unwrap_or(u32::MAX);
+        match self.request_by_id.entry(row.id) {
+            Entry::Occupied(first) => {
+                let first_place = self.request_places[*first.get() as usize];
+                let reason = format!(
+                    "request_id {:?} repeats the request at {}; request ids must be unique within a trace",
+                    self.labels.str_or_empty(row.id),
+                    self.report.describe(first_place)
+                );
+                self.report
+                    .reject(duplicate(place, "request", "request_id", reason));
+            }
+            Entry::Vacant(v) => {
+                v.insert(next);
+                self.requests.push(row);
+                self.request_places.push(place);
+            }
+        }
+    }
+
+    /// Notes that the request record with this request id (label id) was rejected, so its stages and tokens are
+    /// rejected with a reason that points at it.
+    pub fn note_rejected_request(&mut self, id: u32, place: Place) {
+        self.rejected_requests.entry(id).or_insert(place);
+    }
+
+    /// Adds an engine step; a repeated (source, iteration) is rejected.
+    pub fn add_iteration(&mut self, row: Iteration, place: Place) {
+        let next = u32::try_from(self.iterations.len()).unwrap_or(u32::MAX);
+        match self.iteration_by_key.entry((row.source, row.iteration)) {
+            Entry::Occupied(first) => {
+                let first_place = self.iteration_places[*first.get() as usize];
+                let reason = format!(
+                    "iteration {} of source {:?} repeats the one at {}; step numbers must be unique per source",
+                    row.iteration,
+                    self.labels.str_or_empty(row.source),
+                    self.report.describe(first_place)
+                );
+                self.report
+                    .reject(duplicate(place, "iteration", "iteration", reason));
+            }
+            Entry::Vacant(v) => {
+                v.insert(next);
+                self.iterations.push(row);
+                self.iteration_places.push(place);
+            }
+        }
+    }
+
+    /// Adds a stage; `row.request` is the label id of its `request_id`, resolved in [`Self::finish`].
+    pub fn add_stage(&mut self, row: Stage, place: Place) {
+        self.stages.push(row);
+        self.stage_places.push(place);
+    }
+
+    /// Adds a token and its candidates; `row.request` is the label id of its `request_id`.
+    pub fn add_token(
+        &mut self,
+        row: Token,
+        candidates: impl IntoIterator<Item = Candidate>,
+        place: Place,
+    ) {
+        self.tokens.push(row);
+        self.token_places.push(place);
+        for c in candidates {
+            self.candidates.push(c);
+        }
+        self.cand_start
+            .push(u32::try_from(self.candidates.len()).unwrap_or(u32::MAX));
+    }
+
+    /// Why a stage or token naming request label `id` cannot be kept, when it cannot.
+    fn orphan(&self, id: u32, place: Place, record: &'static str) -> Rejection {
+        let name = self.labels.str_or_empty(id);
+        match self.rejected_requests.get(&id) {
+            Some(at) => Rejection {
+                place,
+                problem: Problem::RequestRejected,
+                record: Some(record),
+                field: Some("request_id"),
+                reason: format!(
+                    "the record of request {name:?} was rejected (at {}); fix it and this {record} loads too",
+                    self.report.describe(*at)
+                ),
+            },
+            None => Rejection {
+                place,
+                problem: Problem::UnknownRequest,
+                record: Some(record),
+                field: Some("request_id"),
+                reason: format!(
+                    "no request record has request_id {name:?}; add a kind=\"request\" record with its arrival_ns"
+                ),
+            },
+        }
+    }
+
+    /// Resolves references, sorts, indexes and checks the records; returns the trace and the report.
+    pub fn finish(mut self) -> (Trace, Report) {
+        let mut trace = Trace::default();
+        if let Some((meta, _)) = self.meta.take() {
+            trace.meta = meta;
+        }
+
+        // Requests by arrival, then id, so the model does not depend on record order.
+        let mut order: Vec<u32> =
+            (0..u32::try_from(self.requests.len()).unwrap_or(u32::MAX)).collect();
+        {
+            let labels = &self.labels;
+            let reqs = &self.requests;
+            order.sort_by(|&a, &b| {
+                let (a, b) = (a as usize, b as usize);
+                reqs.arrival_ns[a].cmp(&reqs.arrival_ns[b]).then_with(|| {
+                    labels
+                        .str_or_empty(reqs.id[a])
+                        .cmp(labels.str_or_empty(reqs.id[b]))
+                })
+            });
+        }
+        self.requests.permute(&order);
+        let request_by_id: HashMap<u32, u32> = self
+            .requests
+            .id
+            .iter()
+            .enumerate()
+            .map(|(row, &id)| (id, row as u32))
+            .collect();
+
+        // Iterations by source, then start.
+        let mut order: Vec<u32> =
+            (0..u32::try_from(self.iterations.len()).unwrap_or(u32::MAX)).collect();
+        {
+            let it = &self.iterations;
+            order.sort_by_key(|&i| {
+                (
+                    it.source[i as usize],
+                    it.start_ns[i as usize],
+                    it.iteration[i as usize],
+                )
+            });
+        }
+        self.iterations.permute(&order);
+        let iteration_row: HashMap<(u32, i64), u32> = (0..self.iterations.len())
+            .map(|i| {
+                (
+                    (self.iterations.source[i], self.iterations.iteration[i]),
+                    i as u32,
+                )
+            })
+            .collect();
+        let mut source_iterations: Vec<(u32, std::ops::Range<u32>)> = Vec::new();
+        for (i, &s) in self.iterations.source.iter().enumerate() {
+            let i = i as u32;
+            match source_iterations.last_mut() {
+                Some((last, range)) if *last == s => range.end = i + 1,
+                _ => source_iterations.push((s, i..i + 1)),
+            }
+        }
+        let has_iterations = !self.iterations.is_empty();
+        let mut missing_iterations: HashMap<u32, u64> = HashMap::new();
+
+        // Stages: resolve the request and the iteration, drop orphans, sort by request then start.
+        let mut keep: Vec<u32> = Vec::with_capacity(self.stages.len());
+        for i in 0..self.stages.len() {
+            let label = self.stages.request[i];
+            let Some(&row) = request_by_id.get(&label) else {
+                let r = self.orphan(label, self.stage_places[i], "stage");
+                self.report.reject(r);
+                continue;
+            };
+            self.stages.request[i] = row;
+            if let Some(n) = self.stages.iteration[i] {
+                let source = self.requests.source[row as usize];
+                self.stages.iter_row[i] = iteration_row.get(&(source, n)).copied();
+                if has_iterations && self.stages.iter_row[i].is_none() {
+                    *missing_iterations.entry(row).or_default() += 1;
+                }
+            }
+            keep.push(i as u32);
+        }
+        {
+            let st = &self.stages;
+            keep.sort_by_key(|&i| {
+                (
+                    st.request[i as usize],
+                    st.start_ns[i as usize],
+                    st.end_ns[i as usize],
+                )
+            });
+        }
+        self.stages.permute(&keep);
+        trace.stage_start = starts_by_request(&self.stages.request, self.requests.len());
+
+        // Tokens: resolve the request, sort by (request, index), reject repeated indices.
+        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(self.tokens.len());
+        for i in 0..self.tokens.len() {
+            let label = self.tokens.request[i];
+            let Some(&row) = request_by_id.get(&label) else {
+                let r = self.orphan(label, self.token_places[i], "token");
+                self.report.reject(r);
+                continue;
+            };
+            self.tokens.request[i] = row;
+            keyed.push((
+                (u64::from(row) << 32) | u64::from(self.tokens.index[i]),
+                i as u32,
+            ));
+        }
+        if !keyed.is_sorted_by_key(|&(k, _)| k) {
+            keyed.sort_by_key(|&(k, _)| k); // stable: among repeats, the first in the file stays first
+        }
+        let mut order: Vec<u32> = Vec::with_capacity(keyed.len());
+        let mut prev_key = None;
+        for &(key, i) in &keyed {
+            if prev_key == Some(key) {
+                let i = i as usize;
+                let req = self.tokens.request[i];
+                let reason = format!(
+                    "token index {} of request {:?} appears twice; the first is kept",
+                    self.tokens.index[i],
+                    self.labels.str_or_empty(self.requests.id[req as usize])
+                );
+                self.report
+                    .reject(duplicate(self.token_places[i], "token", "index", reason));
+                continue;
+            }
+            prev_key = Some(key);
+            order.push(i);
+        }
+        drop(keyed);
+        let identity = order.iter().enumerate().all(|(k, &i)| k as u32 == i)
+            && order.len() == self.tokens.len();
+        if !identity {
+            let mut cands = Candidates::default();
+            let mut starts = Vec::with_capacity(order.len() + 1);
+            starts.push(0u32);
+            for &t in &order {
+                let (a, b) = (
+                    self.cand_start[t as usize] as usize,
+                    self.cand_start[t as usize + 1] as usize,
+                );
+                for c in a..b {
+                    cands.push(self.candidates.row(c));
+                }
+                starts.push(u32::try_from(cands.len()).unwrap_or(u32::MAX));
+            }
+            self.tokens.permute(&order);
+            self.candidates = cands;
+            self.cand_start = starts;
+        }
+        for i in 0..self.tokens.len() {
+            let n = self.tokens.iteration[i];
+            if n != NULL_I64 {
+                let source = self.requests.source[self.tokens.request[i] as usize];
+                match iteration_row.get(&(source, n)) {
+                    Some(&row) => self.tokens.iter_row[i] = row,
+                    None if has_iterations => {
+                        *missing_iterations
+                            .entry(self.tokens.request[i])
+                            .or_default() += 1;
+                    }
+                    None => {}
+                }
+            }
+        }
+        trace.token_start = starts_by_request(&self.tokens.request, self.requests.len());
+
+        trace.labels = self.labels;
+        trace.texts = self.texts;
+        trace.requests = self.requests;
+        trace.iterations = self.iterations;
+        trace.stages = self.stages;
+        trace.tokens = self.tokens;
+        trace.candidates = self.candidates;
+        trace.cand_start = self.cand_start;
+        trace.request_by_id = request_by_id;
+        trace.source_iterations = source_iterations;
+
+        let mut report = self.report;
+        report.rejected.sort_by_key(|r| r.place);
+        check_requests(&trace, &missing_iterations, &mut report);
+        (trace, report)
+    }
+}
+
+/// `starts[r]..starts[r + 1]` = rows of request `r` in a column sorted by request.
+fn starts_by_request(request_of_row: &[u32], requests: usize) -> Vec<u32> {
+    let mut starts = Vec::with_capacity(requests + 1);
+    let mut row = 0usize;
+    for r in 0..=requests {
+        while row < request_of_row.len() && (request_of_row[row] as usize) < r {
+            row += 1;
+        }
+        starts.push(u32::try_from(row).unwrap_or(u32::MAX));
+    }
+    starts
+}
+
+/// Per-request warnings: index gaps, tokens out of time order, usage disagreeing with token records, references to
+/// iterations the trace lacks.
+fn check_requests(trace: &Trace, missing_iterations: &HashMap<u32, u64>, report: &mut Report) {
+    for r in 0..trace.request_count() as u32 {
+        let tokens = trace.tokens_of(r);
+        let id = || Some(trace.request_id(r).to_owned());
+        if !tokens.is_empty() {
+            let idx = &trace.tokens.index[tokens.clone()];
+            let missing: u64 = idx
+                .windows(2)
+                .map(|w| u64::from(w[1] - w[0] - 1))
+                .sum::<u64>()
+                + u64::from(idx[0]);
+            if missing > 0 {
+                let first_gap = if idx[0] > 0 {
+                    0
+                } else {
+                    idx.windows(2)
+                        .find(|w| w[1] > w[0] + 1)
+                        .map_or(0, |w| w[0] + 1)
+                };
+                report.warn(Warning {
+                    concern: Concern::IndexGap,
+                    request_id: id(),
+                    message: format!(
+                        "request {:?}: {missing} token index(es) missing, the first at index {first_gap}; \
+                         ITL across a gap spans several tokens",
+                        trace.request_id(r)
+                    ),
+                });
+            }
+            let emitted = &trace.tokens.emitted_ns[tokens.clone()];
+            if let Some(k) = emitted.windows(2).position(|w| w[1] < w[0]) {
+                report.warn(Warning {
+                    concern: Concern::TimeOrder,
+                    request_id: id(),
+                    message: format!(
+                        "request {:?}: token {} was emitted before token {}; its ITL is negative",
+                        trace.request_id(r),
+                        idx[k + 1],
+                        idx[k]
+                    ),
+                });
+            }
+            if let Some(usage) = trace.requests.output_tokens[r as usize]
+                && usage as usize != tokens.len()
+            {
+                report.warn(Warning {
+                    concern: Concern::TokenMismatch,
+                    request_id: id(),
+                    message: format!(
+                        "request {:?}: output_tokens says {usage} but the trace has {} token records",
+                        trace.request_id(r),
+                        tokens.len()
+                    ),
+                });
+            }
+        }
+        if let Some(&n) = missing_iterations.get(&r) {
+            report.warn(Warning {
+                concern: Concern::UnknownIteration,
+                request_id: id(),
+                message: format!(
+                    "request {:?}: {n} token or stage record(s) name iterations of source {:?} that the trace \
+                     does not have",
+                    trace.request_id(r),
+                    trace.label(trace.requests.source[r as usize]).unwrap_or(DEFAULT_SOURCE)
+                ),
+            });
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The in-memory model of a trace: columnar tables, interned strings and the indexes every view needs.
+//!
+//! A [`Trace`] is built once by [`TraceBuilder`] (which the format readers feed) and is immutable afterwards;
+//! consumers share it as `Arc<Trace>`. It knows nothing of files or of the GUI.
+
+mod builder;
+pub mod report;
+mod stages;
+pub mod strings;
+pub mod tables;
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+pub use builder::TraceBuilder;
+pub use stages::StageSpan;
+pub use strings::{Interner, NO_STR};
+pub use tables::{
+    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request,
+    Requests, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
+};
+
+/// The source name of records that give none.
+pub const DEFAULT_SOURCE: &str = "engine";
+
+/// The trace-wide `meta` record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Meta {
+    /// True when the trace had a meta record.
+    pub present: bool,
+    /// `"tokenscope"`.
+    pub format: Option<String>,
+    /// Format version.
+    pub version: Option<i64>,
+    /// `vllm`, `sglang`, `trtllm`, ...
+    pub engine: Option<String>,
+    /// The engine's version.
+    pub engine_version: Option<String>,
+    /// The served model.
+    pub model: Option<String>,
+    /// Token ids that end generation.
+    pub eos_token_ids: Option<Vec<u32>>,
+    /// When the dump was written.
+    pub created_ns: Option<i64>,
+}
+
+/// A loaded trace. Row ids are `u32`; times are `i64` nanoseconds since the Unix epoch (UTC).
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// The meta record.
+    pub meta: Meta,
+    /// Request ids, sources and attribution labels.
+    pub labels: Interner,
+    /// Token and candidate texts.
+    pub texts: Interner,
+    /// Requests, sorted by arrival.
+    pub requests: Requests,
+    /// Engine steps, sorted by source then start.
+    pub iterations: Iterations,
+    /// Explicit stage records, sorted by request then start.
+    pub stages: Stages,
+    /// Output tokens, sorted by request then index.
+    pub tokens: Tokens,
+    /// Top-k candidates of every token, flattened in token order.
+    pub candidates: Candidates,
+    /// `token_start[r]..token_start[r + 1]` are the tokens of request `r`.
+    token_start: Vec<u32>,
+    /// `stage_start[r]..stage_start[r + 1]` are the explicit stages of request `r`.
+    stage_start: Vec<u32>,
+    /// `cand_start[t]..cand_start[t + 1]` are the candidates of token `t`.
+    cand_start: Vec<u32>,
+    /// Request row by the label id of its `request_id`.
+    request_by_id: HashMap<u32, u32>,
+    /// For each source (label id), its rows in `iterations`, sorted by start.
+    source_iterations: Vec<(u32, Range<u32>)>,
+}
+
+fn range_of(starts: &[u32], i: usize) -> Range<usize> {
+    match (starts.get(i), starts.get(i + 1)) {
+        (Some(&a), Some(&b)) => a as usize..b as usize,
+        _ => 0..0,
+    }
+}
+
+impl Trace {
+    /// Number of requests.
+    pub fn request_count(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// The row of the request with this `request_id`.
+    pub fn request_row(&self, request_id: &str) -> Option<u32> {
+        let label = self.labels.lookup(request_id)?;
+        self.request_by_id.get(&label).copied()
+    }
+
+    /// The `request_id` of a request row.
+    pub fn request_id(&self, row: u32) -> &str {
+        self.requests
+            .id
+            .get(row as usize)
+            .map_or("", |&id| self.labels.str_or_empty(id))
+    }
+
+    /// A label (source, model, ...) by id; `None` for [`NO_STR`].
+    pub fn label(&self, id: u32) -> Option<&str> {
+        self.labels.get(id)
+    }
+
+    /// The token rows of a request, in index order.
+    pub fn tokens_of(&self, request: u32) -> Range<usize> {
+        range_of(&self.token_start, request as usize)
+    }
+
+    /// The explicit stage rows of a request, by start time.
+    pub fn explicit_stages_of(&self, request: u32) -> Range<usize> {
+        range_of(&self.stage_start, request as usize)
+    }
+
+    /// The candidate rows of a token, most probable first as written.
+    pub fn candidates_of(&self, token: usize) -> Range<usize> {
+        range_of(&self.cand_start, token)
+    }
+
+    /// The sources that have iterations, with their iteration rows (sorted by start).
+    pub fn sources_with_iterations(&self) -> &[(u32, Range<u32>)] {
+        &self.source_iterations
+    }
+
+    /// The iteration rows of a source (label id), sorted by start.
+    pub fn iterations_of_source(&self, source: u32) -> Range<usize> {
+        self.source_iterations
+            .iter()
+            .find(|(s, _)| *s == source)
+            .map_or(0..0, |(_, r)| r.start as usize..r.end as usize)
+    }
+
+    /// The iteration rows of a source that overlap `[from_ns, to_ns)`.
+    pub fn iterations_overlapping(&self, source: u32, from_ns: i64, to_ns: i64) -> Range<usize> {
+        let rows = self.iterations_of_source(source);
+        let starts = &self.iterations.start_ns[rows.clone()];
+        let ends = &self.iterations.end_ns[rows.clone()];
+        // Steps of one source run one after another, so ends are sorted like starts.
+        let first = ends.partition_point(|&e| e <= from_ns);
+        let last = starts.partition_point(|&s| s < to_ns);
+        rows.start + first..rows.start + last.max(first)
+    }
+
+    /// Output tokens of a request as the format defines them: `output_tokens` when present, else its token records.
+    pub fn output_tokens(&self, request: u32) -> u32 {
+        let r = request as usize;
+        self.requests
+            .output_tokens
+            .get(r)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| u32::try_from(self.tokens_of(request).len()).unwrap_or(u32::MAX))
+    }
+
+    /// True when a token is special: marked so, or its id is one of `meta.eos_token_ids`.
+    pub fn is_special_token(&self, token_id: u32, special: Flag) -> bool {
+        special == Flag::True
+            || (token_id != NULL_U32
+                && self
+                    .meta
+                    .eos_token_ids
+                    .as_ref()
+                    .is_some_and(|ids| ids.contains(&token_id)))
+    }
+
+    /// Total output-token records in the trace.
+    pub fn token_count(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Bytes held by the columns, string tables excluded (their text is counted by [`Interner::heap_bytes`]).
+    pub fn column_bytes(&self) -> usize {
+        self.requests.heap_bytes()
+            + self.iterations.heap_bytes()
+            + self.stages.heap_bytes()
+            + self.tokens.heap_bytes()
+            + self.candidates.heap_bytes()
+            + 4 * (self.token_start.len() + self.stage_start.len() + self.cand_start.len())
+            + self.labels.heap_bytes()
+            + self.texts.heap_bytes()
+    }
+}

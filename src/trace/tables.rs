@@ -1,0 +1,378 @@
+//! The columnar tables of a trace: one struct of vectors per record kind, one row struct to push and read rows.
+//!
+//! Small tables (requests, iterations, stages) use `Option` columns. The two big ones (tokens, candidates: millions
+//! of rows) use sentinels instead, [`NULL_I64`], [`NULL_U32`], [`NULL_F64`] (NaN) and [`Flag::Null`], to halve
+//! their memory; read them through the accessors that turn sentinels back into `Option`.
+
+use super::strings::NO_STR;
+
+/// Absent `i64` in a sentinel column.
+pub const NULL_I64: i64 = i64::MIN;
+/// Absent `u32` in a sentinel column (also [`NO_STR`] for string ids).
+pub const NULL_U32: u32 = u32::MAX;
+/// Absent `f64` in a sentinel column.
+pub const NULL_F64: f64 = f64::NAN;
+
+const _: () = assert!(NULL_U32 == NO_STR);
+
+/// `Some(v)` unless `v` is the `i64` sentinel.
+#[inline]
+pub fn opt_i64(v: i64) -> Option<i64> {
+    (v != NULL_I64).then_some(v)
+}
+
+/// `Some(v)` unless `v` is the `u32` sentinel.
+#[inline]
+pub fn opt_u32(v: u32) -> Option<u32> {
+    (v != NULL_U32).then_some(v)
+}
+
+/// `Some(v)` unless `v` is NaN, the `f64` sentinel.
+#[inline]
+pub fn opt_f64(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
+}
+
+/// A nullable boolean in one byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Flag {
+    /// The field was absent.
+    #[default]
+    Null,
+    /// `false`.
+    False,
+    /// `true`.
+    True,
+}
+
+impl Flag {
+    /// The flag as an `Option<bool>`.
+    pub fn get(self) -> Option<bool> {
+        match self {
+            Flag::Null => None,
+            Flag::False => Some(false),
+            Flag::True => Some(true),
+        }
+    }
+
+    /// The flag of an `Option<bool>`.
+    pub fn from_opt(v: Option<bool>) -> Self {
+        match v {
+            None => Flag::Null,
+            Some(false) => Flag::False,
+            Some(true) => Flag::True,
+        }
+    }
+}
+
+/// Declares a row struct and its columnar table (one `Vec` per field) with `push`, `row`, `len` and `permute`.
+macro_rules! table {
+    (
+        $(#[$tm:meta])* $table:ident,
+        $(#[$rm:meta])* $row:ident {
+            $( $(#[$fm:meta])* $field:ident : $ty:ty ),+ $(,)?
+        }
+    ) => {
+        $(#[$rm])*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $row {
+            $( $(#[$fm])* pub $field: $ty, )+
+        }
+
+        $(#[$tm])*
+        #[derive(Debug, Clone, Default)]
+        pub struct $table {
+            $( $(#[$fm])* pub $field: Vec<$ty>, )+
+        }
+
+        impl $table {
+            /// Number of rows.
+            pub fn len(&self) -> usize {
+                [$(self.$field.len()),+][0]
+            }
+
+            /// True when the table has no rows.
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            /// Appends a row.
+            pub fn push(&mut self, row: $row) {
+                $( self.$field.push(row.$field); )+
+            }
+
+            /// The row at `i`. Panics when `i` is out of range, like slice indexing: callers hold valid row ids.
+            pub fn row(&self, i: usize) -> $row {
+                $row { $( $field: self.$field[i], )+ }
+            }
+
+            /// Reorders rows so that new row `k` is old row `order[k]`; rows not in `order` are dropped.
+            pub fn permute(&mut self, order: &[u32]) {
+                $( self.$field = order.iter().map(|&i| self.$field[i as usize]).collect(); )+
+            }
+
+            /// Bytes held by the columns.
+            pub fn heap_bytes(&self) -> usize {
+                0 $( + self.$field.len() * std::mem::size_of::<$ty>() )+
+            }
+        }
+    };
+}
+
+table! {
+    /// One row per request, sorted by arrival time (then id).
+    Requests,
+    /// A request, as in the format's `kind = "request"`. String fields are ids in `Trace::labels`.
+    Request {
+        /// `request_id`, unique within the trace.
+        id: u32,
+        /// Engine instance; `"engine"` when the record had none.
+        source: u32,
+        /// W3C trace id, or [`NO_STR`].
+        trace_id: u32,
+        /// Attribution label, or [`NO_STR`].
+        model: u32,
+        /// Attribution label, or [`NO_STR`].
+        app_id: u32,
+        /// Attribution label, or [`NO_STR`].
+        user_id: u32,
+        /// When the engine received the request (ns since the Unix epoch).
+        arrival_ns: i64,
+        /// End of queueing.
+        scheduled_ns: Option<i64>,
+        /// When the first output token was produced.
+        first_token_ns: Option<i64>,
+        /// When the request finished.
+        finished_ns: Option<i64>,
+        /// Prompt tokens (engine usage).
+        input_tokens: Option<u32>,
+        /// Prompt tokens served from the prefix cache.
+        cached_tokens: Option<u32>,
+        /// Prompt tokens that are conversation history.
+        context_tokens: Option<u32>,
+        /// Generated tokens (engine usage).
+        output_tokens: Option<u32>,
+        /// `stop`, `length`, `abort`, `error`, or [`NO_STR`].
+        finish_reason: u32,
+        /// `ok`, `timeout`, `rate_limited`, `error`, or [`NO_STR`].
+        status: u32,
+        /// Engine error code, or [`NO_STR`].
+        error_code: u32,
+        /// Sampling temperature.
+        temperature: Option<f64>,
+        /// Nucleus sampling threshold.
+        top_p: Option<f64>,
+        /// Top-k sampling.
+        top_k: Option<i64>,
+        /// Output limit.
+        max_tokens: Option<i64>,
+        /// Sampling seed.
+        seed: Option<i64>,
+        /// Times the request was preempted.
+        num_preemptions: Option<u32>,
+        /// A hash of the prompt, or [`NO_STR`].
+        prompt_hash: u32,
+    }
+}
+
+table! {
+    /// One row per engine step, sorted by source then start time.
+    Iterations,
+    /// An engine step, as in the format's `kind = "iteration"`.
+    Iteration {
+        /// Engine instance (id in `Trace::labels`).
+        source: u32,
+        /// Step counter, unique per source.
+        iteration: i64,
+        /// Start of the step.
+        start_ns: i64,
+        /// End of the step.
+        end_ns: i64,
+        /// Time spent scheduling inside the step.
+        schedule_ns: Option<i64>,
+        /// Time spent in the model forward pass.
+        forward_ns: Option<i64>,
+        /// Time spent sampling and detokenizing.
+        sample_ns: Option<i64>,
+        /// Requests in the batch.
+        num_reqs: Option<u32>,
+        /// Requests prefilling in the batch.
+        num_prefill_reqs: Option<u32>,
+        /// Requests decoding in the batch.
+        num_decode_reqs: Option<u32>,
+        /// Prompt tokens computed in the step.
+        num_prefill_tokens: Option<u32>,
+        /// Output tokens computed in the step.
+        num_decode_tokens: Option<u32>,
+        /// Requests waiting at the step's start.
+        num_waiting: Option<u32>,
+        /// KV-cache use, 0..1.
+        kv_usage: Option<f64>,
+        /// Requests preempted in this step.
+        num_preempted: Option<u32>,
+    }
+}
+
+/// What a stage span is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StageKind {
+    /// Waiting to be scheduled.
+    Queue,
+    /// Computing the prompt (a chunk of it per step with chunked prefill).
+    Prefill,
+    /// Generating output tokens.
+    Decode,
+    /// Evicted from the batch, waiting to resume.
+    Preempted,
+    /// Moving KV cache between instances (disaggregated serving).
+    KvTransfer,
+    /// Tokenizing the prompt.
+    Tokenize,
+    /// Detokenizing output.
+    Detokenize,
+    /// Anything else.
+    Other,
+}
+
+impl StageKind {
+    /// Every stage kind, in the order of the format's table.
+    pub const ALL: [StageKind; 8] = [
+        StageKind::Queue,
+        StageKind::Prefill,
+        StageKind::Decode,
+        StageKind::Preempted,
+        StageKind::KvTransfer,
+        StageKind::Tokenize,
+        StageKind::Detokenize,
+        StageKind::Other,
+    ];
+
+    /// The name written in the format's `stage` field.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageKind::Queue => "queue",
+            StageKind::Prefill => "prefill",
+            StageKind::Decode => "decode",
+            StageKind::Preempted => "preempted",
+            StageKind::KvTransfer => "kv_transfer",
+            StageKind::Tokenize => "tokenize",
+            StageKind::Detokenize => "detokenize",
+            StageKind::Other => "other",
+        }
+    }
+
+    /// The kind named `s` in the format.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+table! {
+    /// Explicit stage records, sorted by request then start time. Derived stages are not stored: see
+    /// `Trace::stages_of`.
+    Stages,
+    /// A span of one request, as in the format's `kind = "stage"`.
+    Stage {
+        /// Row of the request in `Trace::requests`.
+        request: u32,
+        /// What the span is.
+        kind: StageKind,
+        /// Start of the span.
+        start_ns: i64,
+        /// End of the span.
+        end_ns: i64,
+        /// The engine step number the span belongs to.
+        iteration: Option<i64>,
+        /// Row of that step in `Trace::iterations`, when it is in the trace.
+        iter_row: Option<u32>,
+        /// Tokens computed for the request in the span.
+        tokens: Option<u32>,
+    }
+}
+
+table! {
+    /// One row per generated token, sorted by request then `index`. Sentinel columns: see the module doc.
+    Tokens,
+    /// A generated token, as in the format's `kind = "token"`.
+    Token {
+        /// Row of the request in `Trace::requests`.
+        request: u32,
+        /// 0-based position in the output.
+        index: u32,
+        /// When the engine produced it.
+        emitted_ns: i64,
+        /// The step that produced it, or [`NULL_I64`].
+        iteration: i64,
+        /// Row of that step in `Trace::iterations`, or [`NULL_U32`].
+        iter_row: u32,
+        /// Vocabulary id, or [`NULL_U32`].
+        token_id: u32,
+        /// Decoded text (id in `Trace::texts`), or [`NO_STR`].
+        text: u32,
+        /// Marked special by the producer.
+        special: Flag,
+        /// Natural-log probability of the chosen token, or NaN.
+        logprob: f64,
+        /// 1-based rank among all candidates as written, or [`NULL_U32`].
+        rank: u32,
+    }
+}
+
+table! {
+    /// Top-k alternatives of every token, flattened; `Trace::candidates_of` gives a token's slice.
+    Candidates,
+    /// One alternative of a token.
+    Candidate {
+        /// Vocabulary id, or [`NULL_U32`].
+        token_id: u32,
+        /// Decoded text (id in `Trace::texts`), or [`NO_STR`].
+        text: u32,
+        /// Natural-log probability.
+        logprob: f64,
+        /// Marked special by the producer.
+        special: Flag,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_names_round_trip() {
+        for k in StageKind::ALL {
+            assert_eq!(StageKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(StageKind::parse("prefil"), None);
+    }
+
+    #[test]
+    fn permute_reorders_every_column() {
+        let mut c = Candidates::default();
+        for i in 0..3u32 {
+            c.push(Candidate {
+                token_id: i,
+                text: i + 10,
+                logprob: -f64::from(i),
+                special: Flag::Null,
+            });
+        }
+        c.permute(&[2, 0]);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.token_id, vec![2, 0]);
+        assert_eq!(c.text, vec![12, 10]);
+        assert_eq!(c.logprob, vec![-2.0, -0.0]);
+    }
+
+    #[test]
+    fn sentinels_read_back_as_none() {
+        assert_eq!(opt_i64(NULL_I64), None);
+        assert_eq!(opt_i64(-3), Some(-3));
+        assert_eq!(opt_u32(NULL_U32), None);
+        assert_eq!(opt_f64(NULL_F64), None);
+        assert_eq!(opt_f64(-0.5), Some(-0.5));
+        assert_eq!(Flag::from_opt(Some(true)).get(), Some(true));
+        assert_eq!(Flag::default().get(), None);
+    }
+}

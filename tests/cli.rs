@@ -1,0 +1,117 @@
+//! The command line, run as a user runs it: output shape, figures and exit codes.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn tokenscope(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run tokenscope: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON output ({e}): {text}"))
+}
+
+#[test]
+fn validate_json_lists_each_rejection_with_its_line() {
+    let (code, out, _) = tokenscope(&["validate", "tests/data/bad/float_seconds.jsonl", "--json"]);
+    assert_eq!(code, 0, "the trace loads, with rejections");
+    let v = json(&out);
+    assert_eq!(v["records"], 3);
+    assert_eq!(v["kept"], 1);
+    assert_eq!(v["fatal"], Value::Null);
+    let rejected = v["rejected"]
+        .as_array()
+        .unwrap_or_else(|| panic!("rejected is a list"));
+    assert_eq!(rejected.len(), 2);
+    assert_eq!(rejected[0]["line"], 2);
+    assert_eq!(rejected[0]["kind"], "float_time");
+    assert_eq!(rejected[0]["field"], "arrival_ns");
+    assert_eq!(rejected[1]["line"], 3);
+    assert_eq!(rejected[1]["kind"], "time_unit");
+}
+
+#[test]
+fn validate_of_an_unreadable_file_exits_1_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = dir.path().join("broken.parquet");
+    std::fs::write(&p, b"PAR1 this is not parquet").unwrap_or_else(|e| panic!("{e}"));
+    let path = p.to_string_lossy().into_owned();
+    let (code, out, _) = tokenscope(&["validate", &path, "--json"]);
+    assert_eq!(code, 1);
+    let v = json(&out);
+    let fatal = v["fatal"]
+        .as_str()
+        .unwrap_or_else(|| panic!("fatal is a message: {out}"));
+    assert!(fatal.contains("broken.parquet"), "{fatal}");
+    let (code, _, err) = tokenscope(&["validate", &path]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("error: "), "{err}");
+    let (code, _, err) = tokenscope(&["summary", "no/such/file.jsonl"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no/such/file.jsonl"), "{err}");
+}
+
+#[test]
+fn summary_json_is_the_same_from_jsonl_and_from_parquet() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pq = dir.path().join("four.parquet");
+    let pq = pq.to_string_lossy();
+    let (code, out, err) = tokenscope(&["convert", "sample_traces/four_requests.jsonl", "-o", &pq]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("4 requests, 12 tokens"), "{out}");
+    let args = [
+        "--json",
+        "--slo-ttft-ms",
+        "200",
+        "--slo-tpot-ms",
+        "55",
+        "--by",
+        "model",
+    ];
+    let (_, from_jsonl, _) =
+        tokenscope(&[&["summary", "sample_traces/four_requests.jsonl"], &args[..]].concat());
+    let (_, from_parquet, _) = tokenscope(&[&["summary", &*pq], &args[..]].concat());
+    assert_eq!(from_jsonl, from_parquet);
+    let v = json(&from_jsonl);
+    assert_eq!(v["requests"], 4);
+    assert_eq!(v["throughput_tok_s"], 13.0);
+    assert_eq!(v["ttft_ms"]["p50"], 150.0);
+    assert_eq!(v["tpot_ms"]["count"], 3);
+    assert_eq!(v["slo"]["attainment"], 0.5);
+    assert_eq!(v["slo"]["goodput_tok_s"], 4.0);
+    assert_eq!(v["token_mismatches"], 1);
+    assert_eq!(v["rejected"], 0);
+    assert_eq!(v["by"], "model");
+    assert_eq!(v["groups"][0]["key"], "llama-3-8b");
+    assert_eq!(v["groups"][1]["requests"], 3);
+}
+
+#[test]
+fn summary_text_is_a_table_with_units() {
+    let (code, out, _) = tokenscope(&["summary", "sample_traces/four_requests.jsonl"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("13.0 output tok/s"), "{out}");
+    let ttft = out
+        .lines()
+        .find(|l| l.starts_with("TTFT"))
+        .unwrap_or_else(|| panic!("a TTFT row: {out}"));
+    let cells: Vec<&str> = ttft.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "TTFT", "4", "227.5", "150.0", "500.0", "500.0", "500.0", "500.0"
+        ]
+    );
+    assert!(out.contains("latency (ms)"));
+    assert!(Path::new("sample_traces/four_requests.jsonl").exists());
+}

@@ -1,0 +1,332 @@
+//! Readers and writers: the same trace as JSONL and Parquet gives the same figures and the same records; every
+//! malformed input gives its own report and never a panic.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::ArrowWriter;
+use tokenscope::analysis::summary::{Slo, summarize_all};
+use tokenscope::cli::summary::summary_json;
+use tokenscope::format::records::for_each_record;
+use tokenscope::format::{LoadError, Loaded, Progress, jsonl, load, write};
+use tokenscope::trace::Trace;
+use tokenscope::trace::report::Problem;
+
+const SAMPLE: &str = "sample_traces/four_requests.jsonl";
+
+fn must_load(path: &Path) -> Loaded {
+    load(path, &Progress::default()).unwrap_or_else(|e| panic!("{} loads: {e}", path.display()))
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+/// Every record of a trace, as the JSONL writer would write it.
+fn jsonl_text(trace: &Trace) -> String {
+    let mut out = Vec::new();
+    for_each_record(trace, |r| jsonl::write_record(&mut out, r))
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    String::from_utf8(out).unwrap_or_else(|e| panic!("utf8: {e}"))
+}
+
+fn summary_of(trace: &Trace) -> String {
+    let slo = Slo {
+        ttft_ms: Some(200.0),
+        tpot_ms: Some(55.0),
+    };
+    summary_json(&summarize_all(trace, slo), 0, None).to_string()
+}
+
+#[test]
+fn jsonl_and_parquet_give_identical_summaries_and_records() {
+    let dir = tmp();
+    let original = must_load(Path::new(SAMPLE));
+    let pq = dir.path().join("t.parquet");
+    write(&original.trace, &pq).unwrap_or_else(|e| panic!("{e}"));
+    let from_parquet = must_load(&pq);
+    assert_eq!(from_parquet.report.rejected_count(), 0);
+    assert_eq!(summary_of(&original.trace), summary_of(&from_parquet.trace));
+    // Nothing is lost: the records re-written from the Parquet copy are byte-identical to those of the original.
+    assert_eq!(jsonl_text(&original.trace), jsonl_text(&from_parquet.trace));
+    // And back to JSONL, compressed both ways.
+    for name in ["back.jsonl", "back.jsonl.gz", "back.jsonl.zst"] {
+        let p = dir.path().join(name);
+        write(&from_parquet.trace, &p).unwrap_or_else(|e| panic!("{e}"));
+        let again = must_load(&p);
+        assert_eq!(
+            jsonl_text(&original.trace),
+            jsonl_text(&again.trace),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn record_order_does_not_matter() {
+    let dir = tmp();
+    let text = std::fs::read_to_string(SAMPLE).unwrap_or_else(|e| panic!("{e}"));
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.reverse();
+    let reversed = dir.path().join("reversed.jsonl");
+    std::fs::write(&reversed, lines.join("\n")).unwrap_or_else(|e| panic!("{e}"));
+    let a = must_load(Path::new(SAMPLE));
+    let b = must_load(&reversed);
+    assert_eq!(jsonl_text(&a.trace), jsonl_text(&b.trace));
+}
+
+#[test]
+fn a_directory_of_parquet_files_is_one_trace() {
+    let dir = tmp();
+    let text = std::fs::read_to_string(SAMPLE).unwrap_or_else(|e| panic!("{e}"));
+    // Split the sample into two partitions: r1, r2 and their records; everything else.
+    let (first, second): (Vec<&str>, Vec<&str>) = text
+        .lines()
+        .partition(|l| l.contains("\"r1\"") || l.contains("\"r2\"") || l.contains("\"meta\""));
+    let part = |name: &str, lines: &[&str]| -> PathBuf {
+        let j = dir.path().join(format!("{name}.jsonl"));
+        std::fs::write(&j, lines.join("\n")).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = must_load(&j);
+        let pq_dir = dir.path().join("parts");
+        std::fs::create_dir_all(&pq_dir).unwrap_or_else(|e| panic!("{e}"));
+        let pq = pq_dir.join(format!("{name}.parquet"));
+        write(&loaded.trace, &pq).unwrap_or_else(|e| panic!("{e}"));
+        pq_dir
+    };
+    part("a", &first);
+    let parts = part("b", &second);
+    let whole = must_load(&parts);
+    assert_eq!(whole.report.files.len(), 2);
+    assert_eq!(whole.trace.request_count(), 4);
+    assert_eq!(whole.trace.token_count(), 12);
+    let original = must_load(Path::new(SAMPLE));
+    assert_eq!(summary_of(&original.trace), summary_of(&whole.trace));
+}
+
+fn problems(path: &str) -> Vec<(Problem, Option<&'static str>, u64)> {
+    let l = must_load(Path::new(path));
+    l.report
+        .rejected
+        .iter()
+        .map(|r| (r.problem, r.field, r.place.at))
+        .collect()
+}
+
+#[test]
+fn a_line_of_garbage_costs_only_that_line() {
+    let l = must_load(Path::new("tests/data/bad/garbage_line.jsonl"));
+    assert_eq!(
+        problems("tests/data/bad/garbage_line.jsonl"),
+        [(Problem::Malformed, None, 2)]
+    );
+    assert_eq!(l.report.records, 3);
+    assert_eq!(l.report.kept(), 2);
+    assert_eq!(
+        l.trace.token_count(),
+        1,
+        "the token after the garbage line is kept"
+    );
+}
+
+#[test]
+fn float_seconds_and_milliseconds_in_ns_fields_are_named() {
+    let l = must_load(Path::new("tests/data/bad/float_seconds.jsonl"));
+    assert_eq!(
+        problems("tests/data/bad/float_seconds.jsonl"),
+        [
+            (Problem::FloatTime, Some("arrival_ns"), 2),
+            (Problem::TimeUnit, Some("arrival_ns"), 3)
+        ]
+    );
+    assert!(
+        l.report.rejected[0].reason.contains("float"),
+        "{}",
+        l.report.rejected[0].reason
+    );
+    assert!(
+        l.report.rejected[1].reason.contains("milliseconds"),
+        "{}",
+        l.report.rejected[1].reason
+    );
+    assert_eq!(l.trace.request_count(), 1);
+}
+
+#[test]
+fn a_token_of_an_unknown_request_is_rejected() {
+    let l = must_load(Path::new("tests/data/bad/unknown_request.jsonl"));
+    assert_eq!(
+        problems("tests/data/bad/unknown_request.jsonl"),
+        [(Problem::UnknownRequest, Some("request_id"), 3)]
+    );
+    assert!(l.report.rejected[0].reason.contains("ghost"));
+    assert_eq!(l.trace.token_count(), 1);
+}
+
+#[test]
+fn a_record_without_request_id_is_rejected() {
+    assert_eq!(
+        problems("tests/data/bad/missing_request_id.jsonl"),
+        [(Problem::MissingField, Some("request_id"), 2)]
+    );
+}
+
+#[test]
+fn many_problems_each_get_their_own_report() {
+    let l = must_load(Path::new("tests/data/bad/many_problems.jsonl"));
+    let got: Vec<(u64, &str)> = l
+        .report
+        .rejected
+        .iter()
+        .map(|r| (r.place.at, r.problem.name()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, "negative_duration"), // scheduled before arrival
+            (3, "duplicate"),         // request b twice
+            (4, "request_rejected"),  // token of the rejected request a
+            (5, "out_of_range"),      // logprob 0.7 > 0
+            (6, "wrong_type"),        // candidate logprob "high"
+            (8, "unknown_stage"),     // "prefil"
+            (9, "negative_duration"), // iteration ends before it starts
+            (10, "out_of_range"),     // kv_usage 42
+            (11, "unknown_kind"),     // "launch"
+            (12, "unknown_kind"),     // no kind
+            (13, "out_of_range"),     // index -1
+            (14, "malformed"),        // candidates [1, 2]
+            (15, "malformed"),        // a JSON array
+            (16, "malformed"),        // truncated last line
+        ]
+    );
+    assert_eq!(l.report.records, 16);
+    assert_eq!(l.report.kept(), 2);
+    let warnings: Vec<&str> = l.report.warnings.iter().map(|w| w.concern.name()).collect();
+    assert_eq!(warnings, ["index_gap", "token_mismatch"]);
+}
+
+#[test]
+fn a_truncated_parquet_file_is_a_clear_fatal_error() {
+    let dir = tmp();
+    let pq = dir.path().join("t.parquet");
+    write(&must_load(Path::new(SAMPLE)).trace, &pq).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&pq).unwrap_or_else(|e| panic!("{e}"));
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap_or_else(|e| panic!("{e}"));
+    match load(&cut, &Progress::default()) {
+        Err(e @ LoadError::Parquet { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("cut.parquet") && msg.contains("truncated"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected a Parquet error, got {other:?}"),
+    }
+}
+
+fn write_batch(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+    let batch = RecordBatch::try_from_iter(columns).unwrap_or_else(|e| panic!("{e}"));
+    let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap_or_else(|e| panic!("{e}"));
+    w.write(&batch).unwrap_or_else(|e| panic!("{e}"));
+    w.close().unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn a_parquet_file_without_arrival_ns_names_the_column() {
+    let dir = tmp();
+    let pq = dir.path().join("no_arrival.parquet");
+    write_batch(
+        &pq,
+        vec![
+            (
+                "kind",
+                Arc::new(StringArray::from(vec!["request", "request"])) as ArrayRef,
+            ),
+            (
+                "request_id",
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+        ],
+    );
+    match load(&pq, &Progress::default()) {
+        Err(e @ LoadError::MissingColumn { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("\"arrival_ns\"") && msg.contains("request records"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected a missing-column error, got {other:?}"),
+    }
+}
+
+#[test]
+fn parquet_columns_of_other_types_are_read_or_rejected_by_row() {
+    let dir = tmp();
+    let pq = dir.path().join("types.parquet");
+    // arrival_ns as float seconds in one column: every row is rejected by name; input_tokens as Float64 too.
+    write_batch(
+        &pq,
+        vec![
+            (
+                "kind",
+                Arc::new(StringArray::from(vec!["request", "request"])) as ArrayRef,
+            ),
+            (
+                "request_id",
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+            (
+                "arrival_ns",
+                Arc::new(Float64Array::from(vec![1_764_403_200.5, 1_764_403_201.0])) as ArrayRef,
+            ),
+            (
+                "x_custom",
+                Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
+            ),
+        ],
+    );
+    let l = must_load(&pq);
+    let got: Vec<(u64, Problem, Option<&str>)> = l
+        .report
+        .rejected
+        .iter()
+        .map(|r| (r.place.at, r.problem, r.field))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, Problem::FloatTime, Some("arrival_ns")),
+            (1, Problem::FloatTime, Some("arrival_ns"))
+        ]
+    );
+}
+
+#[test]
+fn garbage_bytes_and_empty_files_never_panic() {
+    let dir = tmp();
+    let cases: [(&str, &[u8]); 5] = [
+        ("empty.jsonl", b""),
+        ("binary.jsonl", &[0xff, 0xfe, 0x00, 0x7b, 0x0a, 0x80]),
+        ("bad.jsonl.gz", &[0x1f, 0x8b, 0x08, 0x00, 0x01]),
+        ("par1.parquet", b"PAR1PAR1"),
+        (
+            "deep.jsonl",
+            b"{\"kind\":\"token\",\"candidates\":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]}\n",
+        ),
+    ];
+    for (name, bytes) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap_or_else(|e| panic!("{e}"));
+        // Either a report or an error: what matters is that it returns.
+        let _ = load(&p, &Progress::default());
+    }
+    let gz = must_load(&dir.path().join("bad.jsonl.gz"));
+    assert_eq!(
+        gz.report.rejected_by_problem.get(&Problem::Malformed),
+        Some(&1),
+        "a truncated gzip is reported"
+    );
+}
