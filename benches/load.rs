@@ -107,25 +107,30 @@ fn generate(path: &Path, tokens: u64) -> std::io::Result<()> {
     w.flush()
 }
 
-fn peak_rss_mib() -> f64 {
+/// A `/proc/self/status` memory figure (`VmHWM`: peak resident set; `VmRSS`: resident now), in MiB.
+fn status_mib(key: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let kib: f64 = status
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(key))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0
 }
 
-/// One measurement in this (child) process; prints `seconds peak_rss_mib held_mib`.
+/// One measurement in this (child) process; prints `seconds peak_rss_mib rss_after_mib held_mib`.
 fn child(mode: &str, file: &Path) {
     let start = Instant::now();
+    // What was loaded stays alive until the resident set is read.
+    let keep: Box<dyn std::any::Any>;
     let held_bytes = match mode {
         "load" => match load(file, &Progress::default()) {
             Ok(l) => {
                 assert_eq!(l.report.rejected_count(), 0, "the generated trace is valid");
-                l.trace.column_bytes()
+                let bytes = l.trace.column_bytes();
+                keep = Box::new(l);
+                bytes
             }
             Err(e) => panic!("load {}: {e}", file.display()),
         },
@@ -138,21 +143,28 @@ fn child(mode: &str, file: &Path) {
             for b in reader {
                 batches.push(b.unwrap_or_else(|e| panic!("{e}")));
             }
-            batches
+            let bytes = batches
                 .iter()
                 .map(arrow::array::RecordBatch::get_array_memory_size)
-                .sum()
+                .sum();
+            keep = Box::new(batches);
+            bytes
         }
         other => panic!("unknown mode {other}"),
     };
     let secs = start.elapsed().as_secs_f64();
     #[allow(clippy::cast_precision_loss)]
     let held_mib = held_bytes as f64 / (1024.0 * 1024.0);
-    println!("{secs} {} {held_mib}", peak_rss_mib());
+    println!(
+        "{secs} {} {} {held_mib}",
+        status_mib("VmHWM:"),
+        status_mib("VmRSS:")
+    );
+    drop(keep);
 }
 
-fn measure(mode: &str, file: &Path, runs: usize) -> (f64, f64, f64) {
-    let mut results: Vec<(f64, f64, f64)> = (0..runs)
+fn measure(mode: &str, file: &Path, runs: usize) -> [f64; 4] {
+    let mut results: Vec<[f64; 4]> = (0..runs)
         .map(|_| {
             let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
             let out = Command::new(exe)
@@ -167,14 +179,14 @@ fn measure(mode: &str, file: &Path, runs: usize) -> (f64, f64, f64) {
                 .collect();
             assert_eq!(
                 v.len(),
-                3,
+                4,
                 "child output: {text} {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            (v[0], v[1], v[2])
+            [v[0], v[1], v[2], v[3]]
         })
         .collect();
-    results.sort_by(|a, b| a.0.total_cmp(&b.0));
+    results.sort_by(|a, b| a[0].total_cmp(&b[0]));
     results[runs / 2]
 }
 
@@ -212,8 +224,8 @@ fn main() {
         "load benchmark: {tokens} output tokens, top-5 candidates, median of {runs} runs (fresh process each)"
     );
     println!(
-        "{:<34} {:>9} {:>10} {:>12} {:>13} {:>12}",
-        "what", "file MiB", "seconds", "M tokens/s", "peak RSS MiB", "held MiB"
+        "{:<34} {:>9} {:>10} {:>12} {:>13} {:>14} {:>10}",
+        "what", "file MiB", "seconds", "M tokens/s", "peak RSS MiB", "RSS after MiB", "held MiB"
     );
     #[allow(clippy::cast_precision_loss)]
     let m_tokens = tokens as f64 / 1e6;
@@ -222,9 +234,9 @@ fn main() {
         ("tokenscope load+index, Parquet", "load", &parquet),
         ("tokenscope load+index, JSONL", "load", &jsonl),
     ] {
-        let (secs, rss, held) = measure(mode, file, runs);
+        let [secs, peak, after, held] = measure(mode, file, runs);
         println!(
-            "{name:<34} {:>9.1} {secs:>10.3} {:>12.2} {rss:>13.0} {held:>12.0}",
+            "{name:<34} {:>9.1} {secs:>10.3} {:>12.2} {peak:>13.0} {after:>14.0} {held:>10.0}",
             size_mib(file),
             m_tokens / secs
         );

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, sync_channel};
 
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array,
@@ -265,15 +266,41 @@ struct CandidateCols {
 
 macro_rules! columns {
     ($(($name:ident, $ty:ident)),* $(,)?) => {
+        /// A scalar field, to read only the fields of a record's kind.
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy)]
+        enum FieldId { $( $name, )* }
+
+        impl FieldId {
+            fn from_name(name: &str) -> Option<Self> {
+                match name {
+                    $( stringify!($name) => Some(FieldId::$name), )*
+                    _ => None,
+                }
+            }
+        }
+
         /// The normalised columns of one batch.
         struct Cols {
             $( $name: Col, )*
             eos_token_ids: ListCol<Col>,
             candidates: ListCol<CandidateCols>,
+            /// For each kind of [`schema::KINDS`], the fields of that kind that this batch has.
+            fields_by_kind: Vec<Vec<FieldId>>,
         }
 
         impl Cols {
             fn of(batch: &RecordBatch) -> Self {
+                let fields_by_kind = schema::KINDS
+                    .iter()
+                    .map(|kind| {
+                        schema::fields_of_kind(kind)
+                            .iter()
+                            .filter(|name| batch.column_by_name(name).is_some())
+                            .filter_map(|name| FieldId::from_name(name))
+                            .collect()
+                    })
+                    .collect();
                 Cols {
                     $( $name: Col::of(batch.column_by_name(stringify!($name))), )*
                     eos_token_ids: ListCol::of(batch.column_by_name(EOS_TOKEN_IDS), |v| Some(Col::of(Some(v)))),
@@ -286,29 +313,53 @@ macro_rules! columns {
                             special: Col::of(s.column_by_name(CANDIDATE_FIELDS[3])),
                         })
                     }),
+                    fields_by_kind,
                 }
             }
 
-            fn record(&self, i: usize) -> RawRecord<'_> {
-                RawRecord {
-                    $( $name: at!($ty, self.$name, i), )*
-                    eos_token_ids: self.eos_token_ids.at(i).map(|r| match r {
-                        Ok((c, rows)) => Val::Ok(rows.map(|j| c.int_at(j).unwrap_or(Val::Wrong(Found::Column("null")))).collect()),
-                        Err(found) => Val::Wrong(found),
-                    }),
-                    candidates: self.candidates.at(i).map(|r| match r {
-                        Ok((c, rows)) => Val::Ok(
-                            rows.map(|j| RawCandidate {
-                                token_id: c.token_id.int_at(j),
-                                text: c.text.str_at(j),
-                                logprob: c.logprob.float_at(j),
-                                special: c.special.bool_at(j),
-                            })
-                            .collect(),
-                        ),
-                        Err(found) => Val::Wrong(found),
-                    }),
+            fn set<'a>(&'a self, field: FieldId, i: usize, r: &mut RawRecord<'a>) {
+                match field {
+                    $( FieldId::$name => r.$name = at!($ty, self.$name, i), )*
                 }
+            }
+
+            /// Row `i` as a record, with the fields of its kind (validation reads no others).
+            fn record(&self, i: usize) -> RawRecord<'_> {
+                let mut r = RawRecord { kind: self.kind.str_at(i), ..RawRecord::default() };
+                let kind = match &r.kind {
+                    Some(Val::Ok(k)) => schema::KINDS.iter().position(|known| known == k),
+                    _ => None,
+                };
+                let Some(kind) = kind else { return r };
+                for &field in &self.fields_by_kind[kind] {
+                    self.set(field, i, &mut r);
+                }
+                match schema::KINDS[kind] {
+                    "meta" => {
+                        r.eos_token_ids = self.eos_token_ids.at(i).map(|l| match l {
+                            Ok((c, rows)) => Val::Ok(
+                                rows.map(|j| c.int_at(j).unwrap_or(Val::Wrong(Found::Column("null")))).collect(),
+                            ),
+                            Err(found) => Val::Wrong(found),
+                        });
+                    }
+                    "token" => {
+                        r.candidates = self.candidates.at(i).map(|l| match l {
+                            Ok((c, rows)) => Val::Ok(
+                                rows.map(|j| RawCandidate {
+                                    token_id: c.token_id.int_at(j),
+                                    text: c.text.str_at(j),
+                                    logprob: c.logprob.float_at(j),
+                                    special: c.special.bool_at(j),
+                                })
+                                .collect(),
+                            ),
+                            Err(found) => Val::Wrong(found),
+                        });
+                    }
+                    _ => {}
+                }
+                r
             }
         }
     };
@@ -361,86 +412,117 @@ pub fn read(
         .map(|(i, _)| i)
         .collect();
     let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots);
-    let mut checked_kinds: Vec<String> = Vec::new();
-    let mut row0: u64 = 0;
-    for rg in 0..meta.metadata().num_row_groups() {
-        let rg_meta = meta.metadata().row_group(rg);
-        let rg_rows = u64::try_from(rg_meta.num_rows()).unwrap_or(0);
-        let f = f.try_clone().map_err(|e| LoadError::Io {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
-            .with_projection(mask.clone())
-            .with_row_groups(vec![rg])
-            .with_batch_size(READ_BATCH_ROWS)
-            .build();
-        let mut done: u64 = 0;
-        let failure = match reader {
-            Err(e) => Some(e.to_string()),
-            Ok(reader) => {
-                let mut failure = None;
-                for batch in reader {
-                    if progress.is_cancelled() {
-                        return Err(LoadError::Cancelled);
-                    }
-                    match batch {
-                        Ok(batch) => {
-                            let cols = Cols::of(&batch);
-                            for i in 0..batch.num_rows() {
-                                let record = cols.record(i);
-                                let place = Place {
-                                    file,
-                                    at: row0 + done + i as u64,
-                                };
-                                check_required(
-                                    &record,
-                                    &present,
-                                    &mut checked_kinds,
-                                    path,
-                                    place.at,
-                                )?;
-                                ingest(&record, place, b);
-                            }
-                            done += batch.num_rows() as u64;
-                        }
-                        Err(e) => {
-                            failure = Some(e.to_string());
-                            break;
-                        }
-                    }
-                }
-                failure
-            }
-        };
-        if let Some(e) = failure {
-            let lost = rg_rows.saturating_sub(done);
-            b.report.records += lost;
-            for _ in 0..lost.min(1) {
-                b.report.reject(Rejection {
-                    place: Place { file, at: row0 + done },
-                    problem: Problem::Malformed,
-                    record: None,
-                    field: None,
-                    reason: format!(
-                        "row group {rg} (rows {}..{}) cannot be decoded: {e}; its {lost} remaining rows are lost",
-                        row0 + done,
-                        row0 + rg_rows
-                    ),
-                });
-            }
-            // Count every lost row as rejected, one detailed entry for the group.
-            if lost > 1 {
-                *b.report
-                    .rejected_by_problem
-                    .entry(Problem::Malformed)
-                    .or_default() += lost - 1;
+    let row_groups = meta.metadata().num_row_groups();
+
+    // Decoding (arrow-rs) runs on its own thread, ingesting (validation, interning) on this one: the two overlap.
+    let (tx, rx) = sync_channel::<Decoded>(2);
+    let decode = |tx: SyncSender<Decoded>| {
+        for rg in 0..row_groups {
+            let reader = f.try_clone().map_err(|e| e.to_string()).and_then(|f| {
+                ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
+                    .with_projection(mask.clone())
+                    .with_row_groups(vec![rg])
+                    .with_batch_size(READ_BATCH_ROWS)
+                    .build()
+                    .map_err(|e| e.to_string())
+            });
+            let failure = match reader {
+                Err(e) => Some(e),
+                Ok(reader) => reader.into_iter().find_map(|batch| match batch {
+                    Ok(batch) => tx.send(Decoded::Batch(batch)).err().map(|_| String::new()),
+                    Err(e) => Some(e.to_string()),
+                }),
+            };
+            if tx.send(Decoded::RowGroupEnd { failure }).is_err() {
+                return;
             }
         }
-        row0 += rg_rows;
-        progress.add_done(u64::try_from(rg_meta.compressed_size()).unwrap_or(0));
+    };
+    let mut checked_kinds: Vec<String> = Vec::new();
+    std::thread::scope(|scope| {
+        // Owned by this closure, so an early return drops it and unblocks the decoder before the scope joins it.
+        let rx = rx;
+        std::thread::Builder::new()
+            .name("parquet-decode".into())
+            .spawn_scoped(scope, move || decode(tx))
+            .map_err(|e| LoadError::Io {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        let mut rg = 0usize;
+        let mut row0: u64 = 0;
+        let mut done: u64 = 0;
+        for msg in &rx {
+            if progress.is_cancelled() {
+                return Err(LoadError::Cancelled);
+            }
+            match msg {
+                Decoded::Batch(batch) => {
+                    let cols = Cols::of(&batch);
+                    for i in 0..batch.num_rows() {
+                        let record = cols.record(i);
+                        let place = Place {
+                            file,
+                            at: row0 + done + i as u64,
+                        };
+                        check_required(&record, &present, &mut checked_kinds, path, place.at)?;
+                        ingest(&record, place, b);
+                    }
+                    done += batch.num_rows() as u64;
+                }
+                Decoded::RowGroupEnd { failure } => {
+                    let rg_meta = meta.metadata().row_group(rg);
+                    let rg_rows = u64::try_from(rg_meta.num_rows()).unwrap_or(0);
+                    if let Some(e) = failure {
+                        reject_rest_of_row_group(b, file, rg, row0, done, rg_rows, &e);
+                    }
+                    row0 += rg_rows;
+                    done = 0;
+                    rg += 1;
+                    progress.add_done(u64::try_from(rg_meta.compressed_size()).unwrap_or(0));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// What the decoding thread sends: a batch, or the end of a row group (with why it ended early, if it did).
+enum Decoded {
+    Batch(RecordBatch),
+    RowGroupEnd { failure: Option<String> },
+}
+
+/// Counts the rows of a row group that could not be decoded as rejected, with one detailed entry.
+fn reject_rest_of_row_group(
+    b: &mut TraceBuilder,
+    file: u32,
+    rg: usize,
+    row0: u64,
+    done: u64,
+    rows: u64,
+    e: &str,
+) {
+    let lost = rows.saturating_sub(done);
+    if lost == 0 {
+        return;
     }
-    Ok(())
+    b.report.records += lost;
+    b.report.reject(Rejection {
+        place: Place { file, at: row0 + done },
+        problem: Problem::Malformed,
+        record: None,
+        field: None,
+        reason: format!(
+            "row group {rg} (rows {}..{}) cannot be decoded: {e}; its {lost} remaining rows are lost",
+            row0 + done,
+            row0 + rows
+        ),
+    });
+    *b.report
+        .rejected_by_problem
+        .entry(Problem::Malformed)
+        .or_default() += lost - 1;
 }
 
 /// The first record of each kind checks that the file has the columns that kind requires.

@@ -84,6 +84,92 @@ macro_rules! name_list {
 }
 scalar_fields!(name_list);
 
+/// The record kinds of the format.
+pub const KINDS: [&str; 5] = ["meta", "request", "iteration", "stage", "token"];
+
+/// The scalar fields a record of each kind may have (`kind` included). Validation reads no others, so readers may
+/// skip the rest; a test in `validate` keeps the two in step.
+pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "meta" => &[
+            "kind",
+            "format",
+            "version",
+            "engine",
+            "engine_version",
+            "model",
+            "created_ns",
+        ],
+        "request" => &[
+            "kind",
+            "request_id",
+            "source",
+            "trace_id",
+            "model",
+            "app_id",
+            "user_id",
+            "arrival_ns",
+            "scheduled_ns",
+            "first_token_ns",
+            "finished_ns",
+            "input_tokens",
+            "cached_tokens",
+            "context_tokens",
+            "output_tokens",
+            "finish_reason",
+            "status",
+            "error_code",
+            "temperature",
+            "top_p",
+            "top_k",
+            "max_tokens",
+            "seed",
+            "num_preemptions",
+            "prompt_hash",
+        ],
+        "iteration" => &[
+            "kind",
+            "source",
+            "iteration",
+            "start_ns",
+            "end_ns",
+            "schedule_ns",
+            "forward_ns",
+            "sample_ns",
+            "num_reqs",
+            "num_prefill_reqs",
+            "num_decode_reqs",
+            "num_prefill_tokens",
+            "num_decode_tokens",
+            "num_waiting",
+            "kv_usage",
+            "num_preempted",
+        ],
+        "stage" => &[
+            "kind",
+            "request_id",
+            "stage",
+            "start_ns",
+            "end_ns",
+            "iteration",
+            "tokens",
+        ],
+        "token" => &[
+            "kind",
+            "request_id",
+            "index",
+            "emitted_ns",
+            "iteration",
+            "token_id",
+            "text",
+            "special",
+            "logprob",
+            "rank",
+        ],
+        _ => &[],
+    }
+}
+
 /// Fields a record of each kind must have; a Parquet file with such records but without the column is unreadable.
 pub fn required_fields(kind: &str) -> &'static [&'static str] {
     match kind {

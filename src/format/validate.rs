@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
+use super::schema::KINDS;
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
     Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Stage,
@@ -437,7 +438,13 @@ fn candidate(c: &RawCandidate<'_>, b: &mut TraceBuilder) -> Check<Candidate> {
     })
 }
 
-fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder) -> Check<(Token, Vec<Candidate>)> {
+/// Validates a token and its candidates into `candidates` (cleared first; a buffer reused across tokens).
+fn token(
+    r: &RawRecord<'_>,
+    request: u32,
+    b: &mut TraceBuilder,
+    candidates: &mut Vec<Candidate>,
+) -> Check<Token> {
     let index = opt_count("index", &r.index)?
         .ok_or_else(|| missing("index", "token", "its 0-based position in the output"))?;
     let emitted_ns = req_time("emitted_ns", &r.emitted_ns, "token")?;
@@ -451,8 +458,9 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder) -> Check<(Token,
         }
         Some(k) => u32::try_from(k).unwrap_or(NULL_U32),
     };
-    let candidates = match &r.candidates {
-        None => Vec::new(),
+    candidates.clear();
+    match &r.candidates {
+        None => {}
         Some(Val::Wrong(found)) => {
             return Err(wrong(
                 "candidates",
@@ -460,12 +468,13 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder) -> Check<(Token,
                 "a list of {token_id, text, logprob, special} objects",
             ));
         }
-        Some(Val::Ok(list)) => list
-            .iter()
-            .map(|c| candidate(c, b))
-            .collect::<Check<Vec<_>>>()?,
-    };
-    let token = Token {
+        Some(Val::Ok(list)) => {
+            for c in list {
+                candidates.push(candidate(c, b)?);
+            }
+        }
+    }
+    Ok(Token {
         request,
         index,
         emitted_ns,
@@ -476,8 +485,7 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder) -> Check<(Token,
         special: Flag::from_opt(opt_bool("special", &r.special)?),
         logprob: opt_logprob("logprob", &r.logprob)?.unwrap_or(NULL_F64),
         rank,
-    };
-    Ok((token, candidates))
+    })
 }
 
 /// The request label of a stage or token record, required.
@@ -490,9 +498,6 @@ fn request_of(r: &RawRecord<'_>, record: &'static str, b: &mut TraceBuilder) -> 
     )?;
     Ok(b.labels.intern(id))
 }
-
-/// The record kinds of the format.
-const KINDS: [&str; 5] = ["meta", "request", "iteration", "stage", "token"];
 
 /// Validates one record and adds it to the builder, or records why it was rejected.
 pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
@@ -536,9 +541,14 @@ pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
         "stage" => request_of(r, "stage", b)
             .and_then(|req| stage(r, req))
             .map(|row| b.add_stage(row, place)),
-        _ => request_of(r, "token", b)
-            .and_then(|req| token(r, req, b))
-            .map(|(row, cands)| b.add_token(row, cands, place)),
+        _ => {
+            let mut candidates = std::mem::take(&mut b.candidate_buffer);
+            let result = request_of(r, "token", b)
+                .and_then(|req| token(r, req, b, &mut candidates))
+                .map(|row| b.add_token(row, candidates.drain(..), place));
+            b.candidate_buffer = candidates;
+            result
+        }
     };
     if let Err(bad) = result {
         b.report.reject(Rejection {
@@ -675,5 +685,59 @@ mod tests {
             2,
             "the same step number on another source is another step"
         );
+    }
+
+    #[test]
+    fn validation_reads_exactly_the_fields_of_each_kind() {
+        // Readers may skip fields outside `fields_of_kind` (the Parquet reader does): check that validation reads
+        // every listed field (an object in it is rejected) and no other (an object there is ignored).
+        let t = "1764403200000000000";
+        let bases = [
+            ("meta", r#"{"kind":"meta""#.to_owned()),
+            (
+                "request",
+                format!(r#"{{"kind":"request","request_id":"a","arrival_ns":{t}"#),
+            ),
+            (
+                "iteration",
+                format!(r#"{{"kind":"iteration","iteration":1,"start_ns":{t},"end_ns":{t}"#),
+            ),
+            (
+                "stage",
+                format!(
+                    r#"{{"kind":"stage","request_id":"a","stage":"queue","start_ns":{t},"end_ns":{t}"#
+                ),
+            ),
+            (
+                "token",
+                format!(r#"{{"kind":"token","request_id":"a","index":0,"emitted_ns":{t}"#),
+            ),
+        ];
+        for (kind, base) in &bases {
+            let listed = crate::format::schema::fields_of_kind(kind);
+            for &(field, _) in crate::format::schema::SCALAR_FIELDS
+                .iter()
+                .filter(|f| f.0 != "kind")
+            {
+                let line = if base.contains(&format!("\"{field}\":")) {
+                    let start = base.find(&format!("\"{field}\":")).unwrap_or(0);
+                    let rest = &base[start..];
+                    let end = rest.find(',').map_or(base.len(), |e| start + e);
+                    format!(
+                        "{}\"{field}\":{{\"x\":1}}{}}}",
+                        &base[..start],
+                        &base[end..]
+                    )
+                } else {
+                    format!("{base},\"{field}\":{{\"x\":1}}}}")
+                };
+                let raw: RawRecord<'_> =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+                let mut b = TraceBuilder::default();
+                ingest(&raw, Place::default(), &mut b);
+                let rejected = b.report.rejected_count() == 1;
+                assert_eq!(rejected, listed.contains(&field), "{kind}.{field}: {line}");
+            }
+        }
     }
 }

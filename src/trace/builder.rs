@@ -2,7 +2,7 @@
 //! request, to their iteration), sorts and indexes the tables, and reports what does not fit (duplicates, tokens of
 //! unknown requests, index gaps, usage that disagrees with the token records).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
@@ -21,6 +21,8 @@ pub struct TraceBuilder {
     pub texts: Interner,
     /// The load report; readers add malformed-record rejections to it directly.
     pub report: Report,
+    /// A buffer for validating a token's candidates, reused from token to token.
+    pub candidate_buffer: Vec<Candidate>,
     meta: Option<(Meta, Place)>,
     requests: Requests,
     request_places: Vec<Place>,
@@ -45,14 +47,15 @@ impl Default for TraceBuilder {
             labels,
             texts: Interner::default(),
             report: Report::default(),
+            candidate_buffer: Vec::new(),
             meta: None,
             requests: Requests::default(),
             request_places: Vec::new(),
-            request_by_id: HashMap::new(),
-            rejected_requests: HashMap::new(),
+            request_by_id: HashMap::default(),
+            rejected_requests: HashMap::default(),
             iterations: Iterations::default(),
             iteration_places: Vec::new(),
-            iteration_by_key: HashMap::new(),
+            iteration_by_key: HashMap::default(),
             stages: Stages::default(),
             stage_places: Vec::new(),
             tokens: Tokens::default(),
@@ -253,7 +256,7 @@ impl TraceBuilder {
             }
         }
         let has_iterations = !self.iterations.is_empty();
-        let mut missing_iterations: HashMap<u32, u64> = HashMap::new();
+        let mut missing_iterations: HashMap<u32, u64> = HashMap::default();
 
         // Stages: resolve the request and the iteration, drop orphans, sort by request then start.
         let mut keep: Vec<u32> = Vec::with_capacity(self.stages.len());

@@ -9,7 +9,7 @@ mod stages;
 pub mod strings;
 pub mod tables;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 pub use builder::TraceBuilder;

@@ -1,7 +1,7 @@
 //! String interning: every repeated string of a trace (request ids, sources, labels, token texts) is stored once
 //! and referred to by a `u32` id, so ten million tokens cost ids, not strings.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// Marks an absent string id in `u32` columns.
