@@ -155,11 +155,7 @@ fn child(mode: &str, file: &Path) {
     let secs = start.elapsed().as_secs_f64();
     #[allow(clippy::cast_precision_loss)]
     let held_mib = held_bytes as f64 / (1024.0 * 1024.0);
-    println!(
-        "{secs} {} {} {held_mib}",
-        status_mib("VmHWM:"),
-        status_mib("VmRSS:")
-    );
+    println!("{secs} {} {} {held_mib}", status_mib("VmHWM:"), status_mib("VmRSS:"));
     drop(keep);
 }
 
@@ -173,10 +169,7 @@ fn measure(mode: &str, file: &Path, runs: usize) -> [f64; 4] {
                 .output()
                 .unwrap_or_else(|e| panic!("child: {e}"));
             let text = String::from_utf8_lossy(&out.stdout);
-            let v: Vec<f64> = text
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
+            let v: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
             assert_eq!(
                 v.len(),
                 4,
@@ -220,9 +213,7 @@ fn main() {
         let mib = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / (1024.0 * 1024.0);
         mib
     };
-    println!(
-        "load benchmark: {tokens} output tokens, top-5 candidates, median of {runs} runs (fresh process each)"
-    );
+    println!("load benchmark: {tokens} output tokens, top-5 candidates, median of {runs} runs (fresh process each)");
     println!(
         "{:<34} {:>9} {:>10} {:>12} {:>13} {:>14} {:>10}",
         "what", "file MiB", "seconds", "M tokens/s", "peak RSS MiB", "RSS after MiB", "held MiB"

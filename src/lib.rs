@@ -6,5 +6,6 @@
 pub mod analysis;
 pub mod cli;
 pub mod format;
+pub mod synth;
 pub mod trace;
 pub mod ui;

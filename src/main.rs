@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
+use tokenscope::synth::arrivals::ReplayOptions;
+use tokenscope::synth::{Scenario, SynthOptions};
 use tokenscope::ui::{self, TraceSource};
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
@@ -46,6 +48,37 @@ enum Command {
         #[arg(long, value_enum)]
         by: Option<By>,
     },
+    /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
+    /// request trace (Mooncake JSONL, Azure CSV).
+    Synth {
+        /// The scenario.
+        #[arg(long, value_enum)]
+        scenario: ScenarioArg,
+        /// Seed of every random choice (same seed, same bytes).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Ordinary requests (each scenario has a default); with replay, at most this many.
+        #[arg(long)]
+        requests: Option<usize>,
+        /// Replay: the request trace to replay.
+        #[arg(long, value_name = "FILE")]
+        arrivals: Option<PathBuf>,
+        /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
+        #[arg(long, default_value_t = 1.0)]
+        time_scale: f64,
+        /// Replay: keep at most N requests.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Replay: keep arrivals in FROM..TO seconds after the trace's first one.
+        #[arg(long, value_name = "FROM..TO", value_parser = cli::synth::parse_window)]
+        window: Option<(f64, f64)>,
+        /// Replay: engine instances.
+        #[arg(long, default_value_t = 1)]
+        sources: usize,
+        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Convert a trace between Parquet and JSONL (by the output's extension).
     Convert {
         /// The trace to read.
@@ -54,6 +87,29 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScenarioArg {
+    PrefillInterruptsDecode,
+    EosMistrigger,
+    LongPrefill,
+    Mixed,
+    Large,
+    Replay,
+}
+
+impl From<ScenarioArg> for Scenario {
+    fn from(s: ScenarioArg) -> Self {
+        match s {
+            ScenarioArg::PrefillInterruptsDecode => Scenario::PrefillInterruptsDecode,
+            ScenarioArg::EosMistrigger => Scenario::EosMistrigger,
+            ScenarioArg::LongPrefill => Scenario::LongPrefill,
+            ScenarioArg::Mixed => Scenario::Mixed,
+            ScenarioArg::Large => Scenario::Large,
+            ScenarioArg::Replay => Scenario::Replay,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -99,6 +155,31 @@ fn main() -> ExitCode {
                 tpot_ms: slo_tpot_ms,
             };
             emit(&cli::summary::run(&trace, json, slo, by.map(GroupBy::from)))
+        }
+        Some(Command::Synth {
+            scenario,
+            seed,
+            requests,
+            arrivals,
+            time_scale,
+            limit,
+            window,
+            sources,
+            output,
+        }) => {
+            let options = SynthOptions {
+                scenario: scenario.into(),
+                seed,
+                requests,
+                arrivals,
+                replay: ReplayOptions {
+                    time_scale,
+                    limit,
+                    window_s: window,
+                },
+                sources,
+            };
+            emit(&cli::synth::run(&options, &output))
         }
         Some(Command::Convert { input, output }) => emit(&cli::convert::run(&input, &output)),
         None => {

@@ -29,9 +29,7 @@ fn validate_json_lists_each_rejection_with_its_line() {
     assert_eq!(v["records"], 3);
     assert_eq!(v["kept"], 1);
     assert_eq!(v["fatal"], Value::Null);
-    let rejected = v["rejected"]
-        .as_array()
-        .unwrap_or_else(|| panic!("rejected is a list"));
+    let rejected = v["rejected"].as_array().unwrap_or_else(|| panic!("rejected is a list"));
     assert_eq!(rejected.len(), 2);
     assert_eq!(rejected[0]["line"], 2);
     assert_eq!(rejected[0]["kind"], "float_time");
@@ -69,17 +67,8 @@ fn summary_json_is_the_same_from_jsonl_and_from_parquet() {
     let (code, out, err) = tokenscope(&["convert", "sample_traces/four_requests.jsonl", "-o", &pq]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("4 requests, 12 tokens"), "{out}");
-    let args = [
-        "--json",
-        "--slo-ttft-ms",
-        "200",
-        "--slo-tpot-ms",
-        "55",
-        "--by",
-        "model",
-    ];
-    let (_, from_jsonl, _) =
-        tokenscope(&[&["summary", "sample_traces/four_requests.jsonl"], &args[..]].concat());
+    let args = ["--json", "--slo-ttft-ms", "200", "--slo-tpot-ms", "55", "--by", "model"];
+    let (_, from_jsonl, _) = tokenscope(&[&["summary", "sample_traces/four_requests.jsonl"], &args[..]].concat());
     let (_, from_parquet, _) = tokenscope(&[&["summary", &*pq], &args[..]].concat());
     assert_eq!(from_jsonl, from_parquet);
     let v = json(&from_jsonl);
@@ -108,9 +97,7 @@ fn summary_text_is_a_table_with_units() {
     let cells: Vec<&str> = ttft.split_whitespace().collect();
     assert_eq!(
         cells,
-        [
-            "TTFT", "4", "227.5", "150.0", "500.0", "500.0", "500.0", "500.0"
-        ]
+        ["TTFT", "4", "227.5", "150.0", "500.0", "500.0", "500.0", "500.0"]
     );
     assert!(out.contains("latency (ms)"));
     assert!(Path::new("sample_traces/four_requests.jsonl").exists());

@@ -26,8 +26,7 @@ fn tmp() -> tempfile::TempDir {
 /// Every record of a trace, as the JSONL writer would write it.
 fn jsonl_text(trace: &Trace) -> String {
     let mut out = Vec::new();
-    for_each_record(trace, |r| jsonl::write_record(&mut out, r))
-        .unwrap_or_else(|e| panic!("write: {e}"));
+    for_each_record(trace, |r| jsonl::write_record(&mut out, r)).unwrap_or_else(|e| panic!("write: {e}"));
     String::from_utf8(out).unwrap_or_else(|e| panic!("utf8: {e}"))
 }
 
@@ -55,11 +54,7 @@ fn jsonl_and_parquet_give_identical_summaries_and_records() {
         let p = dir.path().join(name);
         write(&from_parquet.trace, &p).unwrap_or_else(|e| panic!("{e}"));
         let again = must_load(&p);
-        assert_eq!(
-            jsonl_text(&original.trace),
-            jsonl_text(&again.trace),
-            "{name}"
-        );
+        assert_eq!(jsonl_text(&original.trace), jsonl_text(&again.trace), "{name}");
     }
 }
 
@@ -122,11 +117,7 @@ fn a_line_of_garbage_costs_only_that_line() {
     );
     assert_eq!(l.report.records, 3);
     assert_eq!(l.report.kept(), 2);
-    assert_eq!(
-        l.trace.token_count(),
-        1,
-        "the token after the garbage line is kept"
-    );
+    assert_eq!(l.trace.token_count(), 1, "the token after the garbage line is kept");
 }
 
 #[test]
@@ -216,10 +207,7 @@ fn a_truncated_parquet_file_is_a_clear_fatal_error() {
     match load(&cut, &Progress::default()) {
         Err(e @ LoadError::Parquet { .. }) => {
             let msg = e.to_string();
-            assert!(
-                msg.contains("cut.parquet") && msg.contains("truncated"),
-                "{msg}"
-            );
+            assert!(msg.contains("cut.parquet") && msg.contains("truncated"), "{msg}");
         }
         other => panic!("expected a Parquet error, got {other:?}"),
     }
@@ -244,10 +232,7 @@ fn a_parquet_file_without_arrival_ns_names_the_column() {
                 "kind",
                 Arc::new(StringArray::from(vec!["request", "request"])) as ArrayRef,
             ),
-            (
-                "request_id",
-                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
-            ),
+            ("request_id", Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
         ],
     );
     match load(&pq, &Progress::default()) {
@@ -274,18 +259,12 @@ fn parquet_columns_of_other_types_are_read_or_rejected_by_row() {
                 "kind",
                 Arc::new(StringArray::from(vec!["request", "request"])) as ArrayRef,
             ),
-            (
-                "request_id",
-                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
-            ),
+            ("request_id", Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
             (
                 "arrival_ns",
                 Arc::new(Float64Array::from(vec![1_764_403_200.5, 1_764_403_201.0])) as ArrayRef,
             ),
-            (
-                "x_custom",
-                Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
-            ),
+            ("x_custom", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
         ],
     );
     let l = must_load(&pq);

@@ -23,10 +23,7 @@ use tokenscope::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
 use tokenscope::format::{Progress, load};
 
 fn four_requests() -> tokenscope::format::Loaded {
-    match load(
-        Path::new("sample_traces/four_requests.jsonl"),
-        &Progress::default(),
-    ) {
+    match load(Path::new("sample_traces/four_requests.jsonl"), &Progress::default()) {
         Ok(l) => l,
         Err(e) => panic!("the sample trace loads: {e}"),
     }
@@ -44,10 +41,7 @@ fn per_request_figures() {
     assert_eq!(m1.tpot_ns, Some(50_000_000.0));
     let m2 = request_metrics(t, row("r2"));
     assert_eq!(m2.output_tokens, 1);
-    assert_eq!(
-        m2.tpot_ns, None,
-        "TPOT is undefined for a single output token"
-    );
+    assert_eq!(m2.tpot_ns, None, "TPOT is undefined for a single output token");
     let m4 = request_metrics(t, row("r4"));
     assert_eq!(m4.output_tokens, 5, "usage wins over the 4 token records");
     assert_eq!(m4.tpot_ns, Some(60_000_000.0));
@@ -92,10 +86,7 @@ fn summary_figures_match_the_hand_computation() {
     assert_eq!(s.itl_ms.p90, Some(120.0));
     assert_eq!(s.finish_reasons.get("stop"), Some(&3));
     assert_eq!(s.finish_reasons.get("length"), Some(&1));
-    assert_eq!(
-        s.token_mismatches, 1,
-        "r4: output_tokens 5, 4 token records"
-    );
+    assert_eq!(s.token_mismatches, 1, "r4: output_tokens 5, 4 token records");
     assert!(s.slo.is_none());
 }
 
@@ -153,21 +144,12 @@ fn stages_are_derived_where_the_trace_has_none() {
     let l = four_requests();
     let t = &l.trace;
     let r1 = t.request_row("r1").unwrap_or_else(|| panic!("r1"));
-    let kinds: Vec<(&str, bool)> = t
-        .stages_of(r1)
-        .iter()
-        .map(|s| (s.kind.name(), s.derived))
-        .collect();
+    let kinds: Vec<(&str, bool)> = t.stages_of(r1).iter().map(|s| (s.kind.name(), s.derived)).collect();
     // queue derived (0..10 ms), prefill explicit (12..148 ms, iteration 7), decode derived for tokens 1 and 2 from
     // iterations 8 (160..195) and 9 (205..245).
     assert_eq!(
         kinds,
-        [
-            ("queue", true),
-            ("prefill", false),
-            ("decode", true),
-            ("decode", true)
-        ]
+        [("queue", true), ("prefill", false), ("decode", true), ("decode", true)]
     );
     let stages = t.stages_of(r1);
     let t0 = 1_764_403_200_000_000_000_i64;

@@ -23,8 +23,7 @@ pub struct RequestMetrics {
 /// When a request finished: `finished_ns`, else its last token's `emitted_ns`.
 pub fn finish_ns(trace: &Trace, request: u32) -> Option<i64> {
     let tokens = trace.tokens_of(request);
-    trace.requests.finished_ns[request as usize]
-        .or_else(|| tokens.last().map(|t| trace.tokens.emitted_ns[t]))
+    trace.requests.finished_ns[request as usize].or_else(|| tokens.last().map(|t| trace.tokens.emitted_ns[t]))
 }
 
 /// When a request produced its first token: `first_token_ns`, else token 0's `emitted_ns`.
@@ -32,8 +31,7 @@ pub fn first_token_ns(trace: &Trace, request: u32) -> Option<i64> {
     let tokens = trace.tokens_of(request);
     trace.requests.first_token_ns[request as usize].or_else(|| {
         let first = tokens.start;
-        (!tokens.is_empty() && trace.tokens.index[first] == 0)
-            .then(|| trace.tokens.emitted_ns[first])
+        (!tokens.is_empty() && trace.tokens.index[first] == 0).then(|| trace.tokens.emitted_ns[first])
     })
 }
 

@@ -117,8 +117,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
     let mut e2e = Vec::with_capacity(requests.len());
     let mut queue = Vec::with_capacity(requests.len());
     let mut itl = Vec::new();
-    let (mut input, mut cached, mut output, mut good_output, mut good_requests) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut input, mut cached, mut output, mut good_output, mut good_requests) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut first_arrival = i64::MAX;
     let mut last_finish = i64::MIN;
     let mut finish_reasons: BTreeMap<String, u64> = BTreeMap::new();
@@ -136,9 +135,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
         output += u64::from(m.output_tokens);
         first_arrival = first_arrival.min(trace.requests.arrival_ns[ri]);
         last_finish = last_finish.max(finish_ns(trace, r).unwrap_or(trace.requests.arrival_ns[ri]));
-        let reason = trace
-            .label(trace.requests.finish_reason[ri])
-            .unwrap_or(NO_LABEL);
+        let reason = trace.label(trace.requests.finish_reason[ri]).unwrap_or(NO_LABEL);
         *finish_reasons.entry(reason.to_owned()).or_default() += 1;
         let records = trace.tokens_of(r).len();
         if let Some(usage) = trace.requests.output_tokens[ri]
@@ -159,11 +156,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
         }
     }
     let span_ms = (!requests.is_empty()).then(|| ms(last_finish - first_arrival));
-    let per_second = |tokens: u64| {
-        span_ms
-            .filter(|&s| s > 0.0)
-            .map(|s| tokens as f64 / (s / 1e3))
-    };
+    let per_second = |tokens: u64| span_ms.filter(|&s| s > 0.0).map(|s| tokens as f64 / (s / 1e3));
     let slo_result = slo.is_set().then(|| SloResult {
         ttft_ms: slo.ttft_ms,
         tpot_ms: slo.tpot_ms,

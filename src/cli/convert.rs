@@ -18,9 +18,7 @@ pub fn run(input: &std::path::Path, output: &std::path::Path) -> Output {
                 thousands(loaded.trace.token_count() as u64)
             ),
             stderr: if rejected > 0 {
-                format!(
-                    "note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them\n"
-                )
+                format!("note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them\n")
             } else {
                 String::new()
             },

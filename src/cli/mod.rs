@@ -3,6 +3,7 @@
 
 pub mod convert;
 pub mod summary;
+pub mod synth;
 pub mod validate;
 
 use std::fmt::Write as _;
@@ -73,10 +74,7 @@ mod tests {
 
     #[test]
     fn table_aligns_columns() {
-        let t = table(&[
-            vec!["a".into(), "1".into()],
-            vec!["bbb".into(), "22".into()],
-        ]);
+        let t = table(&[vec!["a".into(), "1".into()], vec!["bbb".into(), "22".into()]]);
         assert_eq!(t, "a     1\nbbb  22\n");
     }
 }

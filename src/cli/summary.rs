@@ -52,23 +52,15 @@ fn slo_text(s: &Summary) -> Option<String> {
 pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
     let mut out = String::new();
     let m = &trace.meta;
-    let engine = [
-        m.engine.as_deref(),
-        m.engine_version.as_deref(),
-        m.model.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" ");
+    let engine = [m.engine.as_deref(), m.engine_version.as_deref(), m.model.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut head = vec![
         vec![
             "engine".to_owned(),
-            if engine.is_empty() {
-                "-".to_owned()
-            } else {
-                engine
-            },
+            if engine.is_empty() { "-".to_owned() } else { engine },
         ],
         vec!["requests".to_owned(), thousands(s.requests)],
         vec![
@@ -100,28 +92,16 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
         .map(|(k, n)| format!("{k} {}", thousands(*n)))
         .collect();
     head.push(vec!["finish reasons".to_owned(), reasons.join(", ")]);
-    head.push(vec![
-        "token mismatches".to_owned(),
-        thousands(s.token_mismatches),
-    ]);
+    head.push(vec!["token mismatches".to_owned(), thousands(s.token_mismatches)]);
     head.push(vec!["rejected records".to_owned(), thousands(rejected)]);
     for row in &head {
         out.push_str(&format!("{:<18}{}\n", row[0], row[1]));
     }
     out.push('\n');
     let rows = vec![
-        [
-            "latency (ms)",
-            "count",
-            "mean",
-            "p50",
-            "p90",
-            "p95",
-            "p99",
-            "max",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
+        ["latency (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"]
+            .map(str::to_owned)
+            .to_vec(),
         dist_row("TTFT", &s.ttft_ms),
         dist_row("TPOT", &s.tpot_ms),
         dist_row("E2E", &s.e2e_ms),
@@ -174,11 +154,7 @@ pub fn groups_text(by: GroupBy, groups: &[(String, Summary)]) -> String {
 }
 
 /// The JSON form: the summary's fields plus `rejected`, and with `--by`, `by` and `groups: [{key, ...}]`.
-pub fn summary_json(
-    s: &Summary,
-    rejected: u64,
-    groups: Option<(GroupBy, &[(String, Summary)])>,
-) -> Value {
+pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(String, Summary)])>) -> Value {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
     v["rejected"] = json!(rejected);
     if let Some((by, groups)) = groups {
@@ -210,11 +186,7 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>) -> Output 
     let stdout = if as_json {
         format!(
             "{:#}\n",
-            summary_json(
-                &s,
-                rejected,
-                groups.as_ref().map(|(b, g)| (*b, g.as_slice()))
-            )
+            summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())))
         )
     } else {
         let mut text = summary_text(trace, &s, rejected);

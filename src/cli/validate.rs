@@ -35,9 +35,7 @@ pub fn report_json(report: &Report, fatal: Option<&str>) -> Value {
     let warnings: Vec<Value> = report
         .warnings
         .iter()
-        .map(
-            |w| json!({"kind": w.concern.name(), "request_id": w.request_id, "message": w.message}),
-        )
+        .map(|w| json!({"kind": w.concern.name(), "request_id": w.request_id, "message": w.message}))
         .collect();
     let by_kind: serde_json::Map<String, Value> = report
         .rejected_by_problem
@@ -77,11 +75,7 @@ pub fn report_text(report: &Report) -> String {
                 (Some(rec), None) => rec.to_owned(),
                 (None, None) => String::new(),
             };
-            let what = if what.is_empty() {
-                what
-            } else {
-                format!(" {what}:")
-            };
+            let what = if what.is_empty() { what } else { format!(" {what}:") };
             out.push_str(&format!(
                 "  {}  [{}]{what} {}\n",
                 report.describe(r.place),

@@ -66,14 +66,20 @@ fn io_error(path: &Path, source: io::Error) -> LoadError {
 }
 
 /// Reads one JSONL file into the builder. Fatal only when the file cannot be opened.
-pub fn read(
+pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError> {
+    let f = File::open(path).map_err(|e| io_error(path, e))?;
+    read_from(f, path, file, b, progress)
+}
+
+/// Reads JSONL (plain or compressed) from any reader; `path` names it in messages.
+pub fn read_from(
+    input: impl Read,
     path: &Path,
     file: u32,
     b: &mut TraceBuilder,
     progress: &Progress,
 ) -> Result<(), LoadError> {
-    let f = File::open(path).map_err(|e| io_error(path, e))?;
-    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: f, progress });
+    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: input, progress });
     let head = raw.fill_buf().map_err(|e| io_error(path, e))?;
     let mut reader: Box<dyn BufRead + '_> = match Compression::sniff(head) {
         Compression::None => Box::new(raw),
@@ -82,8 +88,7 @@ pub fn read(
             flate2::bufread::MultiGzDecoder::new(raw),
         )),
         Compression::Zstd => {
-            let dec =
-                zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(path, e))?;
+            let dec = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(path, e))?;
             Box::new(BufReader::with_capacity(1 << 20, dec))
         }
     };
@@ -101,16 +106,11 @@ pub fn read(
                 // A truncated or corrupt compressed stream: keep what was read, report where it broke.
                 b.report.records += 1;
                 b.report.reject(Rejection {
-                    place: Place {
-                        file,
-                        at: line_no + 1,
-                    },
+                    place: Place { file, at: line_no + 1 },
                     problem: Problem::Malformed,
                     record: None,
                     field: None,
-                    reason: format!(
-                        "the file cannot be read past line {line_no}: {e} (truncated or corrupt?)"
-                    ),
+                    reason: format!("the file cannot be read past line {line_no}: {e} (truncated or corrupt?)"),
                 });
                 break;
             }
@@ -128,8 +128,7 @@ pub fn read(
                 problem: Problem::Malformed,
                 record: None,
                 field: None,
-                reason: "not a JSON object; each line must be one {\"kind\": ...} object"
-                    .to_owned(),
+                reason: "not a JSON object; each line must be one {\"kind\": ...} object".to_owned(),
             });
             continue;
         }
@@ -160,10 +159,7 @@ fn malformed(text: &[u8], e: &serde_json::Error, place: Place) -> Rejection {
             let inner = located.map_or_else(|| e.to_string(), |l| l.inner().to_string());
             format!(
                 "field {p}: {}",
-                inner.replace(
-                    "struct RawCandidate",
-                    "a {token_id, text, logprob, special} object"
-                )
+                inner.replace("struct RawCandidate", "a {token_id, text, logprob, special} object")
             )
         }
         (None, _) => {
@@ -221,12 +217,7 @@ impl JsonValue for bool {
 }
 
 /// Writes `,"name":value` when the field holds a value (the first field has no comma).
-fn write_field<T: JsonValue>(
-    w: &mut impl Write,
-    first: &mut bool,
-    name: &str,
-    v: &Field<T>,
-) -> io::Result<()> {
+fn write_field<T: JsonValue>(w: &mut impl Write, first: &mut bool, name: &str, v: &Field<T>) -> io::Result<()> {
     if let Some(Val::Ok(v)) = v {
         w.write_all(if *first { b"\"" } else { b",\"" })?;
         *first = false;

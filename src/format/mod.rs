@@ -167,9 +167,7 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
                 .collect::<Vec<u8>>();
             if head == b"PAR1" {
                 Ok(vec![(path.to_path_buf(), Encoding::Parquet)])
-            } else if head.first() == Some(&b'{')
-                || jsonl::Compression::sniff(&head) != jsonl::Compression::None
-            {
+            } else if head.first() == Some(&b'{') || jsonl::Compression::sniff(&head) != jsonl::Compression::None {
                 Ok(vec![(path.to_path_buf(), Encoding::Jsonl)])
             } else {
                 Err(LoadError::UnknownFormat {
@@ -205,21 +203,22 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
     Ok(Loaded { trace, report })
 }
 
-/// Loads a trace held in memory (the embedded demo), written as JSONL or Parquet.
-pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, LoadError> {
-    let dir = std::env::temp_dir().join(format!("tokenscope-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| LoadError::Io {
-        path: dir.display().to_string(),
-        source: e,
-    })?;
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).map_err(|e| LoadError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    let loaded = load(&path, &Progress::default());
-    let _ = std::fs::remove_file(&path);
-    loaded
+/// Loads a trace held in memory (the embedded demo); `name` gives its encoding (by extension) and stands for its
+/// path in messages.
+pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError> {
+    let path = Path::new(name);
+    let encoding = encoding_of(path).ok_or_else(|| LoadError::UnknownFormat { path: name.to_owned() })?;
+    let mut b = TraceBuilder::default();
+    b.report.files.push(SourceFile {
+        path: name.to_owned(),
+        encoding,
+    });
+    match encoding {
+        Encoding::Jsonl => jsonl::read_from(bytes, path, 0, &mut b, &Progress::default())?,
+        Encoding::Parquet => parquet::read_bytes(bytes::Bytes::from_static(bytes), path, 0, &mut b)?,
+    }
+    let (trace, report) = b.finish();
+    Ok(Loaded { trace, report })
 }
 
 /// Why a trace could not be written.
@@ -256,9 +255,7 @@ pub fn write(trace: &Trace, path: &Path) -> Result<(), WriteError> {
         Some(Encoding::Parquet) => {
             parquet::write(trace, path).map_err(|source| WriteError::Parquet { path: name, source })
         }
-        Some(Encoding::Jsonl) => {
-            jsonl::write(trace, path).map_err(|source| WriteError::Io { path: name, source })
-        }
+        Some(Encoding::Jsonl) => jsonl::write(trace, path).map_err(|source| WriteError::Io { path: name, source }),
         None => Err(WriteError::UnknownFormat { path: name }),
     }
 }

@@ -10,19 +10,18 @@ use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array,
-    Float64Builder, Int64Array, Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder,
-    StructArray,
+    Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array,
+    Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder, StructArray,
 };
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Fields, Float64Type, Int64Type, TimeUnit};
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
-};
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::ChunkReader;
 
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use super::records::for_each_record;
@@ -52,20 +51,13 @@ fn type_name(t: &DataType) -> &'static str {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string",
         DataType::Float16 | DataType::Float32 | DataType::Float64 => "float",
         DataType::Boolean => "boolean",
-        DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::FixedSizeList(..)
-        | DataType::ListView(_) => "list",
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) | DataType::ListView(_) => "list",
         DataType::Struct(_) => "struct",
-        DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_) => "binary",
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "binary",
         DataType::Date32 | DataType::Date64 => "date",
-        DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..) => "decimal",
+        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            "decimal"
+        }
         _ => "unsupported",
     }
 }
@@ -76,12 +68,10 @@ impl Col {
         let dt = a.data_type();
         let converted = match dt {
             DataType::Utf8 => a.as_string_opt::<i32>().cloned().map(Col::Str),
-            DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
-                cast(a, &DataType::Utf8)
-                    .ok()
-                    .and_then(|c| c.as_string_opt::<i32>().cloned())
-                    .map(Col::Str)
-            }
+            DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => cast(a, &DataType::Utf8)
+                .ok()
+                .and_then(|c| c.as_string_opt::<i32>().cloned())
+                .map(Col::Str),
             DataType::Int64 => a.as_primitive_opt::<Int64Type>().cloned().map(Col::Int),
             DataType::Int8
             | DataType::Int16
@@ -93,13 +83,11 @@ impl Col {
                 .ok()
                 .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
                 .map(Col::Int),
-            DataType::Timestamp(_, tz) => {
-                cast(a, &DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()))
-                    .and_then(|c| cast(&c, &DataType::Int64))
-                    .ok()
-                    .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
-                    .map(Col::Int)
-            }
+            DataType::Timestamp(_, tz) => cast(a, &DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()))
+                .and_then(|c| cast(&c, &DataType::Int64))
+                .ok()
+                .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
+                .map(Col::Int),
             DataType::Float64 => a.as_primitive_opt::<Float64Type>().cloned().map(Col::Float),
             DataType::Float16 | DataType::Float32 => cast(a, &DataType::Float64)
                 .ok()
@@ -227,13 +215,8 @@ impl<C> ListCol<C> {
             }),
             _ => None,
         };
-        match parts.and_then(|(offsets, nulls, values)| child(&values).map(|c| (offsets, nulls, c)))
-        {
-            Some((offsets, nulls, child)) => ListCol::List {
-                offsets,
-                nulls,
-                child,
-            },
+        match parts.and_then(|(offsets, nulls, values)| child(&values).map(|c| (offsets, nulls, c))) {
+            Some((offsets, nulls, child)) => ListCol::List { offsets, nulls, child },
             None => ListCol::Other(Arc::clone(a), type_name(a.data_type())),
         }
     }
@@ -242,11 +225,7 @@ impl<C> ListCol<C> {
     fn at(&self, i: usize) -> Option<Result<(&C, std::ops::Range<usize>), Found>> {
         match self {
             ListCol::Absent => None,
-            ListCol::List {
-                offsets,
-                nulls,
-                child,
-            } => {
+            ListCol::List { offsets, nulls, child } => {
                 if nulls.as_ref().is_some_and(|n| n.is_null(i)) {
                     return None;
                 }
@@ -375,27 +354,36 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
 
 /// Reads one Parquet file into the builder. Fatal when the file is not readable Parquet, when it has no `kind`
 /// column, or when it has records of a kind whose required column is absent.
-pub fn read(
+pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError> {
+    let f = File::open(path).map_err(|e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    read_from(|| f.try_clone(), path, file, b, progress)
+}
+
+/// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
+pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) -> Result<(), LoadError> {
+    read_from(|| Ok(bytes.clone()), name, file, b, &Progress::default())
+}
+
+/// Reads Parquet from whatever `open` gives a fresh reader of (each row group is decoded from its own reader).
+fn read_from<R: ChunkReader + 'static>(
+    open: impl Fn() -> std::io::Result<R> + Sync,
     path: &Path,
     file: u32,
     b: &mut TraceBuilder,
     progress: &Progress,
 ) -> Result<(), LoadError> {
-    let f = File::open(path).map_err(|e| LoadError::Io {
+    let io = |e| LoadError::Io {
         path: path.display().to_string(),
         source: e,
-    })?;
-    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new())
+    };
+    let meta = ArrowReaderMetadata::load(&open().map_err(io)?, ArrowReaderOptions::new())
         .map_err(|e| parquet_error(path, e))?;
     let arrow_schema = Arc::clone(meta.schema());
-    let known = |name: &str| {
-        name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name)
-    };
-    let present: Vec<&str> = arrow_schema
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .collect();
+    let known = |name: &str| name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name);
+    let present: Vec<&str> = arrow_schema.fields().iter().map(|f| f.name().as_str()).collect();
     if !present.contains(&KIND) {
         return Err(LoadError::MissingColumn {
             path: path.display().to_string(),
@@ -418,7 +406,7 @@ pub fn read(
     let (tx, rx) = sync_channel::<Decoded>(2);
     let decode = |tx: SyncSender<Decoded>| {
         for rg in 0..row_groups {
-            let reader = f.try_clone().map_err(|e| e.to_string()).and_then(|f| {
+            let reader = open().map_err(|e| e.to_string()).and_then(|f| {
                 ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
                     .with_projection(mask.clone())
                     .with_row_groups(vec![rg])
@@ -494,15 +482,7 @@ enum Decoded {
 }
 
 /// Counts the rows of a row group that could not be decoded as rejected, with one detailed entry.
-fn reject_rest_of_row_group(
-    b: &mut TraceBuilder,
-    file: u32,
-    rg: usize,
-    row0: u64,
-    done: u64,
-    rows: u64,
-    e: &str,
-) {
+fn reject_rest_of_row_group(b: &mut TraceBuilder, file: u32, rg: usize, row0: u64, done: u64, rows: u64, e: &str) {
     let lost = rows.saturating_sub(done);
     if lost == 0 {
         return;
@@ -519,10 +499,7 @@ fn reject_rest_of_row_group(
             row0 + rows
         ),
     });
-    *b.report
-        .rejected_by_problem
-        .entry(Problem::Malformed)
-        .or_default() += lost - 1;
+    *b.report.rejected_by_problem.entry(Problem::Malformed).or_default() += lost - 1;
 }
 
 /// The first record of each kind checks that the file has the columns that kind requires.
@@ -540,10 +517,7 @@ fn check_required(
         return Ok(());
     }
     checked.push(kind.to_string());
-    if let Some(column) = schema::required_fields(kind)
-        .iter()
-        .find(|c| !present.contains(c))
-    {
+    if let Some(column) = schema::required_fields(kind).iter().find(|c| !present.contains(c)) {
         return Err(LoadError::MissingColumn {
             path: path.display().to_string(),
             column: (*column).to_owned(),

@@ -329,9 +329,7 @@ impl<'de> Visitor<'de> for StrVisitor {
         Ok(Val::Wrong(Found::Int(v)))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Val::Wrong(
-            i64::try_from(v).map_or(Found::BigInt, Found::Int),
-        ))
+        Ok(Val::Wrong(i64::try_from(v).map_or(Found::BigInt, Found::Int)))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         Ok(Val::Wrong(Found::Float(v)))
@@ -398,9 +396,7 @@ mod tests {
 
     #[test]
     fn wrong_types_are_kept_as_found() {
-        let r = parse(
-            r#"{"kind":"request","request_id":42,"arrival_ns":1.5,"input_tokens":"9","x_extra":[1]}"#,
-        );
+        let r = parse(r#"{"kind":"request","request_id":42,"arrival_ns":1.5,"input_tokens":"9","x_extra":[1]}"#);
         assert_eq!(r.kind, Some(Val::Ok(Cow::Borrowed("request"))));
         assert_eq!(r.request_id, Some(Val::Wrong(Found::Int(42))));
         assert_eq!(r.arrival_ns, Some(Val::Wrong(Found::Float(1.5))));
@@ -410,9 +406,7 @@ mod tests {
 
     #[test]
     fn null_is_absent_and_escaped_strings_are_owned() {
-        let r = parse(
-            r#"{"kind":"token","text":"a\nb","logprob":null,"candidates":[{"token_id":3,"logprob":-1}]}"#,
-        );
+        let r = parse(r#"{"kind":"token","text":"a\nb","logprob":null,"candidates":[{"token_id":3,"logprob":-1}]}"#);
         assert_eq!(r.text, Some(Val::Ok(Cow::Owned("a\nb".to_owned()))));
         assert_eq!(r.logprob, None);
         let Some(Val::Ok(c)) = r.candidates else {

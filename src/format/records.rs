@@ -170,10 +170,7 @@ pub fn token_record(trace: &Trace, t: usize) -> RawRecord<'_> {
 }
 
 /// Calls `f` with every record of the trace in writing order; stops at the first error.
-pub fn for_each_record<E>(
-    trace: &Trace,
-    mut f: impl FnMut(&RawRecord<'_>) -> Result<(), E>,
-) -> Result<(), E> {
+pub fn for_each_record<E>(trace: &Trace, mut f: impl FnMut(&RawRecord<'_>) -> Result<(), E>) -> Result<(), E> {
     f(&meta_record(trace))?;
     for r in 0..trace.requests.len() {
         f(&request_record(trace, r))?;

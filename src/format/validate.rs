@@ -7,8 +7,8 @@ use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use super::schema::KINDS;
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Stage,
-    StageKind, Token, TraceBuilder,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Stage, StageKind, Token,
+    TraceBuilder,
 };
 
 /// Smallest accepted epoch time: 1973-03-03 in ns. Anything below is seconds, ms or µs (or a relative clock).
@@ -59,12 +59,7 @@ fn opt_str<'r>(field: &'static str, v: &'r Field<Cow<'_, str>>) -> Check<Option<
     }
 }
 
-fn req_str<'r>(
-    field: &'static str,
-    v: &'r Field<Cow<'_, str>>,
-    record: &str,
-    what: &str,
-) -> Check<&'r str> {
+fn req_str<'r>(field: &'static str, v: &'r Field<Cow<'_, str>>, record: &str, what: &str) -> Check<&'r str> {
     opt_str(field, v)?.ok_or_else(|| missing(field, record, what))
 }
 
@@ -91,11 +86,7 @@ fn opt_time(field: &'static str, v: &Field<i64>) -> Check<Option<i64>> {
                  round(seconds * 1e9) as an integer"
             ),
         }),
-        Some(Val::Wrong(found)) => Err(wrong(
-            field,
-            *found,
-            "integer nanoseconds since the Unix epoch",
-        )),
+        Some(Val::Wrong(found)) => Err(wrong(field, *found, "integer nanoseconds since the Unix epoch")),
         Some(Val::Ok(t)) if *t < 0 => Err(out_of_range(
             field,
             format!("{field} = {t} is negative; times are nanoseconds since the Unix epoch"),
@@ -113,22 +104,14 @@ fn opt_time(field: &'static str, v: &Field<i64>) -> Check<Option<i64>> {
         }
         Some(Val::Ok(t)) if *t > MAX_EPOCH_NS => Err(out_of_range(
             field,
-            format!(
-                "{field} = {t} is after the year 2100; times are nanoseconds since the Unix epoch"
-            ),
+            format!("{field} = {t} is after the year 2100; times are nanoseconds since the Unix epoch"),
         )),
         Some(Val::Ok(t)) => Ok(Some(*t)),
     }
 }
 
 fn req_time(field: &'static str, v: &Field<i64>, record: &str) -> Check<i64> {
-    opt_time(field, v)?.ok_or_else(|| {
-        missing(
-            field,
-            record,
-            "it (integer nanoseconds since the Unix epoch)",
-        )
-    })
+    opt_time(field, v)?.ok_or_else(|| missing(field, record, "it (integer nanoseconds since the Unix epoch)"))
 }
 
 /// A duration inside a record: non-negative integer nanoseconds.
@@ -138,9 +121,7 @@ fn opt_duration(field: &'static str, v: &Field<i64>) -> Check<Option<i64>> {
         Some(Val::Wrong(Found::Float(f))) => Err(Bad {
             problem: Problem::FloatTime,
             field,
-            reason: format!(
-                "{field} is a float ({f}); durations are integer nanoseconds: write round(seconds * 1e9)"
-            ),
+            reason: format!("{field} is a float ({f}); durations are integer nanoseconds: write round(seconds * 1e9)"),
         }),
         Some(Val::Wrong(found)) => Err(wrong(field, *found, "integer nanoseconds")),
         Some(Val::Ok(d)) if *d < 0 => Err(Bad {
@@ -187,9 +168,7 @@ fn opt_token_id(field: &'static str, v: &Field<i64>) -> Check<Option<u32>> {
 fn opt_float(field: &'static str, v: &Field<f64>) -> Check<Option<f64>> {
     match v {
         None => Ok(None),
-        Some(Val::Ok(f)) if !f.is_finite() => {
-            Err(out_of_range(field, format!("{field} = {f} is not finite")))
-        }
+        Some(Val::Ok(f)) if !f.is_finite() => Err(out_of_range(field, format!("{field} = {f} is not finite"))),
         Some(Val::Ok(f)) => Ok(Some(*f)),
         Some(Val::Wrong(found)) => Err(wrong(field, *found, "a number")),
     }
@@ -200,9 +179,7 @@ fn opt_logprob(field: &'static str, v: &Field<f64>) -> Check<Option<f64>> {
     match opt_float(field, v)? {
         Some(lp) if lp > 0.0 => Err(out_of_range(
             field,
-            format!(
-                "{field} = {lp} is above 0; logprobs are natural logs of probabilities (write ln(p), not p)"
-            ),
+            format!("{field} = {lp} is above 0; logprobs are natural logs of probabilities (write ln(p), not p)"),
         )),
         other => Ok(other),
     }
@@ -224,9 +201,7 @@ fn ordered(start_field: &'static str, start: i64, end_field: &'static str, end: 
         return Err(Bad {
             problem: Problem::NegativeDuration,
             field: end_field,
-            reason: format!(
-                "{end_field} is {ms:.3} ms before {start_field}; a span cannot end before it starts"
-            ),
+            reason: format!("{end_field} is {ms:.3} ms before {start_field}; a span cannot end before it starts"),
         });
     }
     Ok(())
@@ -240,11 +215,7 @@ fn meta(r: &RawRecord<'_>) -> Check<Meta> {
     let eos_token_ids = match &r.eos_token_ids {
         None => None,
         Some(Val::Wrong(found)) => {
-            return Err(wrong(
-                "eos_token_ids",
-                *found,
-                "a list of integer token ids",
-            ));
+            return Err(wrong("eos_token_ids", *found, "a list of integer token ids"));
         }
         Some(Val::Ok(ids)) => {
             let mut out = Vec::with_capacity(ids.len());
@@ -361,13 +332,8 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
 }
 
 fn iteration(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Iteration> {
-    let iteration = opt_int("iteration", &r.iteration)?.ok_or_else(|| {
-        missing(
-            "iteration",
-            "iteration",
-            "its step number, unique per source",
-        )
-    })?;
+    let iteration = opt_int("iteration", &r.iteration)?
+        .ok_or_else(|| missing("iteration", "iteration", "its step number, unique per source"))?;
     let start_ns = req_time("start_ns", &r.start_ns, "iteration")?;
     let end_ns = req_time("end_ns", &r.end_ns, "iteration")?;
     ordered("start_ns", start_ns, "end_ns", end_ns)?;
@@ -439,22 +405,14 @@ fn candidate(c: &RawCandidate<'_>, b: &mut TraceBuilder) -> Check<Candidate> {
 }
 
 /// Validates a token and its candidates into `candidates` (cleared first; a buffer reused across tokens).
-fn token(
-    r: &RawRecord<'_>,
-    request: u32,
-    b: &mut TraceBuilder,
-    candidates: &mut Vec<Candidate>,
-) -> Check<Token> {
-    let index = opt_count("index", &r.index)?
-        .ok_or_else(|| missing("index", "token", "its 0-based position in the output"))?;
+fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut Vec<Candidate>) -> Check<Token> {
+    let index =
+        opt_count("index", &r.index)?.ok_or_else(|| missing("index", "token", "its 0-based position in the output"))?;
     let emitted_ns = req_time("emitted_ns", &r.emitted_ns, "token")?;
     let rank = match opt_int("rank", &r.rank)? {
         None => NULL_U32,
         Some(k) if !(1..=MAX_COUNT).contains(&k) => {
-            return Err(out_of_range(
-                "rank",
-                format!("rank = {k} is not a 1-based rank"),
-            ));
+            return Err(out_of_range("rank", format!("rank = {k} is not a 1-based rank")));
         }
         Some(k) => u32::try_from(k).unwrap_or(NULL_U32),
     };
@@ -490,12 +448,7 @@ fn token(
 
 /// The request label of a stage or token record, required.
 fn request_of(r: &RawRecord<'_>, record: &'static str, b: &mut TraceBuilder) -> Check<u32> {
-    let id = req_str(
-        "request_id",
-        &r.request_id,
-        record,
-        "the request_id of its request",
-    )?;
+    let id = req_str("request_id", &r.request_id, record, "the request_id of its request")?;
     Ok(b.labels.intern(id))
 }
 
@@ -508,8 +461,7 @@ pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
     };
     let Some(kind) = kind else {
         let reason = match &r.kind {
-            None => "missing field kind: every record needs kind = meta, request, iteration, stage or token"
-                .to_owned(),
+            None => "missing field kind: every record needs kind = meta, request, iteration, stage or token".to_owned(),
             Some(Val::Ok(k)) => format!("kind {k:?} is not one of meta, request, iteration, stage, token"),
             Some(Val::Wrong(found)) => format!("kind is {found}; expected one of \"request\", \"token\", ..."),
         };
@@ -571,8 +523,7 @@ mod tests {
     fn build(lines: &[&str]) -> (Trace, Report) {
         let mut b = TraceBuilder::default();
         for (i, line) in lines.iter().enumerate() {
-            let raw: RawRecord<'_> =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let raw: RawRecord<'_> = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
             ingest(
                 &raw,
                 Place {
@@ -674,10 +625,7 @@ mod tests {
         ]);
         assert_eq!(
             problems(&report),
-            [
-                (2, Problem::Duplicate, "kind"),
-                (5, Problem::Duplicate, "iteration")
-            ]
+            [(2, Problem::Duplicate, "kind"), (5, Problem::Duplicate, "iteration")]
         );
         assert_eq!(t.meta.engine.as_deref(), Some("vllm"));
         assert_eq!(
@@ -704,9 +652,7 @@ mod tests {
             ),
             (
                 "stage",
-                format!(
-                    r#"{{"kind":"stage","request_id":"a","stage":"queue","start_ns":{t},"end_ns":{t}"#
-                ),
+                format!(r#"{{"kind":"stage","request_id":"a","stage":"queue","start_ns":{t},"end_ns":{t}"#),
             ),
             (
                 "token",
@@ -715,24 +661,16 @@ mod tests {
         ];
         for (kind, base) in &bases {
             let listed = crate::format::schema::fields_of_kind(kind);
-            for &(field, _) in crate::format::schema::SCALAR_FIELDS
-                .iter()
-                .filter(|f| f.0 != "kind")
-            {
+            for &(field, _) in crate::format::schema::SCALAR_FIELDS.iter().filter(|f| f.0 != "kind") {
                 let line = if base.contains(&format!("\"{field}\":")) {
                     let start = base.find(&format!("\"{field}\":")).unwrap_or(0);
                     let rest = &base[start..];
                     let end = rest.find(',').map_or(base.len(), |e| start + e);
-                    format!(
-                        "{}\"{field}\":{{\"x\":1}}{}}}",
-                        &base[..start],
-                        &base[end..]
-                    )
+                    format!("{}\"{field}\":{{\"x\":1}}{}}}", &base[..start], &base[end..])
                 } else {
                     format!("{base},\"{field}\":{{\"x\":1}}}}")
                 };
-                let raw: RawRecord<'_> =
-                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+                let raw: RawRecord<'_> = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
                 let mut b = TraceBuilder::default();
                 ingest(&raw, Place::default(), &mut b);
                 let rejected = b.report.rejected_count() == 1;

@@ -6,9 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
-use super::tables::{
-    Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens,
-};
+use super::tables::{Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens};
 use super::{DEFAULT_SOURCE, Meta, NULL_I64, Trace};
 use crate::trace::strings::Interner;
 
@@ -106,8 +104,7 @@ impl TraceBuilder {
                     self.labels.str_or_empty(row.id),
                     self.report.describe(first_place)
                 );
-                self.report
-                    .reject(duplicate(place, "request", "request_id", reason));
+                self.report.reject(duplicate(place, "request", "request_id", reason));
             }
             Entry::Vacant(v) => {
                 v.insert(next);
@@ -135,8 +132,7 @@ impl TraceBuilder {
                     self.labels.str_or_empty(row.source),
                     self.report.describe(first_place)
                 );
-                self.report
-                    .reject(duplicate(place, "iteration", "iteration", reason));
+                self.report.reject(duplicate(place, "iteration", "iteration", reason));
             }
             Entry::Vacant(v) => {
                 v.insert(next);
@@ -153,12 +149,7 @@ impl TraceBuilder {
     }
 
     /// Adds a token and its candidates; `row.request` is the label id of its `request_id`.
-    pub fn add_token(
-        &mut self,
-        row: Token,
-        candidates: impl IntoIterator<Item = Candidate>,
-        place: Place,
-    ) {
+    pub fn add_token(&mut self, row: Token, candidates: impl IntoIterator<Item = Candidate>, place: Place) {
         self.tokens.push(row);
         self.token_places.push(place);
         for c in candidates {
@@ -202,18 +193,15 @@ impl TraceBuilder {
         }
 
         // Requests by arrival, then id, so the model does not depend on record order.
-        let mut order: Vec<u32> =
-            (0..u32::try_from(self.requests.len()).unwrap_or(u32::MAX)).collect();
+        let mut order: Vec<u32> = (0..u32::try_from(self.requests.len()).unwrap_or(u32::MAX)).collect();
         {
             let labels = &self.labels;
             let reqs = &self.requests;
             order.sort_by(|&a, &b| {
                 let (a, b) = (a as usize, b as usize);
-                reqs.arrival_ns[a].cmp(&reqs.arrival_ns[b]).then_with(|| {
-                    labels
-                        .str_or_empty(reqs.id[a])
-                        .cmp(labels.str_or_empty(reqs.id[b]))
-                })
+                reqs.arrival_ns[a]
+                    .cmp(&reqs.arrival_ns[b])
+                    .then_with(|| labels.str_or_empty(reqs.id[a]).cmp(labels.str_or_empty(reqs.id[b])))
             });
         }
         self.requests.permute(&order);
@@ -226,26 +214,14 @@ impl TraceBuilder {
             .collect();
 
         // Iterations by source, then start.
-        let mut order: Vec<u32> =
-            (0..u32::try_from(self.iterations.len()).unwrap_or(u32::MAX)).collect();
+        let mut order: Vec<u32> = (0..u32::try_from(self.iterations.len()).unwrap_or(u32::MAX)).collect();
         {
             let it = &self.iterations;
-            order.sort_by_key(|&i| {
-                (
-                    it.source[i as usize],
-                    it.start_ns[i as usize],
-                    it.iteration[i as usize],
-                )
-            });
+            order.sort_by_key(|&i| (it.source[i as usize], it.start_ns[i as usize], it.iteration[i as usize]));
         }
         self.iterations.permute(&order);
         let iteration_row: HashMap<(u32, i64), u32> = (0..self.iterations.len())
-            .map(|i| {
-                (
-                    (self.iterations.source[i], self.iterations.iteration[i]),
-                    i as u32,
-                )
-            })
+            .map(|i| ((self.iterations.source[i], self.iterations.iteration[i]), i as u32))
             .collect();
         let mut source_iterations: Vec<(u32, std::ops::Range<u32>)> = Vec::new();
         for (i, &s) in self.iterations.source.iter().enumerate() {
@@ -279,13 +255,7 @@ impl TraceBuilder {
         }
         {
             let st = &self.stages;
-            keep.sort_by_key(|&i| {
-                (
-                    st.request[i as usize],
-                    st.start_ns[i as usize],
-                    st.end_ns[i as usize],
-                )
-            });
+            keep.sort_by_key(|&i| (st.request[i as usize], st.start_ns[i as usize], st.end_ns[i as usize]));
         }
         self.stages.permute(&keep);
         trace.stage_start = starts_by_request(&self.stages.request, self.requests.len());
@@ -300,10 +270,7 @@ impl TraceBuilder {
                 continue;
             };
             self.tokens.request[i] = row;
-            keyed.push((
-                (u64::from(row) << 32) | u64::from(self.tokens.index[i]),
-                i as u32,
-            ));
+            keyed.push(((u64::from(row) << 32) | u64::from(self.tokens.index[i]), i as u32));
         }
         if !keyed.is_sorted_by_key(|&(k, _)| k) {
             keyed.sort_by_key(|&(k, _)| k); // stable: among repeats, the first in the file stays first
@@ -327,8 +294,7 @@ impl TraceBuilder {
             order.push(i);
         }
         drop(keyed);
-        let identity = order.iter().enumerate().all(|(k, &i)| k as u32 == i)
-            && order.len() == self.tokens.len();
+        let identity = order.iter().enumerate().all(|(k, &i)| k as u32 == i) && order.len() == self.tokens.len();
         if !identity {
             let mut cands = Candidates::default();
             let mut starts = Vec::with_capacity(order.len() + 1);
@@ -354,9 +320,7 @@ impl TraceBuilder {
                 match iteration_row.get(&(source, n)) {
                     Some(&row) => self.tokens.iter_row[i] = row,
                     None if has_iterations => {
-                        *missing_iterations
-                            .entry(self.tokens.request[i])
-                            .or_default() += 1;
+                        *missing_iterations.entry(self.tokens.request[i]).or_default() += 1;
                     }
                     None => {}
                 }
@@ -403,18 +367,12 @@ fn check_requests(trace: &Trace, missing_iterations: &HashMap<u32, u64>, report:
         let id = || Some(trace.request_id(r).to_owned());
         if !tokens.is_empty() {
             let idx = &trace.tokens.index[tokens.clone()];
-            let missing: u64 = idx
-                .windows(2)
-                .map(|w| u64::from(w[1] - w[0] - 1))
-                .sum::<u64>()
-                + u64::from(idx[0]);
+            let missing: u64 = idx.windows(2).map(|w| u64::from(w[1] - w[0] - 1)).sum::<u64>() + u64::from(idx[0]);
             if missing > 0 {
                 let first_gap = if idx[0] > 0 {
                     0
                 } else {
-                    idx.windows(2)
-                        .find(|w| w[1] > w[0] + 1)
-                        .map_or(0, |w| w[0] + 1)
+                    idx.windows(2).find(|w| w[1] > w[0] + 1).map_or(0, |w| w[0] + 1)
                 };
                 report.warn(Warning {
                     concern: Concern::IndexGap,

@@ -16,8 +16,8 @@ pub use builder::TraceBuilder;
 pub use stages::StageSpan;
 pub use strings::{Interner, NO_STR};
 pub use tables::{
-    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request,
-    Requests, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
+    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request, Requests, Stage,
+    StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
 };
 
 /// The source name of records that give none.

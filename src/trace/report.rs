@@ -192,10 +192,7 @@ impl Report {
 
     /// "file:line 12" or "file row 12".
     pub fn describe(&self, place: Place) -> PlaceText<'_> {
-        PlaceText {
-            report: self,
-            place,
-        }
+        PlaceText { report: self, place }
     }
 }
 
@@ -265,13 +262,7 @@ mod tests {
             ],
             ..Report::default()
         };
-        assert_eq!(
-            r.describe(Place { file: 0, at: 7 }).to_string(),
-            "a.jsonl:7"
-        );
-        assert_eq!(
-            r.describe(Place { file: 1, at: 0 }).to_string(),
-            "b.parquet row 0"
-        );
+        assert_eq!(r.describe(Place { file: 0, at: 7 }).to_string(), "a.jsonl:7");
+        assert_eq!(r.describe(Place { file: 1, at: 0 }).to_string(), "b.parquet row 0");
     }
 }

@@ -20,9 +20,7 @@ impl Interner {
         if let Some(&id) = self.ids.get(s) {
             return id;
         }
-        let id = u32::try_from(self.list.len())
-            .unwrap_or(NO_STR - 1)
-            .min(NO_STR - 1);
+        let id = u32::try_from(self.list.len()).unwrap_or(NO_STR - 1).min(NO_STR - 1);
         let shared: Arc<str> = Arc::from(s);
         self.list.push(Arc::clone(&shared));
         self.ids.insert(shared, id);
@@ -74,10 +72,6 @@ mod tests {
         assert_eq!(i.get(1), Some("r2"));
         assert_eq!(i.get(NO_STR), None);
         assert_eq!(i.lookup("r3"), None);
-        assert_eq!(
-            i.intern(""),
-            2,
-            "the empty string is a string like any other"
-        );
+        assert_eq!(i.intern(""), 2, "the empty string is a string like any other");
     }
 }

@@ -13,9 +13,9 @@ use crate::cli::summary::summary_text;
 use crate::format::{self, LoadError, Loaded, Progress};
 
 /// The trace shown when the app starts without a path (embedded in the binary).
-pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/four_requests.jsonl");
+pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/demo.parquet");
 /// The demo trace's file name.
-pub const DEMO_NAME: &str = "four_requests.jsonl";
+pub const DEMO_NAME: &str = "demo.parquet";
 
 /// Where the trace comes from.
 #[derive(Debug, Clone)]
@@ -60,15 +60,13 @@ impl App {
         let (tx, rx) = sync_channel(1);
         let worker_progress = Arc::clone(&progress);
         let worker_source = source.clone();
-        let spawned = thread::Builder::new()
-            .name("trace-loader".into())
-            .spawn(move || {
-                let result = match worker_source {
-                    TraceSource::Path(p) => format::load(&p, &worker_progress),
-                    TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
-                };
-                let _ = tx.send(result);
-            });
+        let spawned = thread::Builder::new().name("trace-loader".into()).spawn(move || {
+            let result = match worker_source {
+                TraceSource::Path(p) => format::load(&p, &worker_progress),
+                TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
+            };
+            let _ = tx.send(result);
+        });
         let state = match spawned {
             Ok(_) => State::Loading { progress, rx },
             Err(e) => State::Failed(format!("cannot start the loading thread: {e}")),
@@ -117,9 +115,7 @@ impl eframe::App for App {
                 if *rejected > 0 {
                     ui.colored_label(
                         ui.visuals().warn_fg_color,
-                        format!(
-                            "{rejected} record(s) rejected: run `tokenscope validate` to list them"
-                        ),
+                        format!("{rejected} record(s) rejected: run `tokenscope validate` to list them"),
                     );
                 }
                 egui::ScrollArea::both().show(ui, |ui| {
@@ -141,9 +137,5 @@ pub fn run(source: TraceSource) -> Result<(), eframe::Error> {
             .with_title("tokenscope"),
         ..Default::default()
     };
-    eframe::run_native(
-        "tokenscope",
-        options,
-        Box::new(|_cc| Ok(Box::new(App::new(source)))),
-    )
+    eframe::run_native("tokenscope", options, Box::new(|_cc| Ok(Box::new(App::new(source)))))
 }

@@ -1,0 +1,604 @@
+//! A continuous-batching engine, modelled on vLLM's scheduler: FCFS waiting queue, a per-step token budget and
+//! sequence cap, chunked prefill on (V1: running requests first, then new ones, a long prompt in budget-sized
+//! chunks) or off (V0: whenever a waiting prompt fits, a prefill-only step runs ahead of every decode), a KV cache
+//! of fixed-size blocks with recompute preemption of the newest request when it runs out, and a prefix cache of
+//! prompt blocks. Several instances (`source`s) take requests round-robin or by least load.
+//!
+//! The simulation is a discrete-event loop in time order; everything random comes from seeded generators, so the
+//! same configuration and seed give the same trace.
+
+use std::collections::VecDeque;
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+use rustc_hash::FxHashSet;
+
+use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
+use super::cost::{StepCost, StepWork};
+use super::sampler::{Intent, STOP_IDS, Sampler, vocab};
+use crate::trace::report::Place;
+use crate::trace::{
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_U32, Request, Stage, StageKind, Token, Trace, TraceBuilder,
+};
+
+/// Tokens per KV-cache block (vLLM's default block size).
+pub const KV_BLOCK_TOKENS: u32 = 16;
+
+/// One engine instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Its `source` name.
+    pub name: String,
+    /// Token budget of a step (`max_num_batched_tokens`).
+    pub max_num_batched_tokens: u32,
+    /// Most sequences in a step (`max_num_seqs`).
+    pub max_num_seqs: u32,
+    /// Chunked prefill (V1 scheduling) or prefill-first steps (V0).
+    pub chunked_prefill: bool,
+    /// KV-cache blocks of [`KV_BLOCK_TOKENS`] tokens.
+    pub kv_blocks: u32,
+    /// Prefix-cache capacity, in prompt blocks of 512 tokens (oldest evicted first).
+    pub prefix_cache_blocks: usize,
+    /// Step-time model.
+    pub cost: StepCost,
+}
+
+impl EngineConfig {
+    /// vLLM-like defaults for an 8 B model on one 80 GB GPU: budget 8192, 256 sequences, chunked prefill,
+    /// 26,000 KV blocks (~416k tokens: what is left of 80 GB after 16 GB of weights, at 128 KiB per token).
+    pub fn new(name: &str) -> Self {
+        EngineConfig {
+            name: name.to_owned(),
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+            chunked_prefill: true,
+            kv_blocks: 26_000,
+            prefix_cache_blocks: 4_096,
+            cost: StepCost::default(),
+        }
+    }
+}
+
+/// How arriving requests are spread over instances (pinned ones excepted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// In turn.
+    RoundRobin,
+    /// To the instance with the fewest running + waiting requests.
+    LeastLoaded,
+}
+
+/// The whole simulation's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// The instances.
+    pub engines: Vec<EngineConfig>,
+    /// Routing policy.
+    pub routing: Routing,
+    /// Candidates written per token.
+    pub top_k: usize,
+    /// The served model's name.
+    pub model: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+fn blocks_for(tokens: u32) -> u32 {
+    tokens.div_ceil(KV_BLOCK_TOKENS)
+}
+
+/// A request in flight.
+struct Req {
+    label: u32,
+    source: usize,
+    /// Prompt tokens found in the prefix cache at first admission.
+    cached: Option<u32>,
+    /// Tokens whose KV is computed in the current residency.
+    computed: u32,
+    /// Tokens the current prefill must reach (prompt, plus output so far after a preemption).
+    prefill_target: u32,
+    in_prefill: bool,
+    generated: u32,
+    blocks: u32,
+    scheduled_ns: Option<i64>,
+    first_token_ns: Option<i64>,
+    finished_ns: Option<i64>,
+    finish_reason: &'static str,
+    status: &'static str,
+    error_code: Option<&'static str>,
+    preemptions: u32,
+    preempted_at: Option<i64>,
+    prefix_cached: bool,
+    rng: Pcg64Mcg,
+}
+
+/// The prompt blocks whose KV is kept for reuse; FIFO eviction.
+struct PrefixCache {
+    present: FxHashSet<u64>,
+    order: VecDeque<u64>,
+    capacity: usize,
+}
+
+impl PrefixCache {
+    fn hit_blocks(&self, blocks: &[u64]) -> usize {
+        blocks.iter().take_while(|b| self.present.contains(b)).count()
+    }
+
+    fn insert(&mut self, blocks: &[u64]) {
+        for &b in blocks {
+            if self.present.insert(b) {
+                self.order.push_back(b);
+            }
+        }
+        while self.order.len() > self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.present.remove(&old);
+            }
+        }
+    }
+}
+
+struct Engine {
+    cfg: EngineConfig,
+    label: u32,
+    clock_ns: i64,
+    busy: bool,
+    step: i64,
+    waiting: VecDeque<usize>,
+    running: Vec<usize>,
+    free_blocks: u32,
+    prefix: PrefixCache,
+}
+
+/// One request's share of a step.
+#[derive(Clone, Copy)]
+struct Item {
+    req: usize,
+    tokens: u32,
+    prefill: bool,
+}
+
+struct Sim<'a> {
+    arrivals: &'a [Arrival],
+    engines: Vec<Engine>,
+    reqs: Vec<Req>,
+    b: TraceBuilder,
+    sampler: Sampler,
+    step_rng: Pcg64Mcg,
+    items: Vec<Item>,
+    candidates: Vec<Candidate>,
+}
+
+/// Simulates the engines serving `arrivals` (sorted by time) and returns the trace they would dump.
+pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
+    let mut b = TraceBuilder::default();
+    let engines = cfg
+        .engines
+        .iter()
+        .map(|e| Engine {
+            cfg: e.clone(),
+            label: b.labels.intern(&e.name),
+            clock_ns: i64::MIN,
+            busy: false,
+            step: 0,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            free_blocks: e.kv_blocks,
+            prefix: PrefixCache {
+                present: FxHashSet::default(),
+                order: VecDeque::new(),
+                capacity: e.prefix_cache_blocks,
+            },
+        })
+        .collect();
+    let mut sim = Sim {
+        arrivals,
+        engines,
+        reqs: Vec::with_capacity(arrivals.len()),
+        b,
+        sampler: Sampler { top_k: cfg.top_k },
+        step_rng: Pcg64Mcg::seed_from_u64(cfg.seed ^ 0x5354_4550),
+        items: Vec::new(),
+        candidates: Vec::new(),
+    };
+    let mut next = 0usize;
+    let mut round_robin = 0usize;
+    loop {
+        let busiest = sim
+            .engines
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.busy)
+            .min_by_key(|(i, e)| (e.clock_ns, *i))
+            .map(|(i, e)| (i, e.clock_ns));
+        let take_arrival = match (arrivals.get(next), busiest) {
+            (None, None) => break,
+            (Some(a), Some((_, clock))) => a.at_ns <= clock,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        match busiest {
+            Some((e, _)) if !take_arrival => sim.step(e),
+            _ => {
+                let target = arrivals[next]
+                    .source
+                    .filter(|&s| s < sim.engines.len())
+                    .unwrap_or_else(|| match cfg.routing {
+                        Routing::RoundRobin => {
+                            round_robin += 1;
+                            (round_robin - 1) % sim.engines.len().max(1)
+                        }
+                        Routing::LeastLoaded => sim
+                            .engines
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(i, e)| (e.running.len() + e.waiting.len(), *i))
+                            .map_or(0, |(i, _)| i),
+                    });
+                sim.arrive(next, target, cfg.seed);
+                next += 1;
+            }
+        }
+    }
+    sim.finish(cfg)
+}
+
+impl Sim<'_> {
+    fn arrive(&mut self, index: usize, engine: usize, seed: u64) {
+        let a = &self.arrivals[index];
+        let label = self.b.labels.intern(&a.id);
+        let mut req = Req {
+            label,
+            source: engine,
+            cached: None,
+            computed: 0,
+            prefill_target: a.input_tokens,
+            in_prefill: true,
+            generated: 0,
+            blocks: 0,
+            scheduled_ns: None,
+            first_token_ns: None,
+            finished_ns: None,
+            finish_reason: "stop",
+            status: "ok",
+            error_code: None,
+            preemptions: 0,
+            preempted_at: None,
+            prefix_cached: false,
+            rng: Pcg64Mcg::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        };
+        let e = &mut self.engines[engine];
+        // A prompt that can never fit in the KV cache is refused at once, as an engine refuses a prompt longer
+        // than its context.
+        if blocks_for(a.input_tokens.saturating_add(1)) > e.cfg.kv_blocks {
+            req.finished_ns = Some(a.at_ns);
+            req.finish_reason = "error";
+            req.status = "error";
+            req.error_code = Some("context_length_exceeded");
+            self.reqs.push(req);
+            return;
+        }
+        self.reqs.push(req);
+        e.waiting.push_back(self.reqs.len() - 1);
+        if !e.busy {
+            e.busy = true;
+            e.clock_ns = e.clock_ns.max(a.at_ns);
+        }
+    }
+
+    /// Looks the head of the waiting queue up in the prefix cache when it starts a residency.
+    fn prepare_head(&mut self, e: usize) -> Option<usize> {
+        let r = *self.engines[e].waiting.front()?;
+        let req = &mut self.reqs[r];
+        if req.computed == 0 {
+            let a = &self.arrivals[r];
+            let hit = self.engines[e].prefix.hit_blocks(&a.prefix_blocks) as u32 * PREFIX_BLOCK_TOKENS;
+            let hit = hit
+                .min(a.input_tokens.saturating_sub(1))
+                .min(req.prefill_target.saturating_sub(1));
+            req.computed = hit;
+            req.cached.get_or_insert(hit);
+        }
+        Some(r)
+    }
+
+    fn preempt(&mut self, e: usize, r: usize, now: i64) {
+        let eng = &mut self.engines[e];
+        let req = &mut self.reqs[r];
+        eng.free_blocks += req.blocks;
+        req.blocks = 0;
+        req.computed = 0;
+        req.in_prefill = true;
+        req.prefill_target = self.arrivals[r].input_tokens + req.generated;
+        req.preemptions += 1;
+        req.preempted_at = Some(now);
+        eng.waiting.push_front(r);
+    }
+
+    /// Builds the batch of engine `e`'s next step (see the module doc for the policy).
+    fn schedule(&mut self, e: usize, now: i64) -> u32 {
+        self.items.clear();
+        let mut preempted = 0u32;
+        let cfg = self.engines[e].cfg.clone();
+        let mut budget = cfg.max_num_batched_tokens;
+        let head_fits = |sim: &mut Self| {
+            let Some(r) = sim.prepare_head(e) else { return false };
+            let req = &sim.reqs[r];
+            let need = blocks_for(req.prefill_target).saturating_sub(req.blocks);
+            sim.engines[e].running.len() < cfg.max_num_seqs as usize && sim.engines[e].free_blocks >= need
+        };
+        let prefill_first = !cfg.chunked_prefill && head_fits(self);
+        if !prefill_first {
+            let mut i = 0;
+            while i < self.engines[e].running.len() && budget > 0 {
+                let r = self.engines[e].running[i];
+                let req = &self.reqs[r];
+                let n = if req.in_prefill {
+                    (req.prefill_target - req.computed).min(budget)
+                } else {
+                    1
+                };
+                let need = blocks_for(req.computed + n).saturating_sub(req.blocks);
+                let mut self_preempted = false;
+                while self.engines[e].free_blocks < need {
+                    let Some(victim) = self.engines[e].running.pop() else {
+                        break;
+                    };
+                    self.preempt(e, victim, now);
+                    preempted += 1;
+                    if victim == r {
+                        self_preempted = true;
+                        break;
+                    }
+                }
+                if self_preempted || self.engines[e].free_blocks < need {
+                    break;
+                }
+                self.engines[e].free_blocks -= need;
+                let req = &mut self.reqs[r];
+                req.blocks += need;
+                self.items.push(Item {
+                    req: r,
+                    tokens: n,
+                    prefill: req.in_prefill,
+                });
+                budget -= n;
+                i += 1;
+            }
+        }
+        if prefill_first || cfg.chunked_prefill {
+            while budget > 0 && self.engines[e].running.len() < cfg.max_num_seqs as usize {
+                let Some(r) = self.prepare_head(e) else { break };
+                let req = &self.reqs[r];
+                let remaining = req.prefill_target - req.computed;
+                let n = if cfg.chunked_prefill {
+                    remaining.min(budget)
+                } else {
+                    remaining
+                };
+                if n > budget && !self.items.is_empty() {
+                    break; // prefill-first steps take whole prompts; a lone oversized prompt still runs
+                }
+                let need = blocks_for(req.computed + n).saturating_sub(req.blocks);
+                if self.engines[e].free_blocks < need {
+                    break; // the head waits for memory, and everyone behind it (FCFS)
+                }
+                self.engines[e].waiting.pop_front();
+                self.engines[e].running.push(r);
+                self.engines[e].free_blocks -= need;
+                let label = self.reqs[r].label;
+                let req = &mut self.reqs[r];
+                req.blocks += need;
+                req.scheduled_ns.get_or_insert(now);
+                if let Some(since) = req.preempted_at.take() {
+                    self.b.add_stage(
+                        Stage {
+                            request: label,
+                            kind: StageKind::Preempted,
+                            start_ns: since,
+                            end_ns: now,
+                            iteration: None,
+                            iter_row: None,
+                            tokens: None,
+                        },
+                        Place::default(),
+                    );
+                }
+                self.items.push(Item {
+                    req: r,
+                    tokens: n,
+                    prefill: true,
+                });
+                budget = budget.saturating_sub(n);
+            }
+        }
+        preempted
+    }
+
+    fn step(&mut self, e: usize) {
+        let now = self.engines[e].clock_ns;
+        let waiting_at_start = self.engines[e].waiting.len();
+        let preempted = self.schedule(e, now);
+        if self.items.is_empty() {
+            // Nothing could run (cannot happen with a lone request that fits); idle a millisecond.
+            let eng = &mut self.engines[e];
+            eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
+            eng.clock_ns += 1_000_000;
+            return;
+        }
+        let mut work = StepWork::default();
+        for it in &self.items {
+            let req = &self.reqs[it.req];
+            if it.prefill {
+                work.add_prefill(u64::from(it.tokens), u64::from(req.computed));
+            } else {
+                work.add_decode(u64::from(req.computed));
+            }
+        }
+        let eng = &self.engines[e];
+        let duration = eng.cfg.cost.sample_ns(&work, &mut self.step_rng);
+        let (start, end) = (now, now + duration);
+        let n_items = self.items.len() as i64;
+        let schedule_ns = (200_000 + 2_000 * n_items).min(duration / 4);
+        let sample_ns = (150_000 + 3_000 * n_items).min(duration / 4);
+        let count = |f: &dyn Fn(&Item) -> bool| u32::try_from(self.items.iter().filter(|i| f(i)).count()).ok();
+        let used = eng.cfg.kv_blocks - eng.free_blocks;
+        self.b.add_iteration(
+            Iteration {
+                source: eng.label,
+                iteration: eng.step,
+                start_ns: start,
+                end_ns: end,
+                schedule_ns: Some(schedule_ns),
+                forward_ns: Some(duration - schedule_ns - sample_ns),
+                sample_ns: Some(sample_ns),
+                num_reqs: count(&|_| true),
+                num_prefill_reqs: count(&|i| i.prefill),
+                num_decode_reqs: count(&|i| !i.prefill),
+                num_prefill_tokens: u32::try_from(work.prefill_tokens).ok(),
+                num_decode_tokens: u32::try_from(work.decode_seqs).ok(),
+                num_waiting: u32::try_from(waiting_at_start).ok(),
+                kv_usage: Some(f64::from(used) / f64::from(eng.cfg.kv_blocks.max(1))),
+                num_preempted: Some(preempted),
+            },
+            Place::default(),
+        );
+        let iteration = eng.step;
+        let items = std::mem::take(&mut self.items);
+        for it in &items {
+            let label = self.reqs[it.req].label;
+            let req = &mut self.reqs[it.req];
+            req.computed += it.tokens;
+            let emits = if it.prefill {
+                self.b.add_stage(
+                    Stage {
+                        request: label,
+                        kind: StageKind::Prefill,
+                        start_ns: start,
+                        end_ns: end,
+                        iteration: Some(iteration),
+                        iter_row: None,
+                        tokens: Some(it.tokens),
+                    },
+                    Place::default(),
+                );
+                req.computed >= req.prefill_target
+            } else {
+                true
+            };
+            if emits {
+                if req.in_prefill {
+                    req.in_prefill = false;
+                    if !req.prefix_cached {
+                        req.prefix_cached = true;
+                        self.engines[e].prefix.insert(&self.arrivals[it.req].prefix_blocks);
+                    }
+                }
+                // Tokens leave the engine after sampling and detokenizing: a fraction of a millisecond.
+                let emitted = end + 50_000 + (it.req as i64 % 7) * 20_000;
+                self.emit(e, it.req, iteration, emitted);
+            }
+        }
+        self.items = items;
+        let eng = &mut self.engines[e];
+        eng.running.retain(|&r| self.reqs[r].finished_ns.is_none());
+        eng.step += 1;
+        eng.clock_ns = end + 200_000; // the CPU gap before the next step
+        eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
+    }
+
+    fn emit(&mut self, e: usize, r: usize, iteration: i64, emitted_ns: i64) {
+        let a = &self.arrivals[r];
+        let req = &mut self.reqs[r];
+        let index = req.generated;
+        let intent = match a.mistrigger {
+            Some((at, p)) if at == index => Intent::Mistrigger { p },
+            _ if index + 1 >= a.output_tokens => Intent::Stop,
+            _ => Intent::Continue,
+        };
+        let s = self.sampler.sample(intent, &mut req.rng);
+        self.candidates.clear();
+        for &(id, logprob) in &s.top {
+            let v = vocab(id);
+            self.candidates.push(Candidate {
+                token_id: id,
+                text: self.b.texts.intern(v.text),
+                logprob,
+                special: if v.special { Flag::True } else { Flag::Null },
+            });
+        }
+        let v = vocab(s.token_id);
+        let token = Token {
+            request: req.label,
+            index,
+            emitted_ns,
+            iteration,
+            iter_row: NULL_U32,
+            token_id: s.token_id,
+            text: self.b.texts.intern(v.text),
+            special: if v.special { Flag::True } else { Flag::Null },
+            logprob: s.logprob,
+            rank: s.rank,
+        };
+        self.b.add_token(token, self.candidates.drain(..), Place::default());
+        req.generated += 1;
+        req.first_token_ns.get_or_insert(emitted_ns);
+        let stop = STOP_IDS.contains(&s.token_id);
+        if stop || req.generated >= a.max_tokens {
+            req.finished_ns = Some(emitted_ns);
+            req.finish_reason = if stop { "stop" } else { "length" };
+            self.engines[e].free_blocks += req.blocks;
+            req.blocks = 0;
+        }
+    }
+
+    fn finish(mut self, cfg: &SimConfig) -> Trace {
+        let model = self.b.labels.intern(&cfg.model);
+        let mut last_ns = 0;
+        for (r, a) in self.arrivals.iter().enumerate().take(self.reqs.len()) {
+            let req = &self.reqs[r];
+            last_ns = last_ns.max(req.finished_ns.unwrap_or(a.at_ns));
+            let row = Request {
+                id: req.label,
+                source: self.engines[req.source].label,
+                trace_id: NO_STR,
+                model,
+                app_id: self.b.labels.intern(&a.app_id),
+                user_id: self.b.labels.intern(&a.user_id),
+                arrival_ns: a.at_ns,
+                scheduled_ns: req.scheduled_ns,
+                first_token_ns: req.first_token_ns,
+                finished_ns: req.finished_ns,
+                input_tokens: Some(a.input_tokens),
+                cached_tokens: Some(req.cached.unwrap_or(0)),
+                context_tokens: None,
+                output_tokens: Some(req.generated),
+                finish_reason: self.b.labels.intern(req.finish_reason),
+                status: self.b.labels.intern(req.status),
+                error_code: req.error_code.map_or(NO_STR, |c| self.b.labels.intern(c)),
+                temperature: Some(0.7),
+                top_p: Some(0.95),
+                top_k: None,
+                max_tokens: Some(i64::from(a.max_tokens)),
+                seed: None,
+                num_preemptions: Some(req.preemptions),
+                prompt_hash: NO_STR,
+            };
+            self.b.add_request(row, Place::default());
+        }
+        self.b.set_meta(
+            Meta {
+                present: true,
+                format: Some(crate::format::schema::FORMAT_NAME.to_owned()),
+                version: Some(crate::format::schema::FORMAT_VERSION),
+                engine: Some("tokenscope-synth".to_owned()),
+                engine_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                model: Some(cfg.model.clone()),
+                eos_token_ids: Some(STOP_IDS.to_vec()),
+                created_ns: Some(last_ns),
+            },
+            Place::default(),
+        );
+        self.b.finish().0
+    }
+}

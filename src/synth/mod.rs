@@ -1,0 +1,115 @@
+//! `tokenscope synth`: a small, honest simulator of a continuous-batching engine that writes realistic traces.
+//! Real token-level production traces are not public; this is the source of the demo, of the test traces for every
+//! view and finding, and of the benchmark workload.
+//!
+//! - [`cost`]: how long a step takes (a roofline model of an 8 B model on one H100-class GPU);
+//! - [`sampler`]: a synthetic vocabulary and top-k candidates with realistic ranks;
+//! - [`arrivals`]: Poisson traffic, or a replay of a real request trace (Mooncake, Azure);
+//! - [`engine`]: the scheduler (vLLM-like), the KV and prefix caches, several instances;
+//! - [`scenarios`]: the named scenarios, three of them incidents.
+
+pub mod arrivals;
+pub mod cost;
+pub mod engine;
+pub mod sampler;
+pub mod scenarios;
+
+use std::path::PathBuf;
+
+use crate::trace::Trace;
+use arrivals::{ArrivalsError, ReplayOptions};
+
+/// A named scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// Chunked prefill off: large prefills stall a decoding request.
+    PrefillInterruptsDecode,
+    /// A medical question stops early on a low-probability stop token.
+    EosMistrigger,
+    /// A 96k-token prompt holds the prefill budget for 5 steps; a 700-token request waits.
+    LongPrefill,
+    /// The demo: a few hundred ordinary requests with one of each incident.
+    Mixed,
+    /// The benchmark workload: 50,000 requests, ~10 M output tokens.
+    Large,
+    /// A replay of a real request trace (`--arrivals`).
+    Replay,
+}
+
+impl Scenario {
+    /// Every scenario with its command-line name.
+    pub const ALL: [(Scenario, &'static str); 6] = [
+        (Scenario::PrefillInterruptsDecode, "prefill-interrupts-decode"),
+        (Scenario::EosMistrigger, "eos-mistrigger"),
+        (Scenario::LongPrefill, "long-prefill"),
+        (Scenario::Mixed, "mixed"),
+        (Scenario::Large, "large"),
+        (Scenario::Replay, "replay"),
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(s, _)| *s == self).map_or("", |(_, n)| n)
+    }
+
+    /// Ordinary requests when `--requests` is not given.
+    pub fn default_requests(self) -> usize {
+        match self {
+            Scenario::PrefillInterruptsDecode => 12,
+            Scenario::EosMistrigger => 10,
+            Scenario::LongPrefill => 8,
+            Scenario::Mixed => 300,
+            Scenario::Large => 50_000,
+            Scenario::Replay => usize::MAX,
+        }
+    }
+}
+
+/// What to simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SynthOptions {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Ordinary requests (scenario default when `None`); for `replay`, a limit.
+    pub requests: Option<usize>,
+    /// For `replay`: the request trace to replay.
+    pub arrivals: Option<PathBuf>,
+    /// For `replay`: window, limit and speed.
+    pub replay: ReplayOptions,
+    /// For `replay`: engine instances.
+    pub sources: usize,
+}
+
+/// Why a scenario could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// `replay` without `--arrivals`.
+    #[error("the replay scenario needs --arrivals FILE (a Mooncake JSONL or Azure CSV request trace)")]
+    NoArrivals,
+    /// The arrivals file could not be read.
+    #[error(transparent)]
+    Arrivals(#[from] ArrivalsError),
+}
+
+/// Simulates a scenario.
+pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
+    let requests = options.requests.unwrap_or_else(|| options.scenario.default_requests());
+    let seed = options.seed;
+    let (config, arrivals) = match options.scenario {
+        Scenario::PrefillInterruptsDecode => scenarios::prefill_interrupts_decode(seed, requests),
+        Scenario::EosMistrigger => scenarios::eos_mistrigger(seed, requests),
+        Scenario::LongPrefill => scenarios::long_prefill_scenario(seed, requests),
+        Scenario::Mixed => scenarios::mixed(seed, requests),
+        Scenario::Large => scenarios::large(seed, requests),
+        Scenario::Replay => {
+            let path = options.arrivals.as_ref().ok_or(SynthError::NoArrivals)?;
+            let mut replay = options.replay;
+            replay.limit = replay.limit.or(options.requests);
+            let arrivals = arrivals::replay(path, replay, scenarios::T0_NS)?;
+            scenarios::replay(seed, arrivals, options.sources)
+        }
+    };
+    Ok(engine::simulate(&config, &arrivals))
+}
