@@ -1,111 +1,20 @@
-//! Load benchmark: how fast a trace of N output tokens (default 1,000,000, top-5 candidates each) loads and is
-//! indexed, from Parquet and from JSONL, beside a bare arrow-rs decode of the same Parquet file.
+//! Load benchmark: how fast a trace loads and is indexed, from Parquet and from JSONL, beside a bare arrow-rs
+//! decode of the same Parquet columns and Python polars' `read_parquet` / `read_ndjson` of the same files.
 //!
-//! `cargo bench --bench load [-- --tokens N --runs R]`. Each measurement runs in a fresh child process so its peak
-//! resident set (VmHWM) is its own; the figure is the median of R runs. Files are generated once into
-//! `target/bench-data/` (deterministic: the same N gives the same bytes).
+//! `cargo bench --bench load [-- --requests N --runs R]`. The workload is `tokenscope synth --scenario large`
+//! (50,000 requests, ~10 M output tokens, top-5 candidates, ~200,000 iterations); `--requests 5000` gives ~1 M
+//! tokens. Files are generated once into `target/bench-data/` (deterministic: same N, same bytes). Each
+//! measurement runs in a fresh process, so its peak resident set (VmHWM) is its own; figures are the median of R
+//! runs. Polars is measured when `python3 -c "import polars"` works (`pip install polars`).
 
-use std::fmt::Write as _;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tokenscope::format::{Progress, load, write};
-
-/// A small deterministic generator (xorshift64*), so the benchmark needs no randomness crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-const T0: i64 = 1_764_403_200_000_000_000;
-const WORDS: [&str; 12] = [
-    " the", " of", " model", " token", ",", ".", "\n", " is", " a", " cache", " batch", " and",
-];
-
-/// Writes a JSONL trace with about `tokens` output tokens: requests of 50..350 tokens arriving every ~40 ms,
-/// one iteration per 20 ms step, every token with its iteration and top-5 candidates.
-fn generate(path: &Path, tokens: u64) -> std::io::Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    writeln!(
-        w,
-        r#"{{"kind":"meta","format":"tokenscope","version":1,"engine":"vllm","model":"bench-7b","eos_token_ids":[2]}}"#
-    )?;
-    let step_ns: i64 = 20_000_000;
-    let mut produced = 0u64;
-    let mut request = 0u64;
-    let mut last_step = 0i64;
-    let mut line = String::with_capacity(1024);
-    while produced < tokens {
-        let n = (50 + rng.below(300)).min(tokens - produced).max(1);
-        let arrival = T0 + i64::try_from(request).unwrap_or(0) * 40_000_000;
-        let first_step = (arrival - T0) / step_ns + 1 + i64::try_from(rng.below(3)).unwrap_or(0);
-        let first = T0 + first_step * step_ns + 15_000_000;
-        let last = first + (i64::try_from(n).unwrap_or(1) - 1) * step_ns;
-        writeln!(
-            w,
-            r#"{{"kind":"request","request_id":"req-{request}","arrival_ns":{arrival},"scheduled_ns":{},"first_token_ns":{first},"finished_ns":{last},"input_tokens":{},"output_tokens":{n},"finish_reason":"stop","model":"bench-7b","app_id":"app-{}"}}"#,
-            T0 + first_step * step_ns,
-            100 + rng.below(4000),
-            request % 7
-        )?;
-        for i in 0..n {
-            let step = first_step + i64::try_from(i).unwrap_or(0);
-            last_step = last_step.max(step);
-            let chosen = rng.below(12) as usize;
-            line.clear();
-            let _ = write!(
-                line,
-                r#"{{"kind":"token","request_id":"req-{request}","index":{i},"emitted_ns":{},"iteration":{step},"token_id":{},"text":{:?},"logprob":-0.{:03},"candidates":["#,
-                T0 + step * step_ns + 15_000_000,
-                100 + chosen,
-                WORDS[chosen],
-                rng.below(999)
-            );
-            for k in 0..5usize {
-                let id = (chosen + k) % 12;
-                let _ = write!(
-                    line,
-                    r#"{}{{"token_id":{},"text":{:?},"logprob":-{}.{:03}}}"#,
-                    if k == 0 { "" } else { "," },
-                    100 + id,
-                    WORDS[id],
-                    k,
-                    rng.below(999)
-                );
-            }
-            line.push_str("]}");
-            writeln!(w, "{line}")?;
-        }
-        produced += n;
-        request += 1;
-    }
-    for step in 0..=last_step {
-        let start = T0 + step * step_ns;
-        writeln!(
-            w,
-            r#"{{"kind":"iteration","iteration":{step},"start_ns":{start},"end_ns":{},"num_reqs":{},"num_prefill_tokens":{},"num_decode_tokens":{},"kv_usage":0.{:02}}}"#,
-            start + 14_000_000,
-            1 + rng.below(64),
-            rng.below(2048),
-            rng.below(64),
-            rng.below(99)
-        )?;
-    }
-    w.flush()
-}
+use tokenscope::synth::arrivals::ReplayOptions;
+use tokenscope::synth::{Scenario, SynthOptions, generate};
 
 /// A `/proc/self/status` memory figure (`VmHWM`: peak resident set; `VmRSS`: resident now), in MiB.
 fn status_mib(key: &str) -> f64 {
@@ -183,53 +92,123 @@ fn measure(mode: &str, file: &Path, runs: usize) -> [f64; 4] {
     results[runs / 2]
 }
 
+/// What Python polars takes to read the file: `seconds peak_rss_mib rss_after_mib held_mib`, or `None` without
+/// polars.
+fn polars(file: &Path, runs: usize) -> Option<[f64; 4]> {
+    let script = r#"
+import resource, sys, time
+import polars as pl
+path = sys.argv[1]
+t = time.perf_counter()
+df = pl.read_parquet(path) if path.endswith(".parquet") else pl.read_ndjson(path, infer_schema_length=None)
+secs = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+rss = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+print(secs, peak, rss, df.estimated_size() / 2**20)
+"#;
+    let mut results = Vec::new();
+    for _ in 0..runs {
+        let out = Command::new("python3").arg("-c").arg(script).arg(file).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        if v.len() != 4 {
+            eprintln!(
+                "polars on {}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        results.push([v[0], v[1], v[2], v[3]]);
+    }
+    results.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    Some(results[runs / 2])
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
         child(&args[i + 1], Path::new(&args[i + 2]));
         return;
     }
-    let flag = |name: &str, default: u64| {
+    let flag = |name: &str, default: usize| {
         args.iter()
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    let tokens = flag("--tokens", 1_000_000);
-    let runs = usize::try_from(flag("--runs", 3)).unwrap_or(3).max(1);
+    let requests = flag("--requests", 50_000);
+    let runs = flag("--runs", 3).max(1);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let jsonl = dir.join(format!("load-{tokens}.jsonl"));
-    let parquet = dir.join(format!("load-{tokens}.parquet"));
+    let jsonl = dir.join(format!("large-{requests}.jsonl"));
+    let parquet = dir.join(format!("large-{requests}.parquet"));
     if !jsonl.exists() || !parquet.exists() {
-        eprintln!("generating {} ...", jsonl.display());
-        generate(&jsonl, tokens).unwrap_or_else(|e| panic!("{e}"));
-        let loaded = load(&jsonl, &Progress::default()).unwrap_or_else(|e| panic!("{e}"));
-        write(&loaded.trace, &parquet).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("generating the large scenario with {requests} requests ...");
+        let start = Instant::now();
+        let options = SynthOptions {
+            scenario: Scenario::Large,
+            seed: 1,
+            requests: Some(requests),
+            arrivals: None,
+            replay: ReplayOptions::default(),
+            sources: 4,
+        };
+        let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("simulated in {:.1} s", start.elapsed().as_secs_f64());
+        write(&trace, &parquet).unwrap_or_else(|e| panic!("{e}"));
+        write(&trace, &jsonl).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("written in {:.1} s", start.elapsed().as_secs_f64());
     }
+    let tokens = load(&parquet, &Progress::default())
+        .map(|l| l.trace.token_count())
+        .unwrap_or(0);
     let size_mib = |p: &Path| {
         #[allow(clippy::cast_precision_loss)]
         let mib = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / (1024.0 * 1024.0);
         mib
     };
-    println!("load benchmark: {tokens} output tokens, top-5 candidates, median of {runs} runs (fresh process each)");
     println!(
-        "{:<34} {:>9} {:>10} {:>12} {:>13} {:>14} {:>10}",
+        "load benchmark: synth large, {requests} requests, {tokens} output tokens, median of {runs} runs (fresh process each)"
+    );
+    println!(
+        "{:<36} {:>9} {:>9} {:>11} {:>13} {:>14} {:>10}",
         "what", "file MiB", "seconds", "M tokens/s", "peak RSS MiB", "RSS after MiB", "held MiB"
     );
     #[allow(clippy::cast_precision_loss)]
     let m_tokens = tokens as f64 / 1e6;
-    for (name, mode, file) in [
-        ("arrow-rs decode, all columns", "arrow", &parquet),
-        ("tokenscope load+index, Parquet", "load", &parquet),
-        ("tokenscope load+index, JSONL", "load", &jsonl),
-    ] {
-        let [secs, peak, after, held] = measure(mode, file, runs);
+    let print = |name: &str, file: &Path, m: [f64; 4]| {
+        let [secs, peak, after, held] = m;
         println!(
-            "{name:<34} {:>9.1} {secs:>10.3} {:>12.2} {peak:>13.0} {after:>14.0} {held:>10.0}",
+            "{name:<36} {:>9.1} {secs:>9.3} {:>11.2} {peak:>13.0} {after:>14.0} {held:>10.0}",
             size_mib(file),
             m_tokens / secs
         );
+        secs
+    };
+    let arrow = print(
+        "arrow-rs decode, all columns",
+        &parquet,
+        measure("arrow", &parquet, runs),
+    );
+    let ours_pq = print(
+        "tokenscope load+index, Parquet",
+        &parquet,
+        measure("load", &parquet, runs),
+    );
+    let polars_pq = polars(&parquet, runs).map(|m| print("polars read_parquet (Python)", &parquet, m));
+    let ours_jsonl = print("tokenscope load+index, JSONL", &jsonl, measure("load", &jsonl, runs));
+    let polars_jsonl = polars(&jsonl, runs).map(|m| print("polars read_ndjson (Python)", &jsonl, m));
+    println!();
+    println!(
+        "tokenscope Parquet throughput / arrow-rs decode: {:.2}",
+        arrow / ours_pq
+    );
+    if let Some(p) = polars_pq {
+        println!("tokenscope Parquet time / polars read_parquet:   {:.2}", ours_pq / p);
+    }
+    if let Some(p) = polars_jsonl {
+        println!("tokenscope JSONL time / polars read_ndjson:      {:.2}", ours_jsonl / p);
     }
 }

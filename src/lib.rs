@@ -9,3 +9,4 @@ pub mod format;
 pub mod synth;
 pub mod trace;
 pub mod ui;
+pub mod view;

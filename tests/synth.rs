@@ -295,6 +295,9 @@ fn committed_samples_are_what_synth_writes_today() {
         let fresh = dir.path().join(file);
         write(&generate(&options(scenario)).unwrap(), &fresh).unwrap();
         let committed = std::fs::read(Path::new("sample_traces").join(file)).unwrap();
-        assert!(std::fs::read(&fresh).unwrap() == committed, "sample_traces/{file} is stale: regenerate it");
+        assert!(
+            std::fs::read(&fresh).unwrap() == committed,
+            "sample_traces/{file} is stale: regenerate it"
+        );
     }
 }

@@ -4,10 +4,12 @@
 //! per-record rejections that name the field and what it held.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::sync_channel;
 
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array,
@@ -302,16 +304,35 @@ macro_rules! columns {
                 }
             }
 
-            /// Row `i` as a record, with the fields of its kind (validation reads no others).
-            fn record(&self, i: usize) -> RawRecord<'_> {
-                let mut r = RawRecord { kind: self.kind.str_at(i), ..RawRecord::default() };
+            fn clear(field: FieldId, r: &mut RawRecord<'_>) {
+                match field {
+                    $( FieldId::$name => r.$name = None, )*
+                }
+            }
+
+            /// Fills `buf` with row `i`: the fields of its kind (validation reads no others). Only the fields the
+            /// previous row set are cleared, and a token's candidate list reuses the previous one's allocation.
+            fn fill<'a>(&'a self, i: usize, buf: &mut RowBuffer<'a>) {
+                let r = &mut buf.record;
+                if let Some(prev) = buf.kind.take() {
+                    for &field in &self.fields_by_kind[prev] {
+                        Self::clear(field, r);
+                    }
+                }
+                r.eos_token_ids = None;
+                if let Some(Val::Ok(mut list)) = r.candidates.take() {
+                    list.clear();
+                    buf.spare = list;
+                }
+                r.kind = self.kind.str_at(i);
                 let kind = match &r.kind {
                     Some(Val::Ok(k)) => schema::KINDS.iter().position(|known| known == k),
                     _ => None,
                 };
-                let Some(kind) = kind else { return r };
+                let Some(kind) = kind else { return };
+                buf.kind = Some(kind);
                 for &field in &self.fields_by_kind[kind] {
-                    self.set(field, i, &mut r);
+                    self.set(field, i, r);
                 }
                 match schema::KINDS[kind] {
                     "meta" => {
@@ -324,24 +345,34 @@ macro_rules! columns {
                     }
                     "token" => {
                         r.candidates = self.candidates.at(i).map(|l| match l {
-                            Ok((c, rows)) => Val::Ok(
-                                rows.map(|j| RawCandidate {
+                            Ok((c, rows)) => {
+                                let mut list = std::mem::take(&mut buf.spare);
+                                list.extend(rows.map(|j| RawCandidate {
                                     token_id: c.token_id.int_at(j),
                                     text: c.text.str_at(j),
                                     logprob: c.logprob.float_at(j),
                                     special: c.special.bool_at(j),
-                                })
-                                .collect(),
-                            ),
+                                }));
+                                Val::Ok(list)
+                            }
                             Err(found) => Val::Wrong(found),
                         });
                     }
                     _ => {}
                 }
-                r
             }
         }
     };
+}
+
+/// One row at a time, reused from row to row of a batch (a record is ~2 KB of mostly absent fields).
+#[derive(Default)]
+struct RowBuffer<'a> {
+    record: RawRecord<'a>,
+    /// The kind of the row in `record` (index into `schema::KINDS`).
+    kind: Option<usize>,
+    /// A cleared candidate list, kept for the next token.
+    spare: Vec<RawCandidate<'a>>,
 }
 crate::scalar_fields!(columns);
 
@@ -355,11 +386,8 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
 /// Reads one Parquet file into the builder. Fatal when the file is not readable Parquet, when it has no `kind`
 /// column, or when it has records of a kind whose required column is absent.
 pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError> {
-    let f = File::open(path).map_err(|e| LoadError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    read_from(|| f.try_clone(), path, file, b, progress)
+    // A fresh open per reader, not `try_clone`: clones share one file offset, and the workers seek concurrently.
+    read_from(|| File::open(path), path, file, b, progress)
 }
 
 /// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
@@ -367,7 +395,8 @@ pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) ->
     read_from(|| Ok(bytes.clone()), name, file, b, &Progress::default())
 }
 
-/// Reads Parquet from whatever `open` gives a fresh reader of (each row group is decoded from its own reader).
+/// Reads Parquet from whatever `open` gives a fresh reader of. Row groups are decoded and validated in parallel,
+/// each into a builder of its own, and merged in file order, so the result is the same as reading them in turn.
 fn read_from<R: ChunkReader + 'static>(
     open: impl Fn() -> std::io::Result<R> + Sync,
     path: &Path,
@@ -381,104 +410,143 @@ fn read_from<R: ChunkReader + 'static>(
     };
     let meta = ArrowReaderMetadata::load(&open().map_err(io)?, ArrowReaderOptions::new())
         .map_err(|e| parquet_error(path, e))?;
-    let arrow_schema = Arc::clone(meta.schema());
-    let known = |name: &str| name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name);
-    let present: Vec<&str> = arrow_schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let present: Vec<&str> = meta.schema().fields().iter().map(|f| f.name().as_str()).collect();
     if !present.contains(&KIND) {
         return Err(LoadError::MissingColumn {
             path: path.display().to_string(),
             column: KIND.to_owned(),
-            detail: "every row needs a kind (meta, request, iteration, stage or token); add a string column \
-                     \"kind\""
+            detail: "every row needs a kind (meta, request, iteration, stage or token); add a string column \"kind\""
                 .to_owned(),
         });
     }
+    let known = |name: &str| name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name);
     let roots: Vec<usize> = present
         .iter()
         .enumerate()
         .filter(|(_, n)| known(n))
         .map(|(i, _)| i)
         .collect();
-    let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots);
-    let row_groups = meta.metadata().num_row_groups();
-
-    // Decoding (arrow-rs) runs on its own thread, ingesting (validation, interning) on this one: the two overlap.
-    let (tx, rx) = sync_channel::<Decoded>(2);
-    let decode = |tx: SyncSender<Decoded>| {
-        for rg in 0..row_groups {
-            let reader = open().map_err(|e| e.to_string()).and_then(|f| {
-                ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
-                    .with_projection(mask.clone())
-                    .with_row_groups(vec![rg])
-                    .with_batch_size(READ_BATCH_ROWS)
-                    .build()
-                    .map_err(|e| e.to_string())
-            });
-            let failure = match reader {
-                Err(e) => Some(e),
-                Ok(reader) => reader.into_iter().find_map(|batch| match batch {
-                    Ok(batch) => tx.send(Decoded::Batch(batch)).err().map(|_| String::new()),
-                    Err(e) => Some(e.to_string()),
-                }),
-            };
-            if tx.send(Decoded::RowGroupEnd { failure }).is_err() {
-                return;
-            }
-        }
+    let part = Part {
+        meta: &meta,
+        mask: ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots),
+        present: &present,
+        path,
+        file,
+        progress,
     };
-    let mut checked_kinds: Vec<String> = Vec::new();
+    let row_groups = meta.metadata().num_row_groups();
+    let mut first_rows = Vec::with_capacity(row_groups);
+    let mut rows = 0u64;
+    for rg in 0..row_groups {
+        first_rows.push(rows);
+        rows += u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(row_groups)
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = sync_channel::<(usize, Result<TraceBuilder, LoadError>)>(workers);
     std::thread::scope(|scope| {
-        // Owned by this closure, so an early return drops it and unblocks the decoder before the scope joins it.
+        // Owned by this closure, so an early return drops it and unblocks the workers before the scope joins them.
         let rx = rx;
-        std::thread::Builder::new()
-            .name("parquet-decode".into())
-            .spawn_scoped(scope, move || decode(tx))
-            .map_err(|e| LoadError::Io {
-                path: path.display().to_string(),
-                source: e,
-            })?;
-        let mut rg = 0usize;
-        let mut row0: u64 = 0;
-        let mut done: u64 = 0;
-        for msg in &rx {
-            if progress.is_cancelled() {
-                return Err(LoadError::Cancelled);
-            }
-            match msg {
-                Decoded::Batch(batch) => {
-                    let cols = Cols::of(&batch);
-                    for i in 0..batch.num_rows() {
-                        let record = cols.record(i);
-                        let place = Place {
-                            file,
-                            at: row0 + done + i as u64,
-                        };
-                        check_required(&record, &present, &mut checked_kinds, path, place.at)?;
-                        ingest(&record, place, b);
+        for w in 0..workers {
+            let tx = tx.clone();
+            let (open, part, next, first_rows) = (&open, &part, &next, &first_rows);
+            std::thread::Builder::new()
+                .name(format!("parquet-{w}"))
+                .spawn_scoped(scope, move || {
+                    loop {
+                        let rg = next.fetch_add(1, Ordering::Relaxed);
+                        if rg >= row_groups {
+                            break;
+                        }
+                        let result = part.read_row_group(open, rg, first_rows[rg]);
+                        if tx.send((rg, result)).is_err() {
+                            break;
+                        }
                     }
-                    done += batch.num_rows() as u64;
-                }
-                Decoded::RowGroupEnd { failure } => {
-                    let rg_meta = meta.metadata().row_group(rg);
-                    let rg_rows = u64::try_from(rg_meta.num_rows()).unwrap_or(0);
-                    if let Some(e) = failure {
-                        reject_rest_of_row_group(b, file, rg, row0, done, rg_rows, &e);
-                    }
-                    row0 += rg_rows;
-                    done = 0;
-                    rg += 1;
-                    progress.add_done(u64::try_from(rg_meta.compressed_size()).unwrap_or(0));
-                }
+                })
+                .map_err(io)?;
+        }
+        drop(tx);
+        let mut pending = BTreeMap::new();
+        let mut expected = 0usize;
+        for (rg, result) in &rx {
+            pending.insert(rg, result?);
+            while let Some(part) = pending.remove(&expected) {
+                b.merge(part);
+                progress.add_done(u64::try_from(meta.metadata().row_group(expected).compressed_size()).unwrap_or(0));
+                expected += 1;
             }
         }
         Ok(())
     })
 }
 
-/// What the decoding thread sends: a batch, or the end of a row group (with why it ended early, if it did).
-enum Decoded {
-    Batch(RecordBatch),
-    RowGroupEnd { failure: Option<String> },
+/// What every row-group worker shares.
+struct Part<'a> {
+    meta: &'a ArrowReaderMetadata,
+    mask: ProjectionMask,
+    present: &'a [&'a str],
+    path: &'a Path,
+    file: u32,
+    progress: &'a Progress,
+}
+
+impl Part<'_> {
+    /// Decodes and validates row group `rg` (whose first row is `first_row`) into a builder of its own.
+    fn read_row_group<R: ChunkReader + 'static>(
+        &self,
+        open: &impl Fn() -> std::io::Result<R>,
+        rg: usize,
+        first_row: u64,
+    ) -> Result<TraceBuilder, LoadError> {
+        let mut b = TraceBuilder::default();
+        let rows = u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+        let reader = open().map_err(|e| e.to_string()).and_then(|f| {
+            ParquetRecordBatchReaderBuilder::new_with_metadata(f, self.meta.clone())
+                .with_projection(self.mask.clone())
+                .with_row_groups(vec![rg])
+                .with_batch_size(READ_BATCH_ROWS)
+                .build()
+                .map_err(|e| e.to_string())
+        });
+        let reader = match reader {
+            Ok(r) => r,
+            Err(e) => {
+                reject_rest_of_row_group(&mut b, self.file, rg, first_row, 0, rows, &e);
+                return Ok(b);
+            }
+        };
+        let mut checked_kinds: Vec<String> = Vec::new();
+        let mut done = 0u64;
+        for batch in reader {
+            if self.progress.is_cancelled() {
+                return Err(LoadError::Cancelled);
+            }
+            let batch = match batch {
+                Ok(batch) => batch,
+                Err(e) => {
+                    reject_rest_of_row_group(&mut b, self.file, rg, first_row, done, rows, &e.to_string());
+                    break;
+                }
+            };
+            let cols = Cols::of(&batch);
+            let mut row = RowBuffer::default();
+            for i in 0..batch.num_rows() {
+                cols.fill(i, &mut row);
+                let place = Place {
+                    file: self.file,
+                    at: first_row + done + i as u64,
+                };
+                check_required(&row.record, self.present, &mut checked_kinds, self.path, place.at)?;
+                ingest(&row.record, place, &mut b);
+            }
+            done += batch.num_rows() as u64;
+        }
+        Ok(b)
+    }
 }
 
 /// Counts the rows of a row group that could not be decoded as rejected, with one detailed entry.

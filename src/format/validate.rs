@@ -396,9 +396,10 @@ fn stage(r: &RawRecord<'_>, request: u32) -> Check<Stage> {
 fn candidate(c: &RawCandidate<'_>, b: &mut TraceBuilder) -> Check<Candidate> {
     let logprob = opt_logprob("candidates.logprob", &c.logprob)?
         .ok_or_else(|| missing("candidates.logprob", "candidate", "its logprob"))?;
+    let token_id = opt_token_id("candidates.token_id", &c.token_id)?;
     Ok(Candidate {
-        token_id: opt_token_id("candidates.token_id", &c.token_id)?.unwrap_or(NULL_U32),
-        text: opt_str("candidates.text", &c.text)?.map_or(NO_STR, |s| b.texts.intern(s)),
+        token_id: token_id.unwrap_or(NULL_U32),
+        text: opt_str("candidates.text", &c.text)?.map_or(NO_STR, |s| b.intern_token_text(token_id, s)),
         logprob,
         special: Flag::from_opt(opt_bool("candidates.special", &c.special)?),
     })
@@ -432,14 +433,15 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
             }
         }
     }
+    let token_id = opt_token_id("token_id", &r.token_id)?;
     Ok(Token {
         request,
         index,
         emitted_ns,
         iteration: opt_int("iteration", &r.iteration)?.unwrap_or(NULL_I64),
         iter_row: NULL_U32,
-        token_id: opt_token_id("token_id", &r.token_id)?.unwrap_or(NULL_U32),
-        text: opt_str("text", &r.text)?.map_or(NO_STR, |s| b.texts.intern(s)),
+        token_id: token_id.unwrap_or(NULL_U32),
+        text: opt_str("text", &r.text)?.map_or(NO_STR, |s| b.intern_token_text(token_id, s)),
         special: Flag::from_opt(opt_bool("special", &r.special)?),
         logprob: opt_logprob("logprob", &r.logprob)?.unwrap_or(NULL_F64),
         rank,
@@ -449,7 +451,7 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
 /// The request label of a stage or token record, required.
 fn request_of(r: &RawRecord<'_>, record: &'static str, b: &mut TraceBuilder) -> Check<u32> {
     let id = req_str("request_id", &r.request_id, record, "the request_id of its request")?;
-    Ok(b.labels.intern(id))
+    Ok(b.intern_request_id(id))
 }
 
 /// Validates one record and adds it to the builder, or records why it was rejected.

@@ -8,7 +8,7 @@ use std::collections::hash_map::Entry;
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
 use super::tables::{Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens};
 use super::{DEFAULT_SOURCE, Meta, NULL_I64, Trace};
-use crate::trace::strings::Interner;
+use crate::trace::strings::{Interner, NO_STR};
 
 /// Accumulates validated records; [`TraceBuilder::finish`] turns them into a [`Trace`] and its [`Report`].
 #[derive(Debug)]
@@ -21,6 +21,10 @@ pub struct TraceBuilder {
     pub report: Report,
     /// A buffer for validating a token's candidates, reused from token to token.
     pub candidate_buffer: Vec<Candidate>,
+    /// The label id of the last request id interned by [`Self::intern_request_id`].
+    last_request_id: Option<u32>,
+    /// Text id of the last text seen for each token id, by [`Self::intern_token_text`] ([`NO_STR`]: none yet).
+    text_by_token_id: Vec<u32>,
     meta: Option<(Meta, Place)>,
     requests: Requests,
     request_places: Vec<Place>,
@@ -46,6 +50,8 @@ impl Default for TraceBuilder {
             texts: Interner::default(),
             report: Report::default(),
             candidate_buffer: Vec::new(),
+            last_request_id: None,
+            text_by_token_id: Vec::new(),
             meta: None,
             requests: Requests::default(),
             request_places: Vec::new(),
@@ -75,6 +81,39 @@ fn duplicate(place: Place, record: &'static str, field: &'static str, reason: St
 }
 
 impl TraceBuilder {
+    /// Interns a request id. Records of one request usually follow each other, so the last one is checked first.
+    pub fn intern_request_id(&mut self, id: &str) -> u32 {
+        if let Some(last) = self.last_request_id
+            && self.labels.get(last) == Some(id)
+        {
+            return last;
+        }
+        let label = self.labels.intern(id);
+        self.last_request_id = Some(label);
+        label
+    }
+
+    /// Interns the text of a token id. A vocabulary maps ids to texts, so the text last seen for this id is
+    /// checked first (an array lookup and a short comparison instead of hashing).
+    pub fn intern_token_text(&mut self, token_id: Option<u32>, text: &str) -> u32 {
+        const MEMO_IDS: u32 = 1 << 20;
+        let Some(slot) = token_id.filter(|&t| t < MEMO_IDS).map(|t| t as usize) else {
+            return self.texts.intern(text);
+        };
+        if let Some(&known) = self.text_by_token_id.get(slot)
+            && known != NO_STR
+            && self.texts.get(known) == Some(text)
+        {
+            return known;
+        }
+        let id = self.texts.intern(text);
+        if slot >= self.text_by_token_id.len() {
+            self.text_by_token_id.resize(slot + 1, NO_STR);
+        }
+        self.text_by_token_id[slot] = id;
+        id
+    }
+
     /// The label id of the default source.
     pub fn default_source(&mut self) -> u32 {
         self.labels.intern(DEFAULT_SOURCE)
@@ -157,6 +196,66 @@ impl TraceBuilder {
         }
         self.cand_start
             .push(u32::try_from(self.candidates.len()).unwrap_or(u32::MAX));
+    }
+
+    /// Appends what another builder collected from a later part of the same trace (a later Parquet row group, read
+    /// on another thread), as if its records had been added here after this builder's own: first-wins duplicate
+    /// checks and the report keep file order.
+    pub fn merge(&mut self, other: TraceBuilder) {
+        let labels: Vec<u32> = (0..other.labels.len() as u32)
+            .map(|i| self.labels.intern(other.labels.str_or_empty(i)))
+            .collect();
+        let texts: Vec<u32> = (0..other.texts.len() as u32)
+            .map(|i| self.texts.intern(other.texts.str_or_empty(i)))
+            .collect();
+        let label = |id: u32| if id == NO_STR { NO_STR } else { labels[id as usize] };
+        let text = |id: u32| if id == NO_STR { NO_STR } else { texts[id as usize] };
+        self.report.absorb(other.report);
+        if let Some((meta, place)) = other.meta {
+            self.set_meta(meta, place);
+        }
+        for (i, &place) in other.request_places.iter().enumerate() {
+            let mut row = other.requests.row(i);
+            for field in [
+                &mut row.id,
+                &mut row.source,
+                &mut row.trace_id,
+                &mut row.model,
+                &mut row.app_id,
+                &mut row.user_id,
+                &mut row.finish_reason,
+                &mut row.status,
+                &mut row.error_code,
+                &mut row.prompt_hash,
+            ] {
+                *field = label(*field);
+            }
+            self.add_request(row, place);
+        }
+        for (id, place) in other.rejected_requests {
+            self.rejected_requests.entry(label(id)).or_insert(place);
+        }
+        for (i, &place) in other.iteration_places.iter().enumerate() {
+            let mut row = other.iterations.row(i);
+            row.source = label(row.source);
+            self.add_iteration(row, place);
+        }
+        for (i, &place) in other.stage_places.iter().enumerate() {
+            let mut row = other.stages.row(i);
+            row.request = label(row.request);
+            self.add_stage(row, place);
+        }
+        for (t, &place) in other.token_places.iter().enumerate() {
+            let mut row = other.tokens.row(t);
+            row.request = label(row.request);
+            row.text = text(row.text);
+            let candidates = (other.cand_start[t] as usize..other.cand_start[t + 1] as usize).map(|c| {
+                let mut c = other.candidates.row(c);
+                c.text = text(c.text);
+                c
+            });
+            self.add_token(row, candidates, place);
+        }
     }
 
     /// Why a stage or token naming request label `id` cannot be kept, when it cannot.

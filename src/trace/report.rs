@@ -170,6 +170,21 @@ impl Report {
         }
     }
 
+    /// Adds what another report of a later part of the same trace counted and kept (its files excepted).
+    pub fn absorb(&mut self, other: Report) {
+        self.records += other.records;
+        for (problem, n) in other.rejected_by_problem {
+            *self.rejected_by_problem.entry(problem).or_default() += n;
+        }
+        for (concern, n) in other.warnings_by_concern {
+            *self.warnings_by_concern.entry(concern).or_default() += n;
+        }
+        let room = MAX_DETAILED.saturating_sub(self.rejected.len());
+        self.rejected.extend(other.rejected.into_iter().take(room));
+        let room = MAX_DETAILED.saturating_sub(self.warnings.len());
+        self.warnings.extend(other.warnings.into_iter().take(room));
+    }
+
     /// Number of rejected records.
     pub fn rejected_count(&self) -> u64 {
         self.rejected_by_problem.values().sum()

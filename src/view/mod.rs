@@ -1,0 +1,5 @@
+//! View math without egui: the time axis, level of detail and culling, as pure functions with unit tests. The GUI
+//! and the headless renderer draw what these compute.
+
+pub mod lod;
+pub mod viewport;
