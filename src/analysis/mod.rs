@@ -1,5 +1,6 @@
 //! Analysis: pure functions of a `&Trace` that compute the figures the field expects (TTFT, TPOT, E2E, queue, ITL,
 //! percentiles, throughput, goodput under SLOs) and the summaries built from them.
 
+pub mod interference;
 pub mod metrics;
 pub mod summary;

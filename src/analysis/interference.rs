@@ -1,0 +1,433 @@
+//! Interference in a time range: what the engine did (its steps), who was prefilling, who was decoding and which
+//! decodes stalled, who waited in the queue, and who held the engine — each prefilling request's share of the
+//! step time and how many requests it delayed. The drag-select panel of the waterfall shows this.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::metrics::ms;
+use crate::trace::{StageKind, Trace};
+
+/// A decode gap longer than this many times the request's own median inter-token latency is a stall.
+pub const STALL_FACTOR: f64 = 3.0;
+
+/// The engine steps overlapping the range, all sources together.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Steps {
+    /// Steps overlapping the range.
+    pub count: u64,
+    /// Prompt tokens they computed.
+    pub prefill_tokens: u64,
+    /// Output tokens they computed.
+    pub decode_tokens: u64,
+    /// Mean step duration, ms.
+    pub mean_ms: f64,
+    /// Longest step, ms.
+    pub max_ms: f64,
+    /// Step time inside the range, summed over sources, ms.
+    pub busy_ms: f64,
+}
+
+/// A request that computed prompt tokens in the range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prefilling {
+    /// Request row.
+    pub request: u32,
+    /// Prompt tokens computed in steps overlapping the range.
+    pub tokens: u64,
+    /// Those steps.
+    pub steps: u32,
+}
+
+/// A request that emitted tokens in the range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoding {
+    /// Request row.
+    pub request: u32,
+    /// Tokens emitted in the range.
+    pub tokens: u32,
+    /// Its median inter-token latency over the whole request, ms.
+    pub median_itl_ms: f64,
+    /// Its longest gap overlapping the range, ms.
+    pub max_itl_ms: f64,
+    /// True when that gap exceeds [`STALL_FACTOR`] x the median.
+    pub stalled: bool,
+}
+
+/// A request waiting (queued, or preempted) during the range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// Request row.
+    pub request: u32,
+    /// Time of the range it spent waiting, ms.
+    pub waited_ms: f64,
+}
+
+/// A request that held the engine with its prefill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    /// Request row.
+    pub request: u32,
+    /// Prompt tokens it computed in the range.
+    pub tokens: u64,
+    /// Step time attributed to it (each step's time split by tokens computed), ms.
+    pub held_ms: f64,
+    /// `held_ms` over all step time in the range.
+    pub share: f64,
+    /// Other requests of its instance that waited, or stalled in decode, during its prefill steps.
+    pub delayed: u32,
+}
+
+/// Everything the interference panel shows for a range.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Interference {
+    /// Range start, ns.
+    pub from_ns: i64,
+    /// Range end, ns.
+    pub to_ns: i64,
+    /// The steps; zero when the trace has no iterations.
+    pub steps: Steps,
+    /// Requests prefilling, most tokens first.
+    pub prefilling: Vec<Prefilling>,
+    /// Requests decoding, stalled first, then by longest gap.
+    pub decoding: Vec<Decoding>,
+    /// Requests waiting, longest first.
+    pub waiting: Vec<Waiting>,
+    /// Who held the engine, largest share first.
+    pub holders: Vec<Holder>,
+}
+
+/// Overlap of `[a0, a1]` with `[b0, b1]`, ns.
+fn overlap(a0: i64, a1: i64, b0: i64, b1: i64) -> i64 {
+    (a1.min(b1) - a0.max(b0)).max(0)
+}
+
+/// The median of a request's inter-token latencies, ns; `None` under two tokens.
+fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
+    let mut gaps: Vec<i64> = super::metrics::itl_ns(trace, request).collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(mid).1)
+}
+
+/// Analyses `[from_ns, to_ns]`.
+#[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
+pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
+    let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
+    let mut out = Interference {
+        from_ns,
+        to_ns,
+        ..Interference::default()
+    };
+
+    // Steps of every source overlapping the range.
+    let mut step_rows: Vec<usize> = Vec::new();
+    for &(source, _) in trace.sources_with_iterations() {
+        step_rows.extend(trace.iterations_overlapping(source, from_ns, to_ns));
+    }
+    let it = &trace.iterations;
+    let mut total_ms = 0.0;
+    for &i in &step_rows {
+        let d = ms(it.end_ns[i] - it.start_ns[i]);
+        total_ms += d;
+        out.steps.max_ms = out.steps.max_ms.max(d);
+        out.steps.busy_ms += ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+        out.steps.prefill_tokens += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
+        out.steps.decode_tokens += u64::from(it.num_decode_tokens[i].unwrap_or(0));
+    }
+    out.steps.count = step_rows.len() as u64;
+    out.steps.mean_ms = if step_rows.is_empty() {
+        0.0
+    } else {
+        total_ms / step_rows.len() as f64
+    };
+
+    // Prefill chunks in those steps, by request: tokens and the step time their share of each step's tokens holds.
+    let in_range: rustc_hash::FxHashSet<u32> = step_rows.iter().map(|&i| i as u32).collect();
+    let mut by_request: BTreeMap<u32, (u64, u32, f64, Vec<usize>)> = BTreeMap::new();
+    for s in 0..trace.stages.len() {
+        if trace.stages.kind[s] != StageKind::Prefill {
+            continue;
+        }
+        let Some(row) = trace.stages.iter_row[s].filter(|r| in_range.contains(r)) else {
+            continue;
+        };
+        let i = row as usize;
+        let tokens = u64::from(trace.stages.tokens[s].unwrap_or(0));
+        let step_tokens = u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
+        let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+        let held = if step_tokens == 0 {
+            0.0
+        } else {
+            inside * tokens as f64 / step_tokens as f64
+        };
+        let e = by_request.entry(trace.stages.request[s]).or_default();
+        e.0 += tokens;
+        e.1 += 1;
+        e.2 += held;
+        e.3.push(i);
+    }
+    // Without iterations, prefill spans (explicit or derived) overlapping the range still say who was prefilling.
+    let has_steps = !step_rows.is_empty();
+
+    // Requests active in the range: waiting, decoding, prefilling without step data.
+    let mut stall_windows: Vec<(u32, u32, i64, i64)> = Vec::new(); // (request, source, gap start, gap end)
+    let mut wait_windows: Vec<(u32, u32, i64, i64)> = Vec::new();
+    for r in 0..trace.request_count() as u32 {
+        let ri = r as usize;
+        let arrival = trace.requests.arrival_ns[ri];
+        let finish = super::metrics::finish_ns(trace, r).unwrap_or(arrival);
+        if arrival > to_ns || finish < from_ns {
+            continue;
+        }
+        let source = trace.requests.source[ri];
+        let mut waited = 0;
+        for span in trace.stages_of(r) {
+            match span.kind {
+                StageKind::Queue | StageKind::Preempted => {
+                    let o = overlap(span.start_ns, span.end_ns, from_ns, to_ns);
+                    if o > 0 {
+                        waited += o;
+                        wait_windows.push((r, source, span.start_ns, span.end_ns));
+                    }
+                }
+                StageKind::Prefill if !has_steps => {
+                    let o = overlap(span.start_ns, span.end_ns, from_ns, to_ns);
+                    if o > 0 {
+                        let e = by_request.entry(r).or_default();
+                        e.0 += u64::from(span.tokens.unwrap_or(0));
+                        e.1 += 1;
+                        e.2 += ms(o);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if waited > 0 {
+            out.waiting.push(Waiting {
+                request: r,
+                waited_ms: ms(waited),
+            });
+        }
+        let tokens = trace.tokens_of(r);
+        if tokens.len() < 2 {
+            continue;
+        }
+        let emitted = &trace.tokens.emitted_ns[tokens.clone()];
+        let emitted_in = emitted.iter().filter(|&&t| (from_ns..=to_ns).contains(&t)).count();
+        // Gaps overlapping the range: gap k spans emitted[k - 1]..emitted[k].
+        let gaps: Vec<(i64, i64)> = emitted
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+            .filter(|&(a, b)| b >= from_ns && a <= to_ns)
+            .collect();
+        if emitted_in == 0 && gaps.is_empty() {
+            continue;
+        }
+        let median = median_itl(trace, r).unwrap_or(0);
+        let (max_a, max_b) = gaps.iter().copied().max_by_key(|(a, b)| b - a).unwrap_or((0, 0));
+        let stalled = median > 0 && (max_b - max_a) as f64 > STALL_FACTOR * median as f64;
+        for &(a, b) in &gaps {
+            if median > 0 && (b - a) as f64 > STALL_FACTOR * median as f64 {
+                stall_windows.push((r, source, a, b));
+            }
+        }
+        // A request still in its first token is prefilling, not decoding.
+        if trace.tokens.index[tokens.start] == 0 && emitted[0] > to_ns {
+            continue;
+        }
+        out.decoding.push(Decoding {
+            request: r,
+            tokens: u32::try_from(emitted_in).unwrap_or(u32::MAX),
+            median_itl_ms: ms(median),
+            max_itl_ms: ms(max_b - max_a),
+            stalled,
+        });
+    }
+
+    let busy_ms = if has_steps {
+        out.steps.busy_ms
+    } else {
+        by_request.values().map(|e| e.2).sum()
+    };
+    for (&request, (tokens, steps, held_ms, rows)) in &by_request {
+        out.prefilling.push(Prefilling {
+            request,
+            tokens: *tokens,
+            steps: *steps,
+        });
+        let source = trace.requests.source[request as usize];
+        let windows: Vec<(i64, i64)> = if rows.is_empty() {
+            trace
+                .stages_of(request)
+                .into_iter()
+                .filter(|s| s.kind == StageKind::Prefill)
+                .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
+                .collect()
+        } else {
+            rows.iter()
+                .map(|&i| (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns)))
+                .collect()
+        };
+        let hit = |&(r, s, a, b): &(u32, u32, i64, i64)| {
+            r != request && s == source && windows.iter().any(|&(w0, w1)| overlap(a, b, w0, w1) > 0)
+        };
+        let mut delayed: Vec<u32> = wait_windows
+            .iter()
+            .chain(&stall_windows)
+            .filter(|w| hit(w))
+            .map(|w| w.0)
+            .collect();
+        delayed.sort_unstable();
+        delayed.dedup();
+        out.holders.push(Holder {
+            request,
+            tokens: *tokens,
+            held_ms: *held_ms,
+            share: if busy_ms > 0.0 { held_ms / busy_ms } else { 0.0 },
+            delayed: u32::try_from(delayed.len()).unwrap_or(u32::MAX),
+        });
+    }
+    out.prefilling
+        .sort_by(|a, b| b.tokens.cmp(&a.tokens).then(a.request.cmp(&b.request)));
+    out.holders
+        .sort_by(|a, b| b.held_ms.total_cmp(&a.held_ms).then(a.request.cmp(&b.request)));
+    out.decoding
+        .sort_by(|a, b| b.stalled.cmp(&a.stalled).then(b.max_itl_ms.total_cmp(&a.max_itl_ms)));
+    out.waiting.sort_by(|a, b| b.waited_ms.total_cmp(&a.waited_ms));
+    out
+}
+
+impl Interference {
+    /// The panel's content as plain text, for "Copy as text" and incident reports.
+    pub fn to_text(&self, trace: &Trace) -> String {
+        let mut t = String::new();
+        let t0 = trace.requests.arrival_ns.iter().min().copied().unwrap_or(self.from_ns);
+        let _ = writeln!(
+            t,
+            "range {:.3} s .. {:.3} s ({:.1} ms)",
+            ms(self.from_ns - t0) / 1e3,
+            ms(self.to_ns - t0) / 1e3,
+            ms(self.to_ns - self.from_ns)
+        );
+        let s = &self.steps;
+        let _ = writeln!(
+            t,
+            "steps: {} (prefill {} tokens, decode {} tokens), mean {:.1} ms, max {:.1} ms",
+            s.count, s.prefill_tokens, s.decode_tokens, s.mean_ms, s.max_ms
+        );
+        let _ = writeln!(t, "who held the engine:");
+        for h in &self.holders {
+            let _ = writeln!(
+                t,
+                "  {}  {:.0} % of step time ({:.1} ms), {} prompt tokens, delayed {} requests",
+                trace.request_id(h.request),
+                h.share * 100.0,
+                h.held_ms,
+                h.tokens,
+                h.delayed
+            );
+        }
+        let stalled: Vec<&Decoding> = self.decoding.iter().filter(|d| d.stalled).collect();
+        let _ = writeln!(
+            t,
+            "decoding: {} requests, {} stalled",
+            self.decoding.len(),
+            stalled.len()
+        );
+        for d in stalled {
+            let _ = writeln!(
+                t,
+                "  {}  longest gap {:.1} ms vs median {:.1} ms",
+                trace.request_id(d.request),
+                d.max_itl_ms,
+                d.median_itl_ms
+            );
+        }
+        let _ = writeln!(t, "waiting: {} requests", self.waiting.len());
+        for w in self.waiting.iter().take(20) {
+            let _ = writeln!(t, "  {}  {:.1} ms", trace.request_id(w.request), w.waited_ms);
+        }
+        t
+    }
+
+    /// The request row of the top holder, if any.
+    pub fn top_holder(&self) -> Option<u32> {
+        self.holders.first().map(|h| h.request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Progress, load};
+
+    fn sample(name: &str) -> Trace {
+        load(
+            std::path::Path::new(&format!("sample_traces/{name}")),
+            &Progress::default(),
+        )
+        .unwrap()
+        .trace
+    }
+
+    const T0: i64 = 1_764_403_200_000_000_000;
+
+    #[test]
+    fn the_96k_prompt_held_the_engine_during_its_prefill() {
+        let t = sample("long_prefill.jsonl");
+        // 3.0 s .. 12 s: the first four of its five prefill steps.
+        let x = interference(&t, T0 + 3_000_000_000, T0 + 12_000_000_000);
+        let top = x.top_holder().unwrap();
+        assert_eq!(t.request_id(top), "doc-96k");
+        let h = &x.holders[0];
+        assert!(h.share > 0.9, "{h:?}");
+        assert!(h.delayed >= 1, "short-700 waited behind it: {h:?}");
+        let short = t.request_row("short-700").unwrap();
+        let w = x.waiting.iter().find(|w| w.request == short).unwrap();
+        assert!(w.waited_ms > 8_000.0, "{w:?}");
+        assert!(x.steps.max_ms > 1_500.0);
+        let text = x.to_text(&t);
+        assert!(text.contains("doc-96k"), "{text}");
+    }
+
+    #[test]
+    fn the_victims_stall_is_named_and_blamed_on_the_big_prompt() {
+        let t = sample("prefill_interrupts_decode.jsonl");
+        // 3.3 s .. 5.2 s: the 24k-token prompt's prefill step.
+        let x = interference(&t, T0 + 3_300_000_000, T0 + 5_200_000_000);
+        assert_eq!(t.request_id(x.top_holder().unwrap()), "rag-24k");
+        let victim = t.request_row("chat-victim").unwrap();
+        let d = x.decoding.iter().find(|d| d.request == victim).unwrap();
+        assert!(d.stalled, "{d:?}");
+        assert!(d.max_itl_ms > 1_000.0 && d.median_itl_ms < 20.0, "{d:?}");
+        assert!(x.holders[0].delayed >= 1);
+    }
+
+    #[test]
+    fn hand_computed_range_of_four_requests() {
+        // four_requests.jsonl: iterations 7 (12..148 ms, prefill 812), 8 (160..195 ms, prefill 36 + decode 1),
+        // 9 (205..245 ms, decode 1). Range 100..200 ms overlaps steps 7 and 8.
+        let t = sample("four_requests.jsonl");
+        let x = interference(&t, T0 + 100_000_000, T0 + 200_000_000);
+        assert_eq!(x.steps.count, 2);
+        assert_eq!(x.steps.prefill_tokens, 812 + 36);
+        assert_eq!(x.steps.decode_tokens, 1);
+        // Mean of 136 ms and 35 ms; busy time inside the range: 48 ms of step 7 + 35 ms of step 8.
+        assert!((x.steps.mean_ms - 85.5).abs() < 1e-9, "{:?}", x.steps);
+        assert!((x.steps.busy_ms - 83.0).abs() < 1e-9, "{:?}", x.steps);
+        // r1's explicit prefill chunk is in step 7: 812 tokens, all of the step's tokens, 48 ms inside the range.
+        let r1 = t.request_row("r1").unwrap();
+        let h = x.holders.iter().find(|h| h.request == r1).unwrap();
+        assert_eq!(h.tokens, 812);
+        assert!((h.held_ms - 48.0).abs() < 1e-9, "{h:?}");
+        // r2 (arrived 100 ms, scheduled 130 ms) waited 30 ms of the range; r3 (arrived 200 ms) 0 ms.
+        let r2 = t.request_row("r2").unwrap();
+        assert_eq!(
+            x.waiting.iter().find(|w| w.request == r2).map(|w| w.waited_ms),
+            Some(30.0)
+        );
+    }
+}

@@ -1,0 +1,475 @@
+//! The app shell: the trace on screen and the one loading in the background, the menus, the toolbar of filters,
+//! the status bar, the load-problems panel and the side panel of the selection. Panels draw; the app applies what
+//! they report after the frame.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use eframe::egui::{self, RichText, Ui};
+
+use super::panels;
+use super::waterfall::{self, TraceView, WaterfallState};
+use crate::analysis::interference::{Interference, interference};
+use crate::format::{self, LoadError, Loaded, Progress};
+use crate::trace::report::Report;
+use crate::view::layout::{TrackFilter, TrackOrder};
+
+/// The trace shown when the app starts without a path (embedded in the binary).
+pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/demo.parquet");
+/// The demo trace's file name.
+pub const DEMO_NAME: &str = "demo.parquet";
+/// Recent files kept.
+const MAX_RECENT: usize = 10;
+/// The key of the app's persisted settings.
+const STORAGE_KEY: &str = "tokenscope";
+
+/// Where a trace comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceSource {
+    /// A file or directory.
+    Path(PathBuf),
+    /// The embedded demo.
+    Demo,
+}
+
+impl TraceSource {
+    /// Its name for titles and the status bar.
+    pub fn name(&self) -> String {
+        match self {
+            TraceSource::Path(p) => p.display().to_string(),
+            TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
+        }
+    }
+}
+
+/// Settings kept between runs.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Settings {
+    recent: Vec<String>,
+    order: TrackOrder,
+}
+
+/// The trace on screen.
+pub struct Shown {
+    /// Where it came from.
+    pub source: TraceSource,
+    /// What the waterfall draws.
+    pub view: TraceView,
+    /// What loading found wrong.
+    pub report: Report,
+}
+
+/// A load in progress; the trace on screen stays usable meanwhile.
+struct Loading {
+    source: TraceSource,
+    progress: Arc<Progress>,
+    rx: Receiver<Result<Loaded, LoadError>>,
+}
+
+/// An open-file dialog running on its own thread.
+struct Dialog {
+    rx: Receiver<Option<PathBuf>>,
+    started: Instant,
+}
+
+/// The app.
+pub struct App {
+    settings: Settings,
+    shown: Option<Shown>,
+    loading: Option<Loading>,
+    dialog: Option<Dialog>,
+    /// The last load error or hint, shown until dismissed.
+    message: Option<String>,
+    /// The typed path of "Open path…".
+    path_input: String,
+    show_path_input: bool,
+    show_problems: bool,
+    filter: TrackFilter,
+    /// The waterfall's state.
+    pub waterfall: WaterfallState,
+    /// The selected request row.
+    pub selected: Option<u32>,
+    /// The analysis of the drag-selected range.
+    pub interference: Option<Interference>,
+}
+
+impl App {
+    /// An app that starts loading `source`, with settings from a previous run.
+    pub fn new(source: TraceSource, storage: Option<&dyn eframe::Storage>) -> Self {
+        let settings = storage
+            .and_then(|s| eframe::get_value(s, STORAGE_KEY))
+            .unwrap_or_default();
+        let mut app = App {
+            settings,
+            shown: None,
+            loading: None,
+            dialog: None,
+            message: None,
+            path_input: String::new(),
+            show_path_input: false,
+            show_problems: false,
+            filter: TrackFilter::default(),
+            waterfall: WaterfallState::default(),
+            selected: None,
+            interference: None,
+        };
+        app.open(source);
+        app
+    }
+
+    /// Starts loading a trace on a background thread.
+    pub fn open(&mut self, source: TraceSource) {
+        if let Some(old) = self.loading.take() {
+            old.progress.cancel();
+        }
+        let progress = Arc::new(Progress::default());
+        let (tx, rx) = sync_channel(1);
+        let worker = (Arc::clone(&progress), source.clone());
+        let spawned = thread::Builder::new().name("trace-loader".into()).spawn(move || {
+            let (progress, source) = worker;
+            let result = match source {
+                TraceSource::Path(p) => format::load(&p, &progress),
+                TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
+            };
+            let _ = tx.send(result);
+        });
+        match spawned {
+            Ok(_) => self.loading = Some(Loading { source, progress, rx }),
+            Err(e) => self.message = Some(format!("cannot start loading: {e}")),
+        }
+    }
+
+    /// Waits for the load in progress (tests and the headless renderer use this).
+    pub fn wait_loaded(&mut self) {
+        while self.loading.is_some() {
+            self.poll_loading();
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The trace on screen.
+    pub fn shown(&self) -> Option<&Shown> {
+        self.shown.as_ref()
+    }
+
+    fn poll_loading(&mut self) {
+        let Some(loading) = &self.loading else { return };
+        let result = match loading.rx.try_recv() {
+            Ok(r) => r,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => Err(LoadError::Cancelled),
+        };
+        let source = loading.source.clone();
+        self.loading = None;
+        match result {
+            Ok(loaded) => {
+                if let TraceSource::Path(p) = &source {
+                    let p = p.display().to_string();
+                    self.settings.recent.retain(|r| *r != p);
+                    self.settings.recent.insert(0, p);
+                    self.settings.recent.truncate(MAX_RECENT);
+                }
+                self.filter = TrackFilter::default();
+                let view = TraceView::new(Arc::new(loaded.trace), self.settings.order, &self.filter);
+                self.show_problems = loaded.report.rejected_count() > 0;
+                self.shown = Some(Shown {
+                    source,
+                    view,
+                    report: loaded.report,
+                });
+                self.waterfall = WaterfallState::default();
+                self.selected = None;
+                self.interference = None;
+                self.message = None;
+            }
+            Err(LoadError::Cancelled) => {}
+            Err(e) => self.message = Some(e.to_string()),
+        }
+    }
+
+    fn poll_dialog(&mut self) {
+        let Some(d) = &self.dialog else { return };
+        match d.rx.try_recv() {
+            Ok(Some(path)) => {
+                self.dialog = None;
+                self.open(TraceSource::Path(path));
+            }
+            Ok(None) | Err(TryRecvError::Disconnected) => {
+                // An answer within a moment means no dialog was shown: no desktop portal is running.
+                if d.started.elapsed() < Duration::from_millis(500) {
+                    self.message = Some(
+                        "No file dialog is available (no desktop portal answered). Type the path instead.".to_owned(),
+                    );
+                    self.show_path_input = true;
+                }
+                self.dialog = None;
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+    }
+
+    fn open_dialog(&mut self) {
+        let (tx, rx) = sync_channel(1);
+        let spawned = thread::Builder::new().name("file-dialog".into()).spawn(move || {
+            let picked = rfd::FileDialog::new()
+                .set_title("Open a tokenscope trace")
+                .add_filter("trace", &["parquet", "jsonl", "gz", "zst", "ndjson"])
+                .pick_file();
+            let _ = tx.send(picked);
+        });
+        match spawned {
+            Ok(_) => {
+                self.dialog = Some(Dialog {
+                    rx,
+                    started: Instant::now(),
+                })
+            }
+            Err(_) => self.show_path_input = true,
+        }
+    }
+
+    /// Re-orders or re-filters the request tracks.
+    fn refresh_rows(&mut self) {
+        if let Some(shown) = &mut self.shown {
+            shown.view.rows = crate::view::layout::track_rows(&shown.view.trace, self.settings.order, &self.filter);
+        }
+    }
+
+    /// The whole window.
+    pub fn ui(&mut self, ui: &mut Ui) {
+        self.poll_loading();
+        self.poll_dialog();
+        let dropped: Vec<PathBuf> = ui.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
+        if let Some(p) = dropped.into_iter().next() {
+            self.open(TraceSource::Path(p));
+        }
+        egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
+        egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
+        egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
+        if self.show_problems
+            && let Some(shown) = &self.shown
+        {
+            let mut open = true;
+            egui::Panel::bottom("problems")
+                .resizable(true)
+                .default_size(160.0)
+                .show(ui, |ui| {
+                    panels::problems_ui(ui, &shown.report, &mut open);
+                });
+            self.show_problems = open;
+        }
+        if self.interference.is_some() || self.selected.is_some() {
+            egui::Panel::right("selection")
+                .resizable(true)
+                .default_size(380.0)
+                .show(ui, |ui| self.side_ui(ui));
+        }
+        egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui));
+        if self.loading.is_some() || self.dialog.is_some() {
+            ui.ctx().request_repaint_after(Duration::from_millis(50));
+        }
+    }
+
+    fn menu_ui(&mut self, ui: &mut Ui) {
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                if ui.button("Open…").clicked() {
+                    self.open_dialog();
+                    ui.close();
+                }
+                if ui.button("Open path…").clicked() {
+                    self.show_path_input = true;
+                    ui.close();
+                }
+                if ui.button("Open the demo trace").clicked() {
+                    self.open(TraceSource::Demo);
+                    ui.close();
+                }
+                ui.menu_button("Open recent", |ui| {
+                    if self.settings.recent.is_empty() {
+                        ui.weak("nothing yet");
+                    }
+                    for r in self.settings.recent.clone() {
+                        if ui.button(&r).clicked() {
+                            self.open(TraceSource::Path(PathBuf::from(r)));
+                            ui.close();
+                        }
+                    }
+                });
+            });
+            ui.menu_button("View", |ui| {
+                if ui.button("Fit the whole trace (double-click)").clicked() {
+                    self.waterfall.viewport = None;
+                    ui.close();
+                }
+                if ui.button("Load problems").clicked() {
+                    self.show_problems = true;
+                    ui.close();
+                }
+            });
+            ui.menu_button("Help", |ui| {
+                ui.label("Ctrl+wheel: zoom at the pointer · W/S: zoom · A/D: pan");
+                ui.label("Drag on the ruler: pan · Drag on the tracks: select a time range");
+                ui.label("F: fit the selection · Double-click: whole trace · Esc: clear the range");
+                ui.label("Click a request track to select it. Drop a trace file on the window to open it.");
+            });
+        });
+    }
+
+    fn toolbar_ui(&mut self, ui: &mut Ui) {
+        ui.horizontal(|ui| {
+            if self.show_path_input {
+                ui.label("Path:");
+                let r = ui.add(egui::TextEdit::singleline(&mut self.path_input).desired_width(420.0));
+                let go =
+                    ui.button("Open").clicked() || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)));
+                if go && !self.path_input.trim().is_empty() {
+                    self.open(TraceSource::Path(PathBuf::from(self.path_input.trim())));
+                    self.show_path_input = false;
+                }
+                if ui.button("Cancel").clicked() {
+                    self.show_path_input = false;
+                }
+                ui.separator();
+            }
+            if let Some(loading) = &self.loading {
+                ui.label(format!("Loading {}", loading.source.name()));
+                ui.add(
+                    egui::ProgressBar::new(loading.progress.fraction())
+                        .desired_width(200.0)
+                        .show_percentage(),
+                );
+                if ui.button("Cancel").clicked() {
+                    loading.progress.cancel();
+                }
+                ui.separator();
+            }
+            let Some(shown) = &self.shown else { return };
+            let trace = Arc::clone(&shown.view.trace);
+            let mut changed = false;
+            let sort_label = ui.label("Sort");
+            let order_label = TrackOrder::ALL
+                .iter()
+                .find(|(o, _)| *o == self.settings.order)
+                .map_or("", |(_, l)| l);
+            egui::ComboBox::from_id_salt("order")
+                .selected_text(order_label)
+                .show_ui(ui, |ui| {
+                    for (o, label) in TrackOrder::ALL {
+                        changed |= ui.selectable_value(&mut self.settings.order, o, label).changed();
+                    }
+                })
+                .response
+                .labelled_by(sort_label.id);
+            for (name, field, column) in [
+                ("model", &mut self.filter.model, &trace.requests.model),
+                ("app", &mut self.filter.app_id, &trace.requests.app_id),
+                ("user", &mut self.filter.user_id, &trace.requests.user_id),
+                ("finish", &mut self.filter.finish_reason, &trace.requests.finish_reason),
+            ] {
+                changed |= panels::label_filter_ui(ui, name, field, column, &trace);
+            }
+            let search_label = ui.label("Search");
+            changed |= ui
+                .add(
+                    egui::TextEdit::singleline(&mut self.filter.search)
+                        .hint_text("request id")
+                        .desired_width(140.0),
+                )
+                .labelled_by(search_label.id)
+                .changed();
+            if changed {
+                self.refresh_rows();
+            }
+        });
+    }
+
+    fn status_ui(&mut self, ui: &mut Ui) {
+        ui.horizontal(|ui| {
+            if let Some(m) = &self.message {
+                ui.colored_label(ui.visuals().error_fg_color, m);
+                if ui.small_button("Dismiss").clicked() {
+                    self.message = None;
+                }
+                ui.separator();
+            }
+            let Some(shown) = &self.shown else {
+                ui.label("No trace open. File > Open…, or drop a trace file on the window.");
+                return;
+            };
+            panels::status_ui(ui, shown, self.waterfall.hover_ns);
+            if shown.report.rejected_count() > 0
+                && ui
+                    .link(format!("{} rejected records", shown.report.rejected_count()))
+                    .clicked()
+            {
+                self.show_problems = true;
+            }
+        });
+    }
+
+    fn side_ui(&mut self, ui: &mut Ui) {
+        let Some(shown) = &self.shown else { return };
+        let trace = Arc::clone(&shown.view.trace);
+        let mut action = None;
+        egui::ScrollArea::vertical().show(ui, |ui| {
+            if let Some(x) = &self.interference {
+                action = panels::interference_ui(ui, &trace, x, shown.view.t0_ns);
+                ui.separator();
+            }
+            if let Some(r) = self.selected {
+                panels::request_ui(ui, &trace, r);
+            }
+        });
+        match action {
+            Some(panels::Action::ZoomTo(a, b)) => {
+                let width = self.waterfall.viewport.map_or(1000.0, |v| v.width);
+                let pad = ((b - a) / 20).max(1_000);
+                self.waterfall.viewport = Some(crate::view::viewport::Viewport::fit(a - pad, b + pad, width));
+            }
+            Some(panels::Action::Select(r)) => self.selected = Some(r),
+            Some(panels::Action::Copy(text)) => ui.ctx().copy_text(text),
+            Some(panels::Action::Close) => {
+                self.interference = None;
+                self.waterfall.range = None;
+            }
+            None => {}
+        }
+    }
+
+    fn central_ui(&mut self, ui: &mut Ui) {
+        let Some(shown) = &self.shown else {
+            ui.centered_and_justified(|ui| {
+                if self.loading.is_some() {
+                    ui.label(RichText::new("Loading…").size(18.0));
+                } else {
+                    ui.label("Open a trace: File > Open…, File > Open path…, or drop a file here.");
+                }
+            });
+            return;
+        };
+        let events = waterfall::waterfall_ui(ui, &shown.view, &mut self.waterfall, self.selected);
+        for e in events {
+            match e {
+                waterfall::Event::SelectRequest(r) => self.selected = Some(r),
+                waterfall::Event::RangeSelected(a, b) => {
+                    self.interference = Some(interference(&shown.view.trace, a, b));
+                }
+                waterfall::Event::RangeCleared => self.interference = None,
+            }
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        App::ui(self, ui);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, STORAGE_KEY, &self.settings);
+    }
+}

@@ -1,0 +1,279 @@
+//! The smaller panels: status bar, load problems, label filters, the interference panel of a selected range and
+//! the header of a selected request.
+
+use eframe::egui::{self, RichText, Ui};
+
+use super::app::Shown;
+use crate::analysis::interference::Interference;
+use crate::analysis::metrics::{ms, request_metrics};
+use crate::trace::report::Report;
+use crate::trace::{NO_STR, Trace};
+use crate::view::ruler;
+
+/// What a panel asks the app to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Show this time range.
+    ZoomTo(i64, i64),
+    /// Select this request.
+    Select(u32),
+    /// Put this text on the clipboard.
+    Copy(String),
+    /// Close the interference panel.
+    Close,
+}
+
+/// The status bar: trace, engine, model, counts, span in UTC, cursor time.
+pub fn status_ui(ui: &mut Ui, shown: &Shown, cursor_ns: Option<i64>) {
+    let t = &shown.view.trace;
+    let m = &t.meta;
+    ui.label(RichText::new(shown.source.name()).strong());
+    ui.separator();
+    let engine = [m.engine.as_deref(), m.engine_version.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if !engine.is_empty() {
+        ui.label(engine);
+    }
+    if let Some(model) = &m.model {
+        ui.label(model);
+    }
+    ui.separator();
+    ui.label(format!(
+        "{} requests · {} tokens · {} steps",
+        t.request_count(),
+        t.token_count(),
+        t.iterations.len()
+    ));
+    ui.separator();
+    ui.label(format!(
+        "{} to {} ({})",
+        ruler::format_utc(shown.view.t0_ns),
+        ruler::format_utc(shown.view.t1_ns).split(' ').nth(1).unwrap_or(""),
+        ruler::format_duration(shown.view.t1_ns - shown.view.t0_ns)
+    ));
+    if let Some(c) = cursor_ns {
+        ui.separator();
+        ui.label(format!(
+            "cursor {} · {}",
+            ruler::format_duration(c - shown.view.t0_ns),
+            ruler::format_utc(c)
+        ));
+    }
+}
+
+/// The rejected records and warnings of the load, with place, field and reason.
+pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
+    ui.horizontal(|ui| {
+        ui.strong(format!(
+            "Load problems: {} of {} records rejected, {} warnings",
+            report.rejected_count(),
+            report.records,
+            report.warning_count()
+        ));
+        if ui.small_button("Close").clicked() {
+            *open = false;
+        }
+    });
+    if report.rejected_count() == 0 && report.warning_count() == 0 {
+        ui.label("Every record loaded.");
+        return;
+    }
+    egui::ScrollArea::vertical().auto_shrink(false).show(ui, |ui| {
+        egui::Grid::new("problems").striped(true).num_columns(4).show(ui, |ui| {
+            for r in &report.rejected {
+                ui.monospace(report.describe(r.place).to_string());
+                ui.label(r.problem.name());
+                ui.monospace(match (r.record, r.field) {
+                    (Some(rec), Some(f)) => format!("{rec}.{f}"),
+                    (_, Some(f)) => f.to_owned(),
+                    (Some(rec), None) => rec.to_owned(),
+                    (None, None) => String::new(),
+                });
+                ui.label(&r.reason);
+                ui.end_row();
+            }
+            for w in &report.warnings {
+                ui.label("warning");
+                ui.label(w.concern.name());
+                ui.monospace(w.request_id.clone().unwrap_or_default());
+                ui.label(&w.message);
+                ui.end_row();
+            }
+        });
+        let shown = (report.rejected.len() + report.warnings.len()) as u64;
+        let total = report.rejected_count() + report.warning_count();
+        if total > shown {
+            ui.weak(format!(
+                "… and {} more (tokenscope validate --json lists counts by kind)",
+                total - shown
+            ));
+        }
+    });
+}
+
+/// A combo box filtering by one label column; returns true when the choice changed.
+pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, column: &[u32], trace: &Trace) -> bool {
+    let mut values: Vec<u32> = column.iter().copied().filter(|&v| v != NO_STR).collect();
+    values.sort_unstable();
+    values.dedup();
+    if values.len() < 2 && *field == NO_STR {
+        return false;
+    }
+    let mut changed = false;
+    let current = if *field == NO_STR {
+        "any".to_owned()
+    } else {
+        trace.label(*field).unwrap_or("?").to_owned()
+    };
+    let label = ui.label(name);
+    egui::ComboBox::from_id_salt(name)
+        .selected_text(current)
+        .show_ui(ui, |ui| {
+            changed |= ui.selectable_value(field, NO_STR, "any").changed();
+            for v in values {
+                changed |= ui.selectable_value(field, v, trace.label(v).unwrap_or("?")).changed();
+            }
+        })
+        .response
+        .labelled_by(label.id);
+    changed
+}
+
+/// The interference panel of a drag-selected range.
+pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64) -> Option<Action> {
+    let mut action = None;
+    ui.horizontal(|ui| {
+        ui.heading("Selected range");
+        if ui.small_button("Zoom to selection").clicked() {
+            action = Some(Action::ZoomTo(x.from_ns, x.to_ns));
+        }
+        if ui.small_button("Copy as text").clicked() {
+            action = Some(Action::Copy(x.to_text(trace)));
+        }
+        if ui.small_button("Close").clicked() {
+            action = Some(Action::Close);
+        }
+    });
+    ui.label(format!(
+        "{} to {} after start ({})",
+        ruler::format_duration(x.from_ns - t0_ns),
+        ruler::format_duration(x.to_ns - t0_ns),
+        ruler::format_duration(x.to_ns - x.from_ns)
+    ));
+    let s = &x.steps;
+    if s.count == 0 {
+        ui.weak("No engine steps in range (the trace has no iteration records here).");
+    } else {
+        ui.label(format!(
+            "{} steps: {} prefill tokens, {} decode tokens; step time mean {:.1} ms, max {:.1} ms",
+            s.count, s.prefill_tokens, s.decode_tokens, s.mean_ms, s.max_ms
+        ));
+    }
+    ui.add_space(4.0);
+    ui.strong("Who held the engine");
+    if x.holders.is_empty() {
+        ui.weak("No prefill in this range.");
+    }
+    egui::Grid::new("holders").striped(true).num_columns(4).show(ui, |ui| {
+        ui.weak("request");
+        ui.weak("share of step time");
+        ui.weak("prompt tokens");
+        ui.weak("delayed");
+        ui.end_row();
+        for h in x.holders.iter().take(20) {
+            if ui.link(trace.request_id(h.request)).clicked() {
+                action = Some(Action::Select(h.request));
+            }
+            ui.label(format!("{:.0} % ({:.0} ms)", h.share * 100.0, h.held_ms));
+            ui.label(h.tokens.to_string());
+            ui.label(format!("{} requests", h.delayed));
+            ui.end_row();
+        }
+    });
+    ui.add_space(4.0);
+    let stalled = x.decoding.iter().filter(|d| d.stalled).count();
+    ui.strong(format!(
+        "Decoding: {} requests, {} stalled (gap > 3× their median ITL)",
+        x.decoding.len(),
+        stalled
+    ));
+    egui::Grid::new("decoding").striped(true).num_columns(4).show(ui, |ui| {
+        for d in x.decoding.iter().take(30) {
+            if ui.link(trace.request_id(d.request)).clicked() {
+                action = Some(Action::Select(d.request));
+            }
+            ui.label(format!("{} tokens", d.tokens));
+            ui.label(format!(
+                "gap {:.1} ms vs median {:.1} ms",
+                d.max_itl_ms, d.median_itl_ms
+            ));
+            ui.label(if d.stalled {
+                RichText::new("stalled").color(ui.visuals().warn_fg_color)
+            } else {
+                RichText::new("")
+            });
+            ui.end_row();
+        }
+    });
+    ui.add_space(4.0);
+    ui.strong(format!("Prefilling: {} requests", x.prefilling.len()));
+    for p in x.prefilling.iter().take(20) {
+        ui.horizontal(|ui| {
+            if ui.link(trace.request_id(p.request)).clicked() {
+                action = Some(Action::Select(p.request));
+            }
+            ui.label(format!("{} tokens in {} steps", p.tokens, p.steps));
+        });
+    }
+    ui.add_space(4.0);
+    ui.strong(format!("Waiting: {} requests", x.waiting.len()));
+    for w in x.waiting.iter().take(20) {
+        ui.horizontal(|ui| {
+            if ui.link(trace.request_id(w.request)).clicked() {
+                action = Some(Action::Select(w.request));
+            }
+            ui.label(format!("{:.1} ms in range", w.waited_ms));
+        });
+    }
+    action
+}
+
+/// The header of the selected request (the per-token view builds on it).
+pub fn request_ui(ui: &mut Ui, trace: &Trace, r: u32) {
+    let ri = r as usize;
+    let q = &trace.requests;
+    ui.heading(trace.request_id(r));
+    let label = |id: u32| trace.label(id).unwrap_or("-");
+    ui.label(format!(
+        "source {} · model {} · app {} · user {}",
+        label(q.source[ri]),
+        label(q.model[ri]),
+        label(q.app_id[ri]),
+        label(q.user_id[ri])
+    ));
+    let n = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
+    ui.label(format!(
+        "tokens: input {}, cached {}, output {} ({} records)",
+        n(q.input_tokens[ri]),
+        n(q.cached_tokens[ri]),
+        n(q.output_tokens[ri]),
+        trace.tokens_of(r).len()
+    ));
+    let m = request_metrics(trace, r);
+    let d = |v: Option<i64>| v.map_or("-".to_owned(), |v| format!("{:.1} ms", ms(v)));
+    ui.label(format!(
+        "queue {} · TTFT {} · TPOT {} · E2E {}",
+        d(m.queue_ns),
+        d(m.ttft_ns),
+        m.tpot_ns.map_or("-".to_owned(), |t| format!("{:.1} ms", t / 1e6)),
+        d(m.e2e_ns)
+    ));
+    ui.label(format!(
+        "finish {} · status {}",
+        label(q.finish_reason[ri]),
+        label(q.status[ri])
+    ));
+}

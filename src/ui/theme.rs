@@ -1,0 +1,99 @@
+//! Every colour and size of the app, in one place. Stage colours are chosen to stay apart for the common forms of
+//! colour blindness (blue / orange / green-teal / red-purple differ in lightness too).
+
+use eframe::egui::Color32;
+
+use crate::trace::StageKind;
+use crate::view::layout::PREFILL_CLASSES;
+
+/// Height of a request track, points.
+pub const ROW_HEIGHT: f32 = 16.0;
+/// Height of an engine track's step row, points.
+pub const ENGINE_ROW_HEIGHT: f32 = 18.0;
+/// Height of each counter row under an engine track, points.
+pub const COUNTER_ROW_HEIGHT: f32 = 14.0;
+/// Height of the time ruler, points.
+pub const RULER_HEIGHT: f32 = 22.0;
+/// Width of the label column left of the tracks, points.
+pub const LABEL_WIDTH: f32 = 150.0;
+
+/// The colour of a stage.
+pub fn stage_color(kind: StageKind) -> Color32 {
+    match kind {
+        StageKind::Queue => Color32::from_rgb(96, 112, 140),
+        StageKind::Prefill => Color32::from_rgb(230, 140, 40),
+        StageKind::Decode => Color32::from_rgb(46, 160, 140),
+        StageKind::Preempted => Color32::from_rgb(200, 60, 90),
+        StageKind::KvTransfer => Color32::from_rgb(150, 110, 200),
+        StageKind::Tokenize | StageKind::Detokenize | StageKind::Other => Color32::from_rgb(130, 130, 130),
+    }
+}
+
+/// The colour of an engine step by its prefill share class (0 = all decode .. 10 = all prefill): from the decode
+/// colour to the prefill colour.
+pub fn step_color(class: u8) -> Color32 {
+    let t = f32::from(class.min(PREFILL_CLASSES)) / f32::from(PREFILL_CLASSES);
+    lerp(stage_color(StageKind::Decode), stage_color(StageKind::Prefill), t)
+}
+
+fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=255 by construction
+    let mix = |x: u8, y: u8| {
+        (f32::from(x) + (f32::from(y) - f32::from(x)) * t)
+            .round()
+            .clamp(0.0, 255.0) as u8
+    };
+    Color32::from_rgb(mix(a.r(), b.r()), mix(a.g(), b.g()), mix(a.b(), b.b()))
+}
+
+/// Counter bars under an engine track.
+pub const COUNTER_COLOR: Color32 = Color32::from_rgb(120, 150, 200);
+/// KV-cache use at or above 95 %.
+pub const COUNTER_ALERT_COLOR: Color32 = Color32::from_rgb(220, 80, 80);
+/// The shaded time selection.
+pub const SELECTION_FILL: Color32 = Color32::from_rgba_unmultiplied_const(90, 140, 230, 50);
+/// The selection's edges.
+pub const SELECTION_EDGE: Color32 = Color32::from_rgb(140, 180, 255);
+/// Background of the selected request's track.
+pub const SELECTED_ROW: Color32 = Color32::from_rgba_unmultiplied_const(230, 200, 60, 45);
+/// Every other track, for reading across.
+pub const STRIPE_ROW: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 8);
+/// First-token and finish markers.
+pub const MARKER: Color32 = Color32::from_rgb(235, 235, 235);
+/// Ruler ticks and grid lines.
+pub const GRID: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 24);
+/// Muted text (labels of counters, hints).
+pub const MUTED_TEXT: Color32 = Color32::from_rgb(150, 150, 150);
+/// The cursor's time line.
+pub const CURSOR: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 70);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_colours_run_from_decode_to_prefill() {
+        assert_eq!(step_color(0), stage_color(StageKind::Decode));
+        assert_eq!(step_color(PREFILL_CLASSES), stage_color(StageKind::Prefill));
+        assert_eq!(
+            step_color(200),
+            stage_color(StageKind::Prefill),
+            "out-of-range classes clamp"
+        );
+    }
+
+    #[test]
+    fn the_main_stages_have_distinct_colours() {
+        let main = [
+            StageKind::Queue,
+            StageKind::Prefill,
+            StageKind::Decode,
+            StageKind::Preempted,
+        ];
+        for (i, a) in main.iter().enumerate() {
+            for b in &main[i + 1..] {
+                assert_ne!(stage_color(*a), stage_color(*b));
+            }
+        }
+    }
+}

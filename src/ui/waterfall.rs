@@ -1,0 +1,729 @@
+//! The wide-angle view: a time ruler, one engine track per source (its steps coloured by prefill share, with
+//! counter rows: batch size, prefill tokens, KV use, waiting), then one track per request (queue, prefill chunks,
+//! decode steps, preemptions; first-token and finish markers). Navigation follows Perfetto and Tracy: Ctrl+wheel
+//! zooms at the pointer, W/S zoom, A/D pan, drag on the ruler pans, drag on the tracks selects a time range, F
+//! fits the selection, double-click resets; the wheel scrolls the request tracks, which are virtualised.
+//!
+//! What is drawn comes from `view` (viewport, level of detail, layout): this file turns it into shapes and input
+//! into state changes, and nothing else.
+
+use std::sync::Arc;
+
+use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
+
+use super::theme;
+use crate::trace::{StageKind, Trace};
+use crate::view::layout::{self, TrackFilter, TrackOrder};
+use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
+use crate::view::ruler;
+use crate::view::viewport::Viewport;
+
+/// Per-trace data the view draws from, computed once per trace (and per order or filter for `rows`).
+pub struct TraceView {
+    /// The trace.
+    pub trace: Arc<Trace>,
+    /// Earliest time in the trace (first arrival or first step), ns.
+    pub t0_ns: i64,
+    /// Latest time in the trace, ns.
+    pub t1_ns: i64,
+    /// One engine track per source with steps.
+    pub engines: Vec<EngineTrack>,
+    /// The request rows shown, in order.
+    pub rows: Vec<u32>,
+}
+
+/// A source's steps.
+pub struct EngineTrack {
+    /// Source label id.
+    pub source: u32,
+    /// Its steps as spans (class: prefill share).
+    pub spans: Vec<Span>,
+    /// Largest batch size, prefill tokens and waiting count over the source's steps (the counters' scale).
+    pub max_counters: [f32; 4],
+}
+
+/// The counters drawn under each engine track: label and value of a step.
+const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "waiting"];
+
+fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
+    let it = &trace.iterations;
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let f = |v: Option<u32>| v.unwrap_or(0) as f32;
+    #[allow(clippy::cast_possible_truncation)]
+    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
+    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
+}
+
+impl TraceView {
+    /// Prepares a trace for drawing.
+    pub fn new(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter) -> Self {
+        let t = &trace;
+        let starts = t
+            .requests
+            .arrival_ns
+            .iter()
+            .chain(t.iterations.start_ns.iter())
+            .chain(t.tokens.emitted_ns.iter());
+        let t0_ns = starts.copied().min().unwrap_or(0);
+        let ends = t
+            .requests
+            .finished_ns
+            .iter()
+            .flatten()
+            .chain(t.iterations.end_ns.iter())
+            .chain(t.tokens.emitted_ns.iter())
+            .chain(t.requests.arrival_ns.iter());
+        let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
+        let engines = t
+            .sources_with_iterations()
+            .iter()
+            .map(|&(source, ref range)| {
+                let mut max_counters = [1.0f32, 1.0, 1.0, 1.0];
+                for i in range.start as usize..range.end as usize {
+                    for (m, v) in max_counters.iter_mut().zip(counter_values(t, i)) {
+                        *m = m.max(v);
+                    }
+                }
+                max_counters[2] = 1.0; // KV use is a fraction: scale 0..1
+                EngineTrack {
+                    source,
+                    spans: layout::engine_spans(t, source),
+                    max_counters,
+                }
+            })
+            .collect();
+        let rows = layout::track_rows(t, order, filter);
+        TraceView {
+            trace,
+            t0_ns,
+            t1_ns,
+            engines,
+            rows,
+        }
+    }
+
+    /// A viewport showing the whole trace across `width` points.
+    pub fn full_view(&self, width: f64) -> Viewport {
+        let pad = (self.t1_ns - self.t0_ns) / 50;
+        Viewport::fit(self.t0_ns - pad, self.t1_ns + pad, width)
+    }
+}
+
+/// A drag in progress.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Drag {
+    /// Selecting a time range from this time.
+    Select { anchor_ns: i64 },
+    /// Panning (started on the ruler).
+    Pan,
+}
+
+/// What the waterfall remembers between frames.
+#[derive(Debug, Default)]
+pub struct WaterfallState {
+    /// The time axis; `None` fits the whole trace on the next frame.
+    pub viewport: Option<Viewport>,
+    /// How far the request tracks are scrolled down, points.
+    pub scroll_y: f32,
+    /// The drag-selected time range, ns.
+    pub range: Option<(i64, i64)>,
+    /// Time under the pointer, for the status bar (regenerated each frame).
+    pub hover_ns: Option<i64>,
+    /// Where the time axis was drawn, screen points (regenerated each frame).
+    pub time_rect: Option<Rect>,
+    /// Where the request tracks were drawn, screen points (regenerated each frame).
+    pub requests_rect: Option<Rect>,
+    drag: Option<Drag>,
+}
+
+/// What happened in the waterfall this frame, for the app to act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A request track was clicked.
+    SelectRequest(u32),
+    /// A time range was drag-selected (ns, ordered).
+    RangeSelected(i64, i64),
+    /// The selection was cleared.
+    RangeCleared,
+}
+
+/// What the pointer is over, to describe in a tooltip.
+enum Hover {
+    Step {
+        track: usize,
+        item: RenderItem,
+    },
+    Stage {
+        request: u32,
+        item: RenderItem,
+        spans: Vec<Span>,
+    },
+    Ruler {
+        t_ns: i64,
+    },
+}
+
+/// Geometry of one frame.
+struct Frame {
+    time: Rect,
+    labels_x: f32,
+    ruler: Rect,
+    engines_top: f32,
+    requests: Rect,
+}
+
+fn engine_block_height() -> f32 {
+    theme::ENGINE_ROW_HEIGHT + theme::COUNTER_ROW_HEIGHT * COUNTERS.len() as f32 + 6.0
+}
+
+/// Draws the waterfall in the remaining space of `ui` and handles its input.
+pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, selected: Option<u32>) -> Vec<Event> {
+    let mut events = Vec::new();
+    let rect = ui.available_rect_before_wrap();
+    let response = ui.allocate_rect(rect, Sense::click_and_drag());
+    let painter = ui.painter_at(rect);
+    let time = Rect::from_min_max(pos2(rect.left() + theme::LABEL_WIDTH, rect.top()), rect.max);
+    let ruler_rect = Rect::from_min_size(time.min, vec2(time.width(), theme::RULER_HEIGHT));
+    let engines_top = ruler_rect.bottom();
+    let engines_height = if view.engines.is_empty() {
+        20.0
+    } else {
+        engine_block_height() * view.engines.len() as f32
+    };
+    let requests = Rect::from_min_max(pos2(rect.left(), engines_top + engines_height), rect.max);
+    let frame = Frame {
+        time,
+        labels_x: rect.left() + 4.0,
+        ruler: ruler_rect,
+        engines_top,
+        requests,
+    };
+
+    let width = f64::from(time.width().max(1.0));
+    let mut vp = state.viewport.unwrap_or_else(|| view.full_view(width));
+    vp.width = width;
+
+    // Input: zoom, pan, scroll, keys, drags, clicks.
+    let pointer = response.hover_pos();
+    let x_of = |p: Pos2| f64::from(p.x - time.left());
+    if let Some(p) = pointer.filter(|p| time.contains(*p)) {
+        let zoom = ui.input(egui::InputState::zoom_delta);
+        if (zoom - 1.0).abs() > 1e-4 {
+            vp = vp.zoomed_at(x_of(p), f64::from(zoom));
+        }
+    }
+    if response.hovered() {
+        let scroll = ui.input(|i| i.smooth_scroll_delta);
+        if scroll.x != 0.0 {
+            vp = vp.panned(-f64::from(scroll.x));
+        }
+        state.scroll_y -= scroll.y;
+    }
+    if !ui.ctx().egui_wants_keyboard_input() {
+        let anchor = pointer.filter(|p| time.contains(*p)).map_or(width / 2.0, x_of);
+        ui.input(|i| {
+            if i.key_pressed(Key::W) {
+                vp = vp.zoomed_at(anchor, 1.25);
+            }
+            if i.key_pressed(Key::S) {
+                vp = vp.zoomed_at(anchor, 0.8);
+            }
+            if i.key_pressed(Key::A) {
+                vp = vp.panned(-width * 0.1);
+            }
+            if i.key_pressed(Key::D) {
+                vp = vp.panned(width * 0.1);
+            }
+            if i.key_pressed(Key::Escape) && state.range.is_some() {
+                state.range = None;
+                events.push(Event::RangeCleared);
+            }
+        });
+        if ui.input(|i| i.key_pressed(Key::F)) {
+            let target = state
+                .range
+                .or_else(|| selected.and_then(|r| request_extent(&view.trace, r)));
+            if let Some((a, b)) = target {
+                let pad = ((b - a) / 20).max(1_000);
+                vp = Viewport::fit(a - pad, b + pad, width);
+            }
+        }
+    }
+    if response.double_clicked() {
+        vp = view.full_view(width);
+    }
+    if response.drag_started()
+        && let Some(p) = ui.input(|i| i.pointer.press_origin()).or_else(|| response.interact_pointer_pos())
+    {
+        // From where the button went down, not where the drag was recognised a few points later.
+        state.drag = if frame.ruler.contains(p) {
+            Some(Drag::Pan)
+        } else if time.contains(p) {
+            Some(Drag::Select { anchor_ns: vp.time_from_x(x_of(p)) })
+        } else {
+            None
+        };
+    }
+    if response.dragged() {
+        match state.drag {
+            Some(Drag::Pan) => vp = vp.panned(-f64::from(response.drag_delta().x)),
+            Some(Drag::Select { anchor_ns }) => {
+                if let Some(p) = response.interact_pointer_pos() {
+                    let t = vp.time_from_x(x_of(p).clamp(0.0, width));
+                    state.range = Some((anchor_ns.min(t), anchor_ns.max(t)));
+                }
+            }
+            None => {}
+        }
+    }
+    if response.drag_stopped() {
+        if let (Some(Drag::Select { .. }), Some((a, b))) = (state.drag, state.range) {
+            if vp.x_from_time(b) - vp.x_from_time(a) >= 3.0 {
+                events.push(Event::RangeSelected(a, b));
+            } else {
+                state.range = None;
+                events.push(Event::RangeCleared);
+            }
+        }
+        state.drag = None;
+    }
+    let total_rows_height = view.rows.len() as f32 * theme::ROW_HEIGHT;
+    state.scroll_y = state.scroll_y.clamp(
+        0.0,
+        (total_rows_height - frame.requests.height() + theme::ROW_HEIGHT).max(0.0),
+    );
+    if response.clicked()
+        && let Some(p) = response.interact_pointer_pos()
+        && let Some(r) = row_at(&frame, view, state.scroll_y, p)
+    {
+        events.push(Event::SelectRequest(r));
+    }
+    state.viewport = Some(vp);
+    state.time_rect = Some(time);
+    state.requests_rect = Some(frame.requests);
+    state.hover_ns = pointer.filter(|p| time.contains(*p)).map(|p| vp.time_from_x(x_of(p)));
+
+    // Drawing.
+    painter.rect_filled(rect, 0.0, ui.visuals().extreme_bg_color);
+    let step = ruler::tick_step_ns(&vp, 90.0);
+    let ticks = ruler::ticks(&vp, view.t0_ns, step);
+    let x_at = |t: i64| time.left() + vp.x_from_time(t) as f32;
+    for &t in &ticks {
+        painter.vline(x_at(t), time.y_range(), Stroke::new(1.0, theme::GRID));
+    }
+    let mut hover = None;
+    draw_ruler(&painter, &frame, &vp, view, &ticks, step, pointer, &mut hover);
+    draw_engines(ui, &painter, &frame, &vp, view, pointer, &mut hover);
+    draw_requests(
+        ui,
+        &painter,
+        &frame,
+        &vp,
+        view,
+        state.scroll_y,
+        selected,
+        pointer,
+        &mut hover,
+    );
+    if let Some((a, b)) = state.range {
+        let (x0, x1) = (x_at(a).max(time.left()), x_at(b).min(time.right()));
+        if x1 > x0 {
+            let shade = Rect::from_x_y_ranges(x0..=x1, time.y_range());
+            painter.rect_filled(shade, 0.0, theme::SELECTION_FILL);
+            painter.vline(x0, time.y_range(), Stroke::new(1.0, theme::SELECTION_EDGE));
+            painter.vline(x1, time.y_range(), Stroke::new(1.0, theme::SELECTION_EDGE));
+            painter.text(
+                pos2((x0 + x1) / 2.0, frame.ruler.bottom() + 2.0),
+                Align2::CENTER_TOP,
+                ruler::format_duration(b - a),
+                FontId::proportional(12.0),
+                theme::SELECTION_EDGE,
+            );
+        }
+    }
+    if let Some(x) = pointer.filter(|p| time.contains(*p)).map(|p| p.x) {
+        painter.vline(x, time.y_range(), Stroke::new(1.0, theme::CURSOR));
+    }
+    if let Some(h) = hover
+        && state.drag.is_none()
+    {
+        response.on_hover_ui_at_pointer(|ui| hover_ui(ui, view, h));
+    }
+    events
+}
+
+/// First arrival to finish of a request.
+fn request_extent(trace: &Trace, r: u32) -> Option<(i64, i64)> {
+    let a = *trace.requests.arrival_ns.get(r as usize)?;
+    Some((
+        a,
+        crate::analysis::metrics::finish_ns(trace, r)
+            .unwrap_or(a)
+            .max(a + 1_000_000),
+    ))
+}
+
+/// The request row under a point.
+fn row_at(frame: &Frame, view: &TraceView, scroll_y: f32, p: Pos2) -> Option<u32> {
+    if !frame.requests.contains(p) {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let k = ((p.y - frame.requests.top() + scroll_y) / theme::ROW_HEIGHT)
+        .floor()
+        .max(0.0) as usize;
+    view.rows.get(k).copied()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_ruler(
+    painter: &egui::Painter,
+    frame: &Frame,
+    vp: &Viewport,
+    view: &TraceView,
+    ticks: &[i64],
+    step: i64,
+    pointer: Option<Pos2>,
+    hover: &mut Option<Hover>,
+) {
+    painter.rect_filled(frame.ruler, 0.0, egui::Color32::from_gray(30));
+    for &t in ticks {
+        let x = frame.time.left() + vp.x_from_time(t) as f32;
+        painter.text(
+            pos2(x + 3.0, frame.ruler.center().y),
+            Align2::LEFT_CENTER,
+            ruler::format_relative(t - view.t0_ns, step),
+            FontId::proportional(11.0),
+            theme::MUTED_TEXT,
+        );
+    }
+    painter.text(
+        pos2(frame.labels_x, frame.ruler.center().y),
+        Align2::LEFT_CENTER,
+        "time since start",
+        FontId::proportional(11.0),
+        theme::MUTED_TEXT,
+    );
+    if let Some(p) = pointer.filter(|p| frame.ruler.contains(*p)) {
+        *hover = Some(Hover::Ruler {
+            t_ns: vp.time_from_x(f64::from(p.x - frame.time.left())),
+        });
+    }
+}
+
+/// Draws render items of a track in `y_range`; returns the item under the pointer.
+fn draw_items(
+    painter: &egui::Painter,
+    frame: &Frame,
+    items: &[RenderItem],
+    spans: &[Span],
+    y: egui::Rangef,
+    color: impl Fn(u8) -> egui::Color32,
+    pointer: Option<Pos2>,
+) -> Option<RenderItem> {
+    let mut hovered = None;
+    let left = frame.time.left();
+    for item in items {
+        let (x0, x1, class) = match item {
+            RenderItem::Span { index, x0, x1 } => (*x0, *x1, spans[*index].class),
+            RenderItem::Merged { x0, x1, class, .. } => (*x0, *x1, *class),
+        };
+        let r = Rect::from_x_y_ranges(
+            (left + x0.max(-2.0) as f32)..=(left + x1.min(frame.time.width() as f64 + 2.0) as f32),
+            y,
+        );
+        painter.rect_filled(r, 0.0, color(class));
+        if matches!(item, RenderItem::Merged { .. }) {
+            // Merged runs get a darker top edge, so they read as many steps, not one.
+            painter.hline(
+                r.x_range(),
+                r.top() + 0.5,
+                Stroke::new(1.0, egui::Color32::from_black_alpha(120)),
+            );
+        }
+        if pointer.is_some_and(|p| r.expand2(vec2(1.0, 0.0)).contains(p)) {
+            hovered = Some(item.clone());
+        }
+    }
+    hovered
+}
+
+fn draw_engines(
+    ui: &Ui,
+    painter: &egui::Painter,
+    frame: &Frame,
+    vp: &Viewport,
+    view: &TraceView,
+    pointer: Option<Pos2>,
+    hover: &mut Option<Hover>,
+) {
+    let trace = &view.trace;
+    if view.engines.is_empty() {
+        painter.text(
+            pos2(frame.time.left() + 6.0, frame.engines_top + 10.0),
+            Align2::LEFT_CENTER,
+            "No engine track: this trace has no kind=\"iteration\" records (start_ns, end_ns, num_prefill_tokens, \
+             num_decode_tokens, num_reqs, kv_usage, num_waiting).",
+            FontId::proportional(12.0),
+            theme::MUTED_TEXT,
+        );
+        return;
+    }
+    let font = FontId::proportional(11.0);
+    for (k, track) in view.engines.iter().enumerate() {
+        let top = frame.engines_top + k as f32 * engine_block_height() + 2.0;
+        let steps_y = egui::Rangef::new(top, top + theme::ENGINE_ROW_HEIGHT - 2.0);
+        let name = trace.label(track.source).unwrap_or("engine");
+        painter.text(
+            pos2(frame.labels_x, steps_y.center()),
+            Align2::LEFT_CENTER,
+            name,
+            FontId::proportional(12.0),
+            ui.visuals().strong_text_color(),
+        );
+        let items = compute_render_items(&track.spans, vp);
+        if let Some(item) = draw_items(
+            painter,
+            frame,
+            &items,
+            &track.spans,
+            steps_y,
+            theme::step_color,
+            pointer,
+        ) {
+            *hover = Some(Hover::Step { track: k, item });
+        }
+        // Counter rows: per point column, the largest value among the steps in it.
+        let rows = trace.iterations_of_source(track.source);
+        let vis = visible(&track.spans, vp);
+        let columns = frame.time.width().ceil().max(1.0) as usize;
+        let mut column_max = vec![[0.0f32; 4]; columns];
+        for i in vis.clone() {
+            let s = track.spans[i];
+            let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
+            let values = counter_values(trace, rows.start + i);
+            for col in &mut column_max[c0..=c1] {
+                for (m, v) in col.iter_mut().zip(values) {
+                    *m = m.max(v);
+                }
+            }
+        }
+        for (c, label) in COUNTERS.iter().enumerate() {
+            let y0 = steps_y.max + 2.0 + c as f32 * theme::COUNTER_ROW_HEIGHT;
+            let y1 = y0 + theme::COUNTER_ROW_HEIGHT - 2.0;
+            let scale = track.max_counters[c];
+            let range = if c == 2 {
+                "0-100 %".to_owned()
+            } else {
+                format!("0-{}", scale.round())
+            };
+            painter.text(
+                pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
+                Align2::LEFT_CENTER,
+                format!("{label} {range}"),
+                font.clone(),
+                theme::MUTED_TEXT,
+            );
+            for (col, values) in column_max.iter().enumerate() {
+                let v = values[c];
+                if v <= 0.0 {
+                    continue;
+                }
+                let h = (v / scale).clamp(0.0, 1.0) * (y1 - y0);
+                let x = frame.time.left() + col as f32;
+                let color = if c == 2 && v >= 0.95 {
+                    theme::COUNTER_ALERT_COLOR
+                } else {
+                    theme::COUNTER_COLOR
+                };
+                painter.rect_filled(Rect::from_min_max(pos2(x, y1 - h), pos2(x + 1.0, y1)), 0.0, color);
+            }
+        }
+    }
+    let bottom = frame.engines_top + engine_block_height() * view.engines.len() as f32;
+    painter.hline(frame.requests.x_range(), bottom, Stroke::new(1.0, theme::GRID));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_requests(
+    ui: &Ui,
+    painter: &egui::Painter,
+    frame: &Frame,
+    vp: &Viewport,
+    view: &TraceView,
+    scroll_y: f32,
+    selected: Option<u32>,
+    pointer: Option<Pos2>,
+    hover: &mut Option<Hover>,
+) {
+    let trace = &view.trace;
+    let painter = painter.with_clip_rect(frame.requests);
+    let area = frame.requests;
+    if view.rows.is_empty() {
+        painter.text(
+            area.center(),
+            Align2::CENTER_CENTER,
+            "No request matches the filter.",
+            FontId::proportional(13.0),
+            theme::MUTED_TEXT,
+        );
+        return;
+    }
+    let rows = layout::visible_rows(scroll_y, theme::ROW_HEIGHT, area.height(), view.rows.len());
+    let font = FontId::monospace(11.0);
+    for k in rows {
+        let r = view.rows[k];
+        let top = area.top() + k as f32 * theme::ROW_HEIGHT - scroll_y;
+        let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + theme::ROW_HEIGHT));
+        if selected == Some(r) {
+            painter.rect_filled(row_rect, 0.0, theme::SELECTED_ROW);
+        } else if k % 2 == 1 {
+            painter.rect_filled(row_rect, 0.0, theme::STRIPE_ROW);
+        }
+        let id = trace.request_id(r);
+        let label = if id.chars().count() > 20 {
+            format!("{}…", id.chars().take(19).collect::<String>())
+        } else {
+            id.to_owned()
+        };
+        painter.text(
+            pos2(frame.labels_x, row_rect.center().y),
+            Align2::LEFT_CENTER,
+            label,
+            font.clone(),
+            ui.visuals().text_color(),
+        );
+        let spans = layout::request_spans(trace, r);
+        let items = compute_render_items(&spans, vp);
+        let y = egui::Rangef::new(top + 3.0, top + theme::ROW_HEIGHT - 3.0);
+        let color = |class| theme::stage_color(layout::stage_of_class(class));
+        if let Some(item) = draw_items(&painter, frame, &items, &spans, y, color, pointer) {
+            *hover = Some(Hover::Stage {
+                request: r,
+                item,
+                spans: spans.clone(),
+            });
+        }
+        // Markers: first token (a tick) and finish (a bar).
+        let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
+        if let Some(t) = crate::analysis::metrics::first_token_ns(trace, r) {
+            let x = x_at(t);
+            painter.vline(
+                x,
+                egui::Rangef::new(top + 1.0, top + 5.0),
+                Stroke::new(1.5, theme::MARKER),
+            );
+        }
+        if let Some(t) = crate::analysis::metrics::finish_ns(trace, r) {
+            let x = x_at(t);
+            painter.vline(
+                x,
+                egui::Rangef::new(top + 2.0, top + theme::ROW_HEIGHT - 2.0),
+                Stroke::new(2.0, theme::MARKER),
+            );
+        }
+    }
+}
+
+fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
+    let trace = &view.trace;
+    let rel = |t: i64| ruler::format_relative(t - view.t0_ns, 1_000_000);
+    match hover {
+        Hover::Ruler { t_ns } => {
+            ui.label(format!("{} after start", ruler::format_duration(t_ns - view.t0_ns)));
+            ui.label(ruler::format_utc(t_ns));
+        }
+        Hover::Step { track, item } => {
+            let t = &view.engines[track];
+            let rows = trace.iterations_of_source(t.source);
+            let it = &trace.iterations;
+            match item {
+                RenderItem::Span { index, .. } => {
+                    let i = rows.start + index;
+                    ui.strong(format!(
+                        "step {} on {}",
+                        it.iteration[i],
+                        trace.label(t.source).unwrap_or("engine")
+                    ));
+                    ui.label(format!(
+                        "start {} (+{})",
+                        rel(it.start_ns[i]),
+                        ruler::format_duration(it.end_ns[i] - it.start_ns[i])
+                    ));
+                    ui.label(format!(
+                        "prefill {} tokens, decode {} tokens",
+                        it.num_prefill_tokens[i].map_or("?".into(), |v| v.to_string()),
+                        it.num_decode_tokens[i].map_or("?".into(), |v| v.to_string())
+                    ));
+                    ui.label(format!(
+                        "batch {} requests, {} waiting, KV {}",
+                        it.num_reqs[i].map_or("?".into(), |v| v.to_string()),
+                        it.num_waiting[i].map_or("?".into(), |v| v.to_string()),
+                        it.kv_usage[i].map_or("?".into(), |v| format!("{:.0} %", v * 100.0))
+                    ));
+                }
+                RenderItem::Merged {
+                    spans,
+                    total_ns,
+                    max_ns,
+                    ..
+                } => merged_ui(ui, "steps", spans.len(), total_ns, max_ns),
+            }
+        }
+        Hover::Stage { request, item, spans } => {
+            ui.strong(trace.request_id(request));
+            match item {
+                RenderItem::Span { index, .. } => {
+                    let s = spans[index];
+                    let kind = layout::stage_of_class(s.class);
+                    let full = trace
+                        .stages_of(request)
+                        .into_iter()
+                        .find(|x| x.kind == kind && x.end_ns >= s.end_ns && x.start_ns <= s.end_ns);
+                    ui.label(format!(
+                        "{} from {} for {}",
+                        kind.name(),
+                        rel(s.start_ns),
+                        ruler::format_duration(s.end_ns - s.start_ns)
+                    ));
+                    if let Some(f) = full {
+                        if let Some(n) = f.iteration {
+                            ui.label(format!("step {n}"));
+                        }
+                        if let Some(n) = f.tokens {
+                            ui.label(format!("{n} tokens"));
+                        }
+                        if let Some(t) = f.token {
+                            let text = trace.texts.get(trace.tokens.text[t as usize]).unwrap_or("");
+                            ui.label(format!("token {}: {text:?}", trace.tokens.index[t as usize]));
+                        }
+                        if f.derived {
+                            ui.weak("derived from the request's timestamps");
+                        }
+                    }
+                    if kind == StageKind::Decode && trace.token_count() == 0 {
+                        ui.weak("no token records: per-token steps need kind=\"token\" records");
+                    }
+                }
+                RenderItem::Merged {
+                    spans,
+                    total_ns,
+                    max_ns,
+                    ..
+                } => merged_ui(ui, "stages", spans.len(), total_ns, max_ns),
+            }
+        }
+    }
+}
+
+fn merged_ui(ui: &mut Ui, what: &str, count: usize, total_ns: i64, max_ns: i64) {
+    ui.label(format!("{count} {what} merged at this zoom"));
+    ui.label(format!(
+        "total {}, longest {}",
+        ruler::format_duration(total_ns),
+        ruler::format_duration(max_ns)
+    ));
+    ui.weak("zoom in (W, Ctrl+wheel) to see each");
+}

@@ -1,0 +1,164 @@
+//! The app as a user drives it, without a display (egui_kittest): it opens the demo, drag-selecting the
+//! long-prefill incident names the 96k-token request first, W/S/A/D move the view, clicking a track selects it.
+
+use eframe::egui::{self, Key, Pos2, pos2};
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tokenscope::ui::{App, TraceSource};
+use tokenscope::view::viewport::Viewport;
+
+const SECOND: i64 = 1_000_000_000;
+
+fn demo_app() -> App {
+    let mut app = App::new(TraceSource::Demo, None);
+    app.wait_loaded();
+    app
+}
+
+fn harness(app: App) -> Harness<'static, App> {
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.run();
+    h
+}
+
+/// The screen x of a time, from the last frame's viewport and time axis.
+fn x_of(h: &Harness<'_, App>, t_ns: i64) -> f32 {
+    let w = &h.state().waterfall;
+    let (vp, rect) = (w.viewport.unwrap(), w.time_rect.unwrap());
+    rect.left() + vp.x_from_time(t_ns) as f32
+}
+
+fn t0(h: &Harness<'_, App>) -> i64 {
+    h.state().shown().unwrap().view.t0_ns
+}
+
+#[test]
+fn the_app_opens_the_demo() {
+    let h = harness(demo_app());
+    let shown = h.state().shown().expect("a trace is shown");
+    assert_eq!(shown.view.trace.request_count(), 309);
+    assert_eq!(shown.view.engines.len(), 2, "one engine track per instance");
+    h.get_by_label_contains("309 requests");
+    h.get_by_label_contains("demo.parquet");
+}
+
+fn drag(h: &mut Harness<'_, App>, from: Pos2, to: Pos2) {
+    h.hover_at(from);
+    h.run();
+    h.drag_at(from);
+    h.run();
+    let steps = 6;
+    for k in 1..=steps {
+        let f = k as f32 / steps as f32;
+        h.hover_at(pos2(from.x + (to.x - from.x) * f, from.y + (to.y - from.y) * f));
+        h.run();
+    }
+    h.drop_at(to);
+    h.run();
+}
+
+#[test]
+fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
+    let mut h = harness(demo_app());
+    // Show 60 s .. 90 s of the demo: the long prefill is on vllm-1 from ~70 s.
+    let base = t0(&h);
+    let width = h.state().waterfall.viewport.unwrap().width;
+    h.state_mut().waterfall.viewport = Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
+    h.run();
+    let y = h.state().waterfall.requests_rect.unwrap().center().y;
+    let (from, to) = (
+        pos2(x_of(&h, base + 71 * SECOND), y),
+        pos2(x_of(&h, base + 79 * SECOND), y),
+    );
+    drag(&mut h, from, to);
+    let app = h.state();
+    let range = app.waterfall.range.expect("a range is selected");
+    assert!((range.0 - (base + 71 * SECOND)).abs() < SECOND / 10, "{range:?}");
+    let x = app
+        .interference
+        .as_ref()
+        .expect("the interference panel has its figures");
+    let trace = &app.shown().unwrap().view.trace;
+    assert_eq!(trace.request_id(x.holders[0].request), "doc-96k");
+    assert!(x.holders[0].share > 0.5);
+    // The panel shows it (in its holders table, and again among the requests prefilling).
+    h.get_by_label("Who held the engine");
+    assert!(h.get_all_by_label("doc-96k").count() >= 1);
+}
+
+#[test]
+fn w_s_a_d_move_the_view() {
+    let mut h = harness(demo_app());
+    let before = h.state().waterfall.viewport.unwrap();
+    h.remove_cursor();
+    h.key_press(Key::W);
+    h.run();
+    let zoomed = h.state().waterfall.viewport.unwrap();
+    assert!(
+        (before.ns_per_point / zoomed.ns_per_point - 1.25).abs() < 1e-9,
+        "W zooms in 1.25x"
+    );
+    // Without a pointer over the tracks, zoom keeps the centre.
+    let centre = before.time_from_x(before.width / 2.0);
+    assert!((zoomed.time_from_x(zoomed.width / 2.0) - centre).abs() <= zoomed.ns_per_point as i64 + 1);
+    h.key_press(Key::S);
+    h.run();
+    let back = h.state().waterfall.viewport.unwrap();
+    assert!(
+        (back.ns_per_point / before.ns_per_point - 1.0).abs() < 1e-9,
+        "S zooms out by the same factor"
+    );
+    h.key_press(Key::D);
+    h.run();
+    let right = h.state().waterfall.viewport.unwrap();
+    let tenth = (back.width * 0.1 * back.ns_per_point).round() as i64;
+    assert_eq!(
+        right.start_ns - back.start_ns,
+        tenth,
+        "D pans right by a tenth of the width"
+    );
+    h.key_press(Key::A);
+    h.key_press(Key::A);
+    h.run();
+    let left = h.state().waterfall.viewport.unwrap();
+    assert_eq!(right.start_ns - left.start_ns, 2 * tenth, "A pans left");
+}
+
+#[test]
+fn clicking_a_request_track_selects_it() {
+    let mut h = harness(demo_app());
+    let rect = h.state().waterfall.requests_rect.unwrap();
+    // The third track (rows are 16 points, in arrival order).
+    let p = pos2(rect.left() + 40.0, rect.top() + 2.5 * 16.0);
+    h.hover_at(p);
+    h.run();
+    h.drag_at(p);
+    h.run();
+    h.drop_at(p);
+    h.run();
+    let app = h.state();
+    let r = app.selected.expect("a request is selected");
+    let trace = &app.shown().unwrap().view.trace;
+    assert_eq!(r, app.shown().unwrap().view.rows[2]);
+    let id = trace.request_id(r).to_owned();
+    h.get_by_label(&id);
+}
+
+#[test]
+fn a_bad_file_reports_its_error_and_keeps_the_trace_on_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("broken.parquet");
+    std::fs::write(&bad, b"PAR1 not parquet").unwrap();
+    let mut app = demo_app();
+    app.open(TraceSource::Path(bad));
+    app.wait_loaded();
+    let h = harness(app);
+    assert_eq!(
+        h.state().shown().unwrap().view.trace.request_count(),
+        309,
+        "the demo is still shown"
+    );
+    h.get_by_label_contains("broken.parquet is not a readable Parquet file");
+}
