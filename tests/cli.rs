@@ -1,5 +1,8 @@
 //! The command line, run as a user runs it: output shape, figures and exit codes.
 
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -1,6 +1,9 @@
 //! The app as a user drives it, without a display (egui_kittest): it opens the demo, drag-selecting the
 //! long-prefill incident names the 96k-token request first, W/S/A/D move the view, clicking a track selects it.
 
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use eframe::egui::{self, Key, Pos2, pos2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;

@@ -16,6 +16,9 @@
 //!        (r4 uses output_tokens = 5, not its 4 records: usage wins, the disagreement is a mismatch)
 //! ITL   = gaps between records: r1 50, 50; r3 100, 100, 100; r4 60, 60, 120 (the gap spans index 3)
 
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use tokenscope::analysis::metrics::request_metrics;

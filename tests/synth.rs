@@ -1,6 +1,9 @@
 //! The simulator's scenarios contain their incidents, measured from the written trace with the model's own
 //! metrics (not from simulator internals); replays keep the real trace's lengths and gaps; same seed, same bytes.
 
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use tokenscope::analysis::metrics::{itl_ns, request_metrics};
