@@ -154,6 +154,7 @@ fn main() {
             arrivals: None,
             replay: ReplayOptions::default(),
             sources: 4,
+            prefix_cache_tokens: None,
         };
         let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
         eprintln!("simulated in {:.1} s", start.elapsed().as_secs_f64());

@@ -75,6 +75,10 @@ enum Command {
         /// Replay: engine instances.
         #[arg(long, default_value_t = 1)]
         sources: usize,
+        /// Prefix-cache capacity per instance, tokens (default: the KV cache's ~416k). More models a KV pool in
+        /// CPU memory, as Mooncake serves from.
+        #[arg(long, value_name = "TOKENS")]
+        prefix_cache_tokens: Option<u64>,
         /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
         #[arg(short, long)]
         output: PathBuf,
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
             limit,
             window,
             sources,
+            prefix_cache_tokens,
             output,
         }) => {
             let options = SynthOptions {
@@ -178,6 +183,7 @@ fn main() -> ExitCode {
                     window_s: window,
                 },
                 sources,
+                prefix_cache_tokens,
             };
             emit(&cli::synth::run(&options, &output))
         }

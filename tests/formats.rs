@@ -96,6 +96,7 @@ fn a_directory_of_parquet_files_is_one_trace() {
     let parts = part("b", &second);
     let whole = must_load(&parts);
     assert_eq!(whole.report.files.len(), 2);
+    assert_eq!(whole.report.rejected_count(), 0, "{:?}", whole.report.rejected.first());
     assert_eq!(whole.trace.request_count(), 4);
     assert_eq!(whole.trace.token_count(), 12);
     let original = must_load(Path::new(SAMPLE));
@@ -217,7 +218,8 @@ fn a_truncated_parquet_file_is_a_clear_fatal_error() {
 }
 
 fn write_batch(path: &Path, columns: Vec<(&str, ArrayRef)>) {
-    let batch = RecordBatch::try_from_iter(columns).unwrap_or_else(|e| panic!("{e}"));
+    let batch = RecordBatch::try_from_iter_with_nullable(columns.into_iter().map(|(n, a)| (n, a, true)))
+        .unwrap_or_else(|e| panic!("{e}"));
     let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}"));
     let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap_or_else(|e| panic!("{e}"));
     w.write(&batch).unwrap_or_else(|e| panic!("{e}"));
@@ -254,7 +256,7 @@ fn a_parquet_file_without_arrival_ns_names_the_column() {
 fn parquet_columns_of_other_types_are_read_or_rejected_by_row() {
     let dir = tmp();
     let pq = dir.path().join("types.parquet");
-    // arrival_ns as float seconds in one column: every row is rejected by name; input_tokens as Float64 too.
+    // arrival_ns as float seconds: every row is rejected by name; an unknown x_ column is ignored.
     write_batch(
         &pq,
         vec![
@@ -287,6 +289,35 @@ fn parquet_columns_of_other_types_are_read_or_rejected_by_row() {
 }
 
 #[test]
+fn all_null_columns_are_absent_values_not_errors() {
+    // pyarrow writes a column that is None throughout with the Null type.
+    let dir = tmp();
+    let pq = dir.path().join("nulls.parquet");
+    write_batch(
+        &pq,
+        vec![
+            (
+                "kind",
+                Arc::new(StringArray::from(vec!["request", "request"])) as ArrayRef,
+            ),
+            ("request_id", Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef),
+            (
+                "arrival_ns",
+                Arc::new(Int64Array::from(vec![
+                    1_764_403_200_000_000_000,
+                    1_764_403_201_000_000_000,
+                ])) as ArrayRef,
+            ),
+            ("error_code", Arc::new(arrow::array::NullArray::new(2)) as ArrayRef),
+            ("candidates", Arc::new(arrow::array::NullArray::new(2)) as ArrayRef),
+        ],
+    );
+    let l = must_load(&pq);
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(l.trace.request_count(), 2);
+}
+
+#[test]
 fn garbage_bytes_and_empty_files_never_panic() {
     let dir = tmp();
     let cases: [(&str, &[u8]); 5] = [
@@ -311,4 +342,97 @@ fn garbage_bytes_and_empty_files_never_panic() {
         Some(&1),
         "a truncated gzip is reported"
     );
+}
+
+#[test]
+fn every_field_survives_jsonl_to_parquet_to_jsonl() {
+    // A fixture with every field of every kind set (unicode and control characters in texts, special false,
+    // a failed request without tokens, stages of five kinds).
+    let original = must_load(Path::new("tests/data/every_field.jsonl"));
+    assert_eq!(
+        original.report.rejected_count(),
+        0,
+        "{:?}",
+        original.report.rejected.first()
+    );
+    let dir = tmp();
+    let pq = dir.path().join("t.parquet");
+    write(&original.trace, &pq).unwrap();
+    let back = must_load(&pq);
+    assert_eq!(jsonl_text(&original.trace), jsonl_text(&back.trace));
+    // And the records written are those of the fixture, field for field (the fixture is in writing order).
+    let fixture: Vec<serde_json::Value> = std::fs::read_to_string("tests/data/every_field.jsonl")
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let written: Vec<serde_json::Value> = jsonl_text(&back.trace)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(written, fixture);
+}
+
+#[test]
+fn many_row_groups_read_in_parallel_give_the_same_trace() {
+    use tokenscope::synth::{Scenario, SynthOptions, arrivals::ReplayOptions, generate};
+    let options = SynthOptions {
+        scenario: Scenario::EosMistrigger,
+        seed: 3,
+        requests: None,
+        arrivals: None,
+        replay: ReplayOptions::default(),
+        sources: 1,
+        prefix_cache_tokens: None,
+    };
+    let trace = generate(&options).unwrap();
+    let dir = tmp();
+    let pq = dir.path().join("small_groups.parquet");
+    // 97-row groups: requests, iterations, stages and tokens land in different groups, decoded on different
+    // threads and merged, with labels and texts interned separately in each.
+    tokenscope::format::parquet::write_with_row_groups(&trace, &pq, 97).unwrap();
+    let back = must_load(&pq);
+    assert_eq!(back.report.rejected_count(), 0, "{:?}", back.report.rejected.first());
+    assert_eq!(jsonl_text(&trace), jsonl_text(&back.trace));
+}
+
+#[test]
+fn eos_is_recognised_from_meta_alone() {
+    let dir = tmp();
+    let p = dir.path().join("eos.jsonl");
+    std::fs::write(
+        &p,
+        "\u{feff}{\"kind\":\"meta\",\"eos_token_ids\":[7]}\n\
+         {\"kind\":\"request\",\"request_id\":\"a\",\"arrival_ns\":1764403200000000000}\n\
+         {\"kind\":\"token\",\"request_id\":\"a\",\"index\":0,\"emitted_ns\":1764403200100000000,\"token_id\":5}\n\
+         {\"kind\":\"token\",\"request_id\":\"a\",\"index\":1,\"emitted_ns\":1764403200200000000,\"token_id\":7,\"text\":\"\"}\n",
+    )
+    .unwrap();
+    let l = must_load(&p);
+    assert_eq!(
+        l.report.rejected_count(),
+        0,
+        "a byte-order mark before the first record is not an error"
+    );
+    let t = &l.trace;
+    let toks = t.tokens_of(0);
+    // Neither token says "special"; the second is an EOS by meta.eos_token_ids.
+    assert!(!t.is_special_token(t.tokens.token_id[toks.start], t.tokens.special[toks.start]));
+    assert!(t.is_special_token(t.tokens.token_id[toks.start + 1], t.tokens.special[toks.start + 1]));
+}
+
+#[test]
+fn an_unknown_format_version_is_a_warning() {
+    let dir = tmp();
+    let p = dir.path().join("v2.jsonl");
+    std::fs::write(
+        &p,
+        "{\"kind\":\"meta\",\"format\":\"tokenscope\",\"version\":2}\n\
+         {\"kind\":\"request\",\"request_id\":\"a\",\"arrival_ns\":1764403200000000000}\n",
+    )
+    .unwrap();
+    let l = must_load(&p);
+    assert_eq!(l.trace.request_count(), 1);
+    let w: Vec<&str> = l.report.warnings.iter().map(|w| w.concern.name()).collect();
+    assert_eq!(w, ["format_version"]);
 }

@@ -14,7 +14,8 @@
 //! E2E   = finished − arrival:   r1 250, r2 200, r3 800, r4 300
 //! TPOT  = (E2E − TTFT)/(n − 1): r1 100/2 = 50, r2 undefined (1 token), r3 300/3 = 100, r4 240/4 = 60
 //!        (r4 uses output_tokens = 5, not its 4 records: usage wins, the disagreement is a mismatch)
-//! ITL   = gaps between records: r1 50, 50; r3 100, 100, 100; r4 60, 60, 120 (the gap spans index 3)
+//! ITL   = emitted_i − emitted_{i−1}: r1 50, 50; r3 100, 100, 100; r4 60, 60 (index 4's predecessor, index 3, is
+//!         missing, so its ITL is undefined)
 
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -82,11 +83,13 @@ fn summary_figures_match_the_hand_computation() {
     assert_eq!(s.queue_ms.mean, Some(62.5));
     assert_eq!(s.queue_ms.p50, Some(10.0));
     assert_eq!(s.queue_ms.p90, Some(200.0));
-    // ITL sorted 50, 50, 60, 60, 100, 100, 100, 120: mean 640/8 = 80; p50 rank 4 -> 60; p90 rank ceil(7.2) = 8 -> 120.
-    assert_eq!(s.itl_ms.count, 8);
-    assert_eq!(s.itl_ms.mean, Some(80.0));
+    // ITL sorted 50, 50, 60, 60, 100, 100, 100: mean 520/7; p50 rank ceil(3.5) = 4 -> 60; p90 rank ceil(6.3) = 7
+    // -> 100.
+    assert_eq!(s.itl_ms.count, 7);
+    assert!((s.itl_ms.mean.unwrap() - 520.0 / 7.0).abs() < 1e-9);
     assert_eq!(s.itl_ms.p50, Some(60.0));
-    assert_eq!(s.itl_ms.p90, Some(120.0));
+    assert_eq!(s.itl_ms.p90, Some(100.0));
+    assert_eq!(s.itl_ms.max, Some(100.0));
     assert_eq!(s.finish_reasons.get("stop"), Some(&3));
     assert_eq!(s.finish_reasons.get("length"), Some(&1));
     assert_eq!(s.token_mismatches, 1, "r4: output_tokens 5, 4 token records");

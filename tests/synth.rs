@@ -23,6 +23,7 @@ fn options(scenario: Scenario) -> SynthOptions {
         arrivals: None,
         replay: ReplayOptions::default(),
         sources: 1,
+        prefix_cache_tokens: None,
     }
 }
 
@@ -191,13 +192,16 @@ fn replaying_mooncake_keeps_lengths_gaps_and_shared_prefixes() {
         .collect();
     let mut o = options(Scenario::Replay);
     o.arrivals = Some(path.to_path_buf());
-    // The first two minutes on one instance, played at half speed so one simulated GPU keeps up. (On several
-    // instances a conversation's next turn may land where its prefix is not cached: per-instance caches.)
+    // The first two minutes on one instance, played at a fifth of the speed, with a 4M-token prefix cache standing
+    // for Mooncake's KV pool in CPU memory: a conversation's next turn comes minutes after the last, long after a
+    // GPU-sized cache would have evicted it. (On several instances a next turn may also land where its prefix is
+    // not cached: the caches are per instance.)
     o.replay = ReplayOptions {
-        time_scale: 2.0,
+        time_scale: 5.0,
         limit: None,
         window_s: Some((0.0, 120.0)),
     };
+    o.prefix_cache_tokens = Some(4_000_000);
     let t = generate(&o).unwrap_or_else(|e| panic!("{e}"));
     let n_rows = rows.len();
     assert_eq!(t.request_count(), n_rows);
@@ -208,7 +212,7 @@ fn replaying_mooncake_keeps_lengths_gaps_and_shared_prefixes() {
         // Arrival gaps are the file's (ms), times the time scale.
         assert_eq!(
             t.requests.arrival_ns[r] - T0_NS,
-            2 * src.timestamp * 1_000_000,
+            5 * src.timestamp * 1_000_000,
             "request {n}"
         );
     }

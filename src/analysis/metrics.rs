@@ -22,17 +22,12 @@ pub struct RequestMetrics {
 
 /// When a request finished: `finished_ns`, else its last token's `emitted_ns`.
 pub fn finish_ns(trace: &Trace, request: u32) -> Option<i64> {
-    let tokens = trace.tokens_of(request);
-    trace.requests.finished_ns[request as usize].or_else(|| tokens.last().map(|t| trace.tokens.emitted_ns[t]))
+    trace.finish_ns(request)
 }
 
 /// When a request produced its first token: `first_token_ns`, else token 0's `emitted_ns`.
 pub fn first_token_ns(trace: &Trace, request: u32) -> Option<i64> {
-    let tokens = trace.tokens_of(request);
-    trace.requests.first_token_ns[request as usize].or_else(|| {
-        let first = tokens.start;
-        (!tokens.is_empty() && trace.tokens.index[first] == 0).then(|| trace.tokens.emitted_ns[first])
-    })
+    trace.first_token_ns(request)
 }
 
 /// The latency figures of a request.
@@ -59,10 +54,17 @@ pub fn request_metrics(trace: &Trace, request: u32) -> RequestMetrics {
     }
 }
 
-/// Inter-token latencies of a request: emitted_i − emitted_{i−1} for each consecutive pair of token records.
+/// Inter-token latencies of a request: emitted_i − emitted_{i−1} for each token whose previous index is in the
+/// trace too (across an index gap the previous token's time is unknown, so that latency is undefined).
 pub fn itl_ns(trace: &Trace, request: u32) -> impl Iterator<Item = i64> + '_ {
-    let emitted = &trace.tokens.emitted_ns[trace.tokens_of(request)];
-    emitted.windows(2).map(|w| w[1] - w[0])
+    let tokens = trace.tokens_of(request);
+    let emitted = &trace.tokens.emitted_ns[tokens.clone()];
+    let index = &trace.tokens.index[tokens];
+    emitted
+        .windows(2)
+        .zip(index.windows(2))
+        .filter(|(_, i)| i[1] == i[0] + 1)
+        .map(|(e, _)| e[1] - e[0])
 }
 
 /// Count, mean, nearest-rank percentiles and max of a set of values (all in the same unit).

@@ -117,6 +117,12 @@ pub fn read_from(
         }
         line_no += 1;
         let text = line.trim_ascii();
+        // A byte-order mark some editors put at the start of a UTF-8 file is not part of the first record.
+        let text = if line_no == 1 {
+            text.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(text)
+        } else {
+            text
+        };
         if text.is_empty() {
             continue;
         }

@@ -36,7 +36,7 @@ use crate::trace::{Trace, TraceBuilder};
 /// Rows per record batch when reading.
 const READ_BATCH_ROWS: usize = 64 * 1024;
 /// Rows per row group when writing: small enough that one request's tokens can be read without the rest.
-const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
+pub const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
 
 /// A column normalised to one of the four scalar types, or kept as is when it is none of them.
 enum Col {
@@ -68,6 +68,10 @@ impl Col {
     fn of(array: Option<&ArrayRef>) -> Col {
         let Some(a) = array else { return Col::Absent };
         let dt = a.data_type();
+        if *dt == DataType::Null {
+            // An all-null column (pyarrow writes one for a field that is None throughout): no values.
+            return Col::Absent;
+        }
         let converted = match dt {
             DataType::Utf8 => a.as_string_opt::<i32>().cloned().map(Col::Str),
             DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => cast(a, &DataType::Utf8)
@@ -445,14 +449,17 @@ fn read_from<R: ChunkReader + 'static>(
         .map_or(1, usize::from)
         .min(row_groups)
         .max(1);
+    // Workers stay at most this many row groups ahead of the merge, so memory stays bounded when one is slow.
+    let ahead = 2 * workers + 2;
     let next = AtomicUsize::new(0);
+    let merged = AtomicUsize::new(0);
     let (tx, rx) = sync_channel::<(usize, Result<TraceBuilder, LoadError>)>(workers);
     std::thread::scope(|scope| {
         // Owned by this closure, so an early return drops it and unblocks the workers before the scope joins them.
         let rx = rx;
         for w in 0..workers {
             let tx = tx.clone();
-            let (open, part, next, first_rows) = (&open, &part, &next, &first_rows);
+            let (open, part, next, merged, first_rows) = (&open, &part, &next, &merged, &first_rows);
             std::thread::Builder::new()
                 .name(format!("parquet-{w}"))
                 .spawn_scoped(scope, move || {
@@ -461,7 +468,10 @@ fn read_from<R: ChunkReader + 'static>(
                         if rg >= row_groups {
                             break;
                         }
-                        let result = part.read_row_group(open, rg, first_rows[rg]);
+                        while rg >= merged.load(Ordering::Relaxed) + ahead && !part.progress.is_cancelled() {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
+                        let result = part.read_row_group_guarded(open, rg, first_rows[rg]);
                         if tx.send((rg, result)).is_err() {
                             break;
                         }
@@ -470,14 +480,20 @@ fn read_from<R: ChunkReader + 'static>(
                 .map_err(io)?;
         }
         drop(tx);
+        // Merged in file order, so duplicates keep the first in the file and the first fatal error in the file
+        // is the one reported.
         let mut pending = BTreeMap::new();
         let mut expected = 0usize;
         for (rg, result) in &rx {
-            pending.insert(rg, result?);
-            while let Some(part) = pending.remove(&expected) {
-                b.merge(part);
+            pending.insert(rg, result);
+            while let Some(result) = pending.remove(&expected) {
+                if progress.is_cancelled() {
+                    return Err(LoadError::Cancelled);
+                }
+                b.merge(result?);
                 progress.add_done(u64::try_from(meta.metadata().row_group(expected).compressed_size()).unwrap_or(0));
                 expected += 1;
+                merged.store(expected, Ordering::Relaxed);
             }
         }
         Ok(())
@@ -495,6 +511,38 @@ struct Part<'a> {
 }
 
 impl Part<'_> {
+    /// [`Self::read_row_group`], with a panic inside the decoder (a bug a corrupt file can reach) turned into the
+    /// rejection of the row group instead of a crash.
+    fn read_row_group_guarded<R: ChunkReader + 'static>(
+        &self,
+        open: &impl Fn() -> std::io::Result<R>,
+        rg: usize,
+        first_row: u64,
+    ) -> Result<TraceBuilder, LoadError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.read_row_group(open, rg, first_row)
+        }))
+        .unwrap_or_else(|panic| {
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".to_owned());
+            let mut b = TraceBuilder::default();
+            let rows = u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+            reject_rest_of_row_group(
+                &mut b,
+                self.file,
+                rg,
+                first_row,
+                0,
+                rows,
+                &format!("the decoder failed ({why})"),
+            );
+            Ok(b)
+        })
+    }
+
     /// Decodes and validates row group `rg` (whose first row is `first_row`) into a builder of its own.
     fn read_row_group<R: ChunkReader + 'static>(
         &self,
@@ -736,16 +784,26 @@ crate::scalar_fields!(builders);
 
 /// Writes a trace as one Parquet file (zstd, row groups of [`WRITE_ROW_GROUP_ROWS`] rows).
 pub fn write(trace: &Trace, path: &Path) -> Result<(), parquet::errors::ParquetError> {
+    write_with_row_groups(trace, path, WRITE_ROW_GROUP_ROWS)
+}
+
+/// Writes a trace as one Parquet file with row groups of `rows_per_group` rows (tests use small ones).
+pub fn write_with_row_groups(
+    trace: &Trace,
+    path: &Path,
+    rows_per_group: usize,
+) -> Result<(), parquet::errors::ParquetError> {
+    let rows_per_group = rows_per_group.max(1);
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .set_max_row_group_row_count(Some(WRITE_ROW_GROUP_ROWS))
+        .set_max_row_group_row_count(Some(rows_per_group))
         .build();
     let file = File::create(path)?;
     let mut writer = ArrowWriter::try_new(file, schema::arrow_schema(), Some(props))?;
     let mut builders = Builders::new();
     for_each_record(trace, |r| {
         builders.push(r);
-        if builders.rows >= WRITE_ROW_GROUP_ROWS {
+        if builders.rows >= rows_per_group {
             writer.write(&builders.finish()?)?;
         }
         Ok::<(), parquet::errors::ParquetError>(())

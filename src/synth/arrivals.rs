@@ -258,7 +258,7 @@ fn read_azure(path: &Path, text: &str) -> Result<Vec<Replayed>, ArrivalsError> {
         };
         let first = *first_ns.get_or_insert(at);
         out.push(Replayed {
-            offset_ns: at - first,
+            offset_ns: at.saturating_sub(first),
             input: number(ctx, "ContextTokens")?.max(1),
             output: number(gen_col, "GeneratedTokens")?.max(1),
             blocks: Vec::new(),
@@ -292,14 +292,14 @@ pub fn replay(path: &Path, options: ReplayOptions, start_ns: i64) -> Result<Vec<
     if let Some(limit) = options.limit {
         rows.truncate(limit);
     }
-    let window_origin = rows.first().map_or(0, |r| r.offset_ns);
+    let window_origin = rows.iter().map(|r| r.offset_ns).min().unwrap_or(0);
     let mut unique_block: u64 = 1 << 40;
     Ok(rows
         .into_iter()
         .enumerate()
         .map(|(n, r)| {
             #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-            let at_ns = start_ns + ((r.offset_ns - window_origin) as f64 * options.time_scale) as i64;
+            let at_ns = start_ns.saturating_add(((r.offset_ns - window_origin) as f64 * options.time_scale) as i64);
             let blocks = if r.blocks.is_empty() {
                 (0..r.input.div_ceil(PREFIX_BLOCK_TOKENS))
                     .map(|_| {

@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
-use rustc_hash::FxHashSet;
 
 use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
 use super::cost::{StepCost, StepWork};
@@ -37,7 +36,10 @@ pub struct EngineConfig {
     pub chunked_prefill: bool,
     /// KV-cache blocks of [`KV_BLOCK_TOKENS`] tokens.
     pub kv_blocks: u32,
-    /// Prefix-cache capacity, in prompt blocks of 512 tokens (oldest evicted first).
+    /// Prefix-cache capacity, in prompt blocks of 512 tokens (least recently used evicted first). It stands for
+    /// the finished requests' KV blocks an engine keeps in its free memory for reuse, so it is at most the KV
+    /// cache's size; it does not take blocks from running requests (a simplification: a real engine evicts cached
+    /// blocks as running requests need them).
     pub prefix_cache_blocks: usize,
     /// Step-time model.
     pub cost: StepCost,
@@ -45,7 +47,8 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// vLLM-like defaults for an 8 B model on one 80 GB GPU: budget 8192, 256 sequences, chunked prefill,
-    /// 26,000 KV blocks (~416k tokens: what is left of 80 GB after 16 GB of weights, at 128 KiB per token).
+    /// 26,000 KV blocks (~416k tokens: what is left of 80 GB after 16 GB of weights, at 128 KiB per token), a
+    /// prefix cache as large as the KV cache (812 prompt blocks of 512 tokens).
     pub fn new(name: &str) -> Self {
         EngineConfig {
             name: name.to_owned(),
@@ -53,7 +56,7 @@ impl EngineConfig {
             max_num_seqs: 256,
             chunked_prefill: true,
             kv_blocks: 26_000,
-            prefix_cache_blocks: 4_096,
+            prefix_cache_blocks: 26_000 * KV_BLOCK_TOKENS as usize / PREFIX_BLOCK_TOKENS as usize,
             cost: StepCost::default(),
         }
     }
@@ -112,28 +115,55 @@ struct Req {
     rng: Pcg64Mcg,
 }
 
-/// The prompt blocks whose KV is kept for reuse; FIFO eviction.
+/// The prompt blocks whose KV is kept for reuse, least recently used evicted first. Recency is a tick per use;
+/// the queue holds (tick, block) and skips entries a later use made stale.
 struct PrefixCache {
-    present: FxHashSet<u64>,
-    order: VecDeque<u64>,
+    last_use: rustc_hash::FxHashMap<u64, u64>,
+    queue: VecDeque<(u64, u64)>,
+    tick: u64,
     capacity: usize,
 }
 
 impl PrefixCache {
-    fn hit_blocks(&self, blocks: &[u64]) -> usize {
-        blocks.iter().take_while(|b| self.present.contains(b)).count()
+    fn new(capacity: usize) -> Self {
+        PrefixCache {
+            last_use: rustc_hash::FxHashMap::default(),
+            queue: VecDeque::new(),
+            tick: 0,
+            capacity,
+        }
     }
 
+    /// Leading blocks present; they count as used now.
+    fn hit_blocks(&mut self, blocks: &[u64]) -> usize {
+        let hit = blocks.iter().take_while(|b| self.last_use.contains_key(b)).count();
+        self.touch(&blocks[..hit]);
+        hit
+    }
+
+    /// Adds (or refreshes) blocks, evicting the least recently used beyond capacity.
     fn insert(&mut self, blocks: &[u64]) {
-        for &b in blocks {
-            if self.present.insert(b) {
-                self.order.push_back(b);
+        self.touch(blocks);
+        while self.last_use.len() > self.capacity {
+            let Some((tick, block)) = self.queue.pop_front() else {
+                break;
+            };
+            if self.last_use.get(&block) == Some(&tick) {
+                self.last_use.remove(&block);
             }
         }
-        while self.order.len() > self.capacity {
-            if let Some(old) = self.order.pop_front() {
-                self.present.remove(&old);
-            }
+    }
+
+    fn touch(&mut self, blocks: &[u64]) {
+        for &b in blocks {
+            self.tick += 1;
+            self.last_use.insert(b, self.tick);
+            self.queue.push_back((self.tick, b));
+        }
+        // Stale entries pile up in the queue under heavy reuse: compact when it is far longer than the set.
+        if self.queue.len() > 4 * self.last_use.len() + 1024 {
+            let last_use = &self.last_use;
+            self.queue.retain(|(tick, b)| last_use.get(b) == Some(tick));
         }
     }
 }
@@ -184,11 +214,7 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
             waiting: VecDeque::new(),
             running: Vec::new(),
             free_blocks: e.kv_blocks,
-            prefix: PrefixCache {
-                present: FxHashSet::default(),
-                order: VecDeque::new(),
-                capacity: e.prefix_cache_blocks,
-            },
+            prefix: PrefixCache::new(e.prefix_cache_blocks),
         })
         .collect();
     let mut sim = Sim {
@@ -268,9 +294,9 @@ impl Sim<'_> {
             rng: Pcg64Mcg::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };
         let e = &mut self.engines[engine];
-        // A prompt that can never fit in the KV cache is refused at once, as an engine refuses a prompt longer
-        // than its context.
-        if blocks_for(a.input_tokens.saturating_add(1)) > e.cfg.kv_blocks {
+        // A request that could not fit in the KV cache even alone is refused at once, as an engine refuses a
+        // prompt plus max_tokens beyond its context length.
+        if blocks_for(a.input_tokens.saturating_add(a.max_tokens)) > e.cfg.kv_blocks {
             req.finished_ns = Some(a.at_ns);
             req.finish_reason = "error";
             req.status = "error";
@@ -297,7 +323,6 @@ impl Sim<'_> {
                 .min(a.input_tokens.saturating_sub(1))
                 .min(req.prefill_target.saturating_sub(1));
             req.computed = hit;
-            req.cached.get_or_insert(hit);
         }
         Some(r)
     }
@@ -366,7 +391,8 @@ impl Sim<'_> {
                 i += 1;
             }
         }
-        if prefill_first || cfg.chunked_prefill {
+        // As vLLM V1: a step that had to preempt admits nobody new.
+        if prefill_first || (cfg.chunked_prefill && preempted == 0) {
             while budget > 0 && self.engines[e].running.len() < cfg.max_num_seqs as usize {
                 let Some(r) = self.prepare_head(e) else { break };
                 let req = &self.reqs[r];
@@ -390,6 +416,8 @@ impl Sim<'_> {
                 let req = &mut self.reqs[r];
                 req.blocks += need;
                 req.scheduled_ns.get_or_insert(now);
+                // The prefix-cache hit of its first admission is what the engine reports as cached tokens.
+                req.cached.get_or_insert(req.computed);
                 if let Some(since) = req.preempted_at.take() {
                     self.b.add_stage(
                         Stage {
@@ -420,7 +448,17 @@ impl Sim<'_> {
         let waiting_at_start = self.engines[e].waiting.len();
         let preempted = self.schedule(e, now);
         if self.items.is_empty() {
-            // Nothing could run (cannot happen with a lone request that fits); idle a millisecond.
+            // Nothing could run. With nothing running either, the head of the queue can never fit: fail it rather
+            // than wait forever (requests that cannot fit alone are refused on arrival, so this is a safety net).
+            if self.engines[e].running.is_empty()
+                && let Some(r) = self.engines[e].waiting.pop_front()
+            {
+                let req = &mut self.reqs[r];
+                req.finished_ns = Some(now);
+                req.finish_reason = "error";
+                req.status = "error";
+                req.error_code = Some("kv_cache_exhausted");
+            }
             let eng = &mut self.engines[e];
             eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
             eng.clock_ns += 1_000_000;
@@ -600,5 +638,66 @@ impl Sim<'_> {
             Place::default(),
         );
         self.b.finish().0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(id: &str, at_ms: i64, input: u32, output: u32) -> Arrival {
+        Arrival {
+            id: id.to_owned(),
+            at_ns: 1_764_403_200_000_000_000 + at_ms * 1_000_000,
+            input_tokens: input,
+            output_tokens: output,
+            max_tokens: output,
+            prefix_blocks: vec![u64::from(input); 1],
+            app_id: "t".into(),
+            user_id: "t".into(),
+            source: None,
+            mistrigger: None,
+        }
+    }
+
+    fn small_engine(kv_blocks: u32) -> SimConfig {
+        SimConfig {
+            engines: vec![EngineConfig { kv_blocks, ..EngineConfig::new("e") }],
+            routing: Routing::RoundRobin,
+            top_k: 3,
+            model: "m".into(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_request_that_cannot_fit_is_refused_and_the_rest_still_finish() {
+        // 100 blocks of 16 = 1,600 tokens of KV. "big" needs 1,000 + 1,000; "ok" needs 300 + 20.
+        let arrivals = [arrival("big", 0, 1_000, 1_000), arrival("ok", 1, 300, 20)];
+        let t = simulate(&small_engine(100), &arrivals);
+        let big = t.request_row("big").unwrap() as usize;
+        assert_eq!(t.label(t.requests.status[big]), Some("error"));
+        assert_eq!(t.label(t.requests.error_code[big]), Some("context_length_exceeded"));
+        assert_eq!(t.tokens_of(big as u32).len(), 0);
+        let ok = t.request_row("ok").unwrap();
+        assert_eq!(t.tokens_of(ok).len(), 20);
+    }
+
+    #[test]
+    fn memory_pressure_preempts_and_every_request_still_finishes() {
+        // 40 blocks = 640 tokens; three 150-token prompts generating 100 tokens each cannot all stay resident.
+        let arrivals = [arrival("a", 0, 150, 100), arrival("b", 0, 150, 100), arrival("c", 0, 150, 100)];
+        let t = simulate(&small_engine(40), &arrivals);
+        for id in ["a", "b", "c"] {
+            let r = t.request_row(id).unwrap();
+            assert_eq!(t.tokens_of(r).len(), 100, "{id} finished its answer");
+        }
+        let preemptions: u32 = t.requests.num_preemptions.iter().flatten().sum();
+        assert!(preemptions > 0);
+        let preempted_stages = (0..t.stages.len()).filter(|&s| t.stages.kind[s] == StageKind::Preempted).count();
+        assert_eq!(preempted_stages as u32, preemptions, "each preemption is a stage, of non-zero length");
+        assert!((0..t.stages.len()).all(|s| t.stages.end_ns[s] > t.stages.start_ns[s]));
+        let preempted: u32 = t.iterations.num_preempted.iter().flatten().sum();
+        assert_eq!(preempted, preemptions);
     }
 }

@@ -80,6 +80,9 @@ pub struct SynthOptions {
     pub replay: ReplayOptions,
     /// For `replay`: engine instances.
     pub sources: usize,
+    /// Prefix-cache capacity per instance in tokens (default: the KV cache's size). Larger values model a KV
+    /// pool in CPU memory or on SSD, as Mooncake serves from.
+    pub prefix_cache_tokens: Option<u64>,
 }
 
 /// Why a scenario could not be generated.
@@ -88,6 +91,9 @@ pub enum SynthError {
     /// `replay` without `--arrivals`.
     #[error("the replay scenario needs --arrivals FILE (a Mooncake JSONL or Azure CSV request trace)")]
     NoArrivals,
+    /// An option out of its range.
+    #[error("{0}")]
+    BadOption(String),
     /// The arrivals file could not be read.
     #[error(transparent)]
     Arrivals(#[from] ArrivalsError),
@@ -97,7 +103,13 @@ pub enum SynthError {
 pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
     let requests = options.requests.unwrap_or_else(|| options.scenario.default_requests());
     let seed = options.seed;
-    let (config, arrivals) = match options.scenario {
+    let scale = options.replay.time_scale;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(SynthError::BadOption(format!(
+            "--time-scale {scale}: give a positive number (0.5 plays twice as fast)"
+        )));
+    }
+    let (mut config, arrivals) = match options.scenario {
         Scenario::PrefillInterruptsDecode => scenarios::prefill_interrupts_decode(seed, requests),
         Scenario::EosMistrigger => scenarios::eos_mistrigger(seed, requests),
         Scenario::LongPrefill => scenarios::long_prefill_scenario(seed, requests),
@@ -111,5 +123,11 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
             scenarios::replay(seed, arrivals, options.sources)
         }
     };
+    if let Some(tokens) = options.prefix_cache_tokens {
+        let blocks = usize::try_from(tokens / u64::from(arrivals::PREFIX_BLOCK_TOKENS)).unwrap_or(usize::MAX);
+        for e in &mut config.engines {
+            e.prefix_cache_blocks = blocks;
+        }
+    }
     Ok(engine::simulate(&config, &arrivals))
 }

@@ -119,14 +119,17 @@ impl TraceBuilder {
         self.labels.intern(DEFAULT_SOURCE)
     }
 
-    /// Adds the meta record; a second one is rejected.
+    /// Adds the meta record. A second one in the same file is rejected; each file of a directory (the partitions
+    /// of one trace) may carry its own, and the first file's wins.
     pub fn set_meta(&mut self, meta: Meta, place: Place) {
         if let Some((_, first)) = &self.meta {
-            let reason = format!(
-                "a second meta record; the first is at {}. Keep one",
-                self.report.describe(*first)
-            );
-            self.report.reject(duplicate(place, "meta", "kind", reason));
+            if first.file == place.file {
+                let reason = format!(
+                    "a second meta record; the first is at {}. Keep one",
+                    self.report.describe(*first)
+                );
+                self.report.reject(duplicate(place, "meta", "kind", reason));
+            }
             return;
         }
         self.meta = Some((meta, place));
@@ -440,6 +443,19 @@ impl TraceBuilder {
 
         let mut report = self.report;
         report.rejected.sort_by_key(|r| r.place);
+        let m = &trace.meta;
+        if m.version.is_some_and(|v| v != 1) || m.format.as_deref().is_some_and(|f| f != "tokenscope") {
+            report.warn(Warning {
+                concern: Concern::FormatVersion,
+                request_id: None,
+                message: format!(
+                    "the meta record says format {:?} version {}; this build reads tokenscope version 1, and read \
+                     the fields it knows",
+                    m.format.as_deref().unwrap_or("?"),
+                    m.version.map_or("?".to_owned(), |v| v.to_string())
+                ),
+            });
+        }
         check_requests(&trace, &missing_iterations, &mut report);
         (trace, report)
     }

@@ -157,6 +157,28 @@ impl Trace {
             .unwrap_or_else(|| u32::try_from(self.tokens_of(request).len()).unwrap_or(u32::MAX))
     }
 
+    /// When a request produced its first token: `first_token_ns`, else token 0's `emitted_ns` (not a later token's:
+    /// with token 0 missing, the first token's time is unknown).
+    pub fn first_token_ns(&self, request: u32) -> Option<i64> {
+        let r = request as usize;
+        let tokens = self.tokens_of(request);
+        self.requests.first_token_ns.get(r).copied().flatten().or_else(|| {
+            let first = tokens.start;
+            (!tokens.is_empty() && self.tokens.index[first] == 0).then(|| self.tokens.emitted_ns[first])
+        })
+    }
+
+    /// When a request finished: `finished_ns`, else its last token's `emitted_ns`.
+    pub fn finish_ns(&self, request: u32) -> Option<i64> {
+        let tokens = self.tokens_of(request);
+        self.requests
+            .finished_ns
+            .get(request as usize)
+            .copied()
+            .flatten()
+            .or_else(|| tokens.last().map(|t| self.tokens.emitted_ns[t]))
+    }
+
     /// True when a token is special: marked so, or its id is one of `meta.eos_token_ids`.
     pub fn is_special_token(&self, token_id: u32, special: Flag) -> bool {
         special == Flag::True

@@ -102,6 +102,8 @@ pub enum Concern {
     UnknownIteration,
     /// A request's tokens are not in time order.
     TimeOrder,
+    /// The meta record names a format or version this build does not know.
+    FormatVersion,
 }
 
 impl Concern {
@@ -112,6 +114,7 @@ impl Concern {
             Concern::TokenMismatch => "token_mismatch",
             Concern::UnknownIteration => "unknown_iteration",
             Concern::TimeOrder => "time_order",
+            Concern::FormatVersion => "format_version",
         }
     }
 }

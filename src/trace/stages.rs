@@ -67,8 +67,7 @@ impl Trace {
             out.push(derived(StageKind::Queue, arrival, s));
         }
         if !has[StageKind::Prefill as usize] {
-            let first = self.requests.first_token_ns[r]
-                .or_else(|| (!tokens.is_empty()).then(|| self.tokens.emitted_ns[tokens.start]));
+            let first = self.first_token_ns(request);
             if let (Some(s), Some(f)) = (scheduled, first)
                 && f >= s
             {

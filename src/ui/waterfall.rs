@@ -253,13 +253,17 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
         vp = view.full_view(width);
     }
     if response.drag_started()
-        && let Some(p) = ui.input(|i| i.pointer.press_origin()).or_else(|| response.interact_pointer_pos())
+        && let Some(p) = ui
+            .input(|i| i.pointer.press_origin())
+            .or_else(|| response.interact_pointer_pos())
     {
         // From where the button went down, not where the drag was recognised a few points later.
         state.drag = if frame.ruler.contains(p) {
             Some(Drag::Pan)
         } else if time.contains(p) {
-            Some(Drag::Select { anchor_ns: vp.time_from_x(x_of(p)) })
+            Some(Drag::Select {
+                anchor_ns: vp.time_from_x(x_of(p)),
+            })
         } else {
             None
         };
