@@ -85,7 +85,7 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
         .expect("the interference panel has its figures");
     let trace = &app.shown().unwrap().view.trace;
     assert_eq!(trace.request_id(x.holders[0].request), "doc-96k");
-    assert!(x.holders[0].share > 0.5);
+    assert!(x.holders[0].share > 0.9, "it held nearly all of vllm-1: {:?}", x.holders[0]);
     // The panel shows it (in its holders table, and again among the requests prefilling).
     h.get_by_label("Who held the engine");
     assert!(h.get_all_by_label("doc-96k").count() >= 1);

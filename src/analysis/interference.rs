@@ -72,7 +72,7 @@ pub struct Holder {
     pub tokens: u64,
     /// Step time attributed to it (each step's time split by tokens computed), ms.
     pub held_ms: f64,
-    /// `held_ms` over all step time in the range.
+    /// `held_ms` over the step time of its instance in the range.
     pub share: f64,
     /// Other requests of its instance that waited, or stalled in decode, during its prefill steps.
     pub delayed: u32,
@@ -129,11 +129,15 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
     }
     let it = &trace.iterations;
     let mut total_ms = 0.0;
+    // Step time inside the range per source: a holder's share is of its own instance's time.
+    let mut busy_by_source: rustc_hash::FxHashMap<u32, f64> = rustc_hash::FxHashMap::default();
     for &i in &step_rows {
         let d = ms(it.end_ns[i] - it.start_ns[i]);
         total_ms += d;
         out.steps.max_ms = out.steps.max_ms.max(d);
-        out.steps.busy_ms += ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+        let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+        out.steps.busy_ms += inside;
+        *busy_by_source.entry(it.source[i]).or_default() += inside;
         out.steps.prefill_tokens += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
         out.steps.decode_tokens += u64::from(it.num_decode_tokens[i].unwrap_or(0));
     }
@@ -247,11 +251,14 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
         });
     }
 
-    let busy_ms = if has_steps {
-        out.steps.busy_ms
-    } else {
-        by_request.values().map(|e| e.2).sum()
-    };
+    let mut busy_without_steps: rustc_hash::FxHashMap<u32, f64> = rustc_hash::FxHashMap::default();
+    if !has_steps {
+        for (&request, e) in &by_request {
+            *busy_without_steps
+                .entry(trace.requests.source[request as usize])
+                .or_default() += e.2;
+        }
+    }
     for (&request, (tokens, steps, held_ms, rows)) in &by_request {
         out.prefilling.push(Prefilling {
             request,
@@ -286,7 +293,15 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
             request,
             tokens: *tokens,
             held_ms: *held_ms,
-            share: if busy_ms > 0.0 { held_ms / busy_ms } else { 0.0 },
+            share: {
+                let source = trace.requests.source[request as usize];
+                let busy = if has_steps {
+                    &busy_by_source
+                } else {
+                    &busy_without_steps
+                };
+                busy.get(&source).filter(|&&b| b > 0.0).map_or(0.0, |b| held_ms / b)
+            },
             delayed: u32::try_from(delayed.len()).unwrap_or(u32::MAX),
         });
     }
@@ -322,8 +337,9 @@ impl Interference {
         for h in &self.holders {
             let _ = writeln!(
                 t,
-                "  {}  {:.0} % of step time ({:.1} ms), {} prompt tokens, delayed {} requests",
+                "  {}  {:.0} % of {}'s step time ({:.1} ms), {} prompt tokens, delayed {} requests",
                 trace.request_id(h.request),
+                trace.label(trace.requests.source[h.request as usize]).unwrap_or("engine"),
                 h.share * 100.0,
                 h.held_ms,
                 h.tokens,

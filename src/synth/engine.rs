@@ -662,7 +662,10 @@ mod tests {
 
     fn small_engine(kv_blocks: u32) -> SimConfig {
         SimConfig {
-            engines: vec![EngineConfig { kv_blocks, ..EngineConfig::new("e") }],
+            engines: vec![EngineConfig {
+                kv_blocks,
+                ..EngineConfig::new("e")
+            }],
             routing: Routing::RoundRobin,
             top_k: 3,
             model: "m".into(),
@@ -686,7 +689,11 @@ mod tests {
     #[test]
     fn memory_pressure_preempts_and_every_request_still_finishes() {
         // 40 blocks = 640 tokens; three 150-token prompts generating 100 tokens each cannot all stay resident.
-        let arrivals = [arrival("a", 0, 150, 100), arrival("b", 0, 150, 100), arrival("c", 0, 150, 100)];
+        let arrivals = [
+            arrival("a", 0, 150, 100),
+            arrival("b", 0, 150, 100),
+            arrival("c", 0, 150, 100),
+        ];
         let t = simulate(&small_engine(40), &arrivals);
         for id in ["a", "b", "c"] {
             let r = t.request_row(id).unwrap();
@@ -694,8 +701,13 @@ mod tests {
         }
         let preemptions: u32 = t.requests.num_preemptions.iter().flatten().sum();
         assert!(preemptions > 0);
-        let preempted_stages = (0..t.stages.len()).filter(|&s| t.stages.kind[s] == StageKind::Preempted).count();
-        assert_eq!(preempted_stages as u32, preemptions, "each preemption is a stage, of non-zero length");
+        let preempted_stages = (0..t.stages.len())
+            .filter(|&s| t.stages.kind[s] == StageKind::Preempted)
+            .count();
+        assert_eq!(
+            preempted_stages as u32, preemptions,
+            "each preemption is a stage, of non-zero length"
+        );
         assert!((0..t.stages.len()).all(|s| t.stages.end_ns[s] > t.stages.start_ns[s]));
         let preempted: u32 = t.iterations.num_preempted.iter().flatten().sum();
         assert_eq!(preempted, preemptions);

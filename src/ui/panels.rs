@@ -179,17 +179,34 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
     }
     egui::Grid::new("holders").striped(true).num_columns(4).show(ui, |ui| {
         ui.weak("request");
-        ui.weak("share of step time");
+        ui.weak("share of its instance");
         ui.weak("prompt tokens");
         ui.weak("delayed");
         ui.end_row();
-        for h in x.holders.iter().take(20) {
+        // The few that matter: holders of at least 1 % of their instance's step time (at least the top one).
+        let shown: Vec<_> = x
+            .holders
+            .iter()
+            .enumerate()
+            .filter(|(k, h)| *k == 0 || h.share >= 0.01)
+            .take(20)
+            .collect();
+        for (_, h) in &shown {
             if ui.link(trace.request_id(h.request)).clicked() {
                 action = Some(Action::Select(h.request));
             }
-            ui.label(format!("{:.0} % ({:.0} ms)", h.share * 100.0, h.held_ms));
+            let source = trace
+                .label(trace.requests.source[h.request as usize])
+                .unwrap_or("engine");
+            ui.label(format!("{:.0} % of {source} ({:.0} ms)", h.share * 100.0, h.held_ms));
             ui.label(h.tokens.to_string());
             ui.label(format!("{} requests", h.delayed));
+            ui.end_row();
+        }
+        let rest = x.holders.len() - shown.len();
+        if rest > 0 {
+            ui.weak(format!("{rest} more"));
+            ui.weak("under 1 % each");
             ui.end_row();
         }
     });

@@ -415,9 +415,10 @@ fn draw_ruler(
     }
 }
 
-/// Draws render items of a track in `y_range`; returns the item under the pointer.
+/// Adds the render items of a track in `y` to `mesh` (plain quads: two triangles a span, no anti-aliasing fringe,
+/// which is most of the cost of a frame with thousands of spans); returns the item under the pointer.
 fn draw_items(
-    painter: &egui::Painter,
+    mesh: &mut egui::Mesh,
     frame: &Frame,
     items: &[RenderItem],
     spans: &[Span],
@@ -436,14 +437,11 @@ fn draw_items(
             (left + x0.max(-2.0) as f32)..=(left + x1.min(frame.time.width() as f64 + 2.0) as f32),
             y,
         );
-        painter.rect_filled(r, 0.0, color(class));
+        mesh.add_colored_rect(r, color(class));
         if matches!(item, RenderItem::Merged { .. }) {
             // Merged runs get a darker top edge, so they read as many steps, not one.
-            painter.hline(
-                r.x_range(),
-                r.top() + 0.5,
-                Stroke::new(1.0, egui::Color32::from_black_alpha(120)),
-            );
+            let edge = Rect::from_x_y_ranges(r.x_range(), r.top()..=r.top() + 1.0);
+            mesh.add_colored_rect(edge, egui::Color32::from_black_alpha(120));
         }
         if pointer.is_some_and(|p| r.expand2(vec2(1.0, 0.0)).contains(p)) {
             hovered = Some(item.clone());
@@ -474,6 +472,7 @@ fn draw_engines(
         return;
     }
     let font = FontId::proportional(11.0);
+    let mut mesh = egui::Mesh::default();
     for (k, track) in view.engines.iter().enumerate() {
         let top = frame.engines_top + k as f32 * engine_block_height() + 2.0;
         let steps_y = egui::Rangef::new(top, top + theme::ENGINE_ROW_HEIGHT - 2.0);
@@ -487,7 +486,7 @@ fn draw_engines(
         );
         let items = compute_render_items(&track.spans, vp);
         if let Some(item) = draw_items(
-            painter,
+            &mut mesh,
             frame,
             &items,
             &track.spans,
@@ -530,22 +529,35 @@ fn draw_engines(
                 font.clone(),
                 theme::MUTED_TEXT,
             );
+            // One quad per run of columns of the same height and colour.
+            let mut run: Option<(usize, f32, egui::Color32)> = None;
+            let left = frame.time.left();
+            let flush = |mesh: &mut egui::Mesh, run: Option<(usize, f32, egui::Color32)>, end: usize| {
+                if let Some((start, h, color)) = run.filter(|r| r.1 > 0.0) {
+                    let r = Rect::from_min_max(pos2(left + start as f32, y1 - h), pos2(left + end as f32, y1));
+                    mesh.add_colored_rect(r, color);
+                }
+            };
             for (col, values) in column_max.iter().enumerate() {
                 let v = values[c];
-                if v <= 0.0 {
-                    continue;
-                }
-                let h = (v / scale).clamp(0.0, 1.0) * (y1 - y0);
-                let x = frame.time.left() + col as f32;
+                let h = ((v / scale).clamp(0.0, 1.0) * (y1 - y0) * 2.0).round() / 2.0;
                 let color = if c == 2 && v >= 0.95 {
                     theme::COUNTER_ALERT_COLOR
                 } else {
                     theme::COUNTER_COLOR
                 };
-                painter.rect_filled(Rect::from_min_max(pos2(x, y1 - h), pos2(x + 1.0, y1)), 0.0, color);
+                match run {
+                    Some((_, rh, rc)) if rh == h && rc == color => {}
+                    _ => {
+                        flush(&mut mesh, run, col);
+                        run = Some((col, h, color));
+                    }
+                }
             }
+            flush(&mut mesh, run, column_max.len());
         }
     }
+    painter.add(egui::Shape::mesh(mesh));
     let bottom = frame.engines_top + engine_block_height() * view.engines.len() as f32;
     painter.hline(frame.requests.x_range(), bottom, Stroke::new(1.0, theme::GRID));
 }
@@ -577,14 +589,18 @@ fn draw_requests(
     }
     let rows = layout::visible_rows(scroll_y, theme::ROW_HEIGHT, area.height(), view.rows.len());
     let font = FontId::monospace(11.0);
+    // Quads of every row in one mesh (cheap to draw), labels after it so nothing covers them.
+    let mut mesh = egui::Mesh::default();
+    let mut labels = Vec::new();
+    let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
     for k in rows {
         let r = view.rows[k];
         let top = area.top() + k as f32 * theme::ROW_HEIGHT - scroll_y;
         let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + theme::ROW_HEIGHT));
         if selected == Some(r) {
-            painter.rect_filled(row_rect, 0.0, theme::SELECTED_ROW);
+            mesh.add_colored_rect(row_rect, theme::SELECTED_ROW);
         } else if k % 2 == 1 {
-            painter.rect_filled(row_rect, 0.0, theme::STRIPE_ROW);
+            mesh.add_colored_rect(row_rect, theme::STRIPE_ROW);
         }
         let id = trace.request_id(r);
         let label = if id.chars().count() > 20 {
@@ -592,42 +608,35 @@ fn draw_requests(
         } else {
             id.to_owned()
         };
-        painter.text(
-            pos2(frame.labels_x, row_rect.center().y),
-            Align2::LEFT_CENTER,
-            label,
-            font.clone(),
-            ui.visuals().text_color(),
-        );
+        labels.push((pos2(frame.labels_x, row_rect.center().y), label));
         let spans = layout::request_spans(trace, r);
         let items = compute_render_items(&spans, vp);
         let y = egui::Rangef::new(top + 3.0, top + theme::ROW_HEIGHT - 3.0);
         let color = |class| theme::stage_color(layout::stage_of_class(class));
-        if let Some(item) = draw_items(&painter, frame, &items, &spans, y, color, pointer) {
+        if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, color, pointer) {
             *hover = Some(Hover::Stage {
                 request: r,
                 item,
                 spans: spans.clone(),
             });
         }
-        // Markers: first token (a tick) and finish (a bar).
-        let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
+        // Markers: first token (a tick above the track) and finish (a bar across it).
         if let Some(t) = crate::analysis::metrics::first_token_ns(trace, r) {
             let x = x_at(t);
-            painter.vline(
-                x,
-                egui::Rangef::new(top + 1.0, top + 5.0),
-                Stroke::new(1.5, theme::MARKER),
+            mesh.add_colored_rect(
+                Rect::from_min_max(pos2(x - 0.75, top + 1.0), pos2(x + 0.75, top + 5.0)),
+                theme::MARKER,
             );
         }
         if let Some(t) = crate::analysis::metrics::finish_ns(trace, r) {
             let x = x_at(t);
-            painter.vline(
-                x,
-                egui::Rangef::new(top + 2.0, top + theme::ROW_HEIGHT - 2.0),
-                Stroke::new(2.0, theme::MARKER),
-            );
+            let bar = Rect::from_min_max(pos2(x - 1.0, top + 2.0), pos2(x + 1.0, top + theme::ROW_HEIGHT - 2.0));
+            mesh.add_colored_rect(bar, theme::MARKER);
         }
+    }
+    painter.add(egui::Shape::mesh(mesh));
+    for (pos, label) in labels {
+        painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
     }
 }
 

@@ -1,0 +1,134 @@
+//! Frame benchmark: CPU time of one frame of the waterfall (layout and drawing by egui, then tessellation into
+//! triangles) on the `large` trace, at three zoom levels. Goal (DESIGN.md): p99 <= 8 ms at every zoom.
+//!
+//! `cargo bench --bench frame [-- --requests N --frames F]`. Uses `target/bench-data/large-N.parquet` (written by
+//! the load benchmark; generated here when missing). No display and no GPU: egui runs headless, which is exactly
+//! the CPU part of a frame (the GPU upload and draw are not measured).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use eframe::egui::{self, Pos2, RawInput, Rect, vec2};
+use tokenscope::format::{Progress, load, write};
+use tokenscope::synth::arrivals::ReplayOptions;
+use tokenscope::synth::{Scenario, SynthOptions, generate};
+use tokenscope::ui::theme::ROW_HEIGHT;
+use tokenscope::ui::waterfall::{TraceView, WaterfallState, waterfall_ui};
+use tokenscope::view::layout::{TrackFilter, TrackOrder};
+use tokenscope::view::viewport::Viewport;
+
+fn percentile(sorted: &[f64], p: usize) -> f64 {
+    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let requests = flag("--requests", 50_000);
+    let frames = flag("--frames", 200).max(10);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench-data/large-{requests}.parquet"));
+    if !path.exists() {
+        eprintln!("generating {} ...", path.display());
+        let options = SynthOptions {
+            scenario: Scenario::Large,
+            seed: 1,
+            requests: Some(requests),
+            arrivals: None,
+            replay: ReplayOptions::default(),
+            sources: 4,
+            prefix_cache_tokens: None,
+        };
+        let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(path.parent().unwrap_or(&path)).unwrap_or_else(|e| panic!("{e}"));
+        write(&trace, &path).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let start = Instant::now();
+    let loaded = load(&path, &Progress::default()).unwrap_or_else(|e| panic!("{e}"));
+    let load_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let view = TraceView::new(Arc::new(loaded.trace), TrackOrder::Arrival, &TrackFilter::default());
+    let view_s = start.elapsed().as_secs_f64();
+    let trace = Arc::clone(&view.trace);
+    println!(
+        "frame benchmark: {} requests, {} tokens, {} steps; window 1600 x 1000 points; {frames} frames per zoom",
+        trace.request_count(),
+        trace.token_count(),
+        trace.iterations.len()
+    );
+    println!("load {load_s:.2} s, view build {view_s:.2} s (open to first frame = both + one frame)");
+
+    let ctx = egui::Context::default();
+    let screen = Rect::from_min_size(Pos2::ZERO, vec2(1600.0, 1000.0));
+    let mid = (view.t0_ns + view.t1_ns) / 2;
+    let cases: [(&str, Option<(i64, i64)>); 3] = [
+        ("whole trace (zoomed out)", None),
+        ("mid zoom: 10 s", Some((mid - 5_000_000_000, mid + 5_000_000_000))),
+        ("deep zoom: 50 ms", Some((mid - 25_000_000, mid + 25_000_000))),
+    ];
+    println!(
+        "{:<26} {:>9} {:>9} {:>9} {:>10}",
+        "view", "p50 ms", "p99 ms", "max ms", "triangles"
+    );
+    for (name, range) in cases {
+        let mut state = WaterfallState::default();
+        // Scroll to the requests alive in the range, as a user looking there would.
+        if let Some((a, _)) = range {
+            let first = view
+                .rows
+                .iter()
+                .position(|&r| trace.requests.arrival_ns[r as usize] >= a - 2_000_000_000);
+            state.scroll_y = first.unwrap_or(0) as f32 * ROW_HEIGHT;
+        }
+        let mut times = Vec::with_capacity(frames);
+        let mut triangles = 0;
+        for f in 0..frames + 5 {
+            if let Some((a, b)) = range {
+                state.viewport = Some(Viewport::fit(a, b, 1450.0));
+            } else if f == 0 {
+                state.viewport = None;
+            }
+            // The pointer moves across the tracks, so hover work is part of every frame.
+            #[allow(clippy::cast_precision_loss)]
+            let x = 200.0 + (f % 100) as f32 * 13.0;
+            let input = RawInput {
+                screen_rect: Some(screen),
+                time: Some(f as f64 / 60.0),
+                events: vec![egui::Event::PointerMoved(Pos2::new(x, 600.0))],
+                ..RawInput::default()
+            };
+            let t = Instant::now();
+            let output = ctx.run_ui(input, |ui| {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    let _ = waterfall_ui(ui, &view, &mut state, None);
+                });
+            });
+            let meshes = ctx.tessellate(output.shapes, output.pixels_per_point);
+            let elapsed = t.elapsed().as_secs_f64() * 1e3;
+            if f >= 5 {
+                times.push(elapsed);
+                triangles = meshes
+                    .iter()
+                    .map(|m| match &m.primitive {
+                        egui::epaint::Primitive::Mesh(mesh) => mesh.indices.len() / 3,
+                        egui::epaint::Primitive::Callback(_) => 0,
+                    })
+                    .sum::<usize>();
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{name:<26} {:>9.2} {:>9.2} {:>9.2} {triangles:>10}",
+            percentile(&times, 50),
+            percentile(&times, 99),
+            times.last().copied().unwrap_or(0.0)
+        );
+    }
+}
