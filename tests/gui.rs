@@ -85,7 +85,11 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
         .expect("the interference panel has its figures");
     let trace = &app.shown().unwrap().view.trace;
     assert_eq!(trace.request_id(x.holders[0].request), "doc-96k");
-    assert!(x.holders[0].share > 0.9, "it held nearly all of vllm-1: {:?}", x.holders[0]);
+    assert!(
+        x.holders[0].share > 0.9,
+        "it held nearly all of vllm-1: {:?}",
+        x.holders[0]
+    );
     // The panel shows it (in its holders table, and again among the requests prefilling).
     h.get_by_label("Who held the engine");
     assert!(h.get_all_by_label("doc-96k").count() >= 1);
@@ -164,4 +168,65 @@ fn a_bad_file_reports_its_error_and_keeps_the_trace_on_screen() {
         "the demo is still shown"
     );
     h.get_by_label_contains("broken.parquet is not a readable Parquet file");
+}
+
+#[test]
+fn moving_to_a_late_time_brings_the_requests_alive_there_into_view() {
+    let mut h = harness(demo_app());
+    let base = t0(&h);
+    let width = h.state().waterfall.viewport.unwrap().width;
+    h.state_mut().waterfall.viewport = Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
+    h.run();
+    assert_eq!(h.state().waterfall.scroll_y, 0.0, "nothing moved the tracks yet");
+    h.remove_cursor();
+    h.key_press(Key::D);
+    h.run();
+    let app = h.state();
+    let vp = app.waterfall.viewport.unwrap();
+    let view = &app.shown().unwrap().view;
+    let first = (app.waterfall.scroll_y / 16.0).round() as usize;
+    let r = view.rows[first];
+    let trace = &view.trace;
+    let (arrival, finish) = (trace.requests.arrival_ns[r as usize], trace.finish_ns(r).unwrap());
+    assert!(
+        finish >= vp.start_ns && arrival <= vp.end_ns(),
+        "the first track on screen is alive in the view"
+    );
+    // And it is the first such track in arrival order.
+    assert!(
+        view.rows[..first]
+            .iter()
+            .all(|&q| trace.finish_ns(q).unwrap() < vp.start_ns)
+    );
+}
+
+#[test]
+fn hovering_a_stage_describes_it() {
+    let mut h = harness(demo_app());
+    // The first track (req-00000): hover the middle of its longest stage.
+    let (rect, r, stage) = {
+        let app = h.state();
+        let view = &app.shown().unwrap().view;
+        let r = view.rows[0];
+        let spans = tokenscope::view::layout::request_spans(&view.trace, r);
+        let longest = *spans.iter().max_by_key(|s| s.end_ns - s.start_ns).unwrap();
+        (app.waterfall.requests_rect.unwrap(), r, longest)
+    };
+    let width = h.state().waterfall.viewport.unwrap().width;
+    let pad = (stage.end_ns - stage.start_ns) * 2;
+    h.state_mut().waterfall.viewport = Some(Viewport::fit(stage.start_ns - pad, stage.end_ns + pad, width));
+    h.run();
+    let x = x_of(&h, (stage.start_ns + stage.end_ns) / 2);
+    let p = pos2(x, rect.top() + 8.0);
+    h.hover_at(p);
+    h.run();
+    h.hover_at(pos2(x + 1.0, p.y));
+    // Tooltips wait for the pointer to rest.
+    for _ in 0..40 {
+        h.step();
+    }
+    let kind = tokenscope::view::layout::stage_of_class(stage.class).name();
+    let id = h.state().shown().unwrap().view.trace.request_id(r).to_owned();
+    h.get_by_label_contains(&format!("{kind} from"));
+    assert!(h.query_all_by_label(&id).count() >= 1);
 }

@@ -339,7 +339,9 @@ impl Interference {
                 t,
                 "  {}  {:.0} % of {}'s step time ({:.1} ms), {} prompt tokens, delayed {} requests",
                 trace.request_id(h.request),
-                trace.label(trace.requests.source[h.request as usize]).unwrap_or("engine"),
+                trace
+                    .label(trace.requests.source[h.request as usize])
+                    .unwrap_or("engine"),
                 h.share * 100.0,
                 h.held_ms,
                 h.tokens,

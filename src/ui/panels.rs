@@ -242,7 +242,12 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
             if ui.link(trace.request_id(p.request)).clicked() {
                 action = Some(Action::Select(p.request));
             }
-            ui.label(format!("{} tokens in {} steps", p.tokens, p.steps));
+            ui.label(format!(
+                "{} tokens in {} step{}",
+                p.tokens,
+                p.steps,
+                if p.steps == 1 { "" } else { "s" }
+            ));
         });
     }
     ui.add_space(4.0);

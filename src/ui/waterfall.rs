@@ -291,6 +291,25 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
         }
         state.drag = None;
     }
+    // When the time range changed and none of the tracks on screen is alive in it, bring the first that is into
+    // view: zoomed into minute 70, tracks of minute 1 would show nothing.
+    if state
+        .viewport
+        .is_some_and(|old| old.start_ns != vp.start_ns || old.ns_per_point != vp.ns_per_point)
+    {
+        let alive = |r: u32| request_extent(&view.trace, r).is_some_and(|(a, b)| b >= vp.start_ns && a <= vp.end_ns());
+        let on_screen = layout::visible_rows(
+            state.scroll_y,
+            theme::ROW_HEIGHT,
+            frame.requests.height(),
+            view.rows.len(),
+        );
+        if !view.rows[on_screen].iter().any(|&r| alive(r))
+            && let Some(k) = view.rows.iter().position(|&r| alive(r))
+        {
+            state.scroll_y = k as f32 * theme::ROW_HEIGHT;
+        }
+    }
     let total_rows_height = view.rows.len() as f32 * theme::ROW_HEIGHT;
     state.scroll_y = state.scroll_y.clamp(
         0.0,
@@ -557,7 +576,10 @@ fn draw_engines(
             flush(&mut mesh, run, column_max.len());
         }
     }
-    painter.add(egui::Shape::mesh(mesh));
+    // Spans and markers of times before or after the view stay inside the time axis.
+    painter
+        .with_clip_rect(painter.clip_rect().intersect(frame.time))
+        .add(egui::Shape::mesh(mesh));
     let bottom = frame.engines_top + engine_block_height() * view.engines.len() as f32;
     painter.hline(frame.requests.x_range(), bottom, Stroke::new(1.0, theme::GRID));
 }
@@ -634,7 +656,10 @@ fn draw_requests(
             mesh.add_colored_rect(bar, theme::MARKER);
         }
     }
-    painter.add(egui::Shape::mesh(mesh));
+    // Spans and markers of times before or after the view stay inside the time axis.
+    painter
+        .with_clip_rect(painter.clip_rect().intersect(frame.time))
+        .add(egui::Shape::mesh(mesh));
     for (pos, label) in labels {
         painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
     }
