@@ -230,3 +230,30 @@ fn hovering_a_stage_describes_it() {
     h.get_by_label_contains(&format!("{kind} from"));
     assert!(h.query_all_by_label(&id).count() >= 1);
 }
+
+/// A file dropped on the window, as the windowing system hands it to egui.
+#[derive(Debug)]
+struct Dropped(std::path::PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn a_file_dropped_on_the_window_opens() {
+    let mut h = harness(demo_app());
+    let path = std::path::PathBuf::from("sample_traces/long_prefill.jsonl");
+    h.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(path.clone())));
+    h.step();
+    h.state_mut().wait_loaded();
+    h.run();
+    let shown = h.state().shown().unwrap();
+    assert_eq!(shown.source, TraceSource::Path(path));
+    assert_eq!(shown.view.trace.request_count(), 10);
+    h.get_by_label_contains("long_prefill.jsonl");
+}

@@ -504,7 +504,30 @@ fn draw_engines(
             ui.visuals().strong_text_color(),
         );
         let items = compute_render_items(&track.spans, vp);
-        if let Some(item) = draw_items(
+        let rows = trace.iterations_of_source(track.source);
+        let vis = visible(&track.spans, vp);
+        let columns = frame.time.width().ceil().max(1.0) as usize;
+        // Zoomed out past one step per point, the step row becomes a density strip: each point column is as opaque
+        // as the share of its time the engine was busy, and coloured by its prefill share of tokens.
+        let density_mode = vis.len() > columns;
+        if density_mode {
+            let px = pointer
+                .filter(|p| steps_y.contains(p.y))
+                .map(|p| f64::from(p.x - frame.time.left()));
+            let items_hover = px.and_then(|px| {
+                items.iter().find(|item| match item {
+                    RenderItem::Span { x0, x1, .. } | RenderItem::Merged { x0, x1, .. } => {
+                        (*x0 - 1.0..=*x1 + 1.0).contains(&px)
+                    }
+                })
+            });
+            if let Some(item) = items_hover {
+                *hover = Some(Hover::Step {
+                    track: k,
+                    item: item.clone(),
+                });
+            }
+        } else if let Some(item) = draw_items(
             &mut mesh,
             frame,
             &items,
@@ -515,11 +538,9 @@ fn draw_engines(
         ) {
             *hover = Some(Hover::Step { track: k, item });
         }
-        // Counter rows: per point column, the largest value among the steps in it.
-        let rows = trace.iterations_of_source(track.source);
-        let vis = visible(&track.spans, vp);
-        let columns = frame.time.width().ceil().max(1.0) as usize;
+        // Counter rows: per point column, the largest value among the steps in it; and the tokens by kind.
         let mut column_max = vec![[0.0f32; 4]; columns];
+        let mut column_tokens = vec![(0u64, 0u64); columns];
         for i in vis.clone() {
             let s = track.spans[i];
             let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
@@ -530,6 +551,30 @@ fn draw_engines(
                 for (m, v) in col.iter_mut().zip(values) {
                     *m = m.max(v);
                 }
+            }
+            let it = &trace.iterations;
+            let (p, d) = (
+                it.num_prefill_tokens[rows.start + i].unwrap_or(0),
+                it.num_decode_tokens[rows.start + i].unwrap_or(0),
+            );
+            for col in &mut column_tokens[c0..=c1] {
+                col.0 += u64::from(p);
+                col.1 += u64::from(d);
+            }
+        }
+        if density_mode {
+            let busy = crate::view::lod::density(&track.spans, vp, columns);
+            let left = frame.time.left();
+            for (col, (&b, &(p, d))) in busy.iter().zip(&column_tokens).enumerate() {
+                if b <= 0.0 {
+                    continue;
+                }
+                let class = (p * u64::from(layout::PREFILL_CLASSES))
+                    .checked_div(p + d)
+                    .map_or(0, |c| c.min(255) as u8);
+                let color = theme::step_color(class).gamma_multiply(b.clamp(0.15, 1.0));
+                let r = Rect::from_x_y_ranges(left + col as f32..=left + col as f32 + 1.0, steps_y);
+                mesh.add_colored_rect(r, color);
             }
         }
         for (c, label) in COUNTERS.iter().enumerate() {
