@@ -2,21 +2,20 @@
 //! triangles) on the `large` trace, at three zoom levels. Goal (DESIGN.md): p99 <= 8 ms at every zoom.
 //!
 //! `cargo bench --bench frame [-- --requests N --frames F]`. Uses `target/bench-data/large-N.parquet` (written by
-//! the load benchmark; generated here when missing). No display and no GPU: egui runs headless, which is exactly
+//! `benches/common.rs`, shared with the load benchmark; generated when missing). No display and no GPU: egui runs headless, which is exactly
 //! the CPU part of a frame (the GPU upload and draw are not measured).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use eframe::egui::{self, Pos2, RawInput, Rect, vec2};
-use tokenscope::format::{Progress, load, write};
-use tokenscope::synth::arrivals::ReplayOptions;
-use tokenscope::synth::{Scenario, SynthOptions, generate};
+use tokenscope::format::{Progress, load};
 use tokenscope::ui::theme::ROW_HEIGHT;
 use tokenscope::ui::waterfall::{TraceView, WaterfallState, waterfall_ui};
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 use tokenscope::view::viewport::Viewport;
+
+mod common;
 
 fn percentile(sorted: &[f64], p: usize) -> f64 {
     let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
@@ -24,32 +23,9 @@ fn percentile(sorted: &[f64], p: usize) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str, default: usize| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let requests = flag("--requests", 50_000);
-    let frames = flag("--frames", 200).max(10);
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench-data/large-{requests}.parquet"));
-    if !path.exists() {
-        eprintln!("generating {} ...", path.display());
-        let options = SynthOptions {
-            scenario: Scenario::Large,
-            seed: 1,
-            requests: Some(requests),
-            arrivals: None,
-            replay: ReplayOptions::default(),
-            sources: 4,
-            prefix_cache_tokens: None,
-        };
-        let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::create_dir_all(path.parent().unwrap_or(&path)).unwrap_or_else(|e| panic!("{e}"));
-        write(&trace, &path).unwrap_or_else(|e| panic!("{e}"));
-    }
+    let requests = common::flag("--requests", 50_000);
+    let frames = common::flag("--frames", 200).max(10);
+    let (path, _) = common::large_files(requests);
     let start = Instant::now();
     let loaded = load(&path, &Progress::default()).unwrap_or_else(|e| panic!("{e}"));
     let load_s = start.elapsed().as_secs_f64();

@@ -7,14 +7,14 @@
 //! measurement runs in a fresh process, so its peak resident set (VmHWM) is its own; figures are the median of R
 //! runs. Polars is measured when `python3 -c "import polars"` works (`pip install polars`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use tokenscope::format::{Progress, load, write};
-use tokenscope::synth::arrivals::ReplayOptions;
-use tokenscope::synth::{Scenario, SynthOptions, generate};
+use tokenscope::format::{Progress, load};
+
+mod common;
 
 /// A `/proc/self/status` memory figure (`VmHWM`: peak resident set; `VmRSS`: resident now), in MiB.
 fn status_mib(key: &str) -> f64 {
@@ -131,45 +131,13 @@ fn main() {
         child(&args[i + 1], Path::new(&args[i + 2]));
         return;
     }
-    let flag = |name: &str, default: usize| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let requests = flag("--requests", 50_000);
-    let runs = flag("--runs", 3).max(1);
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let jsonl = dir.join(format!("large-{requests}.jsonl"));
-    let parquet = dir.join(format!("large-{requests}.parquet"));
-    if !jsonl.exists() || !parquet.exists() {
-        eprintln!("generating the large scenario with {requests} requests ...");
-        let start = Instant::now();
-        let options = SynthOptions {
-            scenario: Scenario::Large,
-            seed: 1,
-            requests: Some(requests),
-            arrivals: None,
-            replay: ReplayOptions::default(),
-            sources: 4,
-            prefix_cache_tokens: None,
-        };
-        let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
-        eprintln!("simulated in {:.1} s", start.elapsed().as_secs_f64());
-        write(&trace, &parquet).unwrap_or_else(|e| panic!("{e}"));
-        write(&trace, &jsonl).unwrap_or_else(|e| panic!("{e}"));
-        eprintln!("written in {:.1} s", start.elapsed().as_secs_f64());
-    }
+    let requests = common::flag("--requests", 50_000);
+    let runs = common::flag("--runs", 3).max(1);
+    let (parquet, jsonl) = common::large_files(requests);
     let tokens = load(&parquet, &Progress::default())
         .map(|l| l.trace.token_count())
         .unwrap_or(0);
-    let size_mib = |p: &Path| {
-        #[allow(clippy::cast_precision_loss)]
-        let mib = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / (1024.0 * 1024.0);
-        mib
-    };
+    let size_mib = common::size_mib;
     println!(
         "load benchmark: synth large, {requests} requests, {tokens} output tokens, median of {runs} runs (fresh process each)"
     );

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::PossibleValuesParser;
+use clap::{Parser, Subcommand};
 use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
 use tokenscope::synth::arrivals::ReplayOptions;
@@ -45,15 +46,15 @@ enum Command {
         #[arg(long, value_name = "MS")]
         slo_tpot_ms: Option<f64>,
         /// Also break the figures down by this request label.
-        #[arg(long, value_enum)]
-        by: Option<By>,
+        #[arg(long, value_parser = group_names())]
+        by: Option<String>,
     },
     /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
     /// request trace (Mooncake JSONL, Azure CSV).
     Synth {
         /// The scenario.
-        #[arg(long, value_enum)]
-        scenario: ScenarioArg,
+        #[arg(long, value_parser = scenario_names())]
+        scenario: String,
         /// Seed of every random choice (same seed, same bytes).
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -93,48 +94,13 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum ScenarioArg {
-    PrefillInterruptsDecode,
-    EosMistrigger,
-    LongPrefill,
-    Mixed,
-    Large,
-    Replay,
+/// The names of scenarios and of `--by` labels come from the library's tables, one place for each.
+fn scenario_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(Scenario::ALL.map(|(_, name)| name))
 }
 
-impl From<ScenarioArg> for Scenario {
-    fn from(s: ScenarioArg) -> Self {
-        match s {
-            ScenarioArg::PrefillInterruptsDecode => Scenario::PrefillInterruptsDecode,
-            ScenarioArg::EosMistrigger => Scenario::EosMistrigger,
-            ScenarioArg::LongPrefill => Scenario::LongPrefill,
-            ScenarioArg::Mixed => Scenario::Mixed,
-            ScenarioArg::Large => Scenario::Large,
-            ScenarioArg::Replay => Scenario::Replay,
-        }
-    }
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum By {
-    Model,
-    #[value(name = "app_id")]
-    AppId,
-    #[value(name = "user_id")]
-    UserId,
-    Source,
-}
-
-impl From<By> for GroupBy {
-    fn from(b: By) -> Self {
-        match b {
-            By::Model => GroupBy::Model,
-            By::AppId => GroupBy::AppId,
-            By::UserId => GroupBy::UserId,
-            By::Source => GroupBy::Source,
-        }
-    }
+fn group_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(GroupBy::ALL.map(GroupBy::name))
 }
 
 fn emit(out: &Output) -> ExitCode {
@@ -158,7 +124,12 @@ fn main() -> ExitCode {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
-            emit(&cli::summary::run(&trace, json, slo, by.map(GroupBy::from)))
+            emit(&cli::summary::run(
+                &trace,
+                json,
+                slo,
+                by.as_deref().and_then(GroupBy::from_name),
+            ))
         }
         Some(Command::Synth {
             scenario,
@@ -172,8 +143,15 @@ fn main() -> ExitCode {
             prefix_cache_tokens,
             output,
         }) => {
+            let Some(scenario) = Scenario::from_name(&scenario) else {
+                return emit(&Output {
+                    stdout: String::new(),
+                    stderr: format!("unknown scenario {scenario}\n"),
+                    code: 2,
+                });
+            };
             let options = SynthOptions {
-                scenario: scenario.into(),
+                scenario,
                 seed,
                 requests,
                 arrivals,

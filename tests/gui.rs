@@ -248,7 +248,9 @@ impl egui::DroppedFile for Dropped {
 fn a_file_dropped_on_the_window_opens() {
     let mut h = harness(demo_app());
     let path = std::path::PathBuf::from("sample_traces/long_prefill.jsonl");
-    h.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(path.clone())));
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(path.clone())));
     h.step();
     h.state_mut().wait_loaded();
     h.run();

@@ -86,6 +86,14 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
+    /// Every grouping.
+    pub const ALL: [GroupBy; 4] = [GroupBy::Model, GroupBy::AppId, GroupBy::UserId, GroupBy::Source];
+
+    /// The grouping by this field name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.name() == name)
+    }
+
     /// The field name.
     pub fn name(self) -> &'static str {
         match self {

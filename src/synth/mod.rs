@@ -47,6 +47,11 @@ impl Scenario {
         (Scenario::Replay, "replay"),
     ];
 
+    /// The scenario with this command-line name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(s, _)| *s)
+    }
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         Self::ALL.iter().find(|(s, _)| *s == self).map_or("", |(_, n)| n)

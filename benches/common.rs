@@ -1,0 +1,55 @@
+//! What the benchmarks share: the `large` workload, generated once into `target/bench-data/`.
+
+// Each benchmark includes this module and uses part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tokenscope::format::write;
+use tokenscope::synth::arrivals::ReplayOptions;
+use tokenscope::synth::{Scenario, SynthOptions, generate};
+
+/// The `large` scenario with `requests` requests (seed 1) as Parquet and JSONL, generated when missing.
+pub fn large_files(requests: usize) -> (PathBuf, PathBuf) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let parquet = dir.join(format!("large-{requests}.parquet"));
+    let jsonl = dir.join(format!("large-{requests}.jsonl"));
+    if !parquet.exists() || !jsonl.exists() {
+        eprintln!("generating the large scenario with {requests} requests ...");
+        let start = Instant::now();
+        let options = SynthOptions {
+            scenario: Scenario::Large,
+            seed: 1,
+            requests: Some(requests),
+            arrivals: None,
+            replay: ReplayOptions::default(),
+            sources: 4,
+            prefix_cache_tokens: None,
+        };
+        let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("simulated in {:.1} s", start.elapsed().as_secs_f64());
+        for path in [&parquet, &jsonl] {
+            write(&trace, path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        eprintln!("written in {:.1} s", start.elapsed().as_secs_f64());
+    }
+    (parquet, jsonl)
+}
+
+/// A flag's value from the command line, or its default.
+pub fn flag(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A file's size in MiB.
+#[allow(clippy::cast_precision_loss)]
+pub fn size_mib(p: &Path) -> f64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / (1024.0 * 1024.0)
+}
