@@ -4,3 +4,4 @@
 pub mod interference;
 pub mod metrics;
 pub mod summary;
+pub mod tokens;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use eframe::egui::{self, RichText, Ui};
 
+use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::interference::{Interference, interference};
@@ -94,6 +95,9 @@ pub struct App {
     pub selected: Option<u32>,
     /// The analysis of the drag-selected range.
     pub interference: Option<Interference>,
+    /// The selected request under the microscope (regenerated when the selection changes).
+    pub microscope: Option<Microscope>,
+    fonts_installed: bool,
 }
 
 impl App {
@@ -115,6 +119,8 @@ impl App {
             waterfall: WaterfallState::default(),
             selected: None,
             interference: None,
+            microscope: None,
+            fonts_installed: false,
         };
         app.open(source);
         app
@@ -183,6 +189,7 @@ impl App {
                 self.waterfall = WaterfallState::default();
                 self.selected = None;
                 self.interference = None;
+                self.microscope = None;
                 self.message = None;
             }
             Err(LoadError::Cancelled) => {}
@@ -240,6 +247,10 @@ impl App {
 
     /// The whole window.
     pub fn ui(&mut self, ui: &mut Ui) {
+        if !self.fonts_installed {
+            super::theme::install_fonts(ui.ctx());
+            self.fonts_installed = true;
+        }
         self.poll_loading();
         self.poll_dialog();
         let dropped: Vec<PathBuf> = ui.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
@@ -261,7 +272,14 @@ impl App {
                 });
             self.show_problems = open;
         }
-        if self.interference.is_some() || self.selected.is_some() {
+        self.sync_microscope();
+        if self.microscope.is_some() {
+            egui::Panel::bottom("microscope")
+                .resizable(true)
+                .default_size(340.0)
+                .show(ui, |ui| self.microscope_ui(ui));
+        }
+        if self.interference.is_some() {
             egui::Panel::right("selection")
                 .resizable(true)
                 .default_size(380.0)
@@ -411,6 +429,34 @@ impl App {
         });
     }
 
+    /// Puts the selected request under the microscope when the selection changed.
+    fn sync_microscope(&mut self) {
+        let current = self.microscope.as_ref().map(|m| m.request);
+        if current == self.selected {
+            return;
+        }
+        self.microscope = match (self.selected, &self.shown) {
+            (Some(r), Some(shown)) => Some(Microscope::new(&shown.view.trace, r)),
+            _ => None,
+        };
+    }
+
+    fn microscope_ui(&mut self, ui: &mut Ui) {
+        let (Some(shown), Some(m)) = (&self.shown, &mut self.microscope) else {
+            return;
+        };
+        let trace = Arc::clone(&shown.view.trace);
+        ui.horizontal(|ui| {
+            ui.strong("Request under the microscope");
+            if ui.small_button("Close").clicked() {
+                self.selected = None;
+            }
+        });
+        if let Some(microscope::Action::SelectRequest(r)) = microscope_ui(ui, &trace, m) {
+            self.selected = Some(r);
+        }
+    }
+
     fn side_ui(&mut self, ui: &mut Ui) {
         let Some(shown) = &self.shown else { return };
         let trace = Arc::clone(&shown.view.trace);
@@ -419,9 +465,6 @@ impl App {
             if let Some(x) = &self.interference {
                 action = panels::interference_ui(ui, &trace, x, shown.view.t0_ns);
                 ui.separator();
-            }
-            if let Some(r) = self.selected {
-                panels::request_ui(ui, &trace, r);
             }
         });
         match action {

@@ -5,7 +5,6 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::app::Shown;
 use crate::analysis::interference::Interference;
-use crate::analysis::metrics::{ms, request_metrics};
 use crate::trace::report::Report;
 use crate::trace::{NO_STR, Trace};
 use crate::view::ruler;
@@ -261,41 +260,4 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
         });
     }
     action
-}
-
-/// The header of the selected request (the per-token view builds on it).
-pub fn request_ui(ui: &mut Ui, trace: &Trace, r: u32) {
-    let ri = r as usize;
-    let q = &trace.requests;
-    ui.heading(trace.request_id(r));
-    let label = |id: u32| trace.label(id).unwrap_or("-");
-    ui.label(format!(
-        "source {} · model {} · app {} · user {}",
-        label(q.source[ri]),
-        label(q.model[ri]),
-        label(q.app_id[ri]),
-        label(q.user_id[ri])
-    ));
-    let n = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
-    ui.label(format!(
-        "tokens: input {}, cached {}, output {} ({} records)",
-        n(q.input_tokens[ri]),
-        n(q.cached_tokens[ri]),
-        n(q.output_tokens[ri]),
-        trace.tokens_of(r).len()
-    ));
-    let m = request_metrics(trace, r);
-    let d = |v: Option<i64>| v.map_or("-".to_owned(), |v| format!("{:.1} ms", ms(v)));
-    ui.label(format!(
-        "queue {} · TTFT {} · TPOT {} · E2E {}",
-        d(m.queue_ns),
-        d(m.ttft_ns),
-        m.tpot_ns.map_or("-".to_owned(), |t| format!("{:.1} ms", t / 1e6)),
-        d(m.e2e_ns)
-    ));
-    ui.label(format!(
-        "finish {} · status {}",
-        label(q.finish_reason[ri]),
-        label(q.status[ri])
-    ));
 }

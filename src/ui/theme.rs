@@ -1,10 +1,30 @@
 //! Every colour and size of the app, in one place. Stage colours are chosen to stay apart for the common forms of
 //! colour blindness (blue / orange / green-teal / red-purple differ in lightness too).
 
-use eframe::egui::Color32;
+use eframe::egui::{self, Color32};
 
 use crate::trace::StageKind;
 use crate::view::layout::PREFILL_CLASSES;
+
+/// DejaVu Sans Mono (Bitstream Vera licence, `assets/fonts/DejaVu-LICENSE.txt`): a fallback for the symbols that
+/// make tokens visible (⟨EOS⟩, ␣, ↵, ⇥) and that egui's own fonts lack.
+const SYMBOL_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
+
+/// Adds the symbol font as the last fallback of both font families.
+pub fn install_fonts(ctx: &egui::Context) {
+    let fallback = |family| egui::epaint::text::InsertFontFamily {
+        family,
+        priority: egui::epaint::text::FontPriority::Lowest,
+    };
+    ctx.add_font(egui::epaint::text::FontInsert {
+        name: "DejaVuSansMono".to_owned(),
+        data: egui::FontData::from_static(SYMBOL_FONT),
+        families: vec![
+            fallback(egui::FontFamily::Proportional),
+            fallback(egui::FontFamily::Monospace),
+        ],
+    });
+}
 
 /// Height of a request track, points.
 pub const ROW_HEIGHT: f32 = 16.0;
@@ -64,6 +84,12 @@ pub const MARKER: Color32 = Color32::from_rgb(235, 235, 235);
 pub const GRID: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 24);
 /// Muted text (labels of counters, hints).
 pub const MUTED_TEXT: Color32 = Color32::from_rgb(150, 150, 150);
+/// A token chip.
+pub const CHIP: Color32 = Color32::from_rgb(190, 200, 210);
+/// A token somewhat slower (or less certain) than usual.
+pub const SLOWISH_TOKEN: Color32 = Color32::from_rgb(240, 200, 110);
+/// A token much slower (or far less certain) than usual.
+pub const SLOW_TOKEN: Color32 = Color32::from_rgb(240, 120, 110);
 /// The cursor's time line.
 pub const CURSOR: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 70);
 

@@ -1,0 +1,434 @@
+//! The high-power view of one request: its header, its output as a strip of token chips, the latency of every
+//! token split into schedule wait / compute / output beside the load of the step that produced it, and the
+//! candidate inspector of the selected token. Left/Right move between tokens.
+
+use std::sync::Arc;
+
+use eframe::egui::{self, Color32, RichText, Sense, Ui};
+use egui_plot::{Bar, BarChart, HLine, Plot};
+
+use super::theme;
+use crate::analysis::metrics::{ms, request_metrics};
+use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
+use crate::trace::{StageKind, Trace, opt_u32};
+
+/// How the token chips are coloured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ColorBy {
+    /// By inter-token latency relative to the request's median.
+    #[default]
+    Latency,
+    /// By the chosen token's probability.
+    Probability,
+}
+
+/// The figures of the request under the microscope, computed once when it is selected.
+pub struct Microscope {
+    /// The request row.
+    pub request: u32,
+    /// Latency of each of its tokens.
+    pub latencies: Vec<Latency>,
+    /// Load of each token's step.
+    pub loads: Vec<StepLoad>,
+    /// Choice of each token.
+    pub choices: Vec<Choice>,
+    /// Median of the tokens' latencies after the first, ns.
+    pub median_ns: i64,
+    /// The selected token (index into the request's tokens).
+    pub token: Option<usize>,
+    /// Chip colouring.
+    pub color_by: ColorBy,
+    /// Where the load chart put its bars on screen (regenerated each frame; tests hover through it).
+    pub load_transform: Option<egui_plot::PlotTransform>,
+}
+
+/// What the view asks of the app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Select another request (a co-scheduled prefill).
+    SelectRequest(u32),
+}
+
+impl Microscope {
+    /// Puts a request under the microscope.
+    pub fn new(trace: &Trace, request: u32) -> Self {
+        let tokens = trace.tokens_of(request);
+        let latencies: Vec<Latency> = tokens.clone().map(|t| latency(trace, request, t)).collect();
+        let mut gaps: Vec<i64> = latencies.iter().skip(1).map(|l| l.total_ns).collect();
+        gaps.sort_unstable();
+        let median_ns = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+        Microscope {
+            request,
+            latencies,
+            loads: step_loads(trace, request),
+            choices: tokens.map(|t| choice(trace, t)).collect(),
+            median_ns,
+            token: None,
+            color_by: ColorBy::Latency,
+            load_transform: None,
+        }
+    }
+
+    /// The selected token's row in the trace.
+    pub fn token_row(&self, trace: &Trace) -> Option<usize> {
+        self.token.map(|k| trace.tokens_of(self.request).start + k)
+    }
+}
+
+fn chip_color(m: &Microscope, k: usize) -> Color32 {
+    match m.color_by {
+        ColorBy::Latency => {
+            let ratio = if m.median_ns > 0 && k > 0 {
+                m.latencies[k].total_ns as f64 / m.median_ns as f64
+            } else {
+                1.0
+            };
+            if ratio >= 3.0 {
+                theme::SLOW_TOKEN
+            } else if ratio >= 1.5 {
+                theme::SLOWISH_TOKEN
+            } else {
+                theme::CHIP
+            }
+        }
+        ColorBy::Probability => match m.choices[k].probability {
+            Some(p) if p < 0.5 => theme::SLOW_TOKEN,
+            Some(p) if p < 0.9 => theme::SLOWISH_TOKEN,
+            _ => theme::CHIP,
+        },
+    }
+}
+
+/// The whole view; returns what the app should do.
+pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope) -> Option<Action> {
+    let mut action = None;
+    let tokens = trace.tokens_of(m.request);
+    if !ui.ctx().egui_wants_keyboard_input() && !tokens.is_empty() {
+        let last = tokens.len() - 1;
+        ui.input(|i| {
+            if i.key_pressed(egui::Key::ArrowRight) {
+                m.token = Some(m.token.map_or(0, |k| (k + 1).min(last)));
+            }
+            if i.key_pressed(egui::Key::ArrowLeft) {
+                m.token = Some(m.token.map_or(0, |k| k.saturating_sub(1)));
+            }
+        });
+    }
+    header_ui(ui, trace, m);
+    ui.separator();
+    if tokens.is_empty() {
+        ui.weak("No token records for this request: per-token latency and candidates need kind=\"token\" records.");
+        return None;
+    }
+    ui.columns(3, |cols| {
+        strip_ui(&mut cols[0], trace, m);
+        action = chart_ui(&mut cols[1], trace, m);
+        candidates_ui(&mut cols[2], trace, m);
+    });
+    action
+}
+
+fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
+    let r = m.request as usize;
+    let q = &trace.requests;
+    let label = |id: u32| trace.label(id).unwrap_or("-");
+    let n = |v: Option<u32>| v.map_or("-".to_owned(), |v| v.to_string());
+    let d = |v: Option<i64>| v.map_or("-".to_owned(), |v| format!("{:.1} ms", ms(v)));
+    let metrics = request_metrics(trace, m.request);
+    ui.horizontal_wrapped(|ui| {
+        ui.heading(trace.request_id(m.request));
+        ui.label(format!(
+            "{} · model {} · app {} · user {}",
+            label(q.source[r]),
+            label(q.model[r]),
+            label(q.app_id[r]),
+            label(q.user_id[r])
+        ));
+    });
+    let records = trace.tokens_of(m.request).len();
+    let usage = q.output_tokens[r];
+    let reconciled = match usage {
+        Some(u) if u as usize != records && records > 0 => format!("usage {u} ≠ {records} token records"),
+        Some(_) => "usage = token records".to_owned(),
+        None => format!("{records} token records (no usage)"),
+    };
+    ui.label(format!(
+        "tokens: input {} · cached {} · context {} · output {} ({reconciled})",
+        n(q.input_tokens[r]),
+        n(q.cached_tokens[r]),
+        n(q.context_tokens[r]),
+        n(usage)
+    ));
+    let mut gaps: Vec<i64> = m.latencies.iter().skip(1).map(|l| l.total_ns).collect();
+    gaps.sort_unstable();
+    let p99 = gaps.get((gaps.len() * 99).div_ceil(100).saturating_sub(1)).copied();
+    ui.label(format!(
+        "queue {} · TTFT {} · TPOT {} · E2E {} · ITL p50 {} p99 {}",
+        d(metrics.queue_ns),
+        d(metrics.ttft_ns),
+        metrics.tpot_ns.map_or("-".to_owned(), |t| format!("{:.1} ms", t / 1e6)),
+        d(metrics.e2e_ns),
+        d((!gaps.is_empty()).then_some(m.median_ns)),
+        d(p99)
+    ));
+    ui.label(format!(
+        "finish {} · status {}",
+        label(q.finish_reason[r]),
+        label(q.status[r])
+    ));
+}
+
+fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
+    ui.horizontal(|ui| {
+        ui.strong("Output");
+        ui.selectable_value(&mut m.color_by, ColorBy::Latency, "colour by latency");
+        ui.selectable_value(&mut m.color_by, ColorBy::Probability, "by probability");
+    });
+    let tokens = trace.tokens_of(m.request);
+    egui::ScrollArea::vertical()
+        .id_salt("strip")
+        .max_height(ui.available_height())
+        .show(ui, |ui| {
+            ui.horizontal_wrapped(|ui| {
+                ui.spacing_mut().item_spacing = egui::vec2(2.0, 2.0);
+                for (k, t) in tokens.clone().enumerate() {
+                    let text = display_text(
+                        trace,
+                        trace.tokens.token_id[t],
+                        trace.texts.get(trace.tokens.text[t]),
+                        trace.tokens.special[t],
+                    );
+                    let low = matches!(m.choices[k].rank, crate::analysis::tokens::Rank::Known(r) if r > 1)
+                        || matches!(m.choices[k].rank, crate::analysis::tokens::Rank::BeyondTopK(_))
+                        || m.choices[k].probability.is_some_and(|p| p < 0.5);
+                    let mut rich = RichText::new(text)
+                        .monospace()
+                        .color(Color32::BLACK)
+                        .background_color(chip_color(m, k));
+                    if low {
+                        rich = rich.underline();
+                    }
+                    if m.token == Some(k) {
+                        rich = rich.strong().background_color(theme::SELECTION_EDGE);
+                    }
+                    let r = ui.add(egui::Label::new(rich).sense(Sense::click()));
+                    if r.clicked() {
+                        m.token = Some(k);
+                    }
+                }
+            });
+        });
+}
+
+fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
+    let mut action = None;
+    ui.strong("Latency of each token (ms)");
+    let bars = |part: fn(&Latency) -> Option<i64>, whole: bool| -> Vec<Bar> {
+        m.latencies
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                let v = if whole && l.compute_ns.is_none() {
+                    Some(l.total_ns)
+                } else {
+                    part(l)
+                };
+                Bar::new(k as f64, v.map_or(0.0, ms)).width(0.8)
+            })
+            .collect()
+    };
+    let wait =
+        BarChart::new("schedule wait", bars(|l| l.schedule_wait_ns, true)).color(theme::stage_color(StageKind::Queue));
+    let compute = BarChart::new("step compute", bars(|l| l.compute_ns, false))
+        .color(theme::stage_color(StageKind::Prefill))
+        .stack_on(&[&wait]);
+    let output = BarChart::new("output", bars(|l| l.output_ns, false))
+        .color(theme::stage_color(StageKind::Decode))
+        .stack_on(&[&wait, &compute]);
+    let link = egui::Id::unique("microscope-x");
+    let height = (ui.available_height() * 0.6).max(80.0);
+    let plot = Plot::new("latency")
+        .height(height)
+        .link_axis(link, [true, false])
+        .allow_scroll(false)
+        .legend(egui_plot::Legend::default())
+        .x_axis_label("token index")
+        .show(ui, |p| {
+            p.bar_chart(wait);
+            p.bar_chart(compute);
+            p.bar_chart(output);
+            p.hline(HLine::new("median ITL", ms(m.median_ns)).color(theme::MARKER));
+        });
+    let hovered = plot
+        .response
+        .hover_pos()
+        .map(|pos| plot.transform.value_from_position(pos).x.round());
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let hovered = hovered
+        .filter(|&x| x >= 0.0 && (x as usize) < m.latencies.len())
+        .map(|x| x as usize);
+    if plot.response.clicked()
+        && let Some(k) = hovered
+    {
+        m.token = Some(k);
+    }
+    if let Some(k) = hovered {
+        let l = m.latencies[k];
+        let load = m.loads[k].clone();
+        plot.response.on_hover_ui(|ui| {
+            ui.strong(format!("token {k}: {:.1} ms", ms(l.total_ns)));
+            if let (Some(w), Some(c), Some(o)) = (l.schedule_wait_ns, l.compute_ns, l.output_ns) {
+                ui.label(format!(
+                    "wait {:.1} ms · compute {:.1} ms · output {:.1} ms",
+                    ms(w),
+                    ms(c),
+                    ms(o)
+                ));
+            }
+            step_load_ui(ui, trace, &load);
+        });
+    }
+    ui.strong("Other requests' prefill tokens in the token's step and the steps it waited through");
+    let load_bars: Vec<Bar> = m
+        .loads
+        .iter()
+        .enumerate()
+        .map(|(k, l)| Bar::new(k as f64, f64::from(l.others_prefill_tokens)).width(0.8))
+        .collect();
+    let load_plot = Plot::new("load")
+        .height((ui.available_height() - 8.0).max(60.0))
+        .link_axis(link, [true, false])
+        .allow_scroll(false)
+        .show(ui, |p| {
+            p.bar_chart(BarChart::new("prefill tokens of others", load_bars).color(theme::COUNTER_COLOR))
+        });
+    m.load_transform = Some(load_plot.transform);
+    let hovered = load_plot
+        .response
+        .hover_pos()
+        .map(|pos| load_plot.transform.value_from_position(pos).x.round());
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    if let Some(k) = hovered
+        .filter(|&x| x >= 0.0 && (x as usize) < m.loads.len())
+        .map(|x| x as usize)
+    {
+        let load = m.loads[k].clone();
+        if load_plot.response.clicked()
+            && let Some(&(r, _)) = load.prefills.iter().chain(&load.waited_behind).max_by_key(|p| p.1)
+        {
+            action = Some(Action::SelectRequest(r));
+        }
+        load_plot.response.on_hover_ui(|ui| {
+            ui.strong(format!("token {k}'s step"));
+            step_load_ui(ui, trace, &load);
+            if !load.prefills.is_empty() || !load.waited_behind.is_empty() {
+                ui.weak("click: select the largest prefill");
+            }
+        });
+    }
+    action
+}
+
+fn step_load_ui(ui: &mut Ui, trace: &Trace, load: &StepLoad) {
+    let Some(row) = load.iteration_row else {
+        ui.weak("no iteration data for this token");
+        return;
+    };
+    let it = &trace.iterations;
+    let i = row as usize;
+    ui.label(format!(
+        "step {} · batch {} · prefill {} tokens, decode {} tokens",
+        it.iteration[i],
+        load.batch_size.map_or("?".to_owned(), |b| b.to_string()),
+        it.num_prefill_tokens[i].map_or("?".to_owned(), |v| v.to_string()),
+        it.num_decode_tokens[i].map_or("?".to_owned(), |v| v.to_string())
+    ));
+    if load.prefills.is_empty() {
+        ui.label("no other request prefilled in this step");
+    }
+    for &(r, tokens) in load.prefills.iter().take(8) {
+        ui.label(format!("prefilling: {} ({tokens} tokens)", trace.request_id(r)));
+    }
+    if !load.waited_behind.is_empty() {
+        ui.label("before this step, the token waited behind:");
+        for &(r, tokens) in load.waited_behind.iter().take(8) {
+            ui.label(format!("prefilling: {} ({tokens} tokens)", trace.request_id(r)));
+        }
+    }
+}
+
+fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
+    ui.strong("Candidates");
+    let Some(t) = m.token_row(trace) else {
+        ui.weak("Click a token (or press Right) to see what the model chose between.");
+        return;
+    };
+    let k = m.token.unwrap_or(0);
+    let c = &m.choices[k];
+    let chosen_id = trace.tokens.token_id[t];
+    let text = display_text(
+        trace,
+        chosen_id,
+        trace.texts.get(trace.tokens.text[t]),
+        trace.tokens.special[t],
+    );
+    ui.label(RichText::new(format!("token {k}: {text}")).monospace().strong());
+    ui.label(format!(
+        "id {} · logprob {} · p {} · rank {} · top-k entropy {}",
+        opt_u32(chosen_id).map_or("?".to_owned(), |v| v.to_string()),
+        crate::trace::opt_f64(trace.tokens.logprob[t]).map_or("?".to_owned(), |v| format!("{v:.4}")),
+        c.probability.map_or("?".to_owned(), |p| format!("{:.1} %", p * 100.0)),
+        c.rank,
+        c.entropy_nats.map_or("?".to_owned(), |h| format!("{h:.3} nats"))
+    ));
+    let cands = trace.candidates_of(t);
+    if cands.is_empty() {
+        ui.weak("No candidates recorded for this token (the trace has no top-k logprobs).");
+        return;
+    }
+    egui::Grid::new("candidates")
+        .striped(true)
+        .num_columns(4)
+        .show(ui, |ui| {
+            ui.weak("rank");
+            ui.weak("token");
+            ui.weak("probability");
+            ui.weak("");
+            ui.end_row();
+            for (rank, c) in cands.enumerate() {
+                let id = trace.candidates.token_id[c];
+                let p = trace.candidates.logprob[c].exp();
+                let shown = display_text(
+                    trace,
+                    id,
+                    trace.texts.get(trace.candidates.text[c]),
+                    trace.candidates.special[c],
+                );
+                let is_chosen = id == chosen_id;
+                ui.label((rank + 1).to_string());
+                let mut rich = RichText::new(shown).monospace();
+                if is_chosen {
+                    rich = rich.strong().color(theme::SELECTION_EDGE);
+                }
+                ui.label(rich);
+                ui.label(format!("{:.1} %", p * 100.0));
+                let (rect, _) = ui.allocate_exact_size(egui::vec2(120.0, 12.0), Sense::hover());
+                let w = (p.clamp(0.0, 1.0) as f32) * rect.width();
+                ui.painter().rect_filled(
+                    egui::Rect::from_min_size(rect.min, egui::vec2(w, rect.height())),
+                    2.0,
+                    if is_chosen {
+                        theme::SELECTION_EDGE
+                    } else {
+                        theme::COUNTER_COLOR
+                    },
+                );
+                ui.end_row();
+            }
+        });
+    if matches!(c.rank, crate::analysis::tokens::Rank::BeyondTopK(_)) {
+        ui.label(
+            RichText::new("The chosen token is not among the candidates written.").color(ui.visuals().warn_fg_color),
+        );
+    }
+}
