@@ -87,14 +87,17 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
                 theme::SLOW_TOKEN
             } else if ratio >= 1.5 {
                 theme::SLOWISH_TOKEN
-            } else {
+            } else if k.is_multiple_of(2) {
                 theme::CHIP
+            } else {
+                theme::CHIP_ALT
             }
         }
         ColorBy::Probability => match m.choices[k].probability {
             Some(p) if p < 0.5 => theme::SLOW_TOKEN,
             Some(p) if p < 0.9 => theme::SLOWISH_TOKEN,
-            _ => theme::CHIP,
+            _ if k.is_multiple_of(2) => theme::CHIP,
+            _ => theme::CHIP_ALT,
         },
     }
 }
@@ -223,7 +226,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
 fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
     let mut action = None;
     ui.strong("Latency of each token (ms)");
-    let bars = |part: fn(&Latency) -> Option<i64>, whole: bool| -> Vec<Bar> {
+    let bars = |part: fn(&Latency) -> Option<i64>, whole: bool, color: Color32| -> Vec<Bar> {
         m.latencies
             .iter()
             .enumerate()
@@ -233,17 +236,21 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
                 } else {
                     part(l)
                 };
-                Bar::new(k as f64, v.map_or(0.0, ms)).width(0.8)
+                Bar::new(k as f64, v.map_or(0.0, ms)).width(0.8).fill(color)
             })
             .collect()
     };
-    let wait =
-        BarChart::new("schedule wait", bars(|l| l.schedule_wait_ns, true)).color(theme::stage_color(StageKind::Queue));
-    let compute = BarChart::new("step compute", bars(|l| l.compute_ns, false))
-        .color(theme::stage_color(StageKind::Prefill))
+    let (c_wait, c_compute, c_output) = (
+        theme::stage_color(StageKind::Queue),
+        theme::stage_color(StageKind::Prefill),
+        theme::stage_color(StageKind::Decode),
+    );
+    let wait = BarChart::new("schedule wait", bars(|l| l.schedule_wait_ns, true, c_wait)).color(c_wait);
+    let compute = BarChart::new("step compute", bars(|l| l.compute_ns, false, c_compute))
+        .color(c_compute)
         .stack_on(&[&wait]);
-    let output = BarChart::new("output", bars(|l| l.output_ns, false))
-        .color(theme::stage_color(StageKind::Decode))
+    let output = BarChart::new("output", bars(|l| l.output_ns, false, c_output))
+        .color(c_output)
         .stack_on(&[&wait, &compute]);
     let link = egui::Id::unique("microscope-x");
     let height = (ui.available_height() * 0.6).max(80.0);
@@ -293,7 +300,11 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
         .loads
         .iter()
         .enumerate()
-        .map(|(k, l)| Bar::new(k as f64, f64::from(l.others_prefill_tokens)).width(0.8))
+        .map(|(k, l)| {
+            Bar::new(k as f64, f64::from(l.others_prefill_tokens))
+                .width(0.8)
+                .fill(theme::COUNTER_COLOR)
+        })
         .collect();
     let load_plot = Plot::new("load")
         .height((ui.available_height() - 8.0).max(60.0))

@@ -84,8 +84,10 @@ pub const MARKER: Color32 = Color32::from_rgb(235, 235, 235);
 pub const GRID: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 24);
 /// Muted text (labels of counters, hints).
 pub const MUTED_TEXT: Color32 = Color32::from_rgb(150, 150, 150);
-/// A token chip.
+/// A token chip; neighbours alternate with [`CHIP_ALT`] so token boundaries show.
 pub const CHIP: Color32 = Color32::from_rgb(190, 200, 210);
+/// Every other token chip.
+pub const CHIP_ALT: Color32 = Color32::from_rgb(150, 170, 190);
 /// A token somewhat slower (or less certain) than usual.
 pub const SLOWISH_TOKEN: Color32 = Color32::from_rgb(240, 200, 110);
 /// A token much slower (or far less certain) than usual.
