@@ -40,6 +40,8 @@ fn the_eos_that_ended_the_medical_answer_is_a_badge_with_rank_2_and_10_percent()
     h.get_by_label_contains("token 37: ⟨EOS⟩");
     h.get_by_label_contains("rank 2");
     h.get_by_label_contains("p 10.0 %");
+    // A 38-token answer in 428 ms met the default objectives: the problem is not latency.
+    h.get_by_label_contains("SLO met");
     // The candidates table shows what lost: the ordinary token at 75 %.
     h.get_by_label("75.0 %");
     // Left goes back to token 36, which is an ordinary word, not a badge.
@@ -52,6 +54,7 @@ fn the_eos_that_ended_the_medical_answer_is_a_badge_with_rank_2_and_10_percent()
 fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
     let mut h = harness_on("sample_traces/prefill_interrupts_decode.jsonl");
     select(&mut h, "chat-victim");
+    h.get_by_label_contains("SLO missed: TPOT 58.9 ms > 50 ms");
     let (k, transform) = {
         let m = h.state().microscope.as_ref().unwrap();
         let k = (1..m.latencies.len()).max_by_key(|&k| m.latencies[k].total_ns).unwrap();

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::metrics::{Distribution, finish_ns, itl_ns, ms, request_metrics};
+use super::metrics::{Distribution, RequestMetrics, finish_ns, itl_ns, ms, request_metrics};
 use crate::trace::Trace;
 
 /// Service-level objectives. A request meets them when every given one holds: TTFT defined and <= `ttft_ms`;
 /// TPOT <= `tpot_ms`, or undefined (fewer than 2 output tokens: nothing to be slow between).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct Slo {
     /// Time-to-first-token limit, ms.
     pub ttft_ms: Option<f64>,
@@ -19,6 +19,25 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// The objectives a request misses, as sentences with figures ("TTFT 612.0 ms > 500 ms"); empty when it meets
+    /// every one.
+    pub fn misses(&self, m: &RequestMetrics) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(limit) = self.ttft_ms {
+            match m.ttft_ns.map(ms) {
+                Some(t) if t <= limit => {}
+                Some(t) => out.push(format!("TTFT {t:.1} ms > {limit} ms")),
+                None => out.push(format!("no first token (TTFT objective {limit} ms)")),
+            }
+        }
+        if let Some(limit) = self.tpot_ms
+            && let Some(t) = m.tpot_ns.map(|t| t / 1e6).filter(|&t| t > limit)
+        {
+            out.push(format!("TPOT {t:.1} ms > {limit} ms"));
+        }
+        out
+    }
+
     /// True when at least one objective is set.
     pub fn is_set(&self) -> bool {
         self.ttft_ms.is_some() || self.tpot_ms.is_some()
@@ -152,13 +171,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
         {
             token_mismatches += 1;
         }
-        let ttft_ok = slo
-            .ttft_ms
-            .is_none_or(|limit| m.ttft_ns.is_some_and(|t| ms(t) <= limit));
-        let tpot_ok = slo
-            .tpot_ms
-            .is_none_or(|limit| m.tpot_ns.is_none_or(|t| t / 1e6 <= limit));
-        if ttft_ok && tpot_ok {
+        if slo.misses(&m).is_empty() {
             good_requests += 1;
             good_output += u64::from(m.output_tokens);
         }

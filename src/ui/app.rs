@@ -14,6 +14,7 @@ use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::interference::{Interference, interference};
+use crate::analysis::summary::Slo;
 use crate::format::{self, LoadError, Loaded, Progress};
 use crate::trace::report::Report;
 use crate::view::layout::{TrackFilter, TrackOrder};
@@ -47,10 +48,31 @@ impl TraceSource {
 }
 
 /// Settings kept between runs.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Settings {
     recent: Vec<String>,
     order: TrackOrder,
+    /// The service-level objectives requests are judged by.
+    #[serde(default = "default_slo")]
+    slo: Slo,
+}
+
+/// Objectives a chat service commonly sets: first token within a second, 50 ms per output token after it.
+fn default_slo() -> Slo {
+    Slo {
+        ttft_ms: Some(1000.0),
+        tpot_ms: Some(50.0),
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            recent: Vec::new(),
+            order: TrackOrder::default(),
+            slo: default_slo(),
+        }
+    }
 }
 
 /// The trace on screen.
@@ -328,6 +350,25 @@ impl App {
                     ui.close();
                 }
             });
+            ui.menu_button("SLOs", |ui| {
+                ui.label("Requests are judged by these objectives (0 = none):");
+                for (label, value) in [
+                    ("TTFT ≤ (ms)", &mut self.settings.slo.ttft_ms),
+                    ("TPOT ≤ (ms)", &mut self.settings.slo.tpot_ms),
+                ] {
+                    ui.horizontal(|ui| {
+                        let name = ui.label(label);
+                        let mut v = value.unwrap_or(0.0);
+                        if ui
+                            .add(egui::DragValue::new(&mut v).range(0.0..=600_000.0).speed(1.0))
+                            .labelled_by(name.id)
+                            .changed()
+                        {
+                            *value = (v > 0.0).then_some(v);
+                        }
+                    });
+                }
+            });
             ui.menu_button("Help", |ui| {
                 ui.label("Ctrl+wheel: zoom at the pointer · W/S: zoom · A/D: pan");
                 ui.label("Drag on the ruler: pan · Drag on the tracks: select a time range");
@@ -452,7 +493,7 @@ impl App {
                 self.selected = None;
             }
         });
-        if let Some(microscope::Action::SelectRequest(r)) = microscope_ui(ui, &trace, m) {
+        if let Some(microscope::Action::SelectRequest(r)) = microscope_ui(ui, &trace, m, self.settings.slo) {
             self.selected = Some(r);
         }
     }

@@ -9,6 +9,7 @@ use egui_plot::{Bar, BarChart, HLine, Plot};
 
 use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
+use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
 use crate::trace::{StageKind, Trace, opt_u32};
 
@@ -103,7 +104,7 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
 }
 
 /// The whole view; returns what the app should do.
-pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope) -> Option<Action> {
+pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: Slo) -> Option<Action> {
     let mut action = None;
     let tokens = trace.tokens_of(m.request);
     if !ui.ctx().egui_wants_keyboard_input() && !tokens.is_empty() {
@@ -117,7 +118,7 @@ pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope) -> Opt
             }
         });
     }
-    header_ui(ui, trace, m);
+    header_ui(ui, trace, m, slo);
     ui.separator();
     if tokens.is_empty() {
         ui.weak("No token records for this request: per-token latency and candidates need kind=\"token\" records.");
@@ -131,7 +132,7 @@ pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope) -> Opt
     action
 }
 
-fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
+fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
     let r = m.request as usize;
     let q = &trace.requests;
     let label = |id: u32| trace.label(id).unwrap_or("-");
@@ -174,11 +175,28 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
         d((!gaps.is_empty()).then_some(m.median_ns)),
         d(p99)
     ));
-    ui.label(format!(
-        "finish {} · status {}",
-        label(q.finish_reason[r]),
-        label(q.status[r])
-    ));
+    ui.horizontal(|ui| {
+        ui.label(format!(
+            "finish {} · status {}",
+            label(q.finish_reason[r]),
+            label(q.status[r])
+        ));
+        ui.separator();
+        let limits: Vec<String> = [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms)]
+            .into_iter()
+            .filter_map(|(n, v)| v.map(|v| format!("{n} ≤ {v} ms")))
+            .collect();
+        if limits.is_empty() {
+            ui.weak("no SLO set (menu SLOs)");
+        } else {
+            let misses = slo.misses(&metrics);
+            if misses.is_empty() {
+                ui.label(RichText::new(format!("SLO met ({})", limits.join(", "))).color(theme::SLO_MET));
+            } else {
+                ui.label(RichText::new(format!("SLO missed: {}", misses.join(", "))).color(theme::SLOW_TOKEN));
+            }
+        }
+    });
 }
 
 fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {

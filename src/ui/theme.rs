@@ -92,6 +92,8 @@ pub const CHIP_ALT: Color32 = Color32::from_rgb(150, 170, 190);
 pub const SLOWISH_TOKEN: Color32 = Color32::from_rgb(240, 200, 110);
 /// A token much slower (or far less certain) than usual.
 pub const SLOW_TOKEN: Color32 = Color32::from_rgb(240, 120, 110);
+/// An objective met.
+pub const SLO_MET: Color32 = Color32::from_rgb(120, 200, 120);
 /// The cursor's time line.
 pub const CURSOR: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 70);
 
