@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use tokenscope::format::{Progress, load};
+use tokenscope::format::{LoadOptions, Progress, load, load_with};
 
 mod common;
 
@@ -34,7 +34,13 @@ fn child(mode: &str, file: &Path) {
     // What was loaded stays alive until the resident set is read.
     let keep: Box<dyn std::any::Any>;
     let held_bytes = match mode {
-        "load" => match load(file, &Progress::default()) {
+        "load" | "lazy" => match load_with(
+            file,
+            &Progress::default(),
+            LoadOptions {
+                lazy_candidates: mode == "lazy",
+            },
+        ) {
             Ok(l) => {
                 assert_eq!(l.report.rejected_count(), 0, "the generated trace is valid");
                 let bytes = l.trace.column_bytes();

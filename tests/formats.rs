@@ -436,3 +436,32 @@ fn an_unknown_format_version_is_a_warning() {
     let w: Vec<&str> = l.report.warnings.iter().map(|w| w.concern.name()).collect();
     assert_eq!(w, ["format_version"]);
 }
+
+#[test]
+fn candidates_left_on_disk_read_per_request_equal_the_eager_ones() {
+    use tokenscope::format::{LoadOptions, load_with, parquet::read_request_candidates};
+    let eager = must_load(Path::new("sample_traces/eos_mistrigger.jsonl"));
+    let dir = tmp();
+    let pq = dir.path().join("groups.parquet");
+    // Small row groups, so a request's token rows cross row-group boundaries.
+    tokenscope::format::parquet::write_with_row_groups(&eager.trace, &pq, 150).unwrap();
+    let lazy = load_with(&pq, &Progress::default(), LoadOptions { lazy_candidates: true }).unwrap();
+    assert_eq!(lazy.report.rejected_count(), 0);
+    assert!(
+        lazy.trace.candidates.is_empty(),
+        "no candidate is held after a lazy load"
+    );
+    assert!(lazy.trace.candidates_on_disk.is_some());
+    for id in ["med-question", "req-00000", "req-00007"] {
+        let (re, rl) = (
+            eager.trace.request_row(id).unwrap(),
+            lazy.trace.request_row(id).unwrap(),
+        );
+        let want = eager.trace.owned_candidates(re);
+        assert!(want.iter().all(|c| c.len() == 5), "{id}: five candidates a token");
+        assert_eq!(read_request_candidates(&lazy.trace, rl).unwrap(), want, "{id}");
+    }
+    // Everything else is as an eager load has it.
+    let summary = |t: &Trace| summary_json(&summarize_all(t, Slo::default()), 0, None).to_string();
+    assert_eq!(summary(&lazy.trace), summary(&eager.trace));
+}

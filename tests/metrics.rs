@@ -132,12 +132,18 @@ fn slo_attainment_and_goodput() {
 fn slo_misses_name_the_objective_and_the_figure() {
     let l = four_requests();
     let t = &l.trace;
-    let slo = Slo { ttft_ms: Some(200.0), tpot_ms: Some(55.0) };
+    let slo = Slo {
+        ttft_ms: Some(200.0),
+        tpot_ms: Some(55.0),
+    };
     let misses = |id: &str| slo.misses(&request_metrics(t, t.request_row(id).unwrap()));
     assert!(misses("r1").is_empty());
     assert_eq!(misses("r3"), ["TTFT 500.0 ms > 200 ms", "TPOT 100.0 ms > 55 ms"]);
     assert_eq!(misses("r4"), ["TPOT 60.0 ms > 55 ms"]);
-    assert!(misses("r2").is_empty(), "TTFT exactly at the limit meets it; one token has no TPOT");
+    assert!(
+        misses("r2").is_empty(),
+        "TTFT exactly at the limit meets it; one token has no TPOT"
+    );
 }
 
 #[test]

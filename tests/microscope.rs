@@ -95,3 +95,18 @@ fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
     }
     h.get_by_label_contains(&format!("prefilling: {}", names[0]));
 }
+
+#[test]
+fn from_parquet_the_candidates_are_read_for_the_selected_request_only() {
+    let mut h = harness_on("sample_traces/demo.parquet");
+    let trace = h.state().shown().unwrap().view.trace.clone();
+    assert!(trace.candidates.is_empty(), "the app leaves Parquet candidates on disk");
+    select(&mut h, "med-question");
+    h.state_mut().microscope.as_mut().unwrap().wait_candidates(&trace);
+    h.run();
+    h.get_by_label("⟨EOS⟩").click();
+    h.run();
+    h.get_by_label_contains("rank 2");
+    h.get_by_label_contains("p 10.0 %");
+    h.get_by_label("75.0 %");
+}

@@ -3,7 +3,7 @@
 //! size, prefill tokens of other requests, who was prefilling), and what the model chose between: probability, rank
 //! (or "beyond the top k" when the trace cannot say), the top-k entropy and the candidates.
 
-use crate::trace::{Flag, NULL_U32, StageKind, Trace, opt_f64, opt_u32};
+use crate::trace::{Flag, NULL_U32, OwnedCandidate, StageKind, Trace, opt_f64, opt_u32};
 
 /// The latency of one token, split as the format defines it. All in ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,24 +163,23 @@ pub fn step_loads(trace: &Trace, request: u32) -> Vec<StepLoad> {
         .collect()
 }
 
-/// The choice of token row `t`: probability, rank (written, else found among the candidates, else beyond them),
-/// and the entropy of the candidates.
-pub fn choice(trace: &Trace, t: usize) -> Choice {
-    let cands = trace.candidates_of(t);
+/// The choice of token row `t` among its candidates `cands`: probability, rank (written, else found among the
+/// candidates, else beyond them), and the entropy of the candidates.
+pub fn choice(trace: &Trace, t: usize, cands: &[OwnedCandidate]) -> Choice {
     let chosen = trace.tokens.token_id[t];
     let rank = match opt_u32(trace.tokens.rank[t]) {
         Some(r) => Rank::Known(r),
         None if cands.is_empty() => Rank::Unknown,
-        None => match trace.candidates.token_id[cands.clone()]
+        None => match cands
             .iter()
-            .position(|&c| c == chosen && c != NULL_U32)
+            .position(|c| c.token_id == chosen && c.token_id != NULL_U32)
         {
             Some(k) => Rank::Known(u32::try_from(k + 1).unwrap_or(u32::MAX)),
             None => Rank::BeyondTopK(u32::try_from(cands.len()).unwrap_or(u32::MAX)),
         },
     };
     let entropy_nats = (!cands.is_empty()).then(|| {
-        let p: Vec<f64> = trace.candidates.logprob[cands].iter().map(|lp| lp.exp()).collect();
+        let p: Vec<f64> = cands.iter().map(|c| c.logprob.exp()).collect();
         let total: f64 = p.iter().sum();
         p.iter()
             .filter(|&&x| x > 0.0)
@@ -311,7 +310,8 @@ mod tests {
         let r1 = t.request_row("r1").unwrap();
         let toks = t.tokens_of(r1);
         // Token 2 (EOS): logprob -2.3 -> p = e^-2.3 = 0.1003; rank 2 as written.
-        let c = choice(&t, toks.start + 2);
+        let cands = t.owned_candidates(r1);
+        let c = choice(&t, toks.start + 2, &cands[2]);
         assert!((c.probability.unwrap() - 0.100_258_843_722_803_5).abs() < 1e-12);
         assert_eq!(c.rank, Rank::Known(2));
         // Entropy of candidates e^-0.2 = 0.818731 and e^-2.3 = 0.100259, renormalised (sum 0.918990): q = 0.890903,
@@ -322,7 +322,7 @@ mod tests {
             c.entropy_nats
         );
         // Token 0 has no rank written: found first among its candidates.
-        assert_eq!(choice(&t, toks.start).rank, Rank::Known(1));
+        assert_eq!(choice(&t, toks.start, &cands[0]).rank, Rank::Known(1));
     }
 
     #[test]
@@ -337,7 +337,7 @@ mod tests {
         )
         .unwrap();
         let t = load(&p, &Progress::default()).unwrap().trace;
-        let c = choice(&t, 0);
+        let c = choice(&t, 0, &t.owned_candidates(0)[0]);
         assert_eq!(c.rank, Rank::BeyondTopK(2));
         assert_eq!(c.rank.to_string(), "> 2");
     }

@@ -178,8 +178,22 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
     }
 }
 
-/// Loads a trace file or directory. `progress` reports bytes read and can cancel.
+/// How to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadOptions {
+    /// Leave the candidates of Parquet traces on disk, to be read per request with
+    /// [`parquet::read_request_candidates`] (the app does: they are most of a trace's bytes). Their fields are then
+    /// checked when read, not at load. JSONL traces are always read whole.
+    pub lazy_candidates: bool,
+}
+
+/// Loads a trace file or directory, candidates included. `progress` reports bytes read and can cancel.
 pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
+    load_with(path, progress, LoadOptions::default())
+}
+
+/// Loads a trace file or directory with options.
+pub fn load_with(path: &Path, progress: &Progress, options: LoadOptions) -> Result<Loaded, LoadError> {
     let files = files_of(path)?;
     let total: u64 = files
         .iter()
@@ -188,6 +202,10 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
         .sum();
     progress.total_bytes.store(total, Ordering::Relaxed);
     let mut b = TraceBuilder::default();
+    let lazy = options.lazy_candidates && files.iter().all(|(_, enc)| *enc == Encoding::Parquet);
+    if lazy {
+        b.lazy_candidate_files = Some(files.iter().map(|(p, _)| p.clone()).collect());
+    }
     for (i, (p, enc)) in files.iter().enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         b.report.files.push(SourceFile {
@@ -196,7 +214,7 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
         });
         match enc {
             Encoding::Jsonl => jsonl::read(p, file, &mut b, progress)?,
-            Encoding::Parquet => parquet::read(p, file, &mut b, progress)?,
+            Encoding::Parquet => parquet::read(p, file, &mut b, progress, lazy)?,
         }
     }
     let (trace, report) = b.finish();

@@ -19,9 +19,12 @@ use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Fields, Float64Type, Int64Type, TimeUnit};
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
 
@@ -31,12 +34,14 @@ use super::schema::{self, CANDIDATE_FIELDS, CANDIDATES, EOS_TOKEN_IDS, KIND, SCA
 use super::validate::ingest;
 use super::{LoadError, Progress};
 use crate::trace::report::{Place, Problem, Rejection};
-use crate::trace::{Trace, TraceBuilder};
+use crate::trace::{Flag, NULL_U32, OwnedCandidate, Trace, TraceBuilder};
 
 /// Rows per record batch when reading.
 const READ_BATCH_ROWS: usize = 64 * 1024;
 /// Rows per row group when writing: small enough that one request's tokens can be read without the rest.
 pub const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
+/// Rows per data page when writing (best effort): the unit a read of one request's candidates decodes.
+const WRITE_PAGE_ROWS: usize = 2048;
 
 /// A column normalised to one of the four scalar types, or kept as is when it is none of them.
 enum Col {
@@ -389,14 +394,21 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
 
 /// Reads one Parquet file into the builder. Fatal when the file is not readable Parquet, when it has no `kind`
 /// column, or when it has records of a kind whose required column is absent.
-pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError> {
+/// With `lazy_candidates`, the `candidates` column is not read (see [`read_request_candidates`]).
+pub fn read(
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    lazy_candidates: bool,
+) -> Result<(), LoadError> {
     // A fresh open per reader, not `try_clone`: clones share one file offset, and the workers seek concurrently.
-    read_from(|| File::open(path), path, file, b, progress)
+    read_from(|| File::open(path), path, file, b, progress, lazy_candidates)
 }
 
 /// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
 pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) -> Result<(), LoadError> {
-    read_from(|| Ok(bytes.clone()), name, file, b, &Progress::default())
+    read_from(|| Ok(bytes.clone()), name, file, b, &Progress::default(), false)
 }
 
 /// Reads Parquet from whatever `open` gives a fresh reader of. Row groups are decoded and validated in parallel,
@@ -407,6 +419,7 @@ fn read_from<R: ChunkReader + 'static>(
     file: u32,
     b: &mut TraceBuilder,
     progress: &Progress,
+    lazy_candidates: bool,
 ) -> Result<(), LoadError> {
     let io = |e| LoadError::Io {
         path: path.display().to_string(),
@@ -423,7 +436,9 @@ fn read_from<R: ChunkReader + 'static>(
                 .to_owned(),
         });
     }
-    let known = |name: &str| name == EOS_TOKEN_IDS || name == CANDIDATES || SCALAR_FIELDS.iter().any(|f| f.0 == name);
+    let known = |name: &str| {
+        name == EOS_TOKEN_IDS || (name == CANDIDATES && !lazy_candidates) || SCALAR_FIELDS.iter().any(|f| f.0 == name)
+    };
     let roots: Vec<usize> = present
         .iter()
         .enumerate()
@@ -498,6 +513,141 @@ fn read_from<R: ChunkReader + 'static>(
         }
         Ok(())
     })
+}
+
+/// Reads the candidates of one request at a time from the Parquet files a lazily loaded trace left them in. Holds
+/// each file's metadata with its offset index, so a read decodes only the pages holding the request's rows.
+pub struct CandidateReader {
+    files: Vec<(std::path::PathBuf, ArrowReaderMetadata)>,
+}
+
+impl CandidateReader {
+    /// A reader for the trace's files; `None` when its candidates are in memory.
+    pub fn open(trace: &Trace) -> Result<Option<Self>, LoadError> {
+        let Some(disk) = &trace.candidates_on_disk else {
+            return Ok(None);
+        };
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        let files = disk
+            .files
+            .iter()
+            .map(|path| {
+                let f = File::open(path).map_err(|e| LoadError::Io {
+                    path: path.display().to_string(),
+                    source: e,
+                })?;
+                let meta = ArrowReaderMetadata::load(&f, options.clone()).map_err(|e| parquet_error(path, e))?;
+                Ok((path.clone(), meta))
+            })
+            .collect::<Result<Vec<_>, LoadError>>()?;
+        Ok(Some(CandidateReader { files }))
+    }
+
+    /// The candidates of every token of `request`, in index order: only the rows of its tokens, only the columns
+    /// that place a candidate. Candidates that break the format's rules (no logprob, logprob above 0) are left out.
+    pub fn read(&self, trace: &Trace, request: u32) -> Result<Vec<Vec<OwnedCandidate>>, LoadError> {
+        let tokens = trace.tokens_of(request);
+        let mut out = vec![Vec::new(); tokens.len()];
+        let Some(disk) = &trace.candidates_on_disk else {
+            return Ok(trace.owned_candidates(request));
+        };
+        let Some(Some((file, first, last))) = disk.rows.get(request as usize) else {
+            return Ok(out);
+        };
+        let Some((path, meta)) = self.files.get(*file as usize) else {
+            return Ok(out);
+        };
+        let f = File::open(path).map_err(|e| LoadError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        let wanted = [KIND, "request_id", "index", CANDIDATES];
+        let roots: Vec<usize> = meta
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| wanted.contains(&f.name().as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots);
+        // Only the row groups holding the rows, and in them only the rows.
+        let (mut groups, mut selectors, mut row0) = (Vec::new(), Vec::new(), 0u64);
+        for rg in 0..meta.metadata().num_row_groups() {
+            let n = u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+            let (a, b) = (row0.max(*first), (row0 + n).min(*last + 1));
+            if a < b {
+                groups.push(rg);
+                let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+                selectors.push(RowSelector::skip(to_usize(a - row0)));
+                selectors.push(RowSelector::select(to_usize(b - a)));
+                selectors.push(RowSelector::skip(to_usize(row0 + n - b)));
+            }
+            row0 += n;
+        }
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
+            .with_projection(mask)
+            .with_row_groups(groups)
+            .with_row_selection(RowSelection::from(selectors))
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|e| parquet_error(path, e))?;
+        let id = trace.request_id(request);
+        let index = &trace.tokens.index[tokens.clone()];
+        for batch in reader {
+            let batch = batch.map_err(|e| parquet_error(path, e))?;
+            let cols = Cols::of(&batch);
+            let mut row = RowBuffer::default();
+            for i in 0..batch.num_rows() {
+                cols.fill(i, &mut row);
+                let r = &row.record;
+                let (Some(Val::Ok(rid)), Some(Val::Ok(k)), Some(Val::Ok(list))) =
+                    (&r.request_id, &r.index, &r.candidates)
+                else {
+                    continue;
+                };
+                let Ok(k) = u32::try_from(*k) else { continue };
+                if rid.as_ref() != id {
+                    continue;
+                }
+                let Ok(pos) = index.binary_search(&k) else { continue };
+                out[pos] = list.iter().filter_map(owned_candidate).collect();
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A candidate read on demand, when it follows the format's rules.
+fn owned_candidate(c: &RawCandidate<'_>) -> Option<OwnedCandidate> {
+    let logprob = match c.logprob {
+        Some(Val::Ok(lp)) if lp.is_finite() && lp <= 0.0 => lp,
+        _ => return None,
+    };
+    Some(OwnedCandidate {
+        token_id: match c.token_id {
+            Some(Val::Ok(t)) => u32::try_from(t).unwrap_or(NULL_U32),
+            _ => NULL_U32,
+        },
+        text: match &c.text {
+            Some(Val::Ok(t)) => Some(t.to_string()),
+            _ => None,
+        },
+        logprob,
+        special: match c.special {
+            Some(Val::Ok(b)) => Flag::from_opt(Some(b)),
+            _ => Flag::Null,
+        },
+    })
+}
+
+/// Reads one request's candidates from the files a lazily loaded trace left them in (opens a [`CandidateReader`]
+/// for the one read; keep one to read many).
+pub fn read_request_candidates(trace: &Trace, request: u32) -> Result<Vec<Vec<OwnedCandidate>>, LoadError> {
+    match CandidateReader::open(trace)? {
+        Some(reader) => reader.read(trace, request),
+        None => Ok(trace.owned_candidates(request)),
+    }
 }
 
 /// What every row-group worker shares.
@@ -797,6 +947,8 @@ pub fn write_with_row_groups(
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
         .set_max_row_group_row_count(Some(rows_per_group))
+        // Small pages, so reading one request's candidates decodes a few thousand rows, not a row group's worth.
+        .set_data_page_row_count_limit(WRITE_PAGE_ROWS)
         .build();
     let file = File::create(path)?;
     let mut writer = ArrowWriter::try_new(file, schema::arrow_schema(), Some(props))?;

@@ -7,7 +7,7 @@ use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
 use super::tables::{Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens};
-use super::{DEFAULT_SOURCE, Meta, NULL_I64, Trace};
+use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, Trace};
 use crate::trace::strings::{Interner, NO_STR};
 
 /// Accumulates validated records; [`TraceBuilder::finish`] turns them into a [`Trace`] and its [`Report`].
@@ -21,6 +21,9 @@ pub struct TraceBuilder {
     pub report: Report,
     /// A buffer for validating a token's candidates, reused from token to token.
     pub candidate_buffer: Vec<Candidate>,
+    /// Set by a reader that left the candidates in these Parquet files: the trace then records where each
+    /// request's token rows are, to read its candidates when asked.
+    pub lazy_candidate_files: Option<Vec<std::path::PathBuf>>,
     /// The label id of the last request id interned by [`Self::intern_request_id`].
     last_request_id: Option<u32>,
     /// Text id of the last text seen for each token id, by [`Self::intern_token_text`] ([`NO_STR`]: none yet).
@@ -50,6 +53,7 @@ impl Default for TraceBuilder {
             texts: Interner::default(),
             report: Report::default(),
             candidate_buffer: Vec::new(),
+            lazy_candidate_files: None,
             last_request_id: None,
             text_by_token_id: Vec::new(),
             meta: None,
@@ -261,6 +265,25 @@ impl TraceBuilder {
         }
     }
 
+    /// Where each request's token records are (file, first row, last row), from the places of the kept tokens
+    /// (`order[k]` is the original index of token `k`). A request whose tokens span files keeps its first file's.
+    fn token_rows(&self, order: &[u32]) -> Vec<Option<(u32, u64, u64)>> {
+        let mut rows: Vec<Option<(u32, u64, u64)>> = vec![None; self.requests.len()];
+        for (k, &old) in order.iter().enumerate() {
+            let place = self.token_places[old as usize];
+            let slot = &mut rows[self.tokens.request[k] as usize];
+            match slot {
+                None => *slot = Some((place.file, place.at, place.at)),
+                Some((file, first, last)) if *file == place.file => {
+                    *first = (*first).min(place.at);
+                    *last = (*last).max(place.at);
+                }
+                Some(_) => {}
+            }
+        }
+        rows
+    }
+
     /// Why a stage or token naming request label `id` cannot be kept, when it cannot.
     fn orphan(&self, id: u32, place: Place, record: &'static str) -> Rejection {
         let name = self.labels.str_or_empty(id);
@@ -414,6 +437,12 @@ impl TraceBuilder {
             self.tokens.permute(&order);
             self.candidates = cands;
             self.cand_start = starts;
+        }
+        if let Some(files) = self.lazy_candidate_files.take() {
+            trace.candidates_on_disk = Some(CandidatesOnDisk {
+                files,
+                rows: self.token_rows(&order),
+            });
         }
         for i in 0..self.tokens.len() {
             let n = self.tokens.iteration[i];

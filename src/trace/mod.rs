@@ -44,6 +44,29 @@ pub struct Meta {
     pub created_ns: Option<i64>,
 }
 
+/// Where the candidates of a trace loaded without them are: the Parquet files, and for each request the file and
+/// the first and last row of its token records (a writer groups a request's tokens, so the range is tight).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidatesOnDisk {
+    /// The files, as indexed by [`report::Place::file`].
+    pub files: Vec<std::path::PathBuf>,
+    /// Per request row: (file, first row, last row) of its tokens; `None` without token records.
+    pub rows: Vec<Option<(u32, u64, u64)>>,
+}
+
+/// A candidate with its own text, for candidates read on demand (they are not interned into the trace).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedCandidate {
+    /// Vocabulary id, or [`NULL_U32`].
+    pub token_id: u32,
+    /// Decoded text, when written.
+    pub text: Option<String>,
+    /// Natural-log probability.
+    pub logprob: f64,
+    /// Special flag as written.
+    pub special: Flag,
+}
+
 /// A loaded trace. Row ids are `u32`; times are `i64` nanoseconds since the Unix epoch (UTC).
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
@@ -61,8 +84,10 @@ pub struct Trace {
     pub stages: Stages,
     /// Output tokens, sorted by request then index.
     pub tokens: Tokens,
-    /// Top-k candidates of every token, flattened in token order.
+    /// Top-k candidates of every token, flattened in token order (empty when they were left on disk).
     pub candidates: Candidates,
+    /// Where the candidates are when they were left on disk, to be read per request.
+    pub candidates_on_disk: Option<CandidatesOnDisk>,
     /// `token_start[r]..token_start[r + 1]` are the tokens of request `r`.
     token_start: Vec<u32>,
     /// `stage_start[r]..stage_start[r + 1]` are the explicit stages of request `r`.
@@ -120,6 +145,22 @@ impl Trace {
     /// The candidate rows of a token, most probable first as written.
     pub fn candidates_of(&self, token: usize) -> Range<usize> {
         range_of(&self.cand_start, token)
+    }
+
+    /// The candidates of every token of a request held in memory, with their texts.
+    pub fn owned_candidates(&self, request: u32) -> Vec<Vec<OwnedCandidate>> {
+        self.tokens_of(request)
+            .map(|t| {
+                self.candidates_of(t)
+                    .map(|c| OwnedCandidate {
+                        token_id: self.candidates.token_id[c],
+                        text: self.texts.get(self.candidates.text[c]).map(str::to_owned),
+                        logprob: self.candidates.logprob[c],
+                        special: self.candidates.special[c],
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// The sources that have iterations, with their iteration rows (sorted by start).

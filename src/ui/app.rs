@@ -15,6 +15,7 @@ use super::panels;
 use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::interference::{Interference, interference};
 use crate::analysis::summary::Slo;
+use crate::format::parquet::CandidateReader;
 use crate::format::{self, LoadError, Loaded, Progress};
 use crate::trace::report::Report;
 use crate::view::layout::{TrackFilter, TrackOrder};
@@ -83,13 +84,15 @@ pub struct Shown {
     pub view: TraceView,
     /// What loading found wrong.
     pub report: Report,
+    /// Reads a selected request's candidates when the load left them on disk.
+    pub candidates: Option<Arc<CandidateReader>>,
 }
 
 /// A load in progress; the trace on screen stays usable meanwhile.
 struct Loading {
     source: TraceSource,
     progress: Arc<Progress>,
-    rx: Receiver<Result<Loaded, LoadError>>,
+    rx: Receiver<Result<(Loaded, Option<CandidateReader>), LoadError>>,
 }
 
 /// An open-file dialog running on its own thread.
@@ -159,9 +162,14 @@ impl App {
         let spawned = thread::Builder::new().name("trace-loader".into()).spawn(move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) => format::load(&p, &progress),
+                TraceSource::Path(p) => format::load_with(&p, &progress, format::LoadOptions { lazy_candidates: true }),
                 TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
             };
+            // The candidate reader reads the files' metadata once, here rather than at the first click.
+            let result = result.and_then(|loaded| {
+                let reader = CandidateReader::open(&loaded.trace)?;
+                Ok((loaded, reader))
+            });
             let _ = tx.send(result);
         });
         match spawned {
@@ -193,7 +201,7 @@ impl App {
         let source = loading.source.clone();
         self.loading = None;
         match result {
-            Ok(loaded) => {
+            Ok((loaded, reader)) => {
                 if let TraceSource::Path(p) = &source {
                     let p = p.display().to_string();
                     self.settings.recent.retain(|r| *r != p);
@@ -207,6 +215,7 @@ impl App {
                     source,
                     view,
                     report: loaded.report,
+                    candidates: reader.map(Arc::new),
                 });
                 self.waterfall = WaterfallState::default();
                 self.selected = None;
@@ -477,7 +486,7 @@ impl App {
             return;
         }
         self.microscope = match (self.selected, &self.shown) {
-            (Some(r), Some(shown)) => Some(Microscope::new(&shown.view.trace, r)),
+            (Some(r), Some(shown)) => Some(Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r)),
             _ => None,
         };
     }

@@ -11,7 +11,8 @@ use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
-use crate::trace::{StageKind, Trace, opt_u32};
+use crate::format::parquet::CandidateReader;
+use crate::trace::{OwnedCandidate, StageKind, Trace, opt_u32};
 
 /// How the token chips are coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -31,8 +32,14 @@ pub struct Microscope {
     pub latencies: Vec<Latency>,
     /// Load of each token's step.
     pub loads: Vec<StepLoad>,
-    /// Choice of each token.
+    /// Choice of each token (rank and entropy wait for the candidates when they are read from disk).
     pub choices: Vec<Choice>,
+    /// Candidates of each token, once read.
+    pub candidates: Vec<Vec<OwnedCandidate>>,
+    /// Candidates being read from disk, on their own thread.
+    pending: Option<std::sync::mpsc::Receiver<Result<Vec<Vec<OwnedCandidate>>, String>>>,
+    /// Why they could not be read.
+    pub candidates_error: Option<String>,
     /// Median of the tokens' latencies after the first, ns.
     pub median_ns: i64,
     /// The selected token (index into the request's tokens).
@@ -51,22 +58,79 @@ pub enum Action {
 }
 
 impl Microscope {
-    /// Puts a request under the microscope.
-    pub fn new(trace: &Trace, request: u32) -> Self {
+    /// Puts a request under the microscope. Candidates held in memory are used at once; candidates left on disk
+    /// are read on a thread of their own ([`Self::poll`] picks them up).
+    pub fn new(trace: &Arc<Trace>, reader: Option<&Arc<CandidateReader>>, request: u32) -> Self {
         let tokens = trace.tokens_of(request);
         let latencies: Vec<Latency> = tokens.clone().map(|t| latency(trace, request, t)).collect();
         let mut gaps: Vec<i64> = latencies.iter().skip(1).map(|l| l.total_ns).collect();
         gaps.sort_unstable();
         let median_ns = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
-        Microscope {
+        let mut m = Microscope {
             request,
             latencies,
             loads: step_loads(trace, request),
-            choices: tokens.map(|t| choice(trace, t)).collect(),
+            choices: Vec::new(),
+            candidates: vec![Vec::new(); tokens.len()],
+            pending: None,
+            candidates_error: None,
             median_ns,
             token: None,
             color_by: ColorBy::Latency,
             load_transform: None,
+        };
+        if let Some(reader) = reader.filter(|_| trace.candidates_on_disk.is_some()) {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            let (trace, reader) = (Arc::clone(trace), Arc::clone(reader));
+            let spawned = std::thread::Builder::new().name("candidates".into()).spawn(move || {
+                let _ = tx.send(reader.read(&trace, request).map_err(|e| e.to_string()));
+            });
+            match spawned {
+                Ok(_) => m.pending = Some(rx),
+                Err(e) => m.candidates_error = Some(e.to_string()),
+            }
+        } else {
+            m.candidates = trace.owned_candidates(request);
+        }
+        m.choices = m.compute_choices(trace);
+        m
+    }
+
+    fn compute_choices(&self, trace: &Trace) -> Vec<Choice> {
+        trace
+            .tokens_of(self.request)
+            .zip(&self.candidates)
+            .map(|(t, c)| choice(trace, t, c))
+            .collect()
+    }
+
+    /// Takes the candidates read from disk when they are there; true while they are still coming.
+    pub fn poll(&mut self, trace: &Trace) -> bool {
+        let Some(rx) = &self.pending else { return false };
+        match rx.try_recv() {
+            Ok(result) => {
+                self.pending = None;
+                match result {
+                    Ok(c) => {
+                        self.candidates = c;
+                        self.choices = self.compute_choices(trace);
+                    }
+                    Err(e) => self.candidates_error = Some(e),
+                }
+                false
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => true,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                self.pending = None;
+                false
+            }
+        }
+    }
+
+    /// Waits for candidates read from disk (tests and benchmarks).
+    pub fn wait_candidates(&mut self, trace: &Trace) {
+        while self.poll(trace) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -106,6 +170,9 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
 /// The whole view; returns what the app should do.
 pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: Slo) -> Option<Action> {
     let mut action = None;
+    if m.poll(trace) {
+        ui.ctx().request_repaint_after(std::time::Duration::from_millis(10));
+    }
     let tokens = trace.tokens_of(m.request);
     if !ui.ctx().egui_wants_keyboard_input() && !tokens.is_empty() {
         let last = tokens.len() - 1;
@@ -410,9 +477,15 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
         c.rank,
         c.entropy_nats.map_or("?".to_owned(), |h| format!("{h:.3} nats"))
     ));
-    let cands = trace.candidates_of(t);
+    let cands = &m.candidates[k];
     if cands.is_empty() {
-        ui.weak("No candidates recorded for this token (the trace has no top-k logprobs).");
+        if m.pending.is_some() {
+            ui.weak("Reading this request's candidates…");
+        } else if let Some(e) = &m.candidates_error {
+            ui.colored_label(ui.visuals().error_fg_color, format!("Cannot read the candidates: {e}"));
+        } else {
+            ui.weak("No candidates recorded for this token (the trace has no top-k logprobs).");
+        }
         return;
     }
     egui::Grid::new("candidates")
@@ -424,16 +497,10 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
             ui.weak("probability");
             ui.weak("");
             ui.end_row();
-            for (rank, c) in cands.enumerate() {
-                let id = trace.candidates.token_id[c];
-                let p = trace.candidates.logprob[c].exp();
-                let shown = display_text(
-                    trace,
-                    id,
-                    trace.texts.get(trace.candidates.text[c]),
-                    trace.candidates.special[c],
-                );
-                let is_chosen = id == chosen_id;
+            for (rank, c) in cands.iter().enumerate() {
+                let p = c.logprob.exp();
+                let shown = display_text(trace, c.token_id, c.text.as_deref(), c.special);
+                let is_chosen = c.token_id == chosen_id;
                 ui.label((rank + 1).to_string());
                 let mut rich = RichText::new(shown).monospace();
                 if is_chosen {
@@ -443,14 +510,15 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
                 ui.label(format!("{:.1} %", p * 100.0));
                 let (rect, _) = ui.allocate_exact_size(egui::vec2(120.0, 12.0), Sense::hover());
                 let w = (p.clamp(0.0, 1.0) as f32) * rect.width();
+                let color = if is_chosen {
+                    theme::SELECTION_EDGE
+                } else {
+                    theme::COUNTER_COLOR
+                };
                 ui.painter().rect_filled(
                     egui::Rect::from_min_size(rect.min, egui::vec2(w, rect.height())),
                     2.0,
-                    if is_chosen {
-                        theme::SELECTION_EDGE
-                    } else {
-                        theme::COUNTER_COLOR
-                    },
+                    color,
                 );
                 ui.end_row();
             }
