@@ -172,6 +172,11 @@ fn main() {
         &parquet,
         measure("load", &parquet, runs),
     );
+    print(
+        "  same, candidates left on disk (app)",
+        &parquet,
+        measure("lazy", &parquet, runs),
+    );
     let polars_pq = polars(&parquet, runs).map(|m| print("polars read_parquet (Python)", &parquet, m));
     let ours_jsonl = print("tokenscope load+index, JSONL", &jsonl, measure("load", &jsonl, runs));
     let polars_jsonl = polars(&jsonl, runs).map(|m| print("polars read_ndjson (Python)", &jsonl, m));

@@ -41,7 +41,7 @@ const READ_BATCH_ROWS: usize = 64 * 1024;
 /// Rows per row group when writing: small enough that one request's tokens can be read without the rest.
 pub const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
 /// Rows per data page when writing (best effort): the unit a read of one request's candidates decodes.
-const WRITE_PAGE_ROWS: usize = 2048;
+const WRITE_PAGE_ROWS: usize = 8192;
 
 /// A column normalised to one of the four scalar types, or kept as is when it is none of them.
 enum Col {
