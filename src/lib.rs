@@ -7,6 +7,8 @@ pub mod analysis;
 pub mod cli;
 pub mod format;
 pub mod synth;
+#[cfg(test)]
+mod test_support;
 pub mod trace;
 pub mod ui;
 pub mod view;

@@ -380,15 +380,9 @@ impl Interference {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Progress, load};
 
     fn sample(name: &str) -> Trace {
-        load(
-            std::path::Path::new(&format!("sample_traces/{name}")),
-            &Progress::default(),
-        )
-        .unwrap()
-        .trace
+        crate::test_support::sample(name)
     }
 
     const T0: i64 = 1_764_403_200_000_000_000;

@@ -242,12 +242,7 @@ mod tests {
     use crate::format::{Progress, load};
 
     fn four() -> Trace {
-        load(
-            std::path::Path::new("sample_traces/four_requests.jsonl"),
-            &Progress::default(),
-        )
-        .unwrap()
-        .trace
+        crate::test_support::sample("four_requests.jsonl")
     }
 
     #[test]

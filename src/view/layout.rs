@@ -159,15 +159,9 @@ pub fn stage_of_class(class: u8) -> StageKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Progress, load};
 
     fn four() -> Trace {
-        load(
-            std::path::Path::new("sample_traces/four_requests.jsonl"),
-            &Progress::default(),
-        )
-        .unwrap()
-        .trace
+        crate::test_support::sample("four_requests.jsonl")
     }
 
     #[test]

@@ -1,0 +1,13 @@
+//! What the unit tests share: the committed sample traces, loaded.
+
+use crate::format::{Progress, load};
+use crate::trace::Trace;
+
+/// A trace of `sample_traces/`, loaded whole; panics (fails the test) when it does not load.
+pub fn sample(name: &str) -> Trace {
+    let path = std::path::Path::new("sample_traces").join(name);
+    match load(&path, &Progress::default()) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
