@@ -112,6 +112,23 @@ fn main() {
         );
     }
 
+    // Drag-select a range: the interference panel's figures, computed when the drag ends.
+    for (label, half) in [
+        ("1 s", 500_000_000i64),
+        ("10 s", 5_000_000_000),
+        ("60 s", 30_000_000_000),
+    ] {
+        let t = Instant::now();
+        let x = tokenscope::analysis::interference::interference(&trace, mid - half, mid + half);
+        println!(
+            "drag-select {label}: interference in {:.1} ms ({} steps, {} holders, {} decoding)",
+            t.elapsed().as_secs_f64() * 1e3,
+            x.steps.count,
+            x.holders.len(),
+            x.decoding.len()
+        );
+    }
+
     // Click a request to its candidates shown: the microscope's figures, and the candidates read from the Parquet
     // file for that request only. 50 requests spread over the trace.
     let picks: Vec<u32> = (0..50).map(|k| (k * trace.request_count() / 50) as u32).collect();

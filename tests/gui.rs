@@ -76,6 +76,8 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
         pos2(x_of(&h, base + 79 * SECOND), y),
     );
     drag(&mut h, from, to);
+    h.state_mut().wait_interference();
+    h.run();
     let app = h.state();
     let range = app.waterfall.range.expect("a range is selected");
     assert!((range.0 - (base + 71 * SECOND)).abs() < SECOND / 10, "{range:?}");

@@ -120,6 +120,8 @@ pub struct App {
     pub selected: Option<u32>,
     /// The analysis of the drag-selected range.
     pub interference: Option<Interference>,
+    /// An analysis being computed on its own thread (a minute of a large trace takes a fifth of a second).
+    interference_job: Option<Receiver<Interference>>,
     /// The selected request under the microscope (regenerated when the selection changes).
     pub microscope: Option<Microscope>,
     fonts_installed: bool,
@@ -144,6 +146,7 @@ impl App {
             waterfall: WaterfallState::default(),
             selected: None,
             interference: None,
+            interference_job: None,
             microscope: None,
             fonts_installed: false,
         };
@@ -276,6 +279,28 @@ impl App {
         }
     }
 
+    /// Takes the analysis of the selected range when it is ready.
+    fn poll_interference(&mut self) {
+        if let Some(rx) = &self.interference_job {
+            match rx.try_recv() {
+                Ok(x) => {
+                    self.interference = Some(x);
+                    self.interference_job = None;
+                }
+                Err(TryRecvError::Disconnected) => self.interference_job = None,
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+    }
+
+    /// Waits for the analysis of the selected range (tests use this).
+    pub fn wait_interference(&mut self) {
+        while self.interference_job.is_some() {
+            self.poll_interference();
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// The whole window.
     pub fn ui(&mut self, ui: &mut Ui) {
         if !self.fonts_installed {
@@ -284,6 +309,7 @@ impl App {
         }
         self.poll_loading();
         self.poll_dialog();
+        self.poll_interference();
         let dropped: Vec<PathBuf> = ui.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
         if let Some(p) = dropped.into_iter().next() {
             self.open(TraceSource::Path(p));
@@ -310,14 +336,14 @@ impl App {
                 .default_size(340.0)
                 .show(ui, |ui| self.microscope_ui(ui));
         }
-        if self.interference.is_some() {
+        if self.interference.is_some() || self.interference_job.is_some() {
             egui::Panel::right("selection")
                 .resizable(true)
                 .default_size(380.0)
                 .show(ui, |ui| self.side_ui(ui));
         }
         egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui));
-        if self.loading.is_some() || self.dialog.is_some() {
+        if self.loading.is_some() || self.dialog.is_some() || self.interference_job.is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(50));
         }
     }
@@ -432,13 +458,17 @@ impl App {
                 })
                 .response
                 .labelled_by(sort_label.id);
-            for (name, field, column) in [
-                ("model", &mut self.filter.model, &trace.requests.model),
-                ("app", &mut self.filter.app_id, &trace.requests.app_id),
-                ("user", &mut self.filter.user_id, &trace.requests.user_id),
-                ("finish", &mut self.filter.finish_reason, &trace.requests.finish_reason),
-            ] {
-                changed |= panels::label_filter_ui(ui, name, field, column, &trace);
+            let labels = &shown.view.filter_labels;
+            for ((name, field), values) in [
+                ("model", &mut self.filter.model),
+                ("app", &mut self.filter.app_id),
+                ("user", &mut self.filter.user_id),
+                ("finish", &mut self.filter.finish_reason),
+            ]
+            .into_iter()
+            .zip(labels)
+            {
+                changed |= panels::label_filter_ui(ui, name, field, values, &trace);
             }
             let search_label = ui.label("Search");
             changed |= ui
@@ -512,7 +542,12 @@ impl App {
         let trace = Arc::clone(&shown.view.trace);
         let mut action = None;
         egui::ScrollArea::vertical().show(ui, |ui| {
-            if let Some(x) = &self.interference {
+            if self.interference_job.is_some() {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label("Analysing the selected range…");
+                });
+            } else if let Some(x) = &self.interference {
                 action = panels::interference_ui(ui, &trace, x, shown.view.t0_ns);
                 ui.separator();
             }
@@ -549,9 +584,20 @@ impl App {
             match e {
                 waterfall::Event::SelectRequest(r) => self.selected = Some(r),
                 waterfall::Event::RangeSelected(a, b) => {
-                    self.interference = Some(interference(&shown.view.trace, a, b));
+                    let (tx, rx) = sync_channel(1);
+                    let trace = Arc::clone(&shown.view.trace);
+                    let spawned = thread::Builder::new().name("interference".into()).spawn(move || {
+                        let _ = tx.send(interference(&trace, a, b));
+                    });
+                    match spawned {
+                        Ok(_) => self.interference_job = Some(rx),
+                        Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
+                    }
                 }
-                waterfall::Event::RangeCleared => self.interference = None,
+                waterfall::Event::RangeCleared => {
+                    self.interference = None;
+                    self.interference_job = None;
+                }
             }
         }
     }

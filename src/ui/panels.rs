@@ -113,11 +113,17 @@ pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
     });
 }
 
-/// A combo box filtering by one label column; returns true when the choice changed.
-pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, column: &[u32], trace: &Trace) -> bool {
+/// The distinct labels of a column, sorted by label id.
+pub fn distinct_labels(column: &[u32]) -> Vec<u32> {
     let mut values: Vec<u32> = column.iter().copied().filter(|&v| v != NO_STR).collect();
     values.sort_unstable();
     values.dedup();
+    values
+}
+
+/// A combo box filtering by one label column; returns true when the choice changed.
+/// `values` are the distinct labels of the column (computed once per trace: [`distinct_labels`]).
+pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, values: &[u32], trace: &Trace) -> bool {
     if values.len() < 2 && *field == NO_STR {
         return false;
     }
@@ -132,7 +138,7 @@ pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, column: &[u32],
         .selected_text(current)
         .show_ui(ui, |ui| {
             changed |= ui.selectable_value(field, NO_STR, "any").changed();
-            for v in values {
+            for &v in values {
                 changed |= ui.selectable_value(field, v, trace.label(v).unwrap_or("?")).changed();
             }
         })

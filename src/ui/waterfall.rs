@@ -30,6 +30,8 @@ pub struct TraceView {
     pub engines: Vec<EngineTrack>,
     /// The request rows shown, in order.
     pub rows: Vec<u32>,
+    /// The distinct model, app, user and finish-reason labels, for the filters.
+    pub filter_labels: [Vec<u32>; 4],
 }
 
 /// A source's steps.
@@ -93,12 +95,16 @@ impl TraceView {
             })
             .collect();
         let rows = layout::track_rows(t, order, filter);
+        let q = &t.requests;
+        let filter_labels =
+            [&q.model, &q.app_id, &q.user_id, &q.finish_reason].map(|c| super::panels::distinct_labels(c));
         TraceView {
             trace,
             t0_ns,
             t1_ns,
             engines,
             rows,
+            filter_labels,
         }
     }
 
