@@ -84,6 +84,27 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Export the slice of a trace around an incident: a trace file (.parquet, .jsonl) or Chrome Trace Event JSON
+    /// (.json, for Perfetto UI). Times are ms after the first arrival.
+    Export {
+        /// The trace.
+        trace: PathBuf,
+        /// Range start, ms after the first arrival.
+        #[arg(long, value_name = "MS")]
+        from_ms: f64,
+        /// Range end, ms after the first arrival.
+        #[arg(long, value_name = "MS")]
+        to_ms: f64,
+        /// Only these requests (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        requests: Option<Vec<String>>,
+        /// Replace token and candidate texts with hashes (keyed per export; repetitions still show).
+        #[arg(long)]
+        redact: bool,
+        /// The file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Convert a trace between Parquet and JSONL (by the output's extension).
     Convert {
         /// The trace to read.
@@ -164,6 +185,22 @@ fn main() -> ExitCode {
                 prefix_cache_tokens,
             };
             emit(&cli::synth::run(&options, &output))
+        }
+        Some(Command::Export {
+            trace,
+            from_ms,
+            to_ms,
+            requests,
+            redact,
+            output,
+        }) => {
+            let options = cli::export::ExportOptions {
+                from_ms,
+                to_ms,
+                requests,
+                redact,
+            };
+            emit(&cli::export::run(&trace, &options, &output))
         }
         Some(Command::Convert { input, output }) => emit(&cli::convert::run(&input, &output)),
         None => {

@@ -2,6 +2,7 @@
 //! `main.rs` only parses arguments and dispatches here.
 
 pub mod convert;
+pub mod export;
 pub mod summary;
 pub mod synth;
 pub mod validate;

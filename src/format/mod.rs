@@ -2,6 +2,7 @@
 //! writers for both, and validation. [`load`] is the entry point: a file or a directory of files in, a
 //! [`Loaded`] trace with its report out.
 
+pub mod chrome;
 pub mod jsonl;
 pub mod parquet;
 pub mod raw;

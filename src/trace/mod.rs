@@ -5,6 +5,7 @@
 
 mod builder;
 pub mod report;
+pub mod slice;
 mod stages;
 pub mod strings;
 pub mod tables;

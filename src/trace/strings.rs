@@ -27,6 +27,14 @@ impl Interner {
         id
     }
 
+    /// Appends `s` under a new id even when it is present (its lookup keeps the first id): for rebuilding an
+    /// interner id for id.
+    pub fn push_duplicate(&mut self, s: &str) -> u32 {
+        let id = u32::try_from(self.list.len()).unwrap_or(NO_STR - 1).min(NO_STR - 1);
+        self.list.push(Arc::from(s));
+        id
+    }
+
     /// The id of `s` if it is present.
     pub fn lookup(&self, s: &str) -> Option<u32> {
         self.ids.get(s).copied()

@@ -1,0 +1,108 @@
+//! `tokenscope export TRACE --from-ms A --to-ms B [--requests ID,..] [--redact] -o OUT`: the slice of a trace for
+//! an incident report, as a trace file (`.parquet`, `.jsonl`…) or as Chrome Trace Event JSON (`.json`) for
+//! Perfetto UI. Times are ms after the trace's first arrival.
+
+use std::path::Path;
+
+use super::{Output, thousands, validate};
+use crate::format::{self, Progress};
+use crate::trace::slice::{redact, slice};
+
+/// What to export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportOptions {
+    /// Range start, ms after the first arrival.
+    pub from_ms: f64,
+    /// Range end, ms after the first arrival.
+    pub to_ms: f64,
+    /// Only these requests (ids), when given.
+    pub requests: Option<Vec<String>>,
+    /// Replace token and candidate texts with hashes.
+    pub redact: bool,
+}
+
+fn error(message: String) -> Output {
+    Output {
+        stdout: String::new(),
+        stderr: format!("error: {message}\n"),
+        code: 2,
+    }
+}
+
+/// Runs `export`.
+pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
+    let (a, b) = (options.from_ms, options.to_ms);
+    if !(a.is_finite() && b.is_finite() && a >= 0.0 && b > a) {
+        return error(format!(
+            "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the first arrival"
+        ));
+    }
+    let is_chrome = output.extension().is_some_and(|e| e == "json");
+    if !is_chrome && format::encoding_of(output).is_none() {
+        return error(format!(
+            "{}: give the output a .parquet, .jsonl or .json (Chrome trace) name",
+            output.display()
+        ));
+    }
+    let loaded = match format::load(input, &Progress::default()) {
+        Ok(l) => l,
+        Err(e) => return validate::fatal(&e, false),
+    };
+    let trace = &loaded.trace;
+    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
+    #[allow(clippy::cast_possible_truncation)] // ms of a trace
+    let (from_ns, to_ns) = (origin + (a * 1e6) as i64, origin + (b * 1e6) as i64);
+    let only = match &options.requests {
+        None => None,
+        Some(ids) => {
+            let rows: Vec<Option<u32>> = ids.iter().map(|id| trace.request_row(id)).collect();
+            let unknown: Vec<&str> = ids
+                .iter()
+                .zip(&rows)
+                .filter(|(_, r)| r.is_none())
+                .map(|(id, _)| id.as_str())
+                .collect();
+            if !unknown.is_empty() {
+                return error(format!(
+                    "no request with id {} in {}",
+                    unknown.join(", "),
+                    input.display()
+                ));
+            }
+            Some(rows.into_iter().flatten().collect::<Vec<u32>>())
+        }
+    };
+    let mut part = slice(trace, from_ns, to_ns, only.as_deref());
+    if part.request_count() == 0 && part.iterations.is_empty() {
+        return error(format!(
+            "nothing in {a} ms .. {b} ms (the trace spans its first arrival + 0 ms onwards)"
+        ));
+    }
+    if options.redact {
+        redact(&mut part);
+    }
+    let written = if is_chrome {
+        format::chrome::write(&part, output).map_err(|e| format!("cannot write {}: {e}", output.display()))
+    } else {
+        format::write(&part, output).map_err(|e| e.to_string())
+    };
+    if let Err(e) = written {
+        return Output {
+            stdout: String::new(),
+            stderr: format!("error: {e}\n"),
+            code: 1,
+        };
+    }
+    Output {
+        stdout: format!(
+            "wrote {}: {} requests, {} tokens, {} steps from {a} ms to {b} ms{}\n",
+            output.display(),
+            thousands(part.request_count() as u64),
+            thousands(part.token_count() as u64),
+            thousands(part.iterations.len() as u64),
+            if options.redact { ", texts redacted" } else { "" }
+        ),
+        stderr: String::new(),
+        code: 0,
+    }
+}

@@ -1,0 +1,114 @@
+//! Slices and redaction of a trace, for incident reports: the records that touch a time range (whole requests,
+//! their stages, tokens and candidates, and the engine steps in the range), and token texts replaced by hashes.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
+use super::report::Place;
+use super::{Interner, NO_STR, Trace, TraceBuilder};
+
+/// The part of `trace` that touches `[from_ns, to_ns]`: every request alive in it (arrival to finish), or only
+/// those of `only` when given; their stages, tokens and candidates whole; and the steps of every source that
+/// overlap the range.
+pub fn slice(trace: &Trace, from_ns: i64, to_ns: i64, only: Option<&[u32]>) -> Trace {
+    let mut b = TraceBuilder::default();
+    let label = |b: &mut TraceBuilder, id: u32| {
+        if id == NO_STR {
+            NO_STR
+        } else {
+            b.labels.intern(trace.labels.str_or_empty(id))
+        }
+    };
+    let text = |b: &mut TraceBuilder, id: u32| {
+        if id == NO_STR {
+            NO_STR
+        } else {
+            b.texts.intern(trace.texts.str_or_empty(id))
+        }
+    };
+    let place = Place::default();
+    for r in 0..trace.request_count() as u32 {
+        let arrival = trace.requests.arrival_ns[r as usize];
+        let finish = trace.finish_ns(r).unwrap_or(arrival);
+        let wanted = match only {
+            Some(list) => list.contains(&r),
+            None => finish >= from_ns && arrival <= to_ns,
+        };
+        if !wanted {
+            continue;
+        }
+        let mut row = trace.requests.row(r as usize);
+        for field in [
+            &mut row.id,
+            &mut row.source,
+            &mut row.trace_id,
+            &mut row.model,
+            &mut row.app_id,
+            &mut row.user_id,
+            &mut row.finish_reason,
+            &mut row.status,
+            &mut row.error_code,
+            &mut row.prompt_hash,
+        ] {
+            *field = label(&mut b, *field);
+        }
+        let id = row.id;
+        b.add_request(row, place);
+        for s in trace.explicit_stages_of(r) {
+            let mut st = trace.stages.row(s);
+            st.request = id;
+            st.iter_row = None;
+            b.add_stage(st, place);
+        }
+        for t in trace.tokens_of(r) {
+            let mut tok = trace.tokens.row(t);
+            tok.request = id;
+            tok.iter_row = crate::trace::NULL_U32;
+            tok.text = text(&mut b, tok.text);
+            let cands: Vec<_> = trace
+                .candidates_of(t)
+                .map(|c| {
+                    let mut c = trace.candidates.row(c);
+                    c.text = text(&mut b, c.text);
+                    c
+                })
+                .collect();
+            b.add_token(tok, cands, place);
+        }
+    }
+    for &(source, _) in trace.sources_with_iterations() {
+        for i in trace.iterations_overlapping(source, from_ns, to_ns) {
+            let mut it = trace.iterations.row(i);
+            it.source = label(&mut b, it.source);
+            b.add_iteration(it, place);
+        }
+    }
+    if trace.meta.present {
+        b.set_meta(trace.meta.clone(), place);
+    }
+    b.finish().0
+}
+
+/// Replaces every token and candidate text by a hash, `#` and 12 hex digits: the same text gets the same hash
+/// within one call, so repetitions still show, but the hash is keyed afresh each time, so hashing a vocabulary
+/// cannot reverse it. Empty texts and special-token markup (`<|...|>`) are kept: they carry no user content.
+pub fn redact(trace: &mut Trace) {
+    let key = RandomState::new();
+    let mut texts = Interner::default();
+    for id in 0..trace.texts.len() as u32 {
+        let t = trace.texts.str_or_empty(id);
+        let kept = t.is_empty() || (t.starts_with("<|") && t.ends_with("|>"));
+        let new = if kept {
+            t.to_owned()
+        } else {
+            format!("#{:012x}", key.hash_one(t) & 0xffff_ffff_ffff)
+        };
+        // Ids stay as they are: the new interner is filled in id order. Two texts hashing alike would share an id,
+        // so a collision keeps the first (one in 2^48).
+        let _ = texts.intern(&new);
+        if texts.len() as u32 != id + 1 {
+            texts.push_duplicate(&new);
+        }
+    }
+    trace.texts = texts;
+}
