@@ -12,7 +12,10 @@ use tokenscope::analysis::metrics::request_metrics;
 use tokenscope::format::{Progress, load};
 
 fn tokenscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(args)
+        .output()
+        .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -29,7 +32,8 @@ fn a_slice_reloads_with_the_same_per_request_figures() {
         let out = dir.path().join(name);
         let out_s = out.to_string_lossy();
         // 2.5 s .. 6 s after the first arrival: the long prefill's first steps and the requests alive then.
-        let (code, stdout, stderr) = tokenscope(&["export", LONG, "--from-ms", "2500", "--to-ms", "6000", "-o", &out_s]);
+        let (code, stdout, stderr) =
+            tokenscope(&["export", LONG, "--from-ms", "2500", "--to-ms", "6000", "-o", &out_s]);
         assert_eq!(code, 0, "{stderr}");
         assert!(stdout.contains("wrote"), "{stdout}");
         let full = load(Path::new(LONG), &Progress::default()).unwrap().trace;
@@ -37,12 +41,22 @@ fn a_slice_reloads_with_the_same_per_request_figures() {
         assert_eq!(part.report.rejected_count(), 0, "{:?}", part.report.rejected.first());
         let part = part.trace;
         assert!(part.request_row("doc-96k").is_some() && part.request_row("short-700").is_some());
-        assert!(part.request_count() < full.request_count(), "requests finished before 2.5 s are left out");
+        assert!(
+            part.request_count() < full.request_count(),
+            "requests finished before 2.5 s are left out"
+        );
         for r in 0..part.request_count() as u32 {
             let id = part.request_id(r);
-            let (a, b) = (request_metrics(&part, r), request_metrics(&full, full.request_row(id).unwrap()));
+            let (a, b) = (
+                request_metrics(&part, r),
+                request_metrics(&full, full.request_row(id).unwrap()),
+            );
             assert_eq!(a, b, "{id}");
-            assert_eq!(part.tokens_of(r).len(), full.tokens_of(full.request_row(id).unwrap()).len(), "{id}");
+            assert_eq!(
+                part.tokens_of(r).len(),
+                full.tokens_of(full.request_row(id).unwrap()).len(),
+                "{id}"
+            );
         }
         // The steps of the range, and the prefill chunks of the 96k prompt with their iteration numbers.
         assert!(part.iterations.len() >= 2);
@@ -55,8 +69,16 @@ fn a_slice_reloads_with_the_same_per_request_figures() {
 fn the_chrome_trace_is_structurally_valid() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("slice.json");
-    let (code, _, stderr) =
-        tokenscope(&["export", LONG, "--from-ms", "0", "--to-ms", "20000", "-o", &out.to_string_lossy()]);
+    let (code, _, stderr) = tokenscope(&[
+        "export",
+        LONG,
+        "--from-ms",
+        "0",
+        "--to-ms",
+        "20000",
+        "-o",
+        &out.to_string_lossy(),
+    ]);
     assert_eq!(code, 0, "{stderr}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
@@ -75,7 +97,9 @@ fn the_chrome_trace_is_structurally_valid() {
     // One track per request, named after it; the engine's steps and counters; token instants with their text.
     let named = |name: &str| events.iter().any(|e| e["ph"] == "M" && e["args"]["name"] == name);
     assert!(named("doc-96k") && named("short-700") && named("engine steps") && named("vllm-0"));
-    let prefills = events.iter().filter(|e| e["ph"] == "X" && e["name"] == "prefill" && e["args"]["request_id"] == "doc-96k");
+    let prefills = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "prefill" && e["args"]["request_id"] == "doc-96k");
     assert_eq!(prefills.count(), 5);
     assert!(events.iter().any(|e| e["ph"] == "C" && e["name"] == "batch size"));
     assert!(events.iter().any(|e| e["ph"] == "i" && e["args"]["text"].is_string()));
@@ -84,7 +108,9 @@ fn the_chrome_trace_is_structurally_valid() {
 #[test]
 fn redaction_leaves_no_original_text() {
     let dir = tempfile::tempdir().unwrap();
-    let full = load(Path::new("sample_traces/eos_mistrigger.jsonl"), &Progress::default()).unwrap().trace;
+    let full = load(Path::new("sample_traces/eos_mistrigger.jsonl"), &Progress::default())
+        .unwrap()
+        .trace;
     for name in ["r.jsonl", "r.json"] {
         let out = dir.path().join(name);
         let (code, stdout, stderr) = tokenscope(&[
@@ -127,11 +153,30 @@ fn bad_export_requests_say_what_is_wrong() {
     let (code, _, err) = tokenscope(&["export", LONG, "--from-ms", "500", "--to-ms", "100", "-o", "x.jsonl"]);
     assert_eq!(code, 2);
     assert!(err.contains("FROM < TO"), "{err}");
-    let (code, _, err) =
-        tokenscope(&["export", LONG, "--from-ms", "0", "--to-ms", "100", "--requests", "nope,doc-96k", "-o", "x.jsonl"]);
+    let (code, _, err) = tokenscope(&[
+        "export",
+        LONG,
+        "--from-ms",
+        "0",
+        "--to-ms",
+        "100",
+        "--requests",
+        "nope,doc-96k",
+        "-o",
+        "x.jsonl",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("no request with id nope"), "{err}");
-    let (code, _, err) = tokenscope(&["export", LONG, "--from-ms", "0", "--to-ms", "100", "-o", "/no/such/dir/x.jsonl"]);
+    let (code, _, err) = tokenscope(&[
+        "export",
+        LONG,
+        "--from-ms",
+        "0",
+        "--to-ms",
+        "100",
+        "-o",
+        "/no/such/dir/x.jsonl",
+    ]);
     assert_eq!(code, 1);
     assert!(err.contains("/no/such/dir/x.jsonl"), "{err}");
 }

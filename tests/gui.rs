@@ -261,3 +261,14 @@ fn a_file_dropped_on_the_window_opens() {
     assert_eq!(shown.view.trace.request_count(), 10);
     h.get_by_label_contains("long_prefill.jsonl");
 }
+
+#[test]
+fn ctrl_shift_s_asks_the_renderer_for_a_screenshot() {
+    let mut h = harness(demo_app());
+    assert!(!h.state().capture_pending());
+    h.key_press_modifiers(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, Key::S);
+    // No `run`: without a renderer the screenshot never arrives, and the app keeps repainting until it does.
+    h.step();
+    // The request went to the renderer (kittest takes the command itself and has none to answer it with).
+    assert!(h.state().capture_pending());
+}

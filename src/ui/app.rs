@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use eframe::egui::{self, RichText, Ui};
 
+use super::capture;
 use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::waterfall::{self, TraceView, WaterfallState};
@@ -56,6 +57,13 @@ struct Settings {
     /// The service-level objectives requests are judged by.
     #[serde(default = "default_slo")]
     slo: Slo,
+    /// Draw a caption strip (trace, time range, selection) into PNG captures.
+    #[serde(default = "default_caption")]
+    caption: bool,
+}
+
+fn default_caption() -> bool {
+    true
 }
 
 /// Objectives a chat service commonly sets: first token within a second, 50 ms per output token after it.
@@ -72,6 +80,7 @@ impl Default for Settings {
             recent: Vec::new(),
             order: TrackOrder::default(),
             slo: default_slo(),
+            caption: true,
         }
     }
 }
@@ -125,6 +134,14 @@ pub struct App {
     /// The selected request under the microscope (regenerated when the selection changes).
     pub microscope: Option<Microscope>,
     fonts_installed: bool,
+    /// A PNG asked for this frame: what and where.
+    capture_request: Option<(capture::Target, capture::Destination)>,
+    /// A screenshot on its way from the renderer.
+    pending_capture: Option<capture::Pending>,
+    /// A PNG being saved (through a dialog) on its own thread.
+    saving: Option<Receiver<Result<PathBuf, String>>>,
+    /// Where the waterfall and the high-power view were drawn (regenerated each frame).
+    panel_rects: [Option<egui::Rect>; 2],
 }
 
 impl App {
@@ -149,6 +166,10 @@ impl App {
             interference_job: None,
             microscope: None,
             fonts_installed: false,
+            capture_request: None,
+            pending_capture: None,
+            saving: None,
+            panel_rects: [None, None],
         };
         app.open(source);
         app
@@ -279,6 +300,80 @@ impl App {
         }
     }
 
+    /// The caption strip of a PNG: trace, the time range on screen in UTC, the selection; drawn over the bottom of
+    /// the captured region in the frame that is captured.
+    fn caption_ui(&self, ctx: &egui::Context, region: egui::Rect) {
+        let Some(shown) = &self.shown else { return };
+        let mut text = format!("tokenscope · {}", shown.source.name());
+        if let Some(vp) = self.waterfall.viewport {
+            text.push_str(&format!(
+                " · view {} to {}",
+                crate::view::ruler::format_utc(vp.start_ns),
+                crate::view::ruler::format_utc(vp.end_ns())
+            ));
+        }
+        if let Some(r) = self.selected {
+            text.push_str(&format!(" · request {}", shown.view.trace.request_id(r)));
+            if let Some(k) = self.microscope.as_ref().and_then(|m| m.token) {
+                text.push_str(&format!(" token {k}"));
+            }
+        }
+        let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
+        let strip = egui::Rect::from_min_max(egui::pos2(region.left(), region.bottom() - 20.0), region.max);
+        painter.rect_filled(strip, 0.0, egui::Color32::from_gray(12));
+        painter.text(
+            egui::pos2(strip.left() + 8.0, strip.center().y),
+            egui::Align2::LEFT_CENTER,
+            text,
+            egui::FontId::proportional(12.0),
+            egui::Color32::WHITE,
+        );
+    }
+
+    /// True while a screenshot is on its way from the renderer.
+    pub fn capture_pending(&self) -> bool {
+        self.pending_capture.is_some()
+    }
+
+    /// Turns a screenshot that arrived into a PNG on disk or on the clipboard.
+    fn poll_capture(&mut self, ctx: &egui::Context) {
+        if let Some(p) = &self.pending_capture
+            && let Ok(image) = p.rx.try_recv()
+        {
+            let cropped = capture::crop_image(&image, p.crop, ctx.pixels_per_point());
+            let destination = p.destination;
+            self.pending_capture = None;
+            match destination {
+                capture::Destination::Clipboard => {
+                    ctx.copy_image(cropped);
+                    self.message = Some("Copied the PNG to the clipboard.".to_owned());
+                }
+                capture::Destination::File => match capture::encode_png(&cropped) {
+                    Ok(png) => {
+                        let (tx, rx) = sync_channel(1);
+                        let spawned = thread::Builder::new().name("save-png".into()).spawn(move || {
+                            let _ = tx.send(capture::save(&png));
+                        });
+                        match spawned {
+                            Ok(_) => self.saving = Some(rx),
+                            Err(e) => self.message = Some(format!("cannot save the PNG: {e}")),
+                        }
+                    }
+                    Err(e) => self.message = Some(format!("cannot encode the PNG: {e}")),
+                },
+            }
+        }
+        if let Some(rx) = &self.saving
+            && let Ok(result) = rx.try_recv()
+        {
+            self.saving = None;
+            self.message = Some(match result {
+                Ok(path) => format!("Saved {}", path.display()),
+                Err(e) => format!("The PNG was {e}"),
+            });
+        }
+    }
+
     /// Takes the analysis of the selected range when it is ready.
     fn poll_interference(&mut self) {
         if let Some(rx) = &self.interference_job {
@@ -314,6 +409,10 @@ impl App {
         if let Some(p) = dropped.into_iter().next() {
             self.open(TraceSource::Path(p));
         }
+        self.poll_capture(ui.ctx());
+        if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, egui::Key::S)) {
+            self.capture_request = Some((capture::Target::Window, capture::Destination::File));
+        }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
@@ -334,7 +433,12 @@ impl App {
             egui::Panel::bottom("microscope")
                 .resizable(true)
                 .default_size(340.0)
-                .show(ui, |ui| self.microscope_ui(ui));
+                .show(ui, |ui| {
+                    self.panel_rects[1] = Some(ui.max_rect());
+                    self.microscope_ui(ui);
+                });
+        } else {
+            self.panel_rects[1] = None;
         }
         if self.interference.is_some() || self.interference_job.is_some() {
             egui::Panel::right("selection")
@@ -342,8 +446,27 @@ impl App {
                 .default_size(380.0)
                 .show(ui, |ui| self.side_ui(ui));
         }
-        egui::CentralPanel::default().show(ui, |ui| self.central_ui(ui));
-        if self.loading.is_some() || self.dialog.is_some() || self.interference_job.is_some() {
+        egui::CentralPanel::default().show(ui, |ui| {
+            self.panel_rects[0] = Some(ui.max_rect());
+            self.central_ui(ui);
+        });
+        if let Some((target, destination)) = self.capture_request.take() {
+            let crop = match target {
+                capture::Target::Window => None,
+                capture::Target::Waterfall => self.panel_rects[0],
+                capture::Target::Microscope => self.panel_rects[1],
+            };
+            self.pending_capture = Some(capture::request(ui.ctx(), crop, destination));
+        }
+        // The renderer reads a frame drawn after the request: the caption stays until the pixels arrive.
+        if self.settings.caption
+            && let Some(p) = &self.pending_capture
+        {
+            let region = p.crop.unwrap_or_else(|| ui.ctx().content_rect());
+            self.caption_ui(ui.ctx(), region);
+        }
+        let busy = self.pending_capture.is_some() || self.saving.is_some();
+        if busy || self.loading.is_some() || self.dialog.is_some() || self.interference_job.is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(50));
         }
     }
@@ -355,6 +478,25 @@ impl App {
                     self.open_dialog();
                     ui.close();
                 }
+                ui.separator();
+                let targets = [
+                    ("Save PNG of the window (Ctrl+Shift+S)", capture::Target::Window),
+                    ("Save PNG of the waterfall", capture::Target::Waterfall),
+                    ("Save PNG of the request view", capture::Target::Microscope),
+                ];
+                for (label, target) in targets {
+                    let enabled = target != capture::Target::Microscope || self.microscope.is_some();
+                    if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
+                        self.capture_request = Some((target, capture::Destination::File));
+                        ui.close();
+                    }
+                }
+                if ui.button("Copy PNG of the window").clicked() {
+                    self.capture_request = Some((capture::Target::Window, capture::Destination::Clipboard));
+                    ui.close();
+                }
+                ui.checkbox(&mut self.settings.caption, "Caption strip on PNGs");
+                ui.separator();
                 if ui.button("Open path…").clicked() {
                     self.show_path_input = true;
                     ui.close();

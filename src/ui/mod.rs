@@ -1,6 +1,7 @@
 //! The desktop app (eframe): the shell, the wide-angle waterfall, and their panels.
 
 pub mod app;
+pub mod capture;
 pub mod microscope;
 pub mod panels;
 pub mod theme;
