@@ -180,3 +180,32 @@ fn bad_export_requests_say_what_is_wrong() {
     assert_eq!(code, 1);
     assert!(err.contains("/no/such/dir/x.jsonl"), "{err}");
 }
+
+#[test]
+fn a_slice_of_a_trace_loaded_without_candidates_reads_them_back() {
+    use tokenscope::format::parquet::{CandidateReader, write_with_row_groups};
+    use tokenscope::format::{LoadOptions, load_with};
+    use tokenscope::trace::slice::{slice, slice_with};
+    let eager = load(Path::new("sample_traces/eos_mistrigger.jsonl"), &Progress::default())
+        .unwrap()
+        .trace;
+    let dir = tempfile::tempdir().unwrap();
+    let pq = dir.path().join("t.parquet");
+    write_with_row_groups(&eager, &pq, 200).unwrap();
+    let lazy = load_with(&pq, &Progress::default(), LoadOptions { lazy_candidates: true })
+        .unwrap()
+        .trace;
+    let reader = CandidateReader::open(&lazy).unwrap().unwrap();
+    let read = |r: u32| reader.read(&lazy, r).unwrap();
+    let t0 = eager.requests.arrival_ns.iter().copied().min().unwrap();
+    let (from, to) = (t0 + 1_000_000_000, t0 + 3_000_000_000);
+    let from_lazy = slice_with(&lazy, from, to, None, Some(&read));
+    let from_eager = slice(&eager, from, to, None);
+    assert_eq!(from_lazy.candidates.len(), from_eager.candidates.len());
+    assert!(from_lazy.candidates.len() > 100);
+    let med = from_lazy.request_row("med-question").unwrap();
+    assert_eq!(
+        from_lazy.owned_candidates(med),
+        from_eager.owned_candidates(from_eager.request_row("med-question").unwrap())
+    );
+}

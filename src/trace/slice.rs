@@ -11,6 +11,18 @@ use super::{Interner, NO_STR, Trace, TraceBuilder};
 /// those of `only` when given; their stages, tokens and candidates whole; and the steps of every source that
 /// overlap the range.
 pub fn slice(trace: &Trace, from_ns: i64, to_ns: i64, only: Option<&[u32]>) -> Trace {
+    slice_with(trace, from_ns, to_ns, only, None)
+}
+
+/// [`slice`], taking each request's candidates from `candidates` when given (a trace loaded with its candidates
+/// left on disk: the caller reads them).
+pub fn slice_with(
+    trace: &Trace,
+    from_ns: i64,
+    to_ns: i64,
+    only: Option<&[u32]>,
+    candidates: Option<&dyn Fn(u32) -> Vec<Vec<super::OwnedCandidate>>>,
+) -> Trace {
     let mut b = TraceBuilder::default();
     let label = |b: &mut TraceBuilder, id: u32| {
         if id == NO_STR {
@@ -60,17 +72,22 @@ pub fn slice(trace: &Trace, from_ns: i64, to_ns: i64, only: Option<&[u32]>) -> T
             st.iter_row = None;
             b.add_stage(st, place);
         }
-        for t in trace.tokens_of(r) {
+        let owned = candidates.map_or_else(|| trace.owned_candidates(r), |read| read(r));
+        for (k, t) in trace.tokens_of(r).enumerate() {
             let mut tok = trace.tokens.row(t);
             tok.request = id;
             tok.iter_row = crate::trace::NULL_U32;
             tok.text = text(&mut b, tok.text);
-            let cands: Vec<_> = trace
-                .candidates_of(t)
-                .map(|c| {
-                    let mut c = trace.candidates.row(c);
-                    c.text = text(&mut b, c.text);
-                    c
+            let cands: Vec<_> = owned
+                .get(k)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| super::Candidate {
+                    token_id: c.token_id,
+                    text: c.text.as_deref().map_or(NO_STR, |t| b.texts.intern(t)),
+                    logprob: c.logprob,
+                    special: c.special,
                 })
                 .collect();
             b.add_token(tok, cands, place);

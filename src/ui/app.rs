@@ -118,6 +118,8 @@ pub struct App {
     dialog: Option<Dialog>,
     /// The last load error or hint, shown until dismissed.
     message: Option<String>,
+    /// The last success worth saying ("Saved …"), shown until dismissed.
+    notice: Option<String>,
     /// The typed path of "Open path…".
     path_input: String,
     show_path_input: bool,
@@ -156,6 +158,7 @@ impl App {
             loading: None,
             dialog: None,
             message: None,
+            notice: None,
             path_input: String::new(),
             show_path_input: false,
             show_problems: false,
@@ -330,6 +333,43 @@ impl App {
         );
     }
 
+    /// Writes the selected range as a slice on its own thread: the dialog asks where (without one, the current
+    /// directory), candidates left on disk are read for the requests of the slice.
+    fn export_range(&mut self, chrome: bool) {
+        let (Some(shown), Some((from, to))) = (&self.shown, self.waterfall.range) else {
+            return;
+        };
+        let trace = Arc::clone(&shown.view.trace);
+        let reader = shown.candidates.clone();
+        let (tx, rx) = sync_channel(1);
+        let spawned = thread::Builder::new().name("export-slice".into()).spawn(move || {
+            let ext = if chrome { "json" } else { "parquet" };
+            let name = chrono::Utc::now()
+                .format(&format!("tokenscope-slice-%Y%m%d-%H%M%S.{ext}"))
+                .to_string();
+            let result = capture::save_path("Export the selected range", &name).and_then(|path| {
+                let part = match &reader {
+                    Some(rd) => {
+                        let read = |r: u32| rd.read(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
+                        crate::trace::slice::slice_with(&trace, from, to, None, Some(&read))
+                    }
+                    None => crate::trace::slice::slice(&trace, from, to, None),
+                };
+                let written = if chrome {
+                    format::chrome::write(&part, &path).map_err(|e| e.to_string())
+                } else {
+                    format::write(&part, &path).map_err(|e| e.to_string())
+                };
+                written.map(|()| path)
+            });
+            let _ = tx.send(result);
+        });
+        match spawned {
+            Ok(_) => self.saving = Some(rx),
+            Err(e) => self.message = Some(format!("cannot export: {e}")),
+        }
+    }
+
     /// True while a screenshot is on its way from the renderer.
     pub fn capture_pending(&self) -> bool {
         self.pending_capture.is_some()
@@ -346,7 +386,7 @@ impl App {
             match destination {
                 capture::Destination::Clipboard => {
                     ctx.copy_image(cropped);
-                    self.message = Some("Copied the PNG to the clipboard.".to_owned());
+                    self.notice = Some("Copied the PNG to the clipboard.".to_owned());
                 }
                 capture::Destination::File => match capture::encode_png(&cropped) {
                     Ok(png) => {
@@ -367,10 +407,10 @@ impl App {
             && let Ok(result) = rx.try_recv()
         {
             self.saving = None;
-            self.message = Some(match result {
-                Ok(path) => format!("Saved {}", path.display()),
-                Err(e) => format!("The PNG was {e}"),
-            });
+            match result {
+                Ok(path) => self.notice = Some(format!("Saved {}", path.display())),
+                Err(e) => self.message = Some(format!("The file was {e}")),
+            }
         }
     }
 
@@ -636,6 +676,13 @@ impl App {
                 }
                 ui.separator();
             }
+            if let Some(n) = &self.notice {
+                ui.label(n);
+                if ui.small_button("Dismiss").clicked() {
+                    self.notice = None;
+                }
+                ui.separator();
+            }
             let Some(shown) = &self.shown else {
                 ui.label("No trace open. File > Open…, or drop a trace file on the window.");
                 return;
@@ -702,6 +749,7 @@ impl App {
             }
             Some(panels::Action::Select(r)) => self.selected = Some(r),
             Some(panels::Action::Copy(text)) => ui.ctx().copy_text(text),
+            Some(panels::Action::Export { chrome }) => self.export_range(chrome),
             Some(panels::Action::Close) => {
                 self.interference = None;
                 self.waterfall.range = None;

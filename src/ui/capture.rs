@@ -92,21 +92,21 @@ pub fn default_name() -> String {
     chrono::Utc::now().format("tokenscope-%Y%m%d-%H%M%S.png").to_string()
 }
 
-/// Saves PNG bytes: asks where through the desktop's dialog, or, when none answers, writes to the current
-/// directory. Returns the path written.
-pub fn save(png: &[u8]) -> Result<PathBuf, String> {
-    let name = default_name();
+/// Where to save a file: asks through the desktop's dialog, or, when none answers, `name` in the current
+/// directory. Blocks while the dialog is open: call it off the UI thread.
+pub fn save_path(title: &str, name: &str) -> Result<PathBuf, String> {
     let started = std::time::Instant::now();
-    let chosen = rfd::FileDialog::new()
-        .set_title("Save the screenshot")
-        .set_file_name(&name)
-        .save_file();
-    let path = match chosen {
-        Some(p) => p,
+    match rfd::FileDialog::new().set_title(title).set_file_name(name).save_file() {
+        Some(p) => Ok(p),
         // An answer within a moment means no dialog was shown: no desktop portal.
-        None if started.elapsed() < std::time::Duration::from_millis(500) => PathBuf::from(&name),
-        None => return Err("not saved (the dialog was cancelled)".to_owned()),
-    };
+        None if started.elapsed() < std::time::Duration::from_millis(500) => Ok(PathBuf::from(name)),
+        None => Err("not saved (the dialog was cancelled)".to_owned()),
+    }
+}
+
+/// Saves PNG bytes where [`save_path`] says. Returns the path written.
+pub fn save(png: &[u8]) -> Result<PathBuf, String> {
+    let path = save_path("Save the screenshot", &default_name())?;
     std::fs::write(&path, png).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }

@@ -20,6 +20,11 @@ pub enum Action {
     Copy(String),
     /// Close the interference panel.
     Close,
+    /// Export the range as a trace slice (`false`) or as Chrome Trace Event JSON for Perfetto (`true`).
+    Export {
+        /// Chrome JSON rather than Parquet.
+        chrome: bool,
+    },
 }
 
 /// The status bar: trace, engine, model, counts, span in UTC, cursor time.
@@ -160,6 +165,22 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
         }
         if ui.small_button("Close").clicked() {
             action = Some(Action::Close);
+        }
+    });
+    ui.horizontal(|ui| {
+        if ui
+            .small_button("Export slice")
+            .on_hover_text("the requests and steps of the range, as Parquet")
+            .clicked()
+        {
+            action = Some(Action::Export { chrome: false });
+        }
+        if ui
+            .small_button("Export for Perfetto")
+            .on_hover_text("Chrome Trace Event JSON")
+            .clicked()
+        {
+            action = Some(Action::Export { chrome: true });
         }
     });
     ui.label(format!(
