@@ -24,10 +24,6 @@ pub fn run(input: &std::path::Path, output: &std::path::Path) -> Output {
             },
             code: 0,
         },
-        Err(e) => Output {
-            stdout: String::new(),
-            stderr: format!("error: {e}\n"),
-            code: 1,
-        },
+        Err(e) => Output::error(e, 1),
     }
 }

@@ -22,11 +22,7 @@ pub struct ExportOptions {
 }
 
 fn error(message: String) -> Output {
-    Output {
-        stdout: String::new(),
-        stderr: format!("error: {message}\n"),
-        code: 2,
-    }
+    Output::error(message, 2)
 }
 
 /// Runs `export`.
@@ -87,11 +83,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
         format::write(&part, output).map_err(|e| e.to_string())
     };
     if let Err(e) = written {
-        return Output {
-            stdout: String::new(),
-            stderr: format!("error: {e}\n"),
-            code: 1,
-        };
+        return Output::error(e, 1);
     }
     Output {
         stdout: format!(

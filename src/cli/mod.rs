@@ -20,6 +20,17 @@ pub struct Output {
     pub code: i32,
 }
 
+impl Output {
+    /// A failure: `error: {message}` on standard error and the exit code.
+    pub fn error(message: impl std::fmt::Display, code: i32) -> Self {
+        Output {
+            stdout: String::new(),
+            stderr: format!("error: {message}\n"),
+            code,
+        }
+    }
+}
+
 /// Formats an integer with thousands separators: 1234567 -> "1,234,567".
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();

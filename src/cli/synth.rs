@@ -39,19 +39,11 @@ pub fn run(options: &SynthOptions, output: &Path) -> Output {
     let trace = match generate(options) {
         Ok(t) => t,
         Err(e) => {
-            return Output {
-                stdout: String::new(),
-                stderr: format!("error: {e}\n"),
-                code: 1,
-            };
+            return Output::error(e, 1);
         }
     };
     if let Err(e) = format::write(&trace, output) {
-        return Output {
-            stdout: String::new(),
-            stderr: format!("error: {e}\n"),
-            code: 1,
-        };
+        return Output::error(e, 1);
     }
     Output {
         stdout: format!(

@@ -139,10 +139,6 @@ pub fn fatal(e: &LoadError, as_json: bool) -> Output {
             code: 1,
         }
     } else {
-        Output {
-            stdout: String::new(),
-            stderr: format!("error: {message}\n"),
-            code: 1,
-        }
+        Output::error(message, 1)
     }
 }

@@ -223,20 +223,7 @@ impl TraceBuilder {
         }
         for (i, &place) in other.request_places.iter().enumerate() {
             let mut row = other.requests.row(i);
-            for field in [
-                &mut row.id,
-                &mut row.source,
-                &mut row.trace_id,
-                &mut row.model,
-                &mut row.app_id,
-                &mut row.user_id,
-                &mut row.finish_reason,
-                &mut row.status,
-                &mut row.error_code,
-                &mut row.prompt_hash,
-            ] {
-                *field = label(*field);
-            }
+            row.map_labels(label);
             self.add_request(row, place);
         }
         for (id, place) in other.rejected_requests {

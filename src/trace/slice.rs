@@ -50,20 +50,7 @@ pub fn slice_with(
             continue;
         }
         let mut row = trace.requests.row(r as usize);
-        for field in [
-            &mut row.id,
-            &mut row.source,
-            &mut row.trace_id,
-            &mut row.model,
-            &mut row.app_id,
-            &mut row.user_id,
-            &mut row.finish_reason,
-            &mut row.status,
-            &mut row.error_code,
-            &mut row.prompt_hash,
-        ] {
-            *field = label(&mut b, *field);
-        }
+        row.map_labels(|id| label(&mut b, id));
         let id = row.id;
         b.add_request(row, place);
         for s in trace.explicit_stages_of(r) {

@@ -214,6 +214,27 @@ table! {
     }
 }
 
+impl Request {
+    /// Rewrites every label id of the request (id, source, attribution, reasons, hashes) through `f`: for moving a
+    /// request into another trace's label table.
+    pub fn map_labels(&mut self, mut f: impl FnMut(u32) -> u32) {
+        for field in [
+            &mut self.id,
+            &mut self.source,
+            &mut self.trace_id,
+            &mut self.model,
+            &mut self.app_id,
+            &mut self.user_id,
+            &mut self.finish_reason,
+            &mut self.status,
+            &mut self.error_code,
+            &mut self.prompt_hash,
+        ] {
+            *field = f(*field);
+        }
+    }
+}
+
 /// What a stage span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StageKind {
