@@ -9,6 +9,7 @@ use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions};
+use tokenscope::ui::render::View;
 use tokenscope::ui::{self, TraceSource};
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
@@ -105,6 +106,48 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
+    /// after the first arrival.
+    Render {
+        /// The trace.
+        trace: PathBuf,
+        /// Range start, ms after the first arrival (with --to-ms; default: the whole trace).
+        #[arg(long, value_name = "MS")]
+        from_ms: Option<f64>,
+        /// Range end, ms after the first arrival.
+        #[arg(long, value_name = "MS")]
+        to_ms: Option<f64>,
+        /// The request to select and show in the high-power view (id).
+        #[arg(long, value_name = "ID")]
+        request: Option<String>,
+        /// The token to select in it: its index in the output.
+        #[arg(long, value_name = "N")]
+        token: Option<u32>,
+        /// Which views: waterfall, request or both (default: both with --request, else waterfall).
+        #[arg(long, value_parser = view_names())]
+        view: Option<String>,
+        /// Width in points.
+        #[arg(long, default_value_t = 1400.0)]
+        width: f32,
+        /// Height in points.
+        #[arg(long, default_value_t = 860.0)]
+        height: f32,
+        /// Pixels per point (2: a 2x image).
+        #[arg(long, default_value_t = 2.0)]
+        scale: f32,
+        /// Leave out the caption strip (trace, time range in UTC, selection).
+        #[arg(long)]
+        no_caption: bool,
+        /// TTFT objective for the request header, ms.
+        #[arg(long, value_name = "MS", default_value_t = 1000.0)]
+        slo_ttft_ms: f64,
+        /// TPOT objective for the request header, ms.
+        #[arg(long, value_name = "MS", default_value_t = 50.0)]
+        slo_tpot_ms: f64,
+        /// The PNG to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Convert a trace between Parquet and JSONL (by the output's extension).
     Convert {
         /// The trace to read.
@@ -122,6 +165,10 @@ fn scenario_names() -> PossibleValuesParser {
 
 fn group_names() -> PossibleValuesParser {
     PossibleValuesParser::new(GroupBy::ALL.map(GroupBy::name))
+}
+
+fn view_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(View::ALL.map(|(_, name)| name))
 }
 
 fn emit(out: &Output) -> ExitCode {
@@ -201,6 +248,38 @@ fn main() -> ExitCode {
                 redact,
             };
             emit(&cli::export::run(&trace, &options, &output))
+        }
+        Some(Command::Render {
+            trace,
+            from_ms,
+            to_ms,
+            request,
+            token,
+            view,
+            width,
+            height,
+            scale,
+            no_caption,
+            slo_ttft_ms,
+            slo_tpot_ms,
+            output,
+        }) => {
+            let options = cli::render::RenderOptions {
+                from_ms,
+                to_ms,
+                request,
+                token,
+                view: view.as_deref().and_then(View::from_name),
+                width,
+                height,
+                scale,
+                caption: !no_caption,
+                slo: Slo {
+                    ttft_ms: Some(slo_ttft_ms).filter(|v| *v > 0.0),
+                    tpot_ms: Some(slo_tpot_ms).filter(|v| *v > 0.0),
+                },
+            };
+            emit(&cli::render::run(&trace, &options, &output))
         }
         Some(Command::Convert { input, output }) => emit(&cli::convert::run(&input, &output)),
         None => {

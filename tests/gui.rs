@@ -263,12 +263,59 @@ fn a_file_dropped_on_the_window_opens() {
 }
 
 #[test]
-fn ctrl_shift_s_asks_the_renderer_for_a_screenshot() {
-    let mut h = harness(demo_app());
-    assert!(!h.state().capture_pending());
+fn ctrl_shift_s_saves_a_2x_png_of_what_is_on_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = demo_app();
+    app.save_dir = Some(dir.path().to_path_buf());
+    let mut h = harness(app);
+    assert!(!h.state().saving());
     h.key_press_modifiers(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, Key::S);
-    // No `run`: without a renderer the screenshot never arrives, and the app keeps repainting until it does.
     h.step();
-    // The request went to the renderer (kittest takes the command itself and has none to answer it with).
+    // Drawn offscreen on a thread of its own at 2 pixels per point: the 1400 x 860 point window is 2800 x 1720.
+    let path = h.state_mut().wait_saved().expect("a PNG was asked for").unwrap();
+    assert!(path.starts_with(dir.path()));
+    let img = image::open(&path).unwrap();
+    assert_eq!((img.width(), img.height()), (2800, 1720));
+    h.run();
+    h.get_by_label_contains("Saved ");
+}
+
+#[test]
+fn the_window_as_on_screen_is_captured_with_its_caption() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = demo_app();
+    app.save_dir = Some(dir.path().to_path_buf());
+    let mut h = harness(app);
+    assert!(!h.state().capture_pending());
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Save PNG of the window as on screen").click();
+    h.step();
+    // The request went to the renderer: kittest's offscreen one answers it a frame later.
     assert!(h.state().capture_pending());
+    let mut saved = None;
+    for _ in 0..200 {
+        h.step();
+        saved = std::fs::read_dir(dir.path()).unwrap().next().map(|e| e.unwrap().path());
+        if saved.is_some() && !h.state().saving() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(!h.state().capture_pending());
+    let path = saved.expect("the screenshot was saved");
+    let img = image::open(&path).unwrap().to_rgba8();
+    // The window at the harness's 1 pixel per point.
+    assert_eq!(img.dimensions(), (1400, 860));
+    // The caption strip: the bottom 20 points are the caption's near-black fill, with white text on it.
+    let strip = (841..859).flat_map(|y| (0..1400).map(move |x| (x, y)));
+    let (dark, white) = strip.fold((0, 0), |(d, w), (x, y)| {
+        let p = img.get_pixel(x, y).0;
+        (
+            d + usize::from(p[..3] == [12, 12, 12]),
+            w + usize::from(p[..3] == [255, 255, 255]),
+        )
+    });
+    assert!(dark > 1400 * 18 / 2, "{dark} caption-fill pixels");
+    assert!(white > 100, "{white} white text pixels");
 }

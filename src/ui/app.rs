@@ -13,6 +13,7 @@ use eframe::egui::{self, RichText, Ui};
 use super::capture;
 use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
+use super::render::{self, View};
 use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::interference::{Interference, interference};
 use crate::analysis::summary::Slo;
@@ -144,6 +145,8 @@ pub struct App {
     saving: Option<Receiver<Result<PathBuf, String>>>,
     /// Where the waterfall and the high-power view were drawn (regenerated each frame).
     panel_rects: [Option<egui::Rect>; 2],
+    /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
+    pub save_dir: Option<PathBuf>,
 }
 
 impl App {
@@ -173,6 +176,7 @@ impl App {
             pending_capture: None,
             saving: None,
             panel_rects: [None, None],
+            save_dir: None,
         };
         app.open(source);
         app
@@ -307,23 +311,15 @@ impl App {
     /// the captured region in the frame that is captured.
     fn caption_ui(&self, ctx: &egui::Context, region: egui::Rect) {
         let Some(shown) = &self.shown else { return };
-        let mut text = format!("tokenscope · {}", shown.source.name());
-        if let Some(vp) = self.waterfall.viewport {
-            text.push_str(&format!(
-                " · view {} to {}",
-                crate::view::ruler::format_utc(vp.start_ns),
-                crate::view::ruler::format_utc(vp.end_ns())
-            ));
-        }
-        if let Some(r) = self.selected {
-            text.push_str(&format!(" · request {}", shown.view.trace.request_id(r)));
-            if let Some(k) = self.microscope.as_ref().and_then(|m| m.token) {
-                text.push_str(&format!(" token {k}"));
-            }
-        }
+        let text = capture::caption_text(
+            &shown.source.name(),
+            self.waterfall.viewport,
+            self.selected.map(|r| shown.view.trace.request_id(r)),
+            self.microscope.as_ref().and_then(|m| m.token),
+        );
         let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
         let strip = egui::Rect::from_min_max(egui::pos2(region.left(), region.bottom() - 20.0), region.max);
-        painter.rect_filled(strip, 0.0, egui::Color32::from_gray(12));
+        painter.rect_filled(strip, 0.0, super::theme::CAPTION_FILL);
         painter.text(
             egui::pos2(strip.left() + 8.0, strip.center().y),
             egui::Align2::LEFT_CENTER,
@@ -341,13 +337,18 @@ impl App {
         };
         let trace = Arc::clone(&shown.view.trace);
         let reader = shown.candidates.clone();
+        let save_dir = self.save_dir.clone();
         let (tx, rx) = sync_channel(1);
         let spawned = thread::Builder::new().name("export-slice".into()).spawn(move || {
             let ext = if chrome { "json" } else { "parquet" };
             let name = chrono::Utc::now()
                 .format(&format!("tokenscope-slice-%Y%m%d-%H%M%S.{ext}"))
                 .to_string();
-            let result = capture::save_path("Export the selected range", &name).and_then(|path| {
+            let path = match save_dir {
+                Some(dir) => Ok(dir.join(&name)),
+                None => capture::save_path("Export the selected range", &name),
+            };
+            let result = path.and_then(|path| {
                 let part = match &reader {
                     Some(rd) => {
                         let read = |r: u32| rd.read(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
@@ -368,6 +369,59 @@ impl App {
             Ok(_) => self.saving = Some(rx),
             Err(e) => self.message = Some(format!("cannot export: {e}")),
         }
+    }
+
+    /// Draws the views as they are on screen (time range, scroll, selection, token) offscreen at 2 pixels per
+    /// point on a thread of its own, and saves the PNG.
+    fn render_png(&mut self, which: View, size: egui::Vec2) {
+        let Some(shown) = &self.shown else { return };
+        let scene = render::Scene {
+            view: shown.view.clone(),
+            candidates: shown.candidates.clone(),
+            source_name: shown.source.name(),
+            time_range: self.waterfall.viewport.map(|v| (v.start_ns, v.end_ns())),
+            selection: self.waterfall.range,
+            request: self.selected,
+            token: self.microscope.as_ref().and_then(|m| m.token),
+            slo: self.settings.slo,
+            caption: self.settings.caption,
+            scroll_y: Some(self.waterfall.scroll_y),
+        };
+        let size = render::Size {
+            width: size.x.max(400.0),
+            height: size.y.max(300.0),
+            pixels_per_point: 2.0,
+        };
+        let save_dir = self.save_dir.clone();
+        let (tx, rx) = sync_channel(1);
+        let spawned = thread::Builder::new().name("render-png".into()).spawn(move || {
+            let result = render::render(scene, which, size)
+                .map_err(|e| e.to_string())
+                .and_then(|image| capture::encode_png(&image))
+                .and_then(|png| capture::save(&png, save_dir.as_deref(), &capture::default_name()));
+            let _ = tx.send(result);
+        });
+        match spawned {
+            Ok(_) => self.saving = Some(rx),
+            Err(e) => self.message = Some(format!("cannot render the PNG: {e}")),
+        }
+    }
+
+    /// True while a PNG or a slice is being rendered or saved.
+    pub fn saving(&self) -> bool {
+        self.saving.is_some()
+    }
+
+    /// Waits for the PNG or slice being saved and returns what came of it (tests use this).
+    pub fn wait_saved(&mut self) -> Option<Result<PathBuf, String>> {
+        let rx = self.saving.take()?;
+        let result = rx.recv().ok();
+        match &result {
+            Some(Ok(path)) => self.notice = Some(format!("Saved {}", path.display())),
+            Some(Err(e)) => self.message = Some(e.clone()),
+            None => {}
+        }
+        result
     }
 
     /// True while a screenshot is on its way from the renderer.
@@ -391,8 +445,9 @@ impl App {
                 capture::Destination::File => match capture::encode_png(&cropped) {
                     Ok(png) => {
                         let (tx, rx) = sync_channel(1);
+                        let save_dir = self.save_dir.clone();
                         let spawned = thread::Builder::new().name("save-png".into()).spawn(move || {
-                            let _ = tx.send(capture::save(&png));
+                            let _ = tx.send(capture::save(&png, save_dir.as_deref(), &capture::default_name()));
                         });
                         match spawned {
                             Ok(_) => self.saving = Some(rx),
@@ -409,7 +464,7 @@ impl App {
             self.saving = None;
             match result {
                 Ok(path) => self.notice = Some(format!("Saved {}", path.display())),
-                Err(e) => self.message = Some(format!("The file was {e}")),
+                Err(e) => self.message = Some(e),
             }
         }
     }
@@ -451,7 +506,12 @@ impl App {
         }
         self.poll_capture(ui.ctx());
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, egui::Key::S)) {
-            self.capture_request = Some((capture::Target::Window, capture::Destination::File));
+            let which = if self.selected.is_some() {
+                View::Both
+            } else {
+                View::Waterfall
+            };
+            self.render_png(which, ui.ctx().content_rect().size());
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
@@ -519,17 +579,27 @@ impl App {
                     ui.close();
                 }
                 ui.separator();
-                let targets = [
-                    ("Save PNG of the window (Ctrl+Shift+S)", capture::Target::Window),
-                    ("Save PNG of the waterfall", capture::Target::Waterfall),
-                    ("Save PNG of the request view", capture::Target::Microscope),
+                let size = ui.ctx().content_rect().size();
+                let has_request = self.microscope.is_some();
+                let renders = [
+                    ("Save 2x PNG of the views (Ctrl+Shift+S)", View::Both, true),
+                    ("Save 2x PNG of the waterfall", View::Waterfall, true),
+                    ("Save 2x PNG of the request view", View::Request, has_request),
                 ];
-                for (label, target) in targets {
-                    let enabled = target != capture::Target::Microscope || self.microscope.is_some();
+                for (label, which, enabled) in renders {
                     if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
-                        self.capture_request = Some((target, capture::Destination::File));
+                        let which = if which == View::Both && !has_request {
+                            View::Waterfall
+                        } else {
+                            which
+                        };
+                        self.render_png(which, size);
                         ui.close();
                     }
+                }
+                if ui.button("Save PNG of the window as on screen").clicked() {
+                    self.capture_request = Some((capture::Target::Window, capture::Destination::File));
+                    ui.close();
                 }
                 if ui.button("Copy PNG of the window").clicked() {
                     self.capture_request = Some((capture::Target::Window, capture::Destination::Clipboard));

@@ -7,6 +7,8 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use eframe::egui::{self, ColorImage, Rect};
 
+use crate::view::viewport::Viewport;
+
 /// What to capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -70,6 +72,25 @@ pub fn crop_image(image: &ColorImage, crop: Option<Rect>, pixels_per_point: f32)
     ColorImage::new([x1 - x0, y1 - y0], pixels)
 }
 
+/// The caption of a PNG: `tokenscope · TRACE · view FROM to TO (UTC) · request ID token K`.
+pub fn caption_text(source: &str, viewport: Option<Viewport>, request: Option<&str>, token: Option<usize>) -> String {
+    let mut text = format!("tokenscope · {source}");
+    if let Some(vp) = viewport {
+        text.push_str(&format!(
+            " · view {} to {}",
+            crate::view::ruler::format_utc(vp.start_ns),
+            crate::view::ruler::format_utc(vp.end_ns())
+        ));
+    }
+    if let Some(id) = request {
+        text.push_str(&format!(" · request {id}"));
+        if let Some(k) = token {
+            text.push_str(&format!(" token {k}"));
+        }
+    }
+    text
+}
+
 /// PNG bytes of an image.
 pub fn encode_png(image: &ColorImage) -> Result<Vec<u8>, String> {
     let [w, h] = image.size;
@@ -100,13 +121,16 @@ pub fn save_path(title: &str, name: &str) -> Result<PathBuf, String> {
         Some(p) => Ok(p),
         // An answer within a moment means no dialog was shown: no desktop portal.
         None if started.elapsed() < std::time::Duration::from_millis(500) => Ok(PathBuf::from(name)),
-        None => Err("not saved (the dialog was cancelled)".to_owned()),
+        None => Err("Not saved: the dialog was cancelled.".to_owned()),
     }
 }
 
-/// Saves PNG bytes where [`save_path`] says. Returns the path written.
-pub fn save(png: &[u8]) -> Result<PathBuf, String> {
-    let path = save_path("Save the screenshot", &default_name())?;
+/// Saves a PNG as `name` in `dir`, or, without one, where [`save_path`] says. Returns the path written.
+pub fn save(png: &[u8], dir: Option<&std::path::Path>, name: &str) -> Result<PathBuf, String> {
+    let path = match dir {
+        Some(d) => d.join(name),
+        None => save_path("Save the screenshot", name)?,
+    };
     std::fs::write(&path, png).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }

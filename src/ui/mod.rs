@@ -4,6 +4,7 @@ pub mod app;
 pub mod capture;
 pub mod microscope;
 pub mod panels;
+pub mod render;
 pub mod theme;
 pub mod waterfall;
 

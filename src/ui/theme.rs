@@ -97,6 +97,9 @@ pub const SLO_MET: Color32 = Color32::from_rgb(120, 200, 120);
 /// The cursor's time line.
 pub const CURSOR: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 70);
 
+/// Background of the caption strip on PNG captures.
+pub const CAPTION_FILL: Color32 = Color32::from_gray(12);
+
 #[cfg(test)]
 mod tests {
     use super::*;

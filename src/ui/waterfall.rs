@@ -19,6 +19,7 @@ use crate::view::ruler;
 use crate::view::viewport::Viewport;
 
 /// Per-trace data the view draws from, computed once per trace (and per order or filter for `rows`).
+#[derive(Clone)]
 pub struct TraceView {
     /// The trace.
     pub trace: Arc<Trace>,
@@ -35,6 +36,7 @@ pub struct TraceView {
 }
 
 /// A source's steps.
+#[derive(Clone)]
 pub struct EngineTrack {
     /// Source label id.
     pub source: u32,
@@ -303,7 +305,7 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
         .viewport
         .is_some_and(|old| old.start_ns != vp.start_ns || old.ns_per_point != vp.ns_per_point)
     {
-        let alive = |r: u32| request_extent(&view.trace, r).is_some_and(|(a, b)| b >= vp.start_ns && a <= vp.end_ns());
+        let alive = |r: u32| is_alive(&view.trace, r, vp.start_ns, vp.end_ns());
         let on_screen = layout::visible_rows(
             state.scroll_y,
             theme::ROW_HEIGHT,
@@ -311,7 +313,7 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
             view.rows.len(),
         );
         if !view.rows[on_screen].iter().any(|&r| alive(r))
-            && let Some(k) = view.rows.iter().position(|&r| alive(r))
+            && let Some(k) = first_alive_row(view, vp.start_ns, vp.end_ns())
         {
             state.scroll_y = k as f32 * theme::ROW_HEIGHT;
         }
@@ -382,7 +384,33 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
 }
 
 /// First arrival to finish of a request.
-fn request_extent(trace: &Trace, r: u32) -> Option<(i64, i64)> {
+/// True when request `r` is alive (arrived, not finished) at some time in `from_ns..=to_ns`.
+fn is_alive(trace: &Trace, r: u32, from_ns: i64, to_ns: i64) -> bool {
+    request_extent(trace, r).is_some_and(|(a, b)| b >= from_ns && a <= to_ns)
+}
+
+/// The first shown track whose request is alive in `from_ns..=to_ns`.
+fn first_alive_row(view: &TraceView, from_ns: i64, to_ns: i64) -> Option<usize> {
+    view.rows.iter().position(|&r| is_alive(&view.trace, r, from_ns, to_ns))
+}
+
+/// Scrolls the request tracks so that request `r`'s track shows two rows below the top (or as far as the tracks
+/// go); nothing when the track is filtered out.
+pub fn scroll_to_request(state: &mut WaterfallState, view: &TraceView, r: u32) {
+    if let Some(k) = view.rows.iter().position(|&x| x == r) {
+        state.scroll_y = (k as f32 - 2.0).max(0.0) * theme::ROW_HEIGHT;
+    }
+}
+
+/// Scrolls the request tracks to the first request alive in `from_ns..=to_ns`.
+pub fn scroll_to_time(state: &mut WaterfallState, view: &TraceView, from_ns: i64, to_ns: i64) {
+    if let Some(k) = first_alive_row(view, from_ns, to_ns) {
+        state.scroll_y = k as f32 * theme::ROW_HEIGHT;
+    }
+}
+
+/// A request's extent on the time axis: arrival to finish (at least a millisecond).
+pub fn request_extent(trace: &Trace, r: u32) -> Option<(i64, i64)> {
     let a = *trace.requests.arrival_ns.get(r as usize)?;
     Some((
         a,

@@ -1,0 +1,164 @@
+//! `tokenscope render TRACE -o out.png [--from-ms A --to-ms B] [--request ID] [--token N] [--width W --height H]
+//! [--view waterfall|request|both] [--scale S] [--no-caption]`: a PNG of the views with no display, drawn by the
+//! window's own code (see `ui::render`). Times are ms after the trace's first arrival, as for `export`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Output, validate};
+use crate::analysis::summary::Slo;
+use crate::format::parquet::CandidateReader;
+use crate::format::{self, LoadOptions, Progress};
+use crate::ui::capture;
+use crate::ui::render::{Scene, Size, View, render};
+use crate::ui::waterfall::TraceView;
+use crate::view::layout::{TrackFilter, TrackOrder};
+
+/// What to render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderOptions {
+    /// Range start, ms after the first arrival.
+    pub from_ms: Option<f64>,
+    /// Range end, ms after the first arrival.
+    pub to_ms: Option<f64>,
+    /// The request to select (id).
+    pub request: Option<String>,
+    /// The token to select: its `index` in the request's output.
+    pub token: Option<u32>,
+    /// `waterfall`, `request` or `both`; by default `both` with a request, else `waterfall`.
+    pub view: Option<View>,
+    /// Image size in points.
+    pub width: f32,
+    /// Image size in points.
+    pub height: f32,
+    /// Pixels per point.
+    pub scale: f32,
+    /// Draw the caption strip.
+    pub caption: bool,
+    /// Objectives the request is judged by.
+    pub slo: Slo,
+}
+
+fn usage(message: String) -> Output {
+    Output::error(message, 2)
+}
+
+/// Runs `render`.
+pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
+    if !output.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        return usage(format!("{}: give the output a .png name", output.display()));
+    }
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Output::error(
+            format!(
+                "cannot write {}: the directory {} does not exist",
+                output.display(),
+                dir.display()
+            ),
+            1,
+        );
+    }
+    let range = match (options.from_ms, options.to_ms) {
+        (None, None) => None,
+        (Some(a), Some(b)) if a.is_finite() && b.is_finite() && a >= 0.0 && b > a => Some((a, b)),
+        (Some(a), Some(b)) => {
+            return usage(format!(
+                "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the first arrival"
+            ));
+        }
+        _ => return usage("give both --from-ms and --to-ms, or neither (the whole trace)".to_owned()),
+    };
+    let progress = Progress::default();
+    let loaded = match format::load_with(input, &progress, LoadOptions { lazy_candidates: true }) {
+        Ok(l) => l,
+        Err(e) => return validate::fatal(&e, false),
+    };
+    let reader = match CandidateReader::open(&loaded.trace) {
+        Ok(r) => r.map(Arc::new),
+        Err(e) => return validate::fatal(&e, false),
+    };
+    let trace = Arc::new(loaded.trace);
+    let request = match &options.request {
+        None => None,
+        Some(id) => match trace.request_row(id) {
+            Some(r) => Some(r),
+            None => return usage(format!("no request with id {id} in {}", input.display())),
+        },
+    };
+    let token = match (request, options.token) {
+        (_, None) => None,
+        (None, Some(_)) => return usage("--token needs --request ID".to_owned()),
+        (Some(r), Some(n)) => {
+            let rows = trace.tokens_of(r);
+            let indices = &trace.tokens.index[rows];
+            match indices.iter().position(|&i| i == n) {
+                Some(k) => Some(k),
+                None => {
+                    let span = match (indices.first(), indices.last()) {
+                        (Some(a), Some(b)) => format!("its tokens are indices {a} to {b}"),
+                        _ => "it has no token records".to_owned(),
+                    };
+                    return usage(format!("request {} has no token {n}: {span}", trace.request_id(r)));
+                }
+            }
+        }
+    };
+    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
+    let view = TraceView::new(Arc::clone(&trace), TrackOrder::default(), &TrackFilter::default());
+    #[allow(clippy::cast_possible_truncation)] // ms of a trace
+    let time_range = range.map(|(a, b)| (origin + (a * 1e6) as i64, origin + (b * 1e6) as i64));
+    if let (Some((a_ms, b_ms)), Some((a, b))) = (range, time_range)
+        && (b < view.t0_ns || a > view.t1_ns)
+    {
+        #[allow(clippy::cast_precision_loss)]
+        let end_ms = (view.t1_ns - origin) as f64 / 1e6;
+        return usage(format!(
+            "nothing to draw in {a_ms} ms .. {b_ms} ms: the trace spans 0 ms to {end_ms:.0} ms after its first arrival"
+        ));
+    }
+    let which = options
+        .view
+        .unwrap_or(if request.is_some() { View::Both } else { View::Waterfall });
+    let scene = Scene {
+        view,
+        candidates: reader,
+        source_name: input.display().to_string(),
+        time_range,
+        selection: None,
+        request,
+        token,
+        slo: options.slo,
+        caption: options.caption,
+        scroll_y: None,
+    };
+    let size = Size {
+        width: options.width,
+        height: options.height,
+        pixels_per_point: options.scale,
+    };
+    let image = match render(scene, which, size) {
+        Ok(i) => i,
+        Err(e) => return Output::error(e, 1),
+    };
+    let png = match capture::encode_png(&image) {
+        Ok(p) => p,
+        Err(e) => return Output::error(format!("cannot encode the PNG: {e}"), 1),
+    };
+    if let Err(e) = std::fs::write(output, &png) {
+        return Output::error(format!("cannot write {}: {e}", output.display()), 1);
+    }
+    Output {
+        stdout: format!(
+            "wrote {}: {} x {} pixels\n",
+            output.display(),
+            image.size[0],
+            image.size[1]
+        ),
+        stderr: String::new(),
+        code: 0,
+    }
+}

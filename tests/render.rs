@@ -1,0 +1,152 @@
+//! Headless PNGs (`tokenscope render`): drawn by the window's own code with no display and no GPU, at 2 pixels per
+//! point; not blank; different views give different pictures; bad arguments get clear errors.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use tokenscope::trace::StageKind;
+use tokenscope::ui::theme::stage_color;
+
+fn tokenscope(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const DEMO: &str = "sample_traces/demo.parquet";
+const LONG: &str = "sample_traces/long_prefill.jsonl";
+
+fn render(args: &[&str], out: &Path) -> image::RgbaImage {
+    let mut all = vec!["render"];
+    all.extend_from_slice(args);
+    let out_s = out.to_string_lossy();
+    all.extend_from_slice(&["-o", &out_s]);
+    let (code, stdout, stderr) = tokenscope(&all);
+    assert_eq!(code, 0, "render {args:?}: {stderr}");
+    assert!(stdout.contains("wrote"), "{stdout}");
+    image::open(out).unwrap().to_rgba8()
+}
+
+/// Pixels of exactly this colour.
+fn count(img: &image::RgbaImage, rgb: [u8; 3]) -> usize {
+    img.pixels().filter(|p| p.0[..3] == rgb).count()
+}
+
+#[test]
+fn the_demo_renders_at_2x_not_blank_and_two_views_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let waterfall = render(&[DEMO], &dir.path().join("w.png"));
+    // 1400 x 860 points (the defaults) at 2 pixels per point.
+    assert_eq!(waterfall.dimensions(), (2800, 1720));
+    // Not blank: many colours, and the prefill colour of the engine and request tracks over a visible area.
+    let mut colours: Vec<[u8; 3]> = waterfall.pixels().map(|p| [p.0[0], p.0[1], p.0[2]]).collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert!(colours.len() > 200, "only {} colours", colours.len());
+    let prefill = stage_color(StageKind::Prefill).to_array();
+    let orange = count(&waterfall, [prefill[0], prefill[1], prefill[2]]);
+    // The demo's two long prefills (rag-24k on vllm-0, doc-96k on vllm-1) in the engine tracks and the requests'.
+    assert!(orange > 2_000, "{orange} prefill pixels");
+
+    let request = render(
+        &[DEMO, "--request", "med-question", "--token", "37", "--view", "request"],
+        &dir.path().join("r.png"),
+    );
+    assert_eq!(request.dimensions(), (2800, 1720));
+    let differing = waterfall.pixels().zip(request.pixels()).filter(|(a, b)| a != b).count();
+    assert!(
+        differing > 2800 * 1720 / 4,
+        "the request view differs from the waterfall in only {differing} pixels"
+    );
+}
+
+#[test]
+fn scale_and_size_set_the_pixels() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = render(
+        &[
+            LONG,
+            "--width",
+            "800",
+            "--height",
+            "500",
+            "--scale",
+            "1",
+            "--no-caption",
+        ],
+        &dir.path().join("small.png"),
+    );
+    assert_eq!(img.dimensions(), (800, 500));
+}
+
+/// The largest share of a pixel row (over the time axis, right of the 150-point label column) in this colour.
+fn widest_row_share(img: &image::RgbaImage, rgb: [u8; 3]) -> f64 {
+    let (w, h) = img.dimensions();
+    let x0 = 160;
+    (0..h)
+        .map(|y| (x0..w).filter(|&x| img.get_pixel(x, y).0[..3] == rgb).count() as f64 / f64::from(w - x0))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn a_time_range_zooms_the_waterfall() {
+    // The long prefill runs from ~1.5 s to ~12.7 s of a trace of ~16 s: in the whole view its steps take about two
+    // thirds of the engine track's width. Zoomed into 3 s .. 9 s, they fill all of it.
+    let dir = tempfile::tempdir().unwrap();
+    let prefill = stage_color(StageKind::Prefill).to_array();
+    let rgb = [prefill[0], prefill[1], prefill[2]];
+    let full = render(&[LONG, "--scale", "1"], &dir.path().join("full.png"));
+    let zoomed = render(
+        &[LONG, "--scale", "1", "--from-ms", "3000", "--to-ms", "9000"],
+        &dir.path().join("zoom.png"),
+    );
+    let (f, z) = (widest_row_share(&full, rgb), widest_row_share(&zoomed, rgb));
+    assert!((0.5..0.75).contains(&f), "whole view: {f}");
+    assert!(z > 0.97, "zoomed: {z}");
+}
+
+#[test]
+fn bad_arguments_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.png");
+    let out_s = out.to_string_lossy().into_owned();
+    let cases: [(&[&str], &str); 7] = [
+        (&["--from-ms", "5000", "--to-ms", "1000"], "give 0 <= FROM < TO"),
+        (&["--from-ms", "5000"], "give both --from-ms and --to-ms"),
+        (&["--from-ms", "900000", "--to-ms", "990000"], "the trace spans 0 ms to"),
+        (&["--request", "no-such"], "no request with id no-such"),
+        (
+            &["--request", "short-700", "--token", "500"],
+            "request short-700 has no token 500: its tokens are indices 0 to 119",
+        ),
+        (
+            &["--view", "request"],
+            "the request view needs a request: give --request ID",
+        ),
+        (&["--width", "10"], "size 10 x 860 points"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["render", LONG, "-o", &out_s];
+        all.extend_from_slice(args);
+        let (code, _, stderr) = tokenscope(&all);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let missing = dir.path().join("no/such/dir/x.png");
+    let (code, _, stderr) = tokenscope(&["render", LONG, "-o", &missing.to_string_lossy()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    let (code, _, stderr) = tokenscope(&["render", LONG, "-o", &dir.path().join("x.jpg").to_string_lossy()]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("give the output a .png name"), "{stderr}");
+    assert!(!out.exists(), "no PNG after an error");
+}
