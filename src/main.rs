@@ -49,6 +49,9 @@ enum Command {
         /// Also break the figures down by this request label.
         #[arg(long, value_parser = group_names())]
         by: Option<String>,
+        /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
+        #[arg(long, value_name = "FILE")]
+        prices: Option<PathBuf>,
     },
     /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
     /// request trace (Mooncake JSONL, Azure CSV).
@@ -187,6 +190,7 @@ fn main() -> ExitCode {
             slo_ttft_ms,
             slo_tpot_ms,
             by,
+            prices,
         }) => {
             let slo = Slo {
                 ttft_ms: slo_ttft_ms,
@@ -197,6 +201,7 @@ fn main() -> ExitCode {
                 json,
                 slo,
                 by.as_deref().and_then(GroupBy::from_name),
+                prices.as_deref(),
             ))
         }
         Some(Command::Synth {

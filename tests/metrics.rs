@@ -54,7 +54,7 @@ fn per_request_figures() {
 #[test]
 fn summary_figures_match_the_hand_computation() {
     let l = four_requests();
-    let s = summarize_all(&l.trace, Slo::default());
+    let s = summarize_all(&l.trace, Slo::default(), None);
     assert_eq!(s.requests, 4);
     assert_eq!(s.input_tokens, 812 + 100 + 2000 + 50);
     assert_eq!(s.cached_tokens, 64 + 1000);
@@ -111,6 +111,7 @@ fn slo_attainment_and_goodput() {
             ttft_ms: Some(200.0),
             tpot_ms: Some(55.0),
         },
+        None,
     );
     let slo = s.slo.unwrap_or_else(|| panic!("SLO result"));
     assert_eq!(slo.attainment, Some(0.5));
@@ -122,6 +123,7 @@ fn slo_attainment_and_goodput() {
             ttft_ms: Some(100.0),
             tpot_ms: None,
         },
+        None,
     );
     let slo = s.slo.unwrap_or_else(|| panic!("SLO result"));
     assert_eq!(slo.attainment, Some(0.25));
@@ -149,7 +151,7 @@ fn slo_misses_name_the_objective_and_the_figure() {
 #[test]
 fn groups_split_the_figures() {
     let l = four_requests();
-    let groups = summarize_by(&l.trace, GroupBy::AppId, Slo::default());
+    let groups = summarize_by(&l.trace, GroupBy::AppId, Slo::default(), None);
     let keys: Vec<&str> = groups.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["chat", "search"]);
     let chat = &groups[0].1;
@@ -210,4 +212,39 @@ fn eos_is_recognised_by_meta_even_with_empty_text() {
     let cands = t.candidates_of(last);
     assert_eq!(cands.len(), 2);
     assert_eq!(t.candidates.logprob[cands.start], -0.2);
+}
+
+#[test]
+fn cost_by_price_table_with_cache_savings() {
+    let l = four_requests();
+    let prices = tokenscope::analysis::cost::Prices::from_json(
+        r#"{"default": {"input": 1, "cached_input": 0.5, "output": 2},
+            "models": {"llama-3-8b": {"input": 10, "cached_input": 5, "output": 20}}}"#,
+    )
+    .unwrap();
+    // Per 1 M tokens: uncached input x input price + cached x cached price + output x output price.
+    //   r1 qwen   812 in, 0 cached, 3 out:      812 x 1 +    0 x 0.5 + 3 x 2  =   818
+    //   r2 qwen   100 in, 64 cached, 1 out:      36 x 1 +   64 x 0.5 + 1 x 2  =    70
+    //   r3 qwen  2000 in, 1000 cached, 4 out:  1000 x 1 + 1000 x 0.5 + 4 x 2  = 1,508
+    //   r4 llama   50 in, no cached, 5 out:      50 x 10              + 5 x 20 =   600
+    // total 2,996 / 1e6; savings: cached tokens at (input - cached) price: (64 + 1000) x 0.5 = 532 / 1e6.
+    let s = summarize_all(&l.trace, Slo::default(), Some(&prices));
+    let c = s.cost.unwrap();
+    assert!((c.total - 2996e-6).abs() < 1e-12, "{}", c.total);
+    assert!((c.input - (812.0 + 36.0 + 1000.0 + 500.0) * 1e-6).abs() < 1e-12);
+    assert!((c.cached_input - 532e-6).abs() < 1e-12);
+    assert!((c.output - 124e-6).abs() < 1e-12);
+    assert!((c.cache_savings - 532e-6).abs() < 1e-12);
+    // By app: chat = r1 + r3 + r4 = 2,926; search = r2 = 70.
+    let groups = summarize_by(&l.trace, GroupBy::AppId, Slo::default(), Some(&prices));
+    let by: Vec<(&str, f64)> = groups
+        .iter()
+        .map(|(k, g)| (k.as_str(), g.cost.unwrap().total * 1e6))
+        .collect();
+    assert_eq!(by.len(), 2);
+    assert_eq!(by[0].0, "chat");
+    assert!((by[0].1 - 2926.0).abs() < 1e-6);
+    assert!((by[1].1 - 70.0).abs() < 1e-6);
+    // Without a price table there is no cost.
+    assert!(summarize_all(&l.trace, Slo::default(), None).cost.is_none());
 }

@@ -1,7 +1,9 @@
 //! Analysis: pure functions of a `&Trace` that compute the figures the field expects (TTFT, TPOT, E2E, queue, ITL,
 //! percentiles, throughput, goodput under SLOs) and the summaries built from them.
 
+pub mod cost;
 pub mod interference;
 pub mod metrics;
+pub mod stats;
 pub mod summary;
 pub mod tokens;

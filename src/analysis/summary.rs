@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::cost::{Cost, Prices};
 use super::metrics::{Distribution, RequestMetrics, finish_ns, itl_ns, ms, request_metrics};
 use crate::trace::Trace;
 
@@ -89,6 +90,9 @@ pub struct Summary {
     pub finish_reasons: BTreeMap<String, u64>,
     /// Requests whose `output_tokens` disagrees with their token records.
     pub token_mismatches: u64,
+    /// Present when a price table was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
 }
 
 /// The label a request is grouped by.
@@ -123,7 +127,8 @@ impl GroupBy {
         }
     }
 
-    fn label_column(self, trace: &Trace) -> &[u32] {
+    /// The label column of the requests table this grouping reads.
+    pub fn label_column(self, trace: &Trace) -> &[u32] {
         match self {
             GroupBy::Model => &trace.requests.model,
             GroupBy::AppId => &trace.requests.app_id,
@@ -138,7 +143,7 @@ pub const NO_LABEL: &str = "(none)";
 
 /// The summary of the given requests.
 #[allow(clippy::cast_precision_loss)] // token counts and ms figures far below 2^53
-pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
+pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Prices>) -> Summary {
     let mut ttft = Vec::with_capacity(requests.len());
     let mut tpot = Vec::with_capacity(requests.len());
     let mut e2e = Vec::with_capacity(requests.len());
@@ -149,6 +154,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
     let mut last_finish = i64::MIN;
     let mut finish_reasons: BTreeMap<String, u64> = BTreeMap::new();
     let mut token_mismatches = 0;
+    let mut cost = Cost::default();
     for &r in requests {
         let ri = r as usize;
         let m = request_metrics(trace, r);
@@ -170,6 +176,9 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
             && usage as usize != records
         {
             token_mismatches += 1;
+        }
+        if let Some(p) = prices {
+            cost.add(&p.request_cost(trace, r));
         }
         if slo.misses(&m).is_empty() {
             good_requests += 1;
@@ -199,17 +208,18 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo) -> Summary {
         slo: slo_result,
         finish_reasons,
         token_mismatches,
+        cost: prices.map(|_| cost),
     }
 }
 
 /// The summary of every request of the trace.
-pub fn summarize_all(trace: &Trace, slo: Slo) -> Summary {
+pub fn summarize_all(trace: &Trace, slo: Slo, prices: Option<&Prices>) -> Summary {
     let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
-    summarize(trace, &all, slo)
+    summarize(trace, &all, slo, prices)
 }
 
 /// Summaries per group, sorted by key; requests without the label form the group [`NO_LABEL`].
-pub fn summarize_by(trace: &Trace, by: GroupBy, slo: Slo) -> Vec<(String, Summary)> {
+pub fn summarize_by(trace: &Trace, by: GroupBy, slo: Slo, prices: Option<&Prices>) -> Vec<(String, Summary)> {
     let mut groups: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
     for (r, &label) in by.label_column(trace).iter().enumerate() {
         let key = trace.label(label).unwrap_or(NO_LABEL);
@@ -220,6 +230,6 @@ pub fn summarize_by(trace: &Trace, by: GroupBy, slo: Slo) -> Vec<(String, Summar
     }
     groups
         .into_iter()
-        .map(|(k, rows)| (k.to_owned(), summarize(trace, &rows, slo)))
+        .map(|(k, rows)| (k.to_owned(), summarize(trace, &rows, slo, prices)))
         .collect()
 }

@@ -32,18 +32,7 @@ impl Output {
     }
 }
 
-/// Formats an integer with thousands separators: 1234567 -> "1,234,567".
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::analysis::stats::thousands;
 
 /// Renders rows as a left-aligned first column and right-aligned others, two spaces apart.
 pub fn table(rows: &[Vec<String>]) -> String {

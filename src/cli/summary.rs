@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 
 use super::validate::fatal;
 use super::{Output, table, thousands};
+use crate::analysis::cost::Prices;
 use crate::analysis::metrics::Distribution;
+use crate::analysis::stats;
 use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
 use crate::format::{self, Progress};
 use crate::trace::Trace;
@@ -49,7 +51,7 @@ fn slo_text(s: &Summary) -> Option<String> {
 }
 
 /// The human form of a summary.
-pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
+pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -> String {
     let mut out = String::new();
     let m = &trace.meta;
     let engine = [m.engine.as_deref(), m.engine_version.as_deref(), m.model.as_deref()]
@@ -86,6 +88,15 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
     if let Some(t) = slo_text(s) {
         head.push(vec!["SLO".to_owned(), t]);
     }
+    if let Some(c) = s.cost {
+        head.push(vec![
+            "cost".to_owned(),
+            format!(
+                "{currency} {:.4} (input {:.4}, cached input {:.4}, output {:.4}); the prefix cache saved {:.4}",
+                c.total, c.input, c.cached_input, c.output, c.cache_savings
+            ),
+        ]);
+    }
     let reasons: Vec<String> = s
         .finish_reasons
         .iter()
@@ -112,43 +123,21 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64) -> String {
     out
 }
 
-/// The per-group table of `--by`.
+/// The per-group table of `--by`: the statistics panel's columns.
 pub fn groups_text(by: GroupBy, groups: &[(String, Summary)]) -> String {
+    let columns = stats::columns_for(groups);
     let mut rows = vec![
-        [
-            by.name(),
-            "requests",
-            "input tok",
-            "cached tok",
-            "output tok",
-            "tok/s",
-            "TTFT p50 ms",
-            "TTFT p99 ms",
-            "TPOT p50 ms",
-            "TPOT p99 ms",
-            "E2E p99 ms",
-            "SLO met",
-        ]
-        .map(str::to_owned)
-        .to_vec(),
+        std::iter::once(by.name())
+            .chain(columns.iter().map(|c| c.header))
+            .map(str::to_owned)
+            .collect(),
     ];
     for (key, s) in groups {
-        rows.push(vec![
-            key.clone(),
-            thousands(s.requests),
-            thousands(s.input_tokens),
-            thousands(s.cached_tokens),
-            thousands(s.output_tokens),
-            fmt_ms(s.throughput_tok_s),
-            fmt_ms(s.ttft_ms.p50),
-            fmt_ms(s.ttft_ms.p99),
-            fmt_ms(s.tpot_ms.p50),
-            fmt_ms(s.tpot_ms.p99),
-            fmt_ms(s.e2e_ms.p99),
-            s.slo
-                .and_then(|x| x.attainment)
-                .map_or_else(|| "-".to_owned(), |a| format!("{:.1} %", a * 100.0)),
-        ]);
+        rows.push(
+            std::iter::once(key.clone())
+                .chain(columns.iter().map(|c| c.format((c.get)(s))))
+                .collect(),
+        );
     }
     table(&rows)
 }
@@ -174,22 +163,28 @@ pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(Stri
 }
 
 /// Runs `summary`.
-pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>) -> Output {
+pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Option<&Path>) -> Output {
+    let prices = match prices.map(Prices::load) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return Output::error(e, 2),
+    };
     let loaded = match format::load(path, &Progress::default()) {
         Ok(l) => l,
         Err(e) => return fatal(&e, as_json),
     };
     let trace = &loaded.trace;
     let rejected = loaded.report.rejected_count();
-    let s = summarize_all(trace, slo);
-    let groups = by.map(|by| (by, summarize_by(trace, by, slo)));
+    let s = summarize_all(trace, slo, prices.as_ref());
+    let groups = by.map(|by| (by, summarize_by(trace, by, slo, prices.as_ref())));
     let stdout = if as_json {
         format!(
             "{:#}\n",
             summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())))
         )
     } else {
-        let mut text = summary_text(trace, &s, rejected);
+        let currency = prices.as_ref().map_or("", |p| p.currency.as_str());
+        let mut text = summary_text(trace, &s, rejected, currency);
         if let Some((by, g)) = &groups {
             text.push('\n');
             text.push_str(&groups_text(*by, g));

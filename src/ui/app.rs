@@ -14,7 +14,9 @@ use super::capture;
 use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::render::{self, View};
+use super::stats::{self, StatsState};
 use super::waterfall::{self, TraceView, WaterfallState};
+use crate::analysis::cost::Prices;
 use crate::analysis::interference::{Interference, interference};
 use crate::analysis::summary::Slo;
 use crate::format::parquet::CandidateReader;
@@ -61,6 +63,9 @@ struct Settings {
     /// Draw a caption strip (trace, time range, selection) into PNG captures.
     #[serde(default = "default_caption")]
     caption: bool,
+    /// The price table of the statistics window.
+    #[serde(default)]
+    prices: Prices,
 }
 
 fn default_caption() -> bool {
@@ -82,6 +87,7 @@ impl Default for Settings {
             order: TrackOrder::default(),
             slo: default_slo(),
             caption: true,
+            prices: Prices::default(),
         }
     }
 }
@@ -147,6 +153,8 @@ pub struct App {
     panel_rects: [Option<egui::Rect>; 2],
     /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
     pub save_dir: Option<PathBuf>,
+    /// The statistics window.
+    pub stats: StatsState,
 }
 
 impl App {
@@ -177,7 +185,9 @@ impl App {
             saving: None,
             panel_rects: [None, None],
             save_dir: None,
+            stats: StatsState::default(),
         };
+        app.stats.prices = app.settings.prices.clone();
         app.open(source);
         app
     }
@@ -407,6 +417,47 @@ impl App {
         }
     }
 
+    /// The statistics window, when open.
+    fn stats_window(&mut self, ctx: &egui::Context) {
+        let Some(shown) = &self.shown else { return };
+        if !self.stats.open {
+            return;
+        }
+        let trace = Arc::clone(&shown.view.trace);
+        let mut open = true;
+        let mut action = None;
+        let screen = ctx.content_rect();
+        egui::Window::new("Statistics")
+            .open(&mut open)
+            .default_pos(screen.min + egui::vec2(40.0, 70.0))
+            .default_size([1100.0, 520.0])
+            .max_width(screen.width() - 60.0)
+            .resizable(true)
+            .show(ctx, |ui| {
+                action = stats::stats_ui(ui, &trace, &mut self.stats, self.settings.slo);
+            });
+        self.stats.open = open;
+        if let Some(stats::Action::SaveCsv(text)) = action {
+            let name = chrono::Utc::now()
+                .format("tokenscope-statistics-%Y%m%d-%H%M%S.csv")
+                .to_string();
+            self.save_in_background(text.into_bytes(), "Export the statistics as CSV", name);
+        }
+    }
+
+    /// Saves bytes on a thread of their own (the dialog blocks), to `save_dir` when set.
+    fn save_in_background(&mut self, bytes: Vec<u8>, title: &'static str, name: String) {
+        let save_dir = self.save_dir.clone();
+        let (tx, rx) = sync_channel(1);
+        let spawned = thread::Builder::new().name("save".into()).spawn(move || {
+            let _ = tx.send(capture::save_as(&bytes, save_dir.as_deref(), title, &name));
+        });
+        match spawned {
+            Ok(_) => self.saving = Some(rx),
+            Err(e) => self.message = Some(format!("cannot save: {e}")),
+        }
+    }
+
     /// True while a PNG or a slice is being rendered or saved.
     pub fn saving(&self) -> bool {
         self.saving.is_some()
@@ -550,6 +601,7 @@ impl App {
             self.panel_rects[0] = Some(ui.max_rect());
             self.central_ui(ui);
         });
+        self.stats_window(ui.ctx());
         if let Some((target, destination)) = self.capture_request.take() {
             let crop = match target {
                 capture::Target::Window => None,
@@ -630,6 +682,9 @@ impl App {
             ui.menu_button("View", |ui| {
                 if ui.button("Fit the whole trace (double-click)").clicked() {
                     self.waterfall.viewport = None;
+                    ui.close();
+                }
+                if ui.checkbox(&mut self.stats.open, "Statistics").clicked() {
                     ui.close();
                 }
                 if ui.button("Load problems").clicked() {
@@ -734,6 +789,8 @@ impl App {
             if changed {
                 self.refresh_rows();
             }
+            ui.separator();
+            ui.toggle_value(&mut self.stats.open, "Statistics");
         });
     }
 
@@ -869,6 +926,7 @@ impl eframe::App for App {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        self.settings.prices = self.stats.prices.clone();
         eframe::set_value(storage, STORAGE_KEY, &self.settings);
     }
 }

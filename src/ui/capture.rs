@@ -127,11 +127,16 @@ pub fn save_path(title: &str, name: &str) -> Result<PathBuf, String> {
 
 /// Saves a PNG as `name` in `dir`, or, without one, where [`save_path`] says. Returns the path written.
 pub fn save(png: &[u8], dir: Option<&std::path::Path>, name: &str) -> Result<PathBuf, String> {
+    save_as(png, dir, "Save the screenshot", name)
+}
+
+/// Saves bytes as `name` in `dir`, or, without one, where the dialog titled `title` says. Returns the path written.
+pub fn save_as(bytes: &[u8], dir: Option<&std::path::Path>, title: &str, name: &str) -> Result<PathBuf, String> {
     let path = match dir {
         Some(d) => d.join(name),
-        None => save_path("Save the screenshot", name)?,
+        None => save_path(title, name)?,
     };
-    std::fs::write(&path, png).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }
 

@@ -5,6 +5,7 @@ pub mod capture;
 pub mod microscope;
 pub mod panels;
 pub mod render;
+pub mod stats;
 pub mod theme;
 pub mod waterfall;
 

@@ -1,0 +1,505 @@
+//! The statistics window: the figures of `tokenscope summary --by` per model, app, user or source (requests, token
+//! usage, TTFT / TPOT / E2E percentiles, SLO attainment, goodput, cost and cache savings under an editable price
+//! table), sortable by any column and exportable as CSV; histograms and CDFs of TTFT and TPOT for the whole trace or
+//! the group clicked in the table.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+
+use eframe::egui::{self, RichText, Ui};
+use egui_extras::{Column as TableColumn, TableBuilder};
+use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, VLine};
+
+use super::theme;
+use crate::analysis::cost::{Price, Prices};
+use crate::analysis::metrics::{ms, request_metrics};
+use crate::analysis::stats;
+use crate::analysis::summary::{GroupBy, NO_LABEL, Slo, Summary, summarize_all, summarize_by};
+use crate::trace::Trace;
+
+/// The grouping of the table: the whole trace, or one of the labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// One row for the whole trace.
+    All,
+    /// One row per label value.
+    By(GroupBy),
+}
+
+impl Grouping {
+    fn name(self) -> &'static str {
+        match self {
+            Grouping::All => "whole trace",
+            Grouping::By(g) => g.name(),
+        }
+    }
+
+    /// The CSV header of the key column.
+    fn key_header(self) -> &'static str {
+        match self {
+            Grouping::All => "group",
+            Grouping::By(g) => g.name(),
+        }
+    }
+}
+
+/// Sorted values of a set of requests, for the histograms and CDFs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Samples {
+    /// TTFT of each request that has one, ms, ascending.
+    pub ttft_ms: Vec<f64>,
+    /// TPOT of each request that has one, ms, ascending.
+    pub tpot_ms: Vec<f64>,
+}
+
+impl Samples {
+    /// The samples of the requests for which `keep` is true.
+    pub fn of(trace: &Trace, keep: impl Fn(u32) -> bool) -> Self {
+        let mut s = Samples::default();
+        for r in 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX) {
+            if keep(r) {
+                let m = request_metrics(trace, r);
+                s.ttft_ms.extend(m.ttft_ns.map(ms));
+                s.tpot_ms.extend(m.tpot_ns.map(|t| t / 1e6));
+            }
+        }
+        s.ttft_ms.sort_by(f64::total_cmp);
+        s.tpot_ms.sort_by(f64::total_cmp);
+        s
+    }
+}
+
+/// What the inputs of a computation were, to know when to compute again.
+#[derive(Debug, Clone, PartialEq)]
+struct Key {
+    grouping: Grouping,
+    group: Option<String>,
+    slo: Slo,
+    prices: Prices,
+}
+
+/// A computation's result.
+struct Computed {
+    key: Key,
+    groups: Vec<(String, Summary)>,
+    samples: Samples,
+}
+
+/// The window's state.
+pub struct StatsState {
+    /// Shown.
+    pub open: bool,
+    /// Rows per label or one row.
+    pub grouping: Grouping,
+    /// The group clicked in the table: the plots show it (else the whole trace).
+    pub group: Option<String>,
+    /// Sort column (index into the shown columns) and direction; `None` sorts by group.
+    pub sort: Option<(usize, bool)>,
+    /// The price table.
+    pub prices: Prices,
+    /// Whether the price editor is open.
+    show_prices: bool,
+    current: Option<Computed>,
+    job: Option<(Key, Receiver<Computed>)>,
+}
+
+impl Default for StatsState {
+    fn default() -> Self {
+        StatsState {
+            open: false,
+            grouping: Grouping::By(GroupBy::Model),
+            group: None,
+            sort: None,
+            prices: Prices::default(),
+            show_prices: false,
+            current: None,
+            job: None,
+        }
+    }
+}
+
+/// Computes the table and the plots' samples for `key`.
+fn compute(trace: &Trace, key: Key) -> Computed {
+    let groups = match key.grouping {
+        Grouping::All => vec![("all".to_owned(), summarize_all(trace, key.slo, Some(&key.prices)))],
+        Grouping::By(by) => summarize_by(trace, by, key.slo, Some(&key.prices)),
+    };
+    let samples = match (&key.group, key.grouping) {
+        (Some(g), Grouping::By(by)) => {
+            let column = by.label_column(trace);
+            Samples::of(trace, |r| {
+                trace.label(column[r as usize]).unwrap_or(NO_LABEL) == g.as_str()
+            })
+        }
+        _ => Samples::of(trace, |_| true),
+    };
+    Computed { key, groups, samples }
+}
+
+/// What the window asks of the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Save this CSV text.
+    SaveCsv(String),
+}
+
+impl StatsState {
+    /// Waits for the computation in progress (tests use this).
+    pub fn wait(&mut self) {
+        if let Some((_, rx)) = self.job.take()
+            && let Ok(c) = rx.recv()
+        {
+            self.current = Some(c);
+        }
+    }
+
+    /// The table's rows as shown (after sorting), when computed.
+    pub fn rows(&self) -> Option<Vec<(String, Summary)>> {
+        let c = self.current.as_ref()?;
+        let mut groups = c.groups.clone();
+        let columns = stats::columns_for(&groups);
+        stats::sort(
+            &mut groups,
+            self.sort.and_then(|(i, _)| columns.get(i)),
+            self.sort.is_some_and(|s| s.1),
+        );
+        Some(groups)
+    }
+
+    /// Starts computing when the inputs changed; takes a finished computation.
+    fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) {
+        let key = Key {
+            grouping: self.grouping,
+            group: self.group.clone(),
+            slo,
+            prices: self.prices.clone(),
+        };
+        if let Some((_, rx)) = &self.job {
+            match rx.try_recv() {
+                Ok(c) => {
+                    self.current = Some(c);
+                    self.job = None;
+                }
+                Err(TryRecvError::Disconnected) => self.job = None,
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+        let up_to_date = self.current.as_ref().is_some_and(|c| c.key == key);
+        let coming = self.job.as_ref().is_some_and(|(k, _)| *k == key);
+        if up_to_date || coming {
+            return;
+        }
+        let (tx, rx) = sync_channel(1);
+        let (shared, job_key) = (Arc::clone(trace), key.clone());
+        let spawned = std::thread::Builder::new().name("statistics".into()).spawn(move || {
+            let _ = tx.send(compute(&shared, job_key));
+        });
+        if spawned.is_ok() {
+            self.job = Some((key, rx));
+        } else {
+            self.current = Some(compute(trace, key));
+        }
+    }
+}
+
+/// The model labels of a trace, sorted.
+fn models(trace: &Trace) -> Vec<String> {
+    let mut m: Vec<String> = super::panels::distinct_labels(&trace.requests.model)
+        .into_iter()
+        .filter_map(|id| trace.label(id).map(str::to_owned))
+        .collect();
+    m.sort();
+    m
+}
+
+fn price_row(ui: &mut Ui, name: &str, p: &mut Price) -> bool {
+    let mut changed = false;
+    ui.label(name);
+    for v in [&mut p.input, &mut p.cached_input, &mut p.output] {
+        changed |= ui
+            .add(egui::DragValue::new(v).range(0.0..=1000.0).speed(0.01).max_decimals(4))
+            .changed();
+    }
+    changed
+}
+
+fn prices_ui(ui: &mut Ui, prices: &mut Prices, models: &[String]) {
+    ui.horizontal(|ui| {
+        let l = ui.label("Currency");
+        ui.add(egui::TextEdit::singleline(&mut prices.currency).desired_width(50.0))
+            .labelled_by(l.id);
+        ui.weak("prices per 1 M tokens; a model without its own row costs the default");
+    });
+    egui::Grid::new("prices").striped(true).show(ui, |ui| {
+        for h in ["model", "input", "cached input", "output", ""] {
+            ui.strong(h);
+        }
+        ui.end_row();
+        price_row(ui, "default", &mut prices.default);
+        ui.label("");
+        ui.end_row();
+        for m in models {
+            let own = prices.models.contains_key(m);
+            let mut p = prices.models.get(m).copied().unwrap_or(prices.default);
+            let changed = price_row(ui, m, &mut p);
+            if changed {
+                prices.models.insert(m.clone(), p);
+            }
+            if own && ui.small_button("use default").clicked() {
+                prices.models.remove(m);
+            } else if !own {
+                ui.weak("default");
+            }
+            ui.end_row();
+        }
+    });
+}
+
+/// Latencies span decades (10 ms decodes, 10 s queues), so the plots' x axis is log10 of milliseconds.
+fn log_ms(v: f64) -> f64 {
+    v.max(1e-3).log10()
+}
+
+/// Grid marks of a log10 axis: every decade, thinner marks at 2x and 5x.
+fn decade_marks(input: GridInput) -> Vec<GridMark> {
+    let (lo, hi) = input.bounds;
+    let mut marks = Vec::new();
+    #[allow(clippy::cast_possible_truncation)] // a few decades
+    for k in (lo.floor() as i64)..=(hi.ceil() as i64) {
+        for (m, step_size) in [(1.0f64, 1.0), (2.0, 0.3), (5.0, 0.3)] {
+            #[allow(clippy::cast_precision_loss)]
+            let value = k as f64 + m.log10();
+            if (lo..=hi).contains(&value) {
+                marks.push(GridMark { value, step_size });
+            }
+        }
+    }
+    marks
+}
+
+/// The label of a decade mark: "10 ms", "1 s".
+fn decade_label(mark: GridMark, _range: &std::ops::RangeInclusive<f64>) -> String {
+    if mark.step_size < 1.0 {
+        return String::new();
+    }
+    let ms = 10f64.powf(mark.value);
+    if ms >= 1000.0 {
+        format!("{} s", ms / 1000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+fn plot(id: String) -> Plot<'static> {
+    Plot::new(id)
+        .height(150.0)
+        .allow_drag(false)
+        .allow_zoom(false)
+        .allow_scroll(false)
+        .x_grid_spacer(decade_marks)
+        .x_axis_formatter(decade_label)
+        .legend(Legend::default())
+}
+
+/// A histogram of sorted values in 40 log-spaced bins, with the objective marked.
+fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
+    ui.vertical(|ui| {
+        ui.label(RichText::new(title).strong());
+        const BINS: usize = 40;
+        let (lo, hi) = match (sorted.first(), sorted.last()) {
+            (Some(&a), Some(&b)) => (log_ms(a), log_ms(b).max(log_ms(a) + 0.1)),
+            _ => (0.0, 1.0),
+        };
+        let width = (hi - lo) / BINS as f64;
+        let mut counts = [0u32; BINS];
+        for &v in sorted {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to 0..BINS
+            let b = (((log_ms(v) - lo) / width).floor().max(0.0) as usize).min(BINS - 1);
+            counts[b] += 1;
+        }
+        let bars = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| Bar::new(lo + (i as f64 + 0.5) * width, f64::from(c)).width(width * 0.95))
+            .collect();
+        plot(format!("{id}-hist")).y_axis_label("requests").show(ui, |p| {
+            p.bar_chart(BarChart::new(format!("{} requests", sorted.len()), bars).color(theme::COUNTER_COLOR));
+            if let Some(l) = limit {
+                p.vline(VLine::new(format!("objective {l} ms"), log_ms(l)).color(theme::SLOW_TOKEN));
+            }
+        });
+    });
+}
+
+/// The empirical CDF of sorted values (at most 2,000 points), with the objective marked.
+fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
+    ui.vertical(|ui| {
+        ui.label(RichText::new(title).strong());
+        let n = sorted.len();
+        let step = n.div_ceil(2000).max(1);
+        let points: Vec<[f64; 2]> = (0..n)
+            .step_by(step)
+            .chain((n > 0).then(|| n - 1))
+            .map(|i| [log_ms(sorted[i]), (i + 1) as f64 / n as f64])
+            .collect();
+        plot(format!("{id}-cdf"))
+            .legend(Legend::default().position(egui_plot::Corner::RightBottom))
+            .include_y(0.0)
+            .include_y(1.0)
+            .y_axis_label("share of requests")
+            .show(ui, |p| {
+                p.line(Line::new("CDF", points).color(theme::COUNTER_COLOR));
+                if let Some(l) = limit {
+                    p.vline(VLine::new(format!("objective {l} ms"), log_ms(l)).color(theme::SLOW_TOKEN));
+                }
+            });
+    });
+}
+
+/// The window's contents.
+pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Slo) -> Option<Action> {
+    state.refresh(trace, slo);
+    if state.job.is_some() {
+        ui.ctx().request_repaint_after(std::time::Duration::from_millis(30));
+    }
+    let mut action = None;
+    ui.horizontal(|ui| {
+        let l = ui.label("Group by");
+        egui::ComboBox::from_id_salt("stats-group")
+            .selected_text(state.grouping.name())
+            .show_ui(ui, |ui| {
+                let options = std::iter::once(Grouping::All).chain(GroupBy::ALL.into_iter().map(Grouping::By));
+                for g in options {
+                    if ui.selectable_value(&mut state.grouping, g, g.name()).changed() {
+                        state.group = None;
+                        state.sort = None;
+                    }
+                }
+            })
+            .response
+            .labelled_by(l.id);
+        ui.toggle_value(&mut state.show_prices, "Prices…");
+        if ui.button("Export CSV…").clicked()
+            && let Some(rows) = state.rows()
+        {
+            let columns = stats::columns_for(&rows);
+            if let Ok(text) = stats::to_csv(state.grouping.key_header(), &rows, &columns) {
+                action = Some(Action::SaveCsv(text));
+            }
+        }
+        if state.job.is_some() {
+            ui.spinner();
+        }
+        let objectives = [
+            slo.ttft_ms.map(|t| format!("TTFT ≤ {t} ms")),
+            slo.tpot_ms.map(|t| format!("TPOT ≤ {t} ms")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+        ui.weak(if objectives.is_empty() {
+            "no SLO set (SLOs menu)".to_owned()
+        } else {
+            format!("SLO: {} (SLOs menu)", objectives.join(" and "))
+        });
+    });
+    if state.show_prices {
+        ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace)));
+    }
+    let Some(rows) = state.rows() else {
+        ui.spinner();
+        return action;
+    };
+    let columns = stats::columns_for(&rows);
+    let currency = state.prices.currency.clone();
+    let mut clicked_header = None;
+    let mut clicked_row = None;
+    egui::ScrollArea::horizontal().id_salt("stats-h").show(ui, |ui| {
+        TableBuilder::new(ui)
+            .striped(true)
+            .resizable(true)
+            .sense(egui::Sense::click())
+            .max_scroll_height(220.0)
+            .column(TableColumn::auto().at_least(90.0))
+            .columns(TableColumn::auto().at_least(60.0), columns.len())
+            .header(36.0, |mut header| {
+                header.col(|ui| {
+                    if ui.button(state.grouping.name()).clicked() {
+                        clicked_header = Some(None);
+                    }
+                });
+                for (i, c) in columns.iter().enumerate() {
+                    header.col(|ui| {
+                        let arrow = match state.sort {
+                            Some((s, true)) if s == i => " ↓",
+                            Some((s, false)) if s == i => " ↑",
+                            _ => "",
+                        };
+                        let text = if c.unit == stats::Unit::Money {
+                            format!("{} {currency}{arrow}", c.header)
+                        } else {
+                            format!("{}{arrow}", c.header)
+                        };
+                        if ui.button(text).on_hover_text("sort by this column").clicked() {
+                            clicked_header = Some(Some(i));
+                        }
+                    });
+                }
+            })
+            .body(|body| {
+                body.rows(20.0, rows.len(), |mut row| {
+                    let (key, s) = &rows[row.index()];
+                    row.set_selected(state.group.as_deref() == Some(key.as_str()));
+                    row.col(|ui| {
+                        ui.label(key);
+                    });
+                    for c in &columns {
+                        row.col(|ui| {
+                            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                                ui.label(c.format((c.get)(s)));
+                            });
+                        });
+                    }
+                    if row.response().clicked() {
+                        clicked_row = Some(key.clone());
+                    }
+                });
+            });
+    });
+    match clicked_header {
+        Some(None) => state.sort = None,
+        Some(Some(i)) => {
+            state.sort = match state.sort {
+                Some((s, true)) if s == i => Some((i, false)),
+                _ => Some((i, true)),
+            };
+        }
+        None => {}
+    }
+    if let Some(k) = clicked_row
+        && state.grouping != Grouping::All
+    {
+        state.group = if state.group.as_deref() == Some(k.as_str()) {
+            None
+        } else {
+            Some(k)
+        };
+    }
+    ui.separator();
+    if let Some(c) = &state.current {
+        let whose = match &c.key.group {
+            Some(g) => format!("{} = {g}", c.key.grouping.name()),
+            None => "every request".to_owned(),
+        };
+        ui.label(format!(
+            "Distributions of {whose} (click a row to choose a group, again for all)"
+        ));
+        ui.columns(4, |cols| {
+            histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
+            cdf(&mut cols[1], "ttft", "TTFT CDF", &c.samples.ttft_ms, slo.ttft_ms);
+            histogram(&mut cols[2], "tpot", "TPOT histogram", &c.samples.tpot_ms, slo.tpot_ms);
+            cdf(&mut cols[3], "tpot", "TPOT CDF", &c.samples.tpot_ms, slo.tpot_ms);
+        });
+    }
+    action
+}

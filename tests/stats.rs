@@ -1,0 +1,136 @@
+//! The statistics window shows the figures of `tokenscope summary --by` (the same code), sorts by a clicked column
+//! and exports what it shows as CSV.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use serde_json::Value;
+use tokenscope::analysis::stats::columns_for;
+use tokenscope::analysis::summary::GroupBy;
+use tokenscope::ui::stats::Grouping;
+use tokenscope::ui::{App, TraceSource};
+
+const PRICES: &str = r#"{"currency": "EUR", "default": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}"#;
+
+fn summary_json(prices: &std::path::Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(["summary", "sample_traces/demo.parquet", "--json", "--by", "app_id"])
+        .args(["--slo-ttft-ms", "1000", "--slo-tpot-ms", "50", "--prices"])
+        .arg(prices)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn stats_harness(dir: &std::path::Path) -> Harness<'static, App> {
+    let mut app = App::new(TraceSource::Demo, None);
+    app.wait_loaded();
+    app.save_dir = Some(dir.to_path_buf());
+    app.stats.prices = tokenscope::analysis::cost::Prices::from_json(PRICES).unwrap();
+    app.stats.grouping = Grouping::By(GroupBy::AppId);
+    app.stats.open = true;
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.run();
+    h.state_mut().stats.wait();
+    h.run();
+    h
+}
+
+#[test]
+fn the_table_shows_the_figures_of_summary_by() {
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.json");
+    std::fs::write(&prices, PRICES).unwrap();
+    let cli = summary_json(&prices);
+    let h = stats_harness(dir.path());
+    let rows = h.state().stats.rows().expect("computed");
+    let groups = cli["groups"].as_array().unwrap();
+    assert_eq!(rows.len(), groups.len());
+    assert_eq!(rows.len(), 4, "chat, code, medical, search");
+    for ((key, s), g) in rows.iter().zip(groups) {
+        assert_eq!(key, g["key"].as_str().unwrap());
+        assert_eq!(s.requests, g["requests"].as_u64().unwrap());
+        assert_eq!(s.input_tokens, g["input_tokens"].as_u64().unwrap());
+        assert_eq!(s.cached_tokens, g["cached_tokens"].as_u64().unwrap());
+        assert_eq!(s.output_tokens, g["output_tokens"].as_u64().unwrap());
+        for (field, d) in [("ttft_ms", &s.ttft_ms), ("tpot_ms", &s.tpot_ms), ("e2e_ms", &s.e2e_ms)] {
+            for (p, v) in [("p50", d.p50), ("p95", d.p95), ("p99", d.p99)] {
+                // serde_json's default float parser may be one ulp off the printed shortest form.
+                let (a, b) = (v.unwrap(), g[field][p].as_f64().unwrap());
+                assert!((a - b).abs() <= 1e-9 * a.abs(), "{key} {field} {p}: {a} vs {b}");
+            }
+        }
+        let close = |a: f64, b: &Value| assert!((a - b.as_f64().unwrap()).abs() <= 1e-9 * a.abs(), "{key}: {a} vs {b}");
+        close(s.slo.unwrap().attainment.unwrap(), &g["slo"]["attainment"]);
+        close(s.slo.unwrap().goodput_tok_s.unwrap(), &g["slo"]["goodput_tok_s"]);
+        close(s.cost.unwrap().total, &g["cost"]["total"]);
+        close(s.cost.unwrap().cache_savings, &g["cost"]["cache_savings"]);
+    }
+    // On screen as summary prints them: chat's TTFT p99 and the search group's SLO attainment.
+    let chat = &groups[0];
+    assert_eq!(chat["key"], "chat");
+    h.get_by_label(&format!("{:.1}", chat["ttft_ms"]["p99"].as_f64().unwrap()));
+    let search = &groups[3];
+    h.get_by_label(&format!(
+        "{:.1} %",
+        search["slo"]["attainment"].as_f64().unwrap() * 100.0
+    ));
+    h.get_by_label_contains("cost EUR");
+}
+
+#[test]
+fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = stats_harness(dir.path());
+    // Requests per app: chat 171, search 91, code 46, medical 1. A click sorts descending, a second ascending.
+    h.get_by_label("requests").click();
+    h.run();
+    let order =
+        |h: &Harness<'_, App>| -> Vec<String> { h.state().stats.rows().unwrap().into_iter().map(|(k, _)| k).collect() };
+    assert_eq!(order(&h), ["chat", "search", "code", "medical"]);
+    h.get_by_label("requests ↓").click();
+    h.run();
+    assert_eq!(order(&h), ["medical", "code", "search", "chat"]);
+
+    h.get_by_label("Export CSV…").click();
+    h.step();
+    // Written on a thread of its own: the app takes the result on a later frame.
+    let path = match h.state_mut().wait_saved() {
+        Some(result) => result.unwrap(),
+        None => dir.path().join(
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .file_name(),
+        ),
+    };
+    assert!(path.extension().is_some_and(|e| e == "csv"), "{}", path.display());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("app_id,requests,input_tokens,cached_tokens,output_tokens,"),
+        "{header}"
+    );
+    assert!(header.ends_with(",cost,cache_savings"), "{header}");
+    let firsts: Vec<&str> = lines.map(|l| l.split(',').next().unwrap()).collect();
+    assert_eq!(firsts, ["medical", "code", "search", "chat"]);
+    let rows = h.state().stats.rows().unwrap();
+    assert_eq!(header.split(',').count(), 1 + columns_for(&rows).len());
+    assert!(
+        text.lines()
+            .nth(4)
+            .unwrap()
+            .starts_with("chat,171,196307,171008,22984,")
+    );
+}
