@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand};
+use tokenscope::analysis::findings;
 use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
 use tokenscope::synth::arrivals::ReplayOptions;
@@ -109,6 +110,26 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Find the known incident patterns (decode interrupted by prefill, EOS mis-trigger, prefill monopoly,
+    /// preemption bursts, KV saturation, SLO violations, repetition loops, truncation, token mismatches).
+    Findings {
+        /// The trace.
+        trace: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Only these kinds (comma-separated).
+        #[arg(long, value_delimiter = ',', value_parser = kind_names())]
+        kind: Option<Vec<String>>,
+        /// TTFT objective in ms, for the SLO-violation finding.
+        #[arg(long, value_name = "MS")]
+        slo_ttft_ms: Option<f64>,
+        /// TPOT objective in ms, for the SLO-violation finding.
+        #[arg(long, value_name = "MS")]
+        slo_tpot_ms: Option<f64>,
+        #[command(flatten)]
+        thresholds: ThresholdArgs,
+    },
     /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
     /// after the first arrival.
     Render {
@@ -159,6 +180,67 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+}
+
+/// The detectors' thresholds (`analysis::findings`, where each default is explained).
+#[derive(Debug, clap::Args)]
+struct ThresholdArgs {
+    /// Decode interrupted: a token's ITL over this many times its request's median ITL.
+    #[arg(long, default_value_t = findings::DEFAULT_ITL_FACTOR)]
+    itl_factor: f64,
+    /// Decode interrupted: another request's prefill of at least this many tokens in the stall.
+    #[arg(long, default_value_t = findings::DEFAULT_LARGE_PREFILL_TOKENS)]
+    large_prefill_tokens: u32,
+    /// EOS mis-trigger: a stop token chosen with a probability below this…
+    #[arg(long, default_value_t = findings::DEFAULT_EOS_MAX_PROBABILITY)]
+    eos_max_probability: f64,
+    /// …or at this rank or worse.
+    #[arg(long, default_value_t = findings::DEFAULT_EOS_MIN_RANK)]
+    eos_min_rank: u32,
+    /// EOS mis-trigger: an answer shorter than this share of its app's (or model's) median length.
+    #[arg(long, default_value_t = findings::DEFAULT_EARLY_EOS_FACTOR)]
+    early_eos_factor: f64,
+    /// Prefill monopoly: one request's prefill over at least this many consecutive steps.
+    #[arg(long, default_value_t = findings::DEFAULT_MONOPOLY_STEPS)]
+    monopoly_steps: u32,
+    /// KV saturation: KV-cache use at or above this share.
+    #[arg(long, default_value_t = findings::DEFAULT_KV_SATURATION)]
+    kv_saturation: f64,
+    /// Preemption burst: at least this many preemptions…
+    #[arg(long, default_value_t = findings::DEFAULT_PREEMPTION_BURST_COUNT)]
+    preemption_burst_count: u32,
+    /// …within this many ms on one instance.
+    #[arg(long, default_value_t = findings::DEFAULT_PREEMPTION_BURST_WINDOW_MS)]
+    preemption_burst_window_ms: f64,
+    /// Repetition loop: an n-gram of this many tokens…
+    #[arg(long, default_value_t = findings::DEFAULT_REPETITION_NGRAM)]
+    repetition_ngram: u32,
+    /// …repeated back to back at least this many times.
+    #[arg(long, default_value_t = findings::DEFAULT_REPETITION_REPEATS)]
+    repetition_repeats: u32,
+}
+
+impl ThresholdArgs {
+    fn thresholds(&self) -> findings::Thresholds {
+        findings::Thresholds {
+            itl_factor: self.itl_factor,
+            large_prefill_tokens: self.large_prefill_tokens,
+            eos_max_probability: self.eos_max_probability,
+            eos_min_rank: self.eos_min_rank,
+            early_eos_factor: self.early_eos_factor,
+            monopoly_steps: self.monopoly_steps,
+            kv_saturation: self.kv_saturation,
+            preemption_burst_count: self.preemption_burst_count,
+            preemption_burst_window_ms: self.preemption_burst_window_ms,
+            repetition_ngram: self.repetition_ngram,
+            repetition_repeats: self.repetition_repeats,
+            ..findings::Thresholds::default()
+        }
+    }
+}
+
+fn kind_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(findings::Kind::ALL.map(findings::Kind::name))
 }
 
 /// The names of scenarios and of `--by` labels come from the library's tables, one place for each.
@@ -253,6 +335,28 @@ fn main() -> ExitCode {
                 redact,
             };
             emit(&cli::export::run(&trace, &options, &output))
+        }
+        Some(Command::Findings {
+            trace,
+            json,
+            kind,
+            slo_ttft_ms,
+            slo_tpot_ms,
+            thresholds,
+        }) => {
+            let slo = Slo {
+                ttft_ms: slo_ttft_ms,
+                tpot_ms: slo_tpot_ms,
+            };
+            let kinds: Option<Vec<findings::Kind>> =
+                kind.map(|names| names.iter().filter_map(|n| findings::Kind::from_name(n)).collect());
+            emit(&cli::findings::run(
+                &trace,
+                json,
+                slo,
+                &thresholds.thresholds(),
+                kinds.as_deref(),
+            ))
         }
         Some(Command::Render {
             trace,

@@ -38,7 +38,7 @@ fn summary_of(trace: &Trace) -> String {
         ttft_ms: Some(200.0),
         tpot_ms: Some(55.0),
     };
-    summary_json(&summarize_all(trace, slo), 0, None).to_string()
+    summary_json(&summarize_all(trace, slo, None), 0, None).to_string()
 }
 
 #[test]
@@ -462,6 +462,6 @@ fn candidates_left_on_disk_read_per_request_equal_the_eager_ones() {
         assert_eq!(read_request_candidates(&lazy.trace, rl).unwrap(), want, "{id}");
     }
     // Everything else is as an eager load has it.
-    let summary = |t: &Trace| summary_json(&summarize_all(t, Slo::default()), 0, None).to_string();
+    let summary = |t: &Trace| summary_json(&summarize_all(t, Slo::default(), None), 0, None).to_string();
     assert_eq!(summary(&lazy.trace), summary(&eager.trace));
 }

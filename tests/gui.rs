@@ -43,7 +43,7 @@ fn the_app_opens_the_demo() {
     let shown = h.state().shown().expect("a trace is shown");
     assert_eq!(shown.view.trace.request_count(), 309);
     assert_eq!(shown.view.engines.len(), 2, "one engine track per instance");
-    h.get_by_label_contains("309 requests");
+    h.get_by_label_contains("309 requests · 40078 tokens");
     h.get_by_label_contains("demo.parquet");
 }
 
@@ -318,4 +318,49 @@ fn the_window_as_on_screen_is_captured_with_its_caption() {
     });
     assert!(dark > 1400 * 18 / 2, "{dark} caption-fill pixels");
     assert!(white > 100, "{white} white text pixels");
+}
+
+#[test]
+fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
+    let mut h = harness(demo_app());
+    h.state_mut().findings.wait();
+    h.run();
+    let full = h.state().waterfall.viewport.unwrap();
+    h.get_by_label_contains("doc-96k's prefill of 96,213 prompt tokens")
+        .click();
+    h.run();
+    let app = h.state();
+    let trace = &app.shown().unwrap().view.trace;
+    let doc = trace.request_row("doc-96k").unwrap();
+    assert_eq!(app.selected, Some(doc), "the monopolising request is selected");
+    assert_eq!(app.microscope.as_ref().map(|m| m.request), Some(doc));
+    // The finding spans doc-96k's five prefill steps; the view shows them with a tenth of their length either side.
+    let f = app
+        .findings
+        .findings
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|f| f.kind == tokenscope::analysis::findings::Kind::PrefillMonopoly)
+        .unwrap();
+    assert_eq!(f.steps.len(), 5);
+    let vp = app.waterfall.viewport.unwrap();
+    let span = f.to_ns - f.from_ns;
+    assert!(
+        vp.start_ns <= f.from_ns && vp.end_ns() >= f.to_ns,
+        "the whole finding is on screen"
+    );
+    assert!((vp.end_ns() - vp.start_ns) <= span + span / 4, "zoomed to it");
+    assert!(vp.end_ns() - vp.start_ns < (full.end_ns() - full.start_ns) / 5);
+    assert_eq!(app.waterfall.range, Some((f.from_ns, f.to_ns)));
+    // doc-96k's track is scrolled into view.
+    let k = app.shown().unwrap().view.rows.iter().position(|&r| r == doc).unwrap();
+    let height = app.waterfall.requests_rect.unwrap().height();
+    let rows = tokenscope::view::layout::visible_rows(
+        app.waterfall.scroll_y,
+        tokenscope::ui::theme::ROW_HEIGHT,
+        height,
+        app.shown().unwrap().view.rows.len(),
+    );
+    assert!(rows.contains(&k), "row {k} of doc-96k in {rows:?}");
 }

@@ -233,7 +233,7 @@ fn cost_by_price_table_with_cache_savings() {
     assert!((c.total - 2996e-6).abs() < 1e-12, "{}", c.total);
     assert!((c.input - (812.0 + 36.0 + 1000.0 + 500.0) * 1e-6).abs() < 1e-12);
     assert!((c.cached_input - 532e-6).abs() < 1e-12);
-    assert!((c.output - 124e-6).abs() < 1e-12);
+    assert!((c.output - (6.0 + 2.0 + 8.0 + 100.0) * 1e-6).abs() < 1e-12);
     assert!((c.cache_savings - 532e-6).abs() < 1e-12);
     // By app: chat = r1 + r3 + r4 = 2,926; search = r2 = 70.
     let groups = summarize_by(&l.trace, GroupBy::AppId, Slo::default(), Some(&prices));

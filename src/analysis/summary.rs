@@ -170,11 +170,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
         last_finish = last_finish.max(finish_ns(trace, r).unwrap_or(trace.requests.arrival_ns[ri]));
         let reason = trace.label(trace.requests.finish_reason[ri]).unwrap_or(NO_LABEL);
         *finish_reasons.entry(reason.to_owned()).or_default() += 1;
-        let records = trace.tokens_of(r).len();
-        if let Some(usage) = trace.requests.output_tokens[ri]
-            && records > 0
-            && usage as usize != records
-        {
+        if token_mismatch(trace, r).is_some() {
             token_mismatches += 1;
         }
         if let Some(p) = prices {
@@ -210,6 +206,15 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
         token_mismatches,
         cost: prices.map(|_| cost),
     }
+}
+
+/// When a request's `output_tokens` disagrees with its token records (and it has some): the usage and the number
+/// of records.
+pub fn token_mismatch(trace: &Trace, r: u32) -> Option<(u32, usize)> {
+    let records = trace.tokens_of(r).len();
+    trace.requests.output_tokens[r as usize]
+        .filter(|&usage| records > 0 && usage as usize != records)
+        .map(|u| (u, records))
 }
 
 /// The summary of every request of the trace.

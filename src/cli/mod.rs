@@ -3,6 +3,7 @@
 
 pub mod convert;
 pub mod export;
+pub mod findings;
 pub mod render;
 pub mod summary;
 pub mod synth;

@@ -6,7 +6,7 @@
 //! - [`sampler`]: a synthetic vocabulary and top-k candidates with realistic ranks;
 //! - [`arrivals`]: Poisson traffic, or a replay of a real request trace (Mooncake, Azure);
 //! - [`engine`]: the scheduler (vLLM-like), the KV and prefix caches, several instances;
-//! - [`scenarios`]: the named scenarios, three of them incidents.
+//! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline.
 
 pub mod arrivals;
 pub mod cost;
@@ -30,6 +30,8 @@ pub enum Scenario {
     LongPrefill,
     /// The demo: a few hundred ordinary requests with one of each incident.
     Mixed,
+    /// The demo's engines and ordinary traffic with no incident planted: the clean baseline of the findings.
+    Steady,
     /// The benchmark workload: 50,000 requests, ~10 M output tokens.
     Large,
     /// A replay of a real request trace (`--arrivals`).
@@ -38,11 +40,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario with its command-line name.
-    pub const ALL: [(Scenario, &'static str); 6] = [
+    pub const ALL: [(Scenario, &'static str); 7] = [
         (Scenario::PrefillInterruptsDecode, "prefill-interrupts-decode"),
         (Scenario::EosMistrigger, "eos-mistrigger"),
         (Scenario::LongPrefill, "long-prefill"),
         (Scenario::Mixed, "mixed"),
+        (Scenario::Steady, "steady"),
         (Scenario::Large, "large"),
         (Scenario::Replay, "replay"),
     ];
@@ -63,7 +66,7 @@ impl Scenario {
             Scenario::PrefillInterruptsDecode => 12,
             Scenario::EosMistrigger => 10,
             Scenario::LongPrefill => 8,
-            Scenario::Mixed => 300,
+            Scenario::Mixed | Scenario::Steady => 300,
             Scenario::Large => 50_000,
             Scenario::Replay => usize::MAX,
         }
@@ -119,6 +122,7 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
         Scenario::EosMistrigger => scenarios::eos_mistrigger(seed, requests),
         Scenario::LongPrefill => scenarios::long_prefill_scenario(seed, requests),
         Scenario::Mixed => scenarios::mixed(seed, requests),
+        Scenario::Steady => scenarios::steady(seed, requests),
         Scenario::Large => scenarios::large(seed, requests),
         Scenario::Replay => {
             let path = options.arrivals.as_ref().ok_or(SynthError::NoArrivals)?;

@@ -1,5 +1,6 @@
 //! The named scenarios of `tokenscope synth`: each one an engine setup, ordinary traffic and, for the incident
-//! scenarios, the planted requests that reproduce one of the three known incidents (see README, "The incidents").
+//! scenarios, the planted requests that reproduce one of the three known incidents (see README, "The incidents");
+//! `steady` is `mixed` with nothing planted.
 
 use super::arrivals::{Arrival, LengthDist, PREFIX_BLOCK_TOKENS, Traffic, poisson};
 use super::engine::{EngineConfig, Routing, SimConfig};
@@ -162,6 +163,14 @@ pub fn mixed(seed: u64, background: usize) -> (SimConfig, Vec<Arrival>) {
     a.extend(long_prefill(70.0, Some(1)));
     let engines = vec![engine("vllm-0", false, 32_768), engine("vllm-1", true, 20_480)];
     (config(engines, seed), sorted(a))
+}
+
+/// `steady`: `mixed` without its incidents — the same two instances and ordinary traffic, nothing planted. No
+/// finding of the three incident kinds should fire on it.
+pub fn steady(seed: u64, background: usize) -> (SimConfig, Vec<Arrival>) {
+    let a = poisson(&light_traffic(3.0), background, T0_NS, "req-", seed);
+    let engines = vec![engine("vllm-0", false, 32_768), engine("vllm-1", true, 20_480)];
+    (config(engines, seed), a)
 }
 
 /// `large`: the benchmark workload. Four default instances, Poisson arrivals at 50 req/s, log-normal lengths with

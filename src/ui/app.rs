@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use eframe::egui::{self, RichText, Ui};
 
 use super::capture;
+use super::findings::{self as findings_panel, FindingsState};
 use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::render::{self, View};
@@ -155,6 +156,10 @@ pub struct App {
     pub save_dir: Option<PathBuf>,
     /// The statistics window.
     pub stats: StatsState,
+    /// The findings panel.
+    pub findings: FindingsState,
+    /// A token to select once the microscope shows the selected request (a finding's).
+    pending_token: Option<usize>,
 }
 
 impl App {
@@ -186,6 +191,8 @@ impl App {
             panel_rects: [None, None],
             save_dir: None,
             stats: StatsState::default(),
+            findings: FindingsState::default(),
+            pending_token: None,
         };
         app.stats.prices = app.settings.prices.clone();
         app.open(source);
@@ -417,6 +424,77 @@ impl App {
         }
     }
 
+    /// The findings panel (left), computed on a thread of its own once per trace and objectives.
+    fn findings_panel(&mut self, ui: &mut Ui) {
+        let Some(shown) = &self.shown else { return };
+        let trace = Arc::clone(&shown.view.trace);
+        if self.findings.refresh(&trace, self.settings.slo) {
+            ui.ctx().request_repaint_after(Duration::from_millis(50));
+        }
+        if !self.findings.open {
+            return;
+        }
+        let t0 = shown.view.t0_ns;
+        let mut action = None;
+        let mut open = true;
+        egui::Panel::left("findings")
+            .resizable(true)
+            .default_size(330.0)
+            .show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    ui.strong("Findings");
+                    if ui.small_button("Close").clicked() {
+                        open = false;
+                    }
+                });
+                action = findings_panel::findings_ui(ui, &trace, t0, &mut self.findings);
+            });
+        self.findings.open = open;
+        if let Some(findings_panel::Action::GoTo {
+            from_ns,
+            to_ns,
+            request,
+            token,
+        }) = action
+        {
+            self.go_to(from_ns, to_ns, request, token);
+        }
+    }
+
+    /// Shows a time range with a margin, selects a request (scrolled into view) and a token, and analyses the range
+    /// as if it had been drag-selected.
+    pub fn go_to(&mut self, from_ns: i64, to_ns: i64, request: Option<u32>, token: Option<usize>) {
+        let Some(shown) = &self.shown else { return };
+        let pad = ((to_ns - from_ns) / 10).max(1_000_000);
+        self.waterfall.fit = Some((from_ns - pad, to_ns + pad));
+        match request {
+            Some(r) => waterfall::scroll_to_request(&mut self.waterfall, &shown.view, r),
+            None => waterfall::scroll_to_time(&mut self.waterfall, &shown.view, from_ns, to_ns),
+        }
+        if request.is_some() && request != self.selected {
+            self.pending_token = token;
+            self.selected = request;
+        } else if let Some(m) = &mut self.microscope {
+            m.token = token;
+        }
+        self.waterfall.range = Some((from_ns, to_ns));
+        self.analyse_range(from_ns, to_ns);
+    }
+
+    /// Computes the interference figures of a range on a thread of its own.
+    fn analyse_range(&mut self, a: i64, b: i64) {
+        let Some(shown) = &self.shown else { return };
+        let (tx, rx) = sync_channel(1);
+        let trace = Arc::clone(&shown.view.trace);
+        let spawned = thread::Builder::new().name("interference".into()).spawn(move || {
+            let _ = tx.send(interference(&trace, a, b));
+        });
+        match spawned {
+            Ok(_) => self.interference_job = Some(rx),
+            Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
+        }
+    }
+
     /// The statistics window, when open.
     fn stats_window(&mut self, ctx: &egui::Context) {
         let Some(shown) = &self.shown else { return };
@@ -579,6 +657,7 @@ impl App {
                 });
             self.show_problems = open;
         }
+        self.findings_panel(ui);
         self.sync_microscope();
         if self.microscope.is_some() {
             egui::Panel::bottom("microscope")
@@ -682,6 +761,9 @@ impl App {
             ui.menu_button("View", |ui| {
                 if ui.button("Fit the whole trace (double-click)").clicked() {
                     self.waterfall.viewport = None;
+                    ui.close();
+                }
+                if ui.checkbox(&mut self.findings.open, "Findings").clicked() {
                     ui.close();
                 }
                 if ui.checkbox(&mut self.stats.open, "Statistics").clicked() {
@@ -790,6 +872,11 @@ impl App {
                 self.refresh_rows();
             }
             ui.separator();
+            let findings = match self.findings.counts() {
+                Some([c, w, i]) => format!("Findings {}", c + w + i),
+                None => "Findings …".to_owned(),
+            };
+            ui.toggle_value(&mut self.findings.open, findings);
             ui.toggle_value(&mut self.stats.open, "Statistics");
         });
     }
@@ -832,7 +919,11 @@ impl App {
             return;
         }
         self.microscope = match (self.selected, &self.shown) {
-            (Some(r), Some(shown)) => Some(Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r)),
+            (Some(r), Some(shown)) => {
+                let mut m = Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r);
+                m.token = self.pending_token.take();
+                Some(m)
+            }
             _ => None,
         };
     }
@@ -900,17 +991,7 @@ impl App {
         for e in events {
             match e {
                 waterfall::Event::SelectRequest(r) => self.selected = Some(r),
-                waterfall::Event::RangeSelected(a, b) => {
-                    let (tx, rx) = sync_channel(1);
-                    let trace = Arc::clone(&shown.view.trace);
-                    let spawned = thread::Builder::new().name("interference".into()).spawn(move || {
-                        let _ = tx.send(interference(&trace, a, b));
-                    });
-                    match spawned {
-                        Ok(_) => self.interference_job = Some(rx),
-                        Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
-                    }
-                }
+                waterfall::Event::RangeSelected(a, b) => self.analyse_range(a, b),
                 waterfall::Event::RangeCleared => {
                     self.interference = None;
                     self.interference_job = None;

@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod capture;
+pub mod findings;
 pub mod microscope;
 pub mod panels;
 pub mod render;

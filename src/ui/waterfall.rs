@@ -135,6 +135,8 @@ pub struct WaterfallState {
     pub scroll_y: f32,
     /// The drag-selected time range, ns.
     pub range: Option<(i64, i64)>,
+    /// A time range to fit across the width on the next frame (when the width is known), ns.
+    pub fit: Option<(i64, i64)>,
     /// Time under the pointer, for the status bar (regenerated each frame).
     pub hover_ns: Option<i64>,
     /// Where the time axis was drawn, screen points (regenerated each frame).
@@ -210,6 +212,10 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
     let width = f64::from(time.width().max(1.0));
     let mut vp = state.viewport.unwrap_or_else(|| view.full_view(width));
     vp.width = width;
+    if let Some((a, b)) = state.fit.take() {
+        vp = Viewport::fit(a, b, width);
+        state.viewport = Some(vp);
+    }
 
     // Input: zoom, pan, scroll, keys, drags, clicks.
     let pointer = response.hover_pos();

@@ -1,0 +1,136 @@
+//! `tokenscope findings TRACE [--json] [--kind K,..] [--slo-ttft-ms X] [--slo-tpot-ms Y] [thresholds]`: the known
+//! incident patterns the detectors find, most severe first, each with its sentence, time range (ms after the first
+//! arrival) and the requests, steps and tokens involved.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{Output, validate};
+use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::summary::Slo;
+use crate::format::{self, Progress};
+use crate::trace::Trace;
+
+/// How many requests, steps and tokens a finding lists in the text output (JSON lists all).
+const LISTED: usize = 8;
+
+#[allow(clippy::cast_precision_loss)] // ms of a trace
+fn ms_after(origin: i64, ns: i64) -> f64 {
+    (ns - origin) as f64 / 1e6
+}
+
+fn listed(items: &[String]) -> String {
+    let mut s = items.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > LISTED {
+        s.push_str(&format!(" and {} more", items.len() - LISTED));
+    }
+    s
+}
+
+/// Step numbers of a finding as `source#iteration`.
+fn steps(trace: &Trace, f: &Finding) -> Vec<String> {
+    let it = &trace.iterations;
+    f.steps
+        .iter()
+        .map(|&s| {
+            let i = s as usize;
+            format!("{}#{}", trace.label(it.source[i]).unwrap_or("?"), it.iteration[i])
+        })
+        .collect()
+}
+
+/// Tokens of a finding as `request[index]`.
+fn tokens(trace: &Trace, f: &Finding) -> Vec<(String, u32)> {
+    let t = &trace.tokens;
+    f.tokens
+        .iter()
+        .map(|&k| (trace.request_id(t.request[k]).to_owned(), t.index[k]))
+        .collect()
+}
+
+/// The JSON form of a finding.
+pub fn finding_json(trace: &Trace, origin: i64, f: &Finding) -> Value {
+    json!({
+        "kind": f.kind.name(),
+        "title": f.kind.title(),
+        "severity": f.severity.name(),
+        "summary": f.summary,
+        "from_ns": f.from_ns,
+        "to_ns": f.to_ns,
+        "from_ms": ms_after(origin, f.from_ns),
+        "to_ms": ms_after(origin, f.to_ns),
+        "requests": f.requests.iter().map(|&r| trace.request_id(r)).collect::<Vec<_>>(),
+        "steps": steps(trace, f),
+        "tokens": tokens(trace, f).into_iter().map(|(r, i)| json!({"request": r, "index": i})).collect::<Vec<_>>(),
+    })
+}
+
+/// The text form of the findings.
+pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &str) -> String {
+    let n = |s| findings.iter().filter(|f| f.severity == s).count();
+    let mut out = format!(
+        "{name}: {} findings ({} critical, {} warning, {} info)\n",
+        findings.len(),
+        n(Severity::Critical),
+        n(Severity::Warning),
+        n(Severity::Info)
+    );
+    for f in findings {
+        out.push_str(&format!(
+            "\n{:<8}  {}  [{}]  {:.1} ms .. {:.1} ms\n  {}\n",
+            f.severity.name().to_uppercase(),
+            f.kind.title(),
+            f.kind.name(),
+            ms_after(origin, f.from_ns),
+            ms_after(origin, f.to_ns),
+            f.summary
+        ));
+        let requests: Vec<String> = f.requests.iter().map(|&r| trace.request_id(r).to_owned()).collect();
+        if !requests.is_empty() {
+            out.push_str(&format!("  requests: {}\n", listed(&requests)));
+        }
+        let steps = steps(trace, f);
+        if !steps.is_empty() {
+            out.push_str(&format!("  steps: {}\n", listed(&steps)));
+        }
+        let tokens: Vec<String> = tokens(trace, f).into_iter().map(|(r, i)| format!("{r}[{i}]")).collect();
+        if !tokens.is_empty() {
+            out.push_str(&format!("  tokens: {}\n", listed(&tokens)));
+        }
+    }
+    out
+}
+
+/// Runs `findings`.
+pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds: Option<&[Kind]>) -> Output {
+    let loaded = match format::load(input, &Progress::default()) {
+        Ok(l) => l,
+        Err(e) => return validate::fatal(&e, as_json),
+    };
+    let trace = &loaded.trace;
+    let mut findings = find(trace, &slo, thresholds);
+    if let Some(kinds) = kinds {
+        findings.retain(|f| kinds.contains(&f.kind));
+    }
+    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
+    let stdout = if as_json {
+        let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();
+        format!(
+            "{:#}\n",
+            json!({"trace": input.display().to_string(), "thresholds": thresholds, "findings": list})
+        )
+    } else {
+        findings_text(trace, origin, &findings, &input.display().to_string())
+    };
+    let rejected = loaded.report.rejected_count();
+    Output {
+        stdout,
+        stderr: if rejected > 0 {
+            format!("note: {rejected} record(s) were rejected; `tokenscope validate` lists them\n")
+        } else {
+            String::new()
+        },
+        code: 0,
+    }
+}

@@ -1,0 +1,243 @@
+//! The findings panel: what the detectors found (`analysis::findings`), most severe first, one card each with its
+//! sentence, time and subject; a click takes the waterfall there and selects the request and token involved.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::theme;
+use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::summary::Slo;
+use crate::trace::Trace;
+
+/// What the findings were computed from, to know when to compute again.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key {
+    slo: Slo,
+    thresholds: Thresholds,
+}
+
+/// The panel's state.
+pub struct FindingsState {
+    /// Shown.
+    pub open: bool,
+    /// The findings, when computed.
+    pub findings: Option<Vec<Finding>>,
+    /// The finding last clicked (index into `findings`).
+    pub selected: Option<usize>,
+    /// Kinds hidden from the list.
+    pub hidden: Vec<Kind>,
+    /// The trace they belong to (by address), to compute again for a new trace.
+    trace: Option<usize>,
+    key: Option<Key>,
+    job: Option<(Key, Receiver<Vec<Finding>>)>,
+}
+
+impl Default for FindingsState {
+    /// Open: what was found is the first thing to read.
+    fn default() -> Self {
+        FindingsState {
+            open: true,
+            findings: None,
+            selected: None,
+            hidden: Vec::new(),
+            trace: None,
+            key: None,
+            job: None,
+        }
+    }
+}
+
+/// What the panel asks of the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Go to a finding: zoom to `from_ns..to_ns`, select `request` and its token (position among its tokens).
+    GoTo {
+        /// Range start, ns.
+        from_ns: i64,
+        /// Range end, ns.
+        to_ns: i64,
+        /// The subject.
+        request: Option<u32>,
+        /// The token to select, as a position among the request's tokens.
+        token: Option<usize>,
+    },
+}
+
+/// The colour of a severity.
+pub fn severity_color(s: Severity) -> Color32 {
+    match s {
+        Severity::Critical => theme::SLOW_TOKEN,
+        Severity::Warning => theme::SLOWISH_TOKEN,
+        Severity::Info => theme::COUNTER_COLOR,
+    }
+}
+
+impl FindingsState {
+    /// Starts computing when the trace or the objectives changed; takes finished findings. True while computing.
+    pub fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) -> bool {
+        let address = Arc::as_ptr(trace) as usize;
+        let key = Key {
+            slo,
+            thresholds: Thresholds::default(),
+        };
+        if let Some((_, rx)) = &self.job {
+            match rx.try_recv() {
+                Ok(f) => {
+                    self.findings = Some(f);
+                    self.key = self.job.take().map(|(k, _)| k);
+                }
+                Err(TryRecvError::Disconnected) => self.job = None,
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+        if self.trace != Some(address) {
+            self.trace = Some(address);
+            self.findings = None;
+            self.selected = None;
+            self.key = None;
+            self.job = None;
+        }
+        let coming = self.job.as_ref().is_some_and(|(k, _)| *k == key);
+        if self.key == Some(key) || coming {
+            return self.job.is_some();
+        }
+        let (tx, rx) = sync_channel(1);
+        let shared = Arc::clone(trace);
+        let spawned = std::thread::Builder::new().name("findings".into()).spawn(move || {
+            let _ = tx.send(find(&shared, &key.slo, &key.thresholds));
+        });
+        if spawned.is_ok() {
+            self.job = Some((key, rx));
+        } else {
+            self.findings = Some(find(trace, &key.slo, &key.thresholds));
+            self.key = Some(key);
+        }
+        self.job.is_some()
+    }
+
+    /// Waits for the findings being computed (tests use this).
+    pub fn wait(&mut self) {
+        if let Some((key, rx)) = self.job.take()
+            && let Ok(f) = rx.recv()
+        {
+            self.findings = Some(f);
+            self.key = Some(key);
+        }
+    }
+
+    /// How many findings of each severity, for the toolbar.
+    pub fn counts(&self) -> Option<[usize; 3]> {
+        let f = self.findings.as_ref()?;
+        let n = |s| f.iter().filter(|x| x.severity == s).count();
+        Some([n(Severity::Critical), n(Severity::Warning), n(Severity::Info)])
+    }
+}
+
+/// Where a finding takes the view.
+pub fn go_to(trace: &Trace, f: &Finding) -> Action {
+    let request = f.requests.first().copied();
+    let token = match (request, f.tokens.first()) {
+        (Some(r), Some(&t)) => {
+            let rows = trace.tokens_of(r);
+            rows.contains(&t).then(|| t - rows.start)
+        }
+        _ => None,
+    };
+    Action::GoTo {
+        from_ns: f.from_ns,
+        to_ns: f.to_ns,
+        request,
+        token,
+    }
+}
+
+fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> egui::Response {
+    let fill = if selected {
+        theme::SELECTED_ROW
+    } else {
+        ui.visuals().faint_bg_color
+    };
+    let inner = egui::Frame::group(ui.style()).fill(fill).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        ui.horizontal(|ui| {
+            ui.label(
+                RichText::new(f.severity.name().to_uppercase())
+                    .color(severity_color(f.severity))
+                    .strong()
+                    .small(),
+            );
+            ui.strong(f.kind.title());
+        });
+        ui.label(&f.summary);
+        #[allow(clippy::cast_precision_loss)] // seconds of a trace
+        let at = |ns: i64| (ns - t0_ns) as f64 / 1e9;
+        let mut place = format!("{:.2} s to {:.2} s", at(f.from_ns), at(f.to_ns));
+        if let Some(&r) = f.requests.first() {
+            place.push_str(&format!(" · {}", trace.request_id(r)));
+            if f.requests.len() > 1 {
+                place.push_str(&format!(" +{}", f.requests.len() - 1));
+            }
+        }
+        if !f.steps.is_empty() {
+            place.push_str(&format!(" · {} steps", f.steps.len()));
+        }
+        ui.weak(place);
+    });
+    inner.response.interact(egui::Sense::click())
+}
+
+/// The panel's contents; returns where to go when a finding was clicked.
+pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsState) -> Option<Action> {
+    let mut action = None;
+    let Some(findings) = &state.findings else {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("Looking for known incident patterns…");
+        });
+        return None;
+    };
+    if findings.is_empty() {
+        ui.label("Nothing found: no known incident pattern in this trace under the current objectives.");
+        return None;
+    }
+    let [c, w, i] = state.counts().unwrap_or_default();
+    ui.label(format!("{c} critical · {w} warning · {i} info. Click one to go there."));
+    ui.horizontal_wrapped(|ui| {
+        for kind in Kind::ALL {
+            let n = findings.iter().filter(|f| f.kind == kind).count();
+            if n == 0 {
+                continue;
+            }
+            let mut shown = !state.hidden.contains(&kind);
+            if ui.checkbox(&mut shown, format!("{} {n}", kind.name())).changed() {
+                if shown {
+                    state.hidden.retain(|k| *k != kind);
+                } else {
+                    state.hidden.push(kind);
+                }
+            }
+        }
+    });
+    ui.separator();
+    let mut clicked = None;
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        for (k, f) in findings.iter().enumerate() {
+            if state.hidden.contains(&f.kind) {
+                continue;
+            }
+            if card(ui, trace, t0_ns, f, state.selected == Some(k))
+                .on_hover_text("Go there: zoom to its time range and select its request and token")
+                .clicked()
+            {
+                clicked = Some(k);
+            }
+        }
+    });
+    if let Some(k) = clicked {
+        state.selected = Some(k);
+        action = Some(go_to(trace, &findings[k]));
+    }
+    action
+}
