@@ -105,3 +105,100 @@ fn summary_text_is_a_table_with_units() {
     assert!(out.contains("latency (ms)"));
     assert!(Path::new("sample_traces/four_requests.jsonl").exists());
 }
+
+#[test]
+fn findings_json_names_the_planted_eos_and_kinds_filter() {
+    let (code, stdout, stderr) = tokenscope(&["findings", "sample_traces/eos_mistrigger.jsonl", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let list = v["findings"].as_array().unwrap();
+    let eos: Vec<&Value> = list.iter().filter(|f| f["kind"] == "eos-mistrigger").collect();
+    assert_eq!(eos.len(), 1, "{stdout}");
+    assert_eq!(eos[0]["severity"], "critical");
+    assert_eq!(eos[0]["requests"][0], "med-question");
+    assert_eq!(eos[0]["tokens"][0]["request"], "med-question");
+    assert_eq!(eos[0]["tokens"][0]["index"], 37);
+    assert!(eos[0]["summary"].as_str().unwrap().contains("p = 0.100 (rank 2)"));
+    assert!(eos[0]["from_ms"].as_f64().unwrap() < eos[0]["to_ms"].as_f64().unwrap());
+    assert_eq!(v["thresholds"]["eos_max_probability"], 0.5);
+    // Only the kinds asked for; a threshold from the command line: rank >= 3 and p < 0.05 no longer flag it.
+    let (_, stdout, _) = tokenscope(&[
+        "findings",
+        "sample_traces/eos_mistrigger.jsonl",
+        "--kind",
+        "eos-mistrigger",
+        "--eos-min-rank",
+        "3",
+        "--eos-max-probability",
+        "0.05",
+    ]);
+    assert!(
+        stdout.starts_with("sample_traces/eos_mistrigger.jsonl: 0 findings"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = tokenscope(&["findings", "sample_traces/eos_mistrigger.jsonl", "--kind", "eos"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("eos-mistrigger"),
+        "the valid kinds are listed: {stderr}"
+    );
+}
+
+#[test]
+fn findings_text_of_the_long_prefill_lists_the_monopoly_steps() {
+    let (code, stdout, _) = tokenscope(&[
+        "findings",
+        "sample_traces/long_prefill.jsonl",
+        "--kind",
+        "prefill-monopoly",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("1 findings (1 critical, 0 warning, 0 info)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("doc-96k's prefill of 96,213 prompt tokens took 5 consecutive steps"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("steps: vllm-0#142, vllm-0#143, vllm-0#144, vllm-0#145, vllm-0#146"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = tokenscope(&["findings", "no/such/file.jsonl"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no/such/file.jsonl"), "{stderr}");
+}
+
+#[test]
+fn summary_prices_errors_name_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("prices.json");
+    std::fs::write(&bad, r#"{"default": {"input": 1, "cached_input": 0.5, "ouput": 2}}"#).unwrap();
+    let bad_s = bad.to_string_lossy();
+    let (code, _, stderr) = tokenscope(&["summary", "sample_traces/four_requests.jsonl", "--prices", &bad_s]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("prices.json") && stderr.contains("unknown field `ouput`"),
+        "{stderr}"
+    );
+    let good = dir.path().join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"currency": "EUR", "default": {"input": 1, "cached_input": 0.5, "output": 2}}"#,
+    )
+    .unwrap();
+    let (code, stdout, _) = tokenscope(&[
+        "summary",
+        "sample_traces/four_requests.jsonl",
+        "--prices",
+        &good.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0);
+    // One price for all: uncached 812 + 36 + 1,000 + 50 = 1,898 x 1, cached (64 + 1,000) x 0.5 = 532, output 13 x 2
+    // = 26: 2,456 per 1 M tokens; the cache saved 1,064 x (1 - 0.5) = 532.
+    assert!(
+        stdout.contains("cost              EUR 0.0025 (input 0.0019, cached input 0.0005, output 0.0000); the prefix cache saved 0.0005"),
+        "{stdout}"
+    );
+}
