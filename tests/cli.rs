@@ -153,10 +153,7 @@ fn findings_text_of_the_long_prefill_lists_the_monopoly_steps() {
         "prefill-monopoly",
     ]);
     assert_eq!(code, 0);
-    assert!(
-        stdout.contains("1 findings (1 critical, 0 warning, 0 info)"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("1 finding (1 critical, 0 warning, 0 info)"), "{stdout}");
     assert!(
         stdout.contains("doc-96k's prefill of 96,213 prompt tokens took 5 consecutive steps"),
         "{stdout}"

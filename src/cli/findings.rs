@@ -70,8 +70,9 @@ pub fn finding_json(trace: &Trace, origin: i64, f: &Finding) -> Value {
 pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &str) -> String {
     let n = |s| findings.iter().filter(|f| f.severity == s).count();
     let mut out = format!(
-        "{name}: {} findings ({} critical, {} warning, {} info)\n",
+        "{name}: {} finding{} ({} critical, {} warning, {} info)\n",
         findings.len(),
+        if findings.len() == 1 { "" } else { "s" },
         n(Severity::Critical),
         n(Severity::Warning),
         n(Severity::Info)

@@ -99,8 +99,8 @@ impl FindingsState {
             self.key = None;
             self.job = None;
         }
-        let coming = self.job.as_ref().is_some_and(|(k, _)| *k == key);
-        if self.key == Some(key) || coming {
+        // One computation at a time: objectives changed meanwhile are computed when the last one finishes.
+        if self.key == Some(key) || self.job.is_some() {
             return self.job.is_some();
         }
         let (tx, rx) = sync_channel(1);
@@ -181,7 +181,8 @@ fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> 
             }
         }
         if !f.steps.is_empty() {
-            place.push_str(&format!(" · {} steps", f.steps.len()));
+            let n = f.steps.len();
+            place.push_str(&format!(" · {n} step{}", if n == 1 { "" } else { "s" }));
         }
         ui.weak(place);
     });

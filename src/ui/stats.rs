@@ -185,8 +185,8 @@ impl StatsState {
             }
         }
         let up_to_date = self.current.as_ref().is_some_and(|c| c.key == key);
-        let coming = self.job.as_ref().is_some_and(|(k, _)| *k == key);
-        if up_to_date || coming {
+        // One computation at a time: while a price is dragged, the latest value is computed when the last finishes.
+        if up_to_date || self.job.is_some() {
             return;
         }
         let (tx, rx) = sync_channel(1);

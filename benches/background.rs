@@ -1,0 +1,101 @@
+//! Background-work benchmark: what the app computes off the UI thread after a trace opens or a setting changes,
+//! and the headless renderer, on the `large` trace. The findings panel (every detector), the statistics window
+//! (summaries per label and the samples of its plots), and `tokenscope render` (one 2x PNG of the waterfall,
+//! renderer set-up included).
+//!
+//! `cargo bench --bench background [-- --requests N --runs R]`. Uses `target/bench-data/large-N.parquet` (see
+//! `benches/common.rs`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokenscope::analysis::cost::Prices;
+use tokenscope::analysis::findings::{Thresholds, find};
+use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
+use tokenscope::format::{LoadOptions, Progress, load_with};
+use tokenscope::ui::render::{Scene, Size, View, render};
+use tokenscope::ui::stats::Samples;
+use tokenscope::ui::waterfall::TraceView;
+use tokenscope::view::layout::{TrackFilter, TrackOrder};
+
+mod common;
+
+/// Runs `f` `runs` times; returns the median and the slowest time in ms, and the last result.
+fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        last = Some(f());
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let out = last.unwrap_or_else(|| panic!("at least one run"));
+    (times[times.len() / 2], times[times.len() - 1], out)
+}
+
+fn main() {
+    let requests = common::flag("--requests", 50_000);
+    let runs = common::flag("--runs", 5).max(1);
+    let (path, _) = common::large_files(requests);
+    let loaded =
+        load_with(&path, &Progress::default(), LoadOptions { lazy_candidates: true }).unwrap_or_else(|e| panic!("{e}"));
+    let trace = Arc::new(loaded.trace);
+    println!(
+        "background benchmark: {} requests, {} tokens, {} steps; {runs} runs each (median / max)",
+        trace.request_count(),
+        trace.token_count(),
+        trace.iterations.len()
+    );
+    let slo = Slo {
+        ttft_ms: Some(1000.0),
+        tpot_ms: Some(50.0),
+    };
+    let (median, max, found) = time(runs, || find(&trace, &slo, &Thresholds::default()));
+    println!(
+        "findings (every detector): {median:.0} / {max:.0} ms, {} findings",
+        found.len()
+    );
+
+    let prices = Prices::default();
+    for by in GroupBy::ALL {
+        let (median, max, groups) = time(runs, || summarize_by(&trace, by, slo, Some(&prices)));
+        println!(
+            "statistics by {}: {median:.0} / {max:.0} ms, {} groups",
+            by.name(),
+            groups.len()
+        );
+    }
+    let (median, max, samples) = time(runs, || Samples::of(&trace, |_| true));
+    println!(
+        "statistics plots' samples: {median:.0} / {max:.0} ms ({} TTFT values)",
+        samples.ttft_ms.len()
+    );
+
+    let (median, max, size) = time(runs.min(3), || {
+        let scene = Scene {
+            view: TraceView::new(Arc::clone(&trace), TrackOrder::Arrival, &TrackFilter::default()),
+            candidates: None,
+            source_name: path.display().to_string(),
+            time_range: None,
+            selection: None,
+            request: None,
+            token: None,
+            slo,
+            caption: true,
+            scroll_y: None,
+        };
+        let size = Size {
+            width: 1400.0,
+            height: 860.0,
+            pixels_per_point: 2.0,
+        };
+        render(scene, View::Waterfall, size)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .size
+    });
+    println!(
+        "headless render of the whole waterfall, {} x {} pixels: {median:.0} / {max:.0} ms",
+        size[0], size[1]
+    );
+}
