@@ -364,3 +364,28 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     );
     assert!(rows.contains(&k), "row {k} of doc-96k in {rows:?}");
 }
+
+#[test]
+fn copy_2x_png_of_the_views_puts_the_offscreen_render_on_the_clipboard() {
+    let mut h = harness(demo_app());
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Copy 2x PNG of the views").click();
+    // Rendered on a thread of its own; the frame that takes it asks the platform to copy it.
+    let mut copied = None;
+    for _ in 0..500 {
+        h.step();
+        copied = h.output().platform_output.commands.iter().find_map(|c| match c {
+            egui::OutputCommand::CopyImage(image) => Some(image.size),
+            _ => None,
+        });
+        if copied.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The 1400 x 860 point window at 2 pixels per point.
+    assert_eq!(copied, Some([2800, 1720]));
+    h.run();
+    h.get_by_label_contains("Copied the 2x PNG of the views");
+}

@@ -150,6 +150,8 @@ pub struct App {
     pending_capture: Option<capture::Pending>,
     /// A PNG being saved (through a dialog) on its own thread.
     saving: Option<Receiver<Result<PathBuf, String>>>,
+    /// A 2x image being rendered for the clipboard on its own thread.
+    rendering: Option<Receiver<Result<egui::ColorImage, String>>>,
     /// Where the waterfall and the high-power view were drawn (regenerated each frame).
     panel_rects: [Option<egui::Rect>; 2],
     /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
@@ -188,6 +190,7 @@ impl App {
             capture_request: None,
             pending_capture: None,
             saving: None,
+            rendering: None,
             panel_rects: [None, None],
             save_dir: None,
             stats: StatsState::default(),
@@ -390,7 +393,7 @@ impl App {
 
     /// Draws the views as they are on screen (time range, scroll, selection, token) offscreen at 2 pixels per
     /// point on a thread of its own, and saves the PNG.
-    fn render_png(&mut self, which: View, size: egui::Vec2) {
+    fn render_png(&mut self, which: View, size: egui::Vec2, destination: capture::Destination) {
         let Some(shown) = &self.shown else { return };
         let scene = render::Scene {
             view: shown.view.clone(),
@@ -409,6 +412,17 @@ impl App {
             height: size.y.max(300.0),
             pixels_per_point: 2.0,
         };
+        if destination == capture::Destination::Clipboard {
+            let (tx, rx) = sync_channel(1);
+            let spawned = thread::Builder::new().name("render-png".into()).spawn(move || {
+                let _ = tx.send(render::render(scene, which, size).map_err(|e| e.to_string()));
+            });
+            match spawned {
+                Ok(_) => self.rendering = Some(rx),
+                Err(e) => self.message = Some(format!("cannot render the PNG: {e}")),
+            }
+            return;
+        }
         let save_dir = self.save_dir.clone();
         let (tx, rx) = sync_channel(1);
         let spawned = thread::Builder::new().name("render-png".into()).spawn(move || {
@@ -587,6 +601,18 @@ impl App {
                 },
             }
         }
+        if let Some(rx) = &self.rendering
+            && let Ok(result) = rx.try_recv()
+        {
+            self.rendering = None;
+            match result {
+                Ok(image) => {
+                    ctx.copy_image(image);
+                    self.notice = Some("Copied the 2x PNG of the views to the clipboard.".to_owned());
+                }
+                Err(e) => self.message = Some(e),
+            }
+        }
         if let Some(rx) = &self.saving
             && let Ok(result) = rx.try_recv()
         {
@@ -640,7 +666,7 @@ impl App {
             } else {
                 View::Waterfall
             };
-            self.render_png(which, ui.ctx().content_rect().size());
+            self.render_png(which, ui.ctx().content_rect().size(), capture::Destination::File);
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
@@ -696,7 +722,7 @@ impl App {
             let region = p.crop.unwrap_or_else(|| ui.ctx().content_rect());
             self.caption_ui(ui.ctx(), region);
         }
-        let busy = self.pending_capture.is_some() || self.saving.is_some();
+        let busy = self.pending_capture.is_some() || self.saving.is_some() || self.rendering.is_some();
         if busy || self.loading.is_some() || self.dialog.is_some() || self.interference_job.is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(50));
         }
@@ -724,9 +750,14 @@ impl App {
                         } else {
                             which
                         };
-                        self.render_png(which, size);
+                        self.render_png(which, size, capture::Destination::File);
                         ui.close();
                     }
+                }
+                if ui.button("Copy 2x PNG of the views").clicked() {
+                    let which = if has_request { View::Both } else { View::Waterfall };
+                    self.render_png(which, size, capture::Destination::Clipboard);
+                    ui.close();
                 }
                 if ui.button("Save PNG of the window as on screen").clicked() {
                     self.capture_request = Some((capture::Target::Window, capture::Destination::File));
@@ -940,7 +971,15 @@ impl App {
             }
         });
         if let Some(microscope::Action::SelectRequest(r)) = microscope_ui(ui, &trace, m, self.settings.slo) {
-            self.selected = Some(r);
+            self.select_request(r);
+        }
+    }
+
+    /// Selects a request named in a panel and scrolls its track into view.
+    fn select_request(&mut self, r: u32) {
+        self.selected = Some(r);
+        if let Some(shown) = &self.shown {
+            waterfall::scroll_to_request(&mut self.waterfall, &shown.view, r);
         }
     }
 
@@ -961,11 +1000,10 @@ impl App {
         });
         match action {
             Some(panels::Action::ZoomTo(a, b)) => {
-                let width = self.waterfall.viewport.map_or(1000.0, |v| v.width);
                 let pad = ((b - a) / 20).max(1_000);
-                self.waterfall.viewport = Some(crate::view::viewport::Viewport::fit(a - pad, b + pad, width));
+                self.waterfall.fit = Some((a - pad, b + pad));
             }
-            Some(panels::Action::Select(r)) => self.selected = Some(r),
+            Some(panels::Action::Select(r)) => self.select_request(r),
             Some(panels::Action::Copy(text)) => ui.ctx().copy_text(text),
             Some(panels::Action::Export { chrome }) => self.export_range(chrome),
             Some(panels::Action::Close) => {

@@ -401,9 +401,16 @@ fn first_alive_row(view: &TraceView, from_ns: i64, to_ns: i64) -> Option<usize> 
 }
 
 /// Scrolls the request tracks so that request `r`'s track shows two rows below the top (or as far as the tracks
-/// go); nothing when the track is filtered out.
+/// go), unless it is on screen already; nothing when the track is filtered out.
 pub fn scroll_to_request(state: &mut WaterfallState, view: &TraceView, r: u32) {
-    if let Some(k) = view.rows.iter().position(|&x| x == r) {
+    let Some(k) = view.rows.iter().position(|&x| x == r) else {
+        return;
+    };
+    let top = k as f32 * theme::ROW_HEIGHT;
+    let on_screen = state
+        .requests_rect
+        .is_some_and(|rect| top >= state.scroll_y && top + theme::ROW_HEIGHT <= state.scroll_y + rect.height());
+    if !on_screen {
         state.scroll_y = (k as f32 - 2.0).max(0.0) * theme::ROW_HEIGHT;
     }
 }
