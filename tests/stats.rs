@@ -134,3 +134,28 @@ fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
             .starts_with("chat,171,196307,171008,22984,")
     );
 }
+
+#[test]
+fn a_click_on_a_row_shows_that_groups_distributions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = stats_harness(dir.path());
+    h.get_by_label("Distributions of every request (click a row to choose a group, again for all)");
+    // The medical app has one request (med-question): its TTFT samples are that one request's.
+    h.get_by_label("medical").click();
+    // The next frame starts computing the group's samples (a spinner meanwhile); wait for them.
+    h.run_steps(2);
+    h.state_mut().stats.wait();
+    h.run();
+    assert_eq!(h.state().stats.group.as_deref(), Some("medical"));
+    h.get_by_label("Distributions of app_id = medical (click a row to choose a group, again for all)");
+    // Its one TTFT and one TPOT, in the two histograms' legends.
+    assert_eq!(h.get_all_by_label("1 request").count(), 2);
+    // Again: every request.
+    h.get_by_label("medical").click();
+    // The next frame starts computing the group's samples (a spinner meanwhile); wait for them.
+    h.run_steps(2);
+    h.state_mut().stats.wait();
+    h.run();
+    assert_eq!(h.state().stats.group, None);
+    h.get_by_label_contains("Distributions of every request");
+}

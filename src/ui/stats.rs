@@ -323,7 +323,9 @@ fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f
             .map(|(i, &c)| Bar::new(lo + (i as f64 + 0.5) * width, f64::from(c)).width(width * 0.95))
             .collect();
         plot(format!("{id}-hist")).y_axis_label("requests").show(ui, |p| {
-            p.bar_chart(BarChart::new(format!("{} requests", sorted.len()), bars).color(theme::COUNTER_COLOR));
+            let n = sorted.len();
+            let name = format!("{n} request{}", if n == 1 { "" } else { "s" });
+            p.bar_chart(BarChart::new(name, bars).color(theme::COUNTER_COLOR));
             if let Some(l) = limit {
                 p.vline(VLine::new(format!("objective {l} ms"), log_ms(l)).color(theme::SLOW_TOKEN));
             }
@@ -415,6 +417,8 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
     let mut clicked_header = None;
     let mut clicked_row = None;
     egui::ScrollArea::horizontal().id_salt("stats-h").show(ui, |ui| {
+        // A click on a cell's text selects the row, not the text.
+        ui.style_mut().interaction.selectable_labels = false;
         TableBuilder::new(ui)
             .striped(true)
             .resizable(true)
