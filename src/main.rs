@@ -186,31 +186,31 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct ThresholdArgs {
     /// Decode interrupted: a token's ITL over this many times its request's median ITL.
-    #[arg(long, default_value_t = findings::DEFAULT_ITL_FACTOR)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_ITL_FACTOR)]
     itl_factor: f64,
     /// Decode interrupted: another request's prefill of at least this many tokens in the stall.
     #[arg(long, default_value_t = findings::DEFAULT_LARGE_PREFILL_TOKENS)]
     large_prefill_tokens: u32,
     /// EOS mis-trigger: a stop token chosen with a probability below this…
-    #[arg(long, default_value_t = findings::DEFAULT_EOS_MAX_PROBABILITY)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_EOS_MAX_PROBABILITY)]
     eos_max_probability: f64,
     /// …or at this rank or worse.
     #[arg(long, default_value_t = findings::DEFAULT_EOS_MIN_RANK)]
     eos_min_rank: u32,
     /// EOS mis-trigger: an answer shorter than this share of its app's (or model's) median length.
-    #[arg(long, default_value_t = findings::DEFAULT_EARLY_EOS_FACTOR)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_EARLY_EOS_FACTOR)]
     early_eos_factor: f64,
     /// Prefill monopoly: one request's prefill over at least this many consecutive steps.
     #[arg(long, default_value_t = findings::DEFAULT_MONOPOLY_STEPS)]
     monopoly_steps: u32,
     /// KV saturation: KV-cache use at or above this share.
-    #[arg(long, default_value_t = findings::DEFAULT_KV_SATURATION)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_KV_SATURATION)]
     kv_saturation: f64,
     /// Preemption burst: at least this many preemptions…
     #[arg(long, default_value_t = findings::DEFAULT_PREEMPTION_BURST_COUNT)]
     preemption_burst_count: u32,
     /// …within this many ms on one instance.
-    #[arg(long, default_value_t = findings::DEFAULT_PREEMPTION_BURST_WINDOW_MS)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_PREEMPTION_BURST_WINDOW_MS)]
     preemption_burst_window_ms: f64,
     /// Repetition loop: an n-gram of this many tokens…
     #[arg(long, default_value_t = findings::DEFAULT_REPETITION_NGRAM)]

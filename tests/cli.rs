@@ -162,6 +162,12 @@ fn findings_text_of_the_long_prefill_lists_the_monopoly_steps() {
         stdout.contains("steps: vllm-0#142, vllm-0#143, vllm-0#144, vllm-0#145, vllm-0#146"),
         "{stdout}"
     );
+    let (code, _, stderr) = tokenscope(&["findings", "sample_traces/long_prefill.jsonl", "--itl-factor", "-1"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("itl_factor (--itl-factor) = -1: give a factor above 1"),
+        "{stderr}"
+    );
     let (code, _, stderr) = tokenscope(&["findings", "no/such/file.jsonl"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("no/such/file.jsonl"), "{stderr}");

@@ -129,6 +129,98 @@ pub struct Thresholds {
     pub repetition_min_tokens: u32,
 }
 
+impl Thresholds {
+    /// Checks that every threshold means something: factors and shares in range, counts large enough to make a
+    /// pattern. The message names the field, its command-line flag, the value and what it should be.
+    ///
+    /// # Errors
+    /// The first threshold out of range.
+    pub fn check(&self) -> Result<(), String> {
+        let bad = |field: &str, value: String, want: &str| {
+            Err(format!("{field} (--{}) = {value}: {want}", field.replace('_', "-")))
+        };
+        let t = self;
+        if !(t.itl_factor.is_finite() && t.itl_factor > 1.0) {
+            return bad(
+                "itl_factor",
+                t.itl_factor.to_string(),
+                "give a factor above 1 (the default is 3)",
+            );
+        }
+        if !(0.0..=1.0).contains(&t.eos_max_probability) {
+            return bad(
+                "eos_max_probability",
+                t.eos_max_probability.to_string(),
+                "give a probability from 0 to 1",
+            );
+        }
+        if t.eos_min_rank < 1 {
+            return bad(
+                "eos_min_rank",
+                t.eos_min_rank.to_string(),
+                "ranks start at 1 (the most likely token)",
+            );
+        }
+        if !(t.early_eos_factor.is_finite() && (0.0..1.0).contains(&t.early_eos_factor)) {
+            return bad(
+                "early_eos_factor",
+                t.early_eos_factor.to_string(),
+                "give a share of the median from 0 to below 1",
+            );
+        }
+        if t.early_eos_min_peers < 1 {
+            return bad(
+                "early_eos_min_peers",
+                t.early_eos_min_peers.to_string(),
+                "give at least 1",
+            );
+        }
+        if t.monopoly_steps < 2 {
+            return bad(
+                "monopoly_steps",
+                t.monopoly_steps.to_string(),
+                "give at least 2 (1 would flag every prefill)",
+            );
+        }
+        if !(t.kv_saturation > 0.0 && t.kv_saturation <= 1.0) {
+            return bad(
+                "kv_saturation",
+                t.kv_saturation.to_string(),
+                "give a share of the cache above 0, at most 1",
+            );
+        }
+        if t.preemption_burst_count < 2 {
+            return bad(
+                "preemption_burst_count",
+                t.preemption_burst_count.to_string(),
+                "a burst is at least 2",
+            );
+        }
+        if !(t.preemption_burst_window_ms.is_finite() && t.preemption_burst_window_ms > 0.0) {
+            return bad(
+                "preemption_burst_window_ms",
+                t.preemption_burst_window_ms.to_string(),
+                "give a window above 0 ms",
+            );
+        }
+        if t.repetition_ngram < 1 {
+            return bad(
+                "repetition_ngram",
+                t.repetition_ngram.to_string(),
+                "give an n-gram of at least 1 token",
+            );
+        }
+        if t.repetition_repeats < 2 {
+            return bad(
+                "repetition_repeats",
+                t.repetition_repeats.to_string(),
+                "a loop repeats at least 2 times",
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
@@ -1421,6 +1513,49 @@ fn last_tokens(trace: &Trace, rows: &[u32]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn thresholds_out_of_range_are_named_with_their_flag() {
+        let d = super::Thresholds::default();
+        assert_eq!(d.check(), Ok(()));
+        let e = super::Thresholds { eos_min_rank: 0, ..d }.check().unwrap_err();
+        assert!(
+            e.starts_with("eos_min_rank (--eos-min-rank) = 0: ranks start at 1"),
+            "{e}"
+        );
+        let e = super::Thresholds {
+            itl_factor: f64::NAN,
+            ..d
+        }
+        .check()
+        .unwrap_err();
+        assert!(e.starts_with("itl_factor (--itl-factor) = NaN"), "{e}");
+        assert!(super::Thresholds { monopoly_steps: 1, ..d }.check().is_err());
+        assert!(
+            super::Thresholds {
+                kv_saturation: 1.5,
+                ..d
+            }
+            .check()
+            .is_err()
+        );
+        assert!(
+            super::Thresholds {
+                kv_saturation: 1.0,
+                ..d
+            }
+            .check()
+            .is_ok()
+        );
+        assert!(
+            super::Thresholds {
+                repetition_repeats: 1,
+                ..d
+            }
+            .check()
+            .is_err()
+        );
+    }
+
     use super::*;
 
     #[test]

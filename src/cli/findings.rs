@@ -105,6 +105,9 @@ pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &st
 
 /// Runs `findings`.
 pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds: Option<&[Kind]>) -> Output {
+    if let Err(e) = thresholds.check() {
+        return Output::error(e, 2);
+    }
     let loaded = match format::load(input, &Progress::default()) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, as_json),
