@@ -42,10 +42,10 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// TTFT objective in ms, for SLO attainment and goodput.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms, for SLO attainment and goodput.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_tpot_ms: Option<f64>,
         /// Also break the figures down by this request label.
         #[arg(long, value_parser = group_names())]
@@ -90,15 +90,15 @@ enum Command {
         output: PathBuf,
     },
     /// Export the slice of a trace around an incident: a trace file (.parquet, .jsonl) or Chrome Trace Event JSON
-    /// (.json, for Perfetto UI). Times are ms after the first arrival.
+    /// (.json, for Perfetto UI). Times are ms after the trace's start (the waterfall ruler's 0).
     Export {
         /// The trace.
         trace: PathBuf,
-        /// Range start, ms after the first arrival.
-        #[arg(long, value_name = "MS")]
+        /// Range start, ms after the trace's start.
+        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         from_ms: f64,
-        /// Range end, ms after the first arrival.
-        #[arg(long, value_name = "MS")]
+        /// Range end, ms after the trace's start.
+        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         to_ms: f64,
         /// Only these requests (comma-separated ids).
         #[arg(long, value_delimiter = ',')]
@@ -122,24 +122,24 @@ enum Command {
         #[arg(long, value_delimiter = ',', value_parser = kind_names())]
         kind: Option<Vec<String>>,
         /// TTFT objective in ms, for the SLO-violation finding.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms, for the SLO-violation finding.
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_tpot_ms: Option<f64>,
         #[command(flatten)]
         thresholds: ThresholdArgs,
     },
     /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
-    /// after the first arrival.
+    /// after the trace's start (the waterfall ruler's 0).
     Render {
         /// The trace.
         trace: PathBuf,
-        /// Range start, ms after the first arrival (with --to-ms; default: the whole trace).
-        #[arg(long, value_name = "MS")]
+        /// Range start, ms after the trace's start (with --to-ms; default: the whole trace).
+        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         from_ms: Option<f64>,
-        /// Range end, ms after the first arrival.
-        #[arg(long, value_name = "MS")]
+        /// Range end, ms after the trace's start.
+        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         to_ms: Option<f64>,
         /// The request to select and show in the high-power view (id).
         #[arg(long, value_name = "ID")]
@@ -151,22 +151,22 @@ enum Command {
         #[arg(long, value_parser = view_names())]
         view: Option<String>,
         /// Width in points.
-        #[arg(long, default_value_t = 1400.0)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = 1400.0)]
         width: f32,
         /// Height in points.
-        #[arg(long, default_value_t = 860.0)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = 860.0)]
         height: f32,
         /// Pixels per point (2: a 2x image).
-        #[arg(long, default_value_t = 2.0)]
+        #[arg(long, allow_negative_numbers = true, default_value_t = 2.0)]
         scale: f32,
         /// Leave out the caption strip (trace, time range in UTC, selection).
         #[arg(long)]
         no_caption: bool,
         /// TTFT objective for the request header, ms.
-        #[arg(long, value_name = "MS", default_value_t = 1000.0)]
+        #[arg(long, value_name = "MS", value_parser = positive_ms, default_value_t = 1000.0)]
         slo_ttft_ms: f64,
         /// TPOT objective for the request header, ms.
-        #[arg(long, value_name = "MS", default_value_t = 50.0)]
+        #[arg(long, value_name = "MS", value_parser = positive_ms, default_value_t = 50.0)]
         slo_tpot_ms: f64,
         /// The PNG to write.
         #[arg(short, long)]
@@ -250,6 +250,15 @@ fn scenario_names() -> PossibleValuesParser {
 
 fn group_names() -> PossibleValuesParser {
     PossibleValuesParser::new(GroupBy::ALL.map(GroupBy::name))
+}
+
+/// An objective in ms: a positive, finite number.
+fn positive_ms(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} ms: an objective is a positive number of ms")),
+        Err(e) => Err(format!("{text}: {e}; an objective is a positive number of ms")),
+    }
 }
 
 fn view_names() -> PossibleValuesParser {
@@ -384,8 +393,8 @@ fn main() -> ExitCode {
                 scale,
                 caption: !no_caption,
                 slo: Slo {
-                    ttft_ms: Some(slo_ttft_ms).filter(|v| *v > 0.0),
-                    tpot_ms: Some(slo_tpot_ms).filter(|v| *v > 0.0),
+                    ttft_ms: Some(slo_ttft_ms),
+                    tpot_ms: Some(slo_tpot_ms),
                 },
             };
             emit(&cli::render::run(&trace, &options, &output))

@@ -199,9 +199,9 @@ fn summary_prices_errors_name_the_file_and_field() {
     ]);
     assert_eq!(code, 0);
     // One price for all: uncached 812 + 36 + 1,000 + 50 = 1,898 x 1, cached (64 + 1,000) x 0.5 = 532, output 13 x 2
-    // = 26: 2,456 per 1 M tokens; the cache saved 1,064 x (1 - 0.5) = 532.
+    // = 26: 2,456 per 1 M tokens; the cache saved 1,064 x (1 - 0.5) = 532. Three significant digits below 100.
     assert!(
-        stdout.contains("cost              EUR 0.0025 (input 0.0019, cached input 0.0005, output 0.0000); the prefix cache saved 0.0005"),
+        stdout.contains("cost              EUR 0.00246 (input 0.00190, cached input 0.000532, output 0.0000260); the prefix cache saved 0.000532"),
         "{stdout}"
     );
 }

@@ -31,7 +31,7 @@ fn a_slice_reloads_with_the_same_per_request_figures() {
     for name in ["slice.parquet", "slice.jsonl"] {
         let out = dir.path().join(name);
         let out_s = out.to_string_lossy();
-        // 2.5 s .. 6 s after the first arrival: the long prefill's first steps and the requests alive then.
+        // 2.5 s .. 6 s after the trace's start: the long prefill's first steps and the requests alive then.
         let (code, stdout, stderr) =
             tokenscope(&["export", LONG, "--from-ms", "2500", "--to-ms", "6000", "-o", &out_s]);
         assert_eq!(code, 0, "{stderr}");

@@ -334,6 +334,8 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     let doc = trace.request_row("doc-96k").unwrap();
     assert_eq!(app.selected, Some(doc), "the monopolising request is selected");
     assert_eq!(app.microscope.as_ref().map(|m| m.request), Some(doc));
+    // The finding's token, doc-96k's first (index 0), is selected under the microscope.
+    assert_eq!(app.microscope.as_ref().and_then(|m| m.token), Some(0));
     // The finding spans doc-96k's five prefill steps; the view shows them with a tenth of their length either side.
     let f = app
         .findings
@@ -373,7 +375,8 @@ fn copy_2x_png_of_the_views_puts_the_offscreen_render_on_the_clipboard() {
     h.get_by_label("Copy 2x PNG of the views").click();
     // Rendered on a thread of its own; the frame that takes it asks the platform to copy it.
     let mut copied = None;
-    for _ in 0..500 {
+    // Up to a minute: a software render on a busy 2-core machine takes a few seconds at most.
+    for _ in 0..6000 {
         h.step();
         copied = h.output().platform_output.commands.iter().find_map(|c| match c {
             egui::OutputCommand::CopyImage(image) => Some(image.size),

@@ -145,8 +145,32 @@ fn bad_arguments_get_clear_errors() {
     let (code, _, stderr) = tokenscope(&["render", LONG, "-o", &missing.to_string_lossy()]);
     assert_eq!(code, 1);
     assert!(stderr.contains("does not exist"), "{stderr}");
+    // Size and view errors come before loading, as usage errors.
+    let (code, _, stderr) = tokenscope(&["render", LONG, "--scale", "0.4", "-o", &out_s]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("scale 0.4: give 0.5 to 4 pixels per point"), "{stderr}");
+    let (code, _, stderr) = tokenscope(&["render", LONG, "--from-ms", "-5", "--to-ms", "10", "-o", &out_s]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--from-ms -5 --to-ms 10: give 0 <= FROM < TO"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = tokenscope(&["render", LONG, "--slo-ttft-ms", "NaN", "-o", &out_s]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("an objective is a positive number of ms"), "{stderr}");
     let (code, _, stderr) = tokenscope(&["render", LONG, "-o", &dir.path().join("x.jpg").to_string_lossy()]);
     assert_eq!(code, 2);
     assert!(stderr.contains("give the output a .png name"), "{stderr}");
     assert!(!out.exists(), "no PNG after an error");
+}
+
+#[test]
+fn a_range_far_past_the_end_still_draws_the_trace() {
+    // 0 ms .. 1e13 ms covers the whole trace: the ms-to-ns conversion saturates instead of overflowing.
+    let dir = tempfile::tempdir().unwrap();
+    let img = render(
+        &[LONG, "--scale", "1", "--from-ms", "0", "--to-ms", "1e13"],
+        &dir.path().join("far.png"),
+    );
+    assert_eq!(img.dimensions(), (1400, 860));
 }

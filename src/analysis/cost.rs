@@ -39,6 +39,10 @@ pub struct Prices {
     pub models: BTreeMap<String, Price>,
 }
 
+/// The highest price per 1 M tokens a table may give: far above any provider's, low enough that sums of billions
+/// of tokens stay finite.
+pub const MAX_PRICE: f64 = 1e6;
+
 fn default_currency() -> String {
     "USD".to_owned()
 }
@@ -107,11 +111,17 @@ impl Prices {
                 ("cached_input", p.cached_input),
                 ("output", p.output),
             ] {
-                if !(v.is_finite() && v >= 0.0) {
+                if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
                     return Err(format!(
-                        "{name}.{field} = {v}: a price is a number >= 0, per 1 M tokens"
+                        "{name}.{field} = {v}: a price is a number from 0 to {MAX_PRICE}, per 1 M tokens"
                     ));
                 }
+            }
+            if p.cached_input > p.input {
+                return Err(format!(
+                    "{name}.cached_input = {} is above {name}.input = {}: a cached token costs at most an uncached one",
+                    p.cached_input, p.input
+                ));
             }
         }
         Ok(prices)
@@ -164,6 +174,10 @@ mod tests {
         assert!(e.contains("unknown field `cached`") && e.contains("default"), "{e}");
         let e = Prices::from_json(r#"{"models": {"m": {"input": -1, "cached_input": 0, "output": 0}}}"#).unwrap_err();
         assert!(e.starts_with("m.input = -1"), "{e}");
+        let e = Prices::from_json(r#"{"default": {"input": 1, "cached_input": 2, "output": 1}}"#).unwrap_err();
+        assert!(e.contains("default.cached_input = 2 is above default.input = 1"), "{e}");
+        let e = Prices::from_json(r#"{"default": {"input": 1e308, "cached_input": 0, "output": 0}}"#).unwrap_err();
+        assert!(e.contains("from 0 to 1000000"), "{e}");
         let e = Prices::from_json(r#"{"default": {"input": "cheap"}}"#).unwrap_err();
         assert!(e.contains("default.input"), "{e}");
     }

@@ -161,6 +161,19 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// An amount of money with three significant digits below 100 and cents above: `0.000123`, `0.0456`, `12.35`,
+/// `1234.50`; `0` for nothing. Per-user costs of a few requests are fractions of a cent: fixed decimals would show
+/// them as zero.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small, clamped count of decimals
+pub fn money(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let magnitude = v.abs().log10().floor();
+    let decimals = (2.0 - magnitude).clamp(2.0, 12.0) as usize;
+    format!("{v:.decimals$}")
+}
+
 impl Column {
     /// The figure as the table shows it; `-` when undefined.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts are whole and non-negative
@@ -170,7 +183,7 @@ impl Column {
             Unit::Count => thousands(v.round().max(0.0) as u64),
             Unit::Ms | Unit::Rate => format!("{v:.1}"),
             Unit::Share => format!("{:.1} %", v * 100.0),
-            Unit::Money => format!("{v:.4}"),
+            Unit::Money => money(v),
         }
     }
 }
@@ -221,4 +234,42 @@ pub fn to_csv(key_header: &str, groups: &[(String, Summary)], columns: &[Column]
     }
     let bytes = w.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn money_keeps_three_significant_digits_below_a_hundred() {
+        assert_eq!(money(0.0), "0");
+        assert_eq!(money(0.000_123_4), "0.000123");
+        assert_eq!(money(0.045_67), "0.0457");
+        assert_eq!(money(12.345), "12.35");
+        assert_eq!(money(1234.5), "1234.50");
+        assert_eq!(money(-0.002), "-0.00200");
+    }
+
+    #[test]
+    fn sort_puts_undefined_figures_last_either_way() {
+        let mut groups: Vec<(String, Summary)> = ["a", "b", "c"]
+            .iter()
+            .map(|k| {
+                (
+                    k.to_string(),
+                    crate::analysis::summary::summarize(&crate::trace::Trace::default(), &[], Default::default(), None),
+                )
+            })
+            .collect();
+        groups[0].1.requests = 5;
+        groups[2].1.requests = 7;
+        let requests = &COLUMNS[0];
+        sort(&mut groups, Some(requests), true);
+        let keys: Vec<&str> = groups.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["c", "a", "b"]);
+        let ttft = COLUMNS.iter().find(|c| c.key == "ttft_p50_ms").unwrap();
+        groups[2].1.ttft_ms.p50 = Some(3.0); // "b", last after the sort above
+        sort(&mut groups, Some(ttft), false);
+        assert_eq!(groups[0].0, "b", "the only defined figure first");
+    }
 }

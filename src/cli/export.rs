@@ -1,6 +1,6 @@
 //! `tokenscope export TRACE --from-ms A --to-ms B [--requests ID,..] [--redact] -o OUT`: the slice of a trace for
 //! an incident report, as a trace file (`.parquet`, `.jsonl`…) or as Chrome Trace Event JSON (`.json`) for
-//! Perfetto UI. Times are ms after the trace's first arrival.
+//! Perfetto UI. Times are ms after the trace's start (`Trace::start_ns`, the waterfall ruler's 0).
 
 use std::path::Path;
 
@@ -11,9 +11,9 @@ use crate::trace::slice::{redact, slice};
 /// What to export.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportOptions {
-    /// Range start, ms after the first arrival.
+    /// Range start, ms after the trace's start.
     pub from_ms: f64,
-    /// Range end, ms after the first arrival.
+    /// Range end, ms after the trace's start.
     pub to_ms: f64,
     /// Only these requests (ids), when given.
     pub requests: Option<Vec<String>>,
@@ -30,7 +30,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
     let (a, b) = (options.from_ms, options.to_ms);
     if !(a.is_finite() && b.is_finite() && a >= 0.0 && b > a) {
         return error(format!(
-            "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the first arrival"
+            "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the trace's start"
         ));
     }
     let is_chrome = output.extension().is_some_and(|e| e == "json");
@@ -45,9 +45,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
         Err(e) => return validate::fatal(&e, false),
     };
     let trace = &loaded.trace;
-    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
-    #[allow(clippy::cast_possible_truncation)] // ms of a trace
-    let (from_ns, to_ns) = (origin + (a * 1e6) as i64, origin + (b * 1e6) as i64);
+    let (from_ns, to_ns) = (trace.at_ms(a), trace.at_ms(b));
     let only = match &options.requests {
         None => None,
         Some(ids) => {
@@ -71,7 +69,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
     let mut part = slice(trace, from_ns, to_ns, only.as_deref());
     if part.request_count() == 0 && part.iterations.is_empty() {
         return error(format!(
-            "nothing in {a} ms .. {b} ms (the trace spans its first arrival + 0 ms onwards)"
+            "nothing in {a} ms .. {b} ms after the trace's start: no request or step touches it"
         ));
     }
     if options.redact {

@@ -1,6 +1,6 @@
 //! `tokenscope findings TRACE [--json] [--kind K,..] [--slo-ttft-ms X] [--slo-tpot-ms Y] [thresholds]`: the known
-//! incident patterns the detectors find, most severe first, each with its sentence, time range (ms after the first
-//! arrival) and the requests, steps and tokens involved.
+//! incident patterns the detectors find, most severe first, each with its sentence, time range (ms after the trace's
+//! start, as on the waterfall's ruler) and the requests, steps and tokens involved.
 
 use std::path::Path;
 
@@ -117,7 +117,7 @@ pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds
     if let Some(kinds) = kinds {
         findings.retain(|f| kinds.contains(&f.kind));
     }
-    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
+    let origin = trace.start_ns();
     let stdout = if as_json {
         let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();
         format!(

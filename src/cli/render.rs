@@ -1,6 +1,6 @@
 //! `tokenscope render TRACE -o out.png [--from-ms A --to-ms B] [--request ID] [--token N] [--width W --height H]
 //! [--view waterfall|request|both] [--scale S] [--no-caption]`: a PNG of the views with no display, drawn by the
-//! window's own code (see `ui::render`). Times are ms after the trace's first arrival, as for `export`.
+//! window's own code (see `ui::render`). Times are ms after the trace's start (the ruler's 0), as for `export`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,16 +10,16 @@ use crate::analysis::summary::Slo;
 use crate::format::parquet::CandidateReader;
 use crate::format::{self, LoadOptions, Progress};
 use crate::ui::capture;
-use crate::ui::render::{Scene, Size, View, render};
+use crate::ui::render::{Scene, Size, View, check, render};
 use crate::ui::waterfall::TraceView;
 use crate::view::layout::{TrackFilter, TrackOrder};
 
 /// What to render.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderOptions {
-    /// Range start, ms after the first arrival.
+    /// Range start, ms after the trace's start.
     pub from_ms: Option<f64>,
-    /// Range end, ms after the first arrival.
+    /// Range end, ms after the trace's start.
     pub to_ms: Option<f64>,
     /// The request to select (id).
     pub request: Option<String>,
@@ -67,11 +67,24 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         (Some(a), Some(b)) if a.is_finite() && b.is_finite() && a >= 0.0 && b > a => Some((a, b)),
         (Some(a), Some(b)) => {
             return usage(format!(
-                "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the first arrival"
+                "--from-ms {a} --to-ms {b}: give 0 <= FROM < TO, in ms after the trace's start"
             ));
         }
         _ => return usage("give both --from-ms and --to-ms, or neither (the whole trace)".to_owned()),
     };
+    let which = options.view.unwrap_or(if options.request.is_some() {
+        View::Both
+    } else {
+        View::Waterfall
+    });
+    let size = Size {
+        width: options.width,
+        height: options.height,
+        pixels_per_point: options.scale,
+    };
+    if let Err(e) = check(which, options.request.is_some(), size) {
+        return usage(e.to_string());
+    }
     let progress = Progress::default();
     let loaded = match format::load_with(input, &progress, LoadOptions { lazy_candidates: true }) {
         Ok(l) => l,
@@ -107,22 +120,17 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
             }
         }
     };
-    let origin = trace.requests.arrival_ns.iter().copied().min().unwrap_or(0);
     let view = TraceView::new(Arc::clone(&trace), TrackOrder::default(), &TrackFilter::default());
-    #[allow(clippy::cast_possible_truncation)] // ms of a trace
-    let time_range = range.map(|(a, b)| (origin + (a * 1e6) as i64, origin + (b * 1e6) as i64));
+    let time_range = range.map(|(a, b)| (trace.at_ms(a), trace.at_ms(b)));
     if let (Some((a_ms, b_ms)), Some((a, b))) = (range, time_range)
         && (b < view.t0_ns || a > view.t1_ns)
     {
         #[allow(clippy::cast_precision_loss)]
-        let end_ms = (view.t1_ns - origin) as f64 / 1e6;
+        let end_ms = (view.t1_ns - view.t0_ns) as f64 / 1e6;
         return usage(format!(
-            "nothing to draw in {a_ms} ms .. {b_ms} ms: the trace spans 0 ms to {end_ms:.0} ms after its first arrival"
+            "nothing to draw in {a_ms} ms .. {b_ms} ms: the trace spans 0 ms to {end_ms:.0} ms after its start"
         ));
     }
-    let which = options
-        .view
-        .unwrap_or(if request.is_some() { View::Both } else { View::Waterfall });
     let scene = Scene {
         view,
         candidates: reader,
@@ -134,11 +142,6 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         slo: options.slo,
         caption: options.caption,
         scroll_y: None,
-    };
-    let size = Size {
-        width: options.width,
-        height: options.height,
-        pixels_per_point: options.scale,
     };
     let image = match render(scene, which, size) {
         Ok(i) => i,

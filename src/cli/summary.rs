@@ -9,7 +9,7 @@ use super::validate::fatal;
 use super::{Output, table, thousands};
 use crate::analysis::cost::Prices;
 use crate::analysis::metrics::Distribution;
-use crate::analysis::stats;
+use crate::analysis::stats::{self, money};
 use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
 use crate::format::{self, Progress};
 use crate::trace::Trace;
@@ -92,8 +92,12 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         head.push(vec![
             "cost".to_owned(),
             format!(
-                "{currency} {:.4} (input {:.4}, cached input {:.4}, output {:.4}); the prefix cache saved {:.4}",
-                c.total, c.input, c.cached_input, c.output, c.cache_savings
+                "{currency} {} (input {}, cached input {}, output {}); the prefix cache saved {}",
+                money(c.total),
+                money(c.input),
+                money(c.cached_input),
+                money(c.output),
+                money(c.cache_savings)
             ),
         ]);
     }
@@ -124,14 +128,13 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
 }
 
 /// The per-group table of `--by`: the statistics panel's columns.
-pub fn groups_text(by: GroupBy, groups: &[(String, Summary)]) -> String {
+pub fn groups_text(by: GroupBy, groups: &[(String, Summary)], currency: &str) -> String {
     let columns = stats::columns_for(groups);
-    let mut rows = vec![
-        std::iter::once(by.name())
-            .chain(columns.iter().map(|c| c.header))
-            .map(str::to_owned)
-            .collect(),
-    ];
+    let header = columns.iter().map(|c| match c.unit {
+        stats::Unit::Money => format!("{} {currency}", c.header),
+        _ => c.header.to_owned(),
+    });
+    let mut rows = vec![std::iter::once(by.name().to_owned()).chain(header).collect()];
     for (key, s) in groups {
         rows.push(
             std::iter::once(key.clone())
@@ -178,16 +181,17 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
     let s = summarize_all(trace, slo, prices.as_ref());
     let groups = by.map(|by| (by, summarize_by(trace, by, slo, prices.as_ref())));
     let stdout = if as_json {
-        format!(
-            "{:#}\n",
-            summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())))
-        )
+        let mut v = summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())));
+        if let Some(p) = &prices {
+            v["currency"] = json!(p.currency);
+        }
+        format!("{v:#}\n")
     } else {
         let currency = prices.as_ref().map_or("", |p| p.currency.as_str());
         let mut text = summary_text(trace, &s, rejected, currency);
         if let Some((by, g)) = &groups {
             text.push('\n');
-            text.push_str(&groups_text(*by, g));
+            text.push_str(&groups_text(*by, g, currency));
         }
         text
     };

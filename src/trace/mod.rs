@@ -232,6 +232,22 @@ impl Trace {
                     .is_some_and(|ids| ids.contains(&token_id)))
     }
 
+    /// The trace's start: its earliest arrival, step start or token, ns (0 for an empty trace). The waterfall's
+    /// ruler counts from it, and the command line's `--from-ms` / `--to-ms` are ms after it.
+    pub fn start_ns(&self) -> i64 {
+        let arrivals = self.requests.arrival_ns.iter();
+        let steps = self.iterations.start_ns.iter();
+        let tokens = self.tokens.emitted_ns.iter();
+        arrivals.chain(steps).chain(tokens).copied().min().unwrap_or(0)
+    }
+
+    /// The time `ms` milliseconds after [`Self::start_ns`], ns; saturates instead of overflowing.
+    #[allow(clippy::cast_possible_truncation)] // clamped into the i64 range first
+    pub fn at_ms(&self, ms: f64) -> i64 {
+        let ns = (ms * 1e6).clamp(i64::MIN as f64, i64::MAX as f64);
+        self.start_ns().saturating_add(ns as i64)
+    }
+
     /// Total output-token records in the trace.
     pub fn token_count(&self) -> usize {
         self.tokens.len()

@@ -335,7 +335,10 @@ impl App {
             &shown.source.name(),
             self.waterfall.viewport,
             self.selected.map(|r| shown.view.trace.request_id(r)),
-            self.microscope.as_ref().and_then(|m| m.token),
+            self.microscope
+                .as_ref()
+                .and_then(|m| m.token_row(&shown.view.trace))
+                .map(|t| shown.view.trace.tokens.index[t]),
         );
         let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
         let strip = egui::Rect::from_min_max(egui::pos2(region.left(), region.bottom() - 20.0), region.max);
@@ -395,6 +398,10 @@ impl App {
     /// point on a thread of its own, and saves the PNG.
     fn render_png(&mut self, which: View, size: egui::Vec2, destination: capture::Destination) {
         let Some(shown) = &self.shown else { return };
+        if self.saving.is_some() || self.rendering.is_some() {
+            self.notice = Some("A PNG is being made: wait for it before asking for another.".to_owned());
+            return;
+        }
         let scene = render::Scene {
             view: shown.view.clone(),
             candidates: shown.candidates.clone(),
@@ -407,10 +414,12 @@ impl App {
             caption: self.settings.caption,
             scroll_y: Some(self.waterfall.scroll_y),
         };
+        let (width, height) = (size.x.max(400.0), size.y.max(300.0));
         let size = render::Size {
-            width: size.x.max(400.0),
-            height: size.y.max(300.0),
-            pixels_per_point: 2.0,
+            width,
+            height,
+            // 2x, unless a very large window would exceed the renderer's largest image.
+            pixels_per_point: render::fitting_scale(width, height, 2.0),
         };
         if destination == capture::Destination::Clipboard {
             let (tx, rx) = sync_channel(1);

@@ -72,8 +72,9 @@ pub fn crop_image(image: &ColorImage, crop: Option<Rect>, pixels_per_point: f32)
     ColorImage::new([x1 - x0, y1 - y0], pixels)
 }
 
-/// The caption of a PNG: `tokenscope · TRACE · view FROM to TO (UTC) · request ID token K`.
-pub fn caption_text(source: &str, viewport: Option<Viewport>, request: Option<&str>, token: Option<usize>) -> String {
+/// The caption of a PNG: `tokenscope · TRACE · view FROM to TO (UTC) · request ID token N` (N: the token's index
+/// in the output).
+pub fn caption_text(source: &str, viewport: Option<Viewport>, request: Option<&str>, token: Option<u32>) -> String {
     let mut text = format!("tokenscope · {source}");
     if let Some(vp) = viewport {
         text.push_str(&format!(

@@ -86,6 +86,7 @@ impl FindingsState {
             match rx.try_recv() {
                 Ok(f) => {
                     self.findings = Some(f);
+                    self.selected = None;
                     self.key = self.job.take().map(|(k, _)| k);
                 }
                 Err(TryRecvError::Disconnected) => self.job = None,

@@ -367,8 +367,9 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
     if let Some(k) = hovered {
         let l = m.latencies[k];
         let load = m.loads[k].clone();
+        let index = trace.tokens.index[trace.tokens_of(m.request).start + k];
         plot.response.on_hover_ui(|ui| {
-            ui.strong(format!("token {k}: {:.1} ms", ms(l.total_ns)));
+            ui.strong(format!("token {index}: {:.1} ms", ms(l.total_ns)));
             if let (Some(w), Some(c), Some(o)) = (l.schedule_wait_ns, l.compute_ns, l.output_ns) {
                 ui.label(format!(
                     "wait {:.1} ms · compute {:.1} ms · output {:.1} ms",
@@ -415,7 +416,10 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
             action = Some(Action::SelectRequest(r));
         }
         load_plot.response.on_hover_ui(|ui| {
-            ui.strong(format!("token {k}'s step"));
+            ui.strong(format!(
+                "token {}'s step",
+                trace.tokens.index[trace.tokens_of(m.request).start + k]
+            ));
             step_load_ui(ui, trace, &load);
             if !load.prefills.is_empty() || !load.waited_behind.is_empty() {
                 ui.weak("click: select the largest prefill");
@@ -468,7 +472,8 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
         trace.texts.get(trace.tokens.text[t]),
         trace.tokens.special[t],
     );
-    ui.label(RichText::new(format!("token {k}: {text}")).monospace().strong());
+    let index = trace.tokens.index[t];
+    ui.label(RichText::new(format!("token {index}: {text}")).monospace().strong());
     ui.label(format!(
         "id {} · logprob {} · p {} · rank {} · top-k entropy {}",
         opt_u32(chosen_id).map_or("?".to_owned(), |v| v.to_string()),

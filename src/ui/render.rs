@@ -95,7 +95,10 @@ fn draw(ui: &mut Ui, s: &mut State) {
             &s.scene.source_name,
             s.waterfall.viewport,
             s.scene.request.map(|r| trace.request_id(r)),
-            s.microscope.as_ref().and_then(|m| m.token),
+            s.microscope
+                .as_ref()
+                .and_then(|m| m.token_row(&trace))
+                .map(|t| trace.tokens.index[t]),
         );
         egui::Panel::bottom("caption")
             .exact_size(CAPTION_HEIGHT)
@@ -174,24 +177,42 @@ fn offscreen_renderer() -> Result<egui_kittest::wgpu::WgpuTestRenderer, RenderEr
 /// The largest image side, pixels: far beyond any screen, well within what a software rasterizer's textures allow.
 pub const MAX_PIXELS: f32 = 8192.0;
 
-/// Draws `scene` as `which` into an image of `size`.
+/// Checks what to draw before anything is loaded: a size and scale in range, a request for the views that need one.
 ///
 /// # Errors
-/// A request view without a request, a size out of range, no renderer, or a failed render.
-pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, RenderError> {
+/// A size or scale out of range, or a request view without a request.
+pub fn check(which: View, has_request: bool, size: Size) -> Result<(), RenderError> {
     let (w, h, ppp) = (size.width, size.height, size.pixels_per_point);
     if !(ppp.is_finite() && (0.5..=4.0).contains(&ppp)) {
-        return Err(RenderError::Size(format!("scale {ppp}: give 0.5 to 4")));
+        return Err(RenderError::Size(format!(
+            "scale {ppp}: give 0.5 to 4 pixels per point"
+        )));
     }
-    if !(w.is_finite() && h.is_finite() && w >= 200.0 && h >= 120.0 && w * ppp <= MAX_PIXELS && h * ppp <= MAX_PIXELS) {
+    let fits = w * ppp <= MAX_PIXELS && h * ppp <= MAX_PIXELS;
+    if !(w.is_finite() && h.is_finite() && w >= 200.0 && h >= 120.0 && fits) {
         return Err(RenderError::Size(format!(
             "size {w} x {h} points at scale {ppp}: give at least 200 x 120, and at most {MAX_PIXELS} pixels a side"
         )));
     }
     let name = View::ALL.iter().find(|(v, _)| *v == which).map_or("", |(_, n)| n);
-    if which != View::Waterfall && scene.request.is_none() {
+    if which != View::Waterfall && !has_request {
         return Err(RenderError::NoRequest(name));
     }
+    Ok(())
+}
+
+/// The largest scale, at most `preferred`, at which an image of `width` x `height` points fits [`MAX_PIXELS`].
+pub fn fitting_scale(width: f32, height: f32, preferred: f32) -> f32 {
+    preferred.min(MAX_PIXELS / width.max(height).max(1.0))
+}
+
+/// Draws `scene` as `which` into an image of `size`.
+///
+/// # Errors
+/// What [`check`] rejects, no renderer, or a failed render.
+pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, RenderError> {
+    check(which, scene.request.is_some(), size)?;
+    let (w, h, ppp) = (size.width, size.height, size.pixels_per_point);
     let microscope = scene.request.map(|r| {
         let mut m = Microscope::new(&scene.view.trace, scene.candidates.as_ref(), r);
         m.wait_candidates(&scene.view.trace);

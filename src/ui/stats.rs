@@ -72,6 +72,8 @@ impl Samples {
 /// What the inputs of a computation were, to know when to compute again.
 #[derive(Debug, Clone, PartialEq)]
 struct Key {
+    /// The trace (its address while it is shown).
+    trace: usize,
     grouping: Grouping,
     group: Option<String>,
     slo: Slo,
@@ -93,8 +95,8 @@ pub struct StatsState {
     pub grouping: Grouping,
     /// The group clicked in the table: the plots show it (else the whole trace).
     pub group: Option<String>,
-    /// Sort column (index into the shown columns) and direction; `None` sorts by group.
-    pub sort: Option<(usize, bool)>,
+    /// Sort column (its `key`) and direction (true: descending); `None` sorts by group.
+    pub sort: Option<(&'static str, bool)>,
     /// The price table.
     pub prices: Prices,
     /// Whether the price editor is open.
@@ -160,7 +162,7 @@ impl StatsState {
         let columns = stats::columns_for(&groups);
         stats::sort(
             &mut groups,
-            self.sort.and_then(|(i, _)| columns.get(i)),
+            self.sort.and_then(|(key, _)| columns.iter().find(|c| c.key == key)),
             self.sort.is_some_and(|s| s.1),
         );
         Some(groups)
@@ -168,11 +170,23 @@ impl StatsState {
 
     /// Starts computing when the inputs changed; takes a finished computation.
     fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) {
+        let address = Arc::as_ptr(trace) as usize;
+        if self.current.as_ref().is_some_and(|c| c.key.trace != address) {
+            // Another trace: its groups are not this one's.
+            self.current = None;
+            self.group = None;
+        }
+        // The currency is a label: changing it needs no computation.
+        let prices = Prices {
+            currency: String::new(),
+            ..self.prices.clone()
+        };
         let key = Key {
+            trace: address,
             grouping: self.grouping,
             group: self.group.clone(),
             slo,
-            prices: self.prices.clone(),
+            prices,
         };
         if let Some((_, rx)) = &self.job {
             match rx.try_recv() {
@@ -220,6 +234,8 @@ fn price_row(ui: &mut Ui, name: &str, p: &mut Price) -> bool {
             .add(egui::DragValue::new(v).range(0.0..=1000.0).speed(0.01).max_decimals(4))
             .changed();
     }
+    // A cached token costs at most an uncached one (as price files are checked).
+    p.cached_input = p.cached_input.min(p.input);
     changed
 }
 
@@ -432,11 +448,11 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
                         clicked_header = Some(None);
                     }
                 });
-                for (i, c) in columns.iter().enumerate() {
+                for c in &columns {
                     header.col(|ui| {
                         let arrow = match state.sort {
-                            Some((s, true)) if s == i => " ↓",
-                            Some((s, false)) if s == i => " ↑",
+                            Some((s, true)) if s == c.key => " ↓",
+                            Some((s, false)) if s == c.key => " ↑",
                             _ => "",
                         };
                         let text = if c.unit == stats::Unit::Money {
@@ -445,7 +461,7 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
                             format!("{}{arrow}", c.header)
                         };
                         if ui.button(text).on_hover_text("sort by this column").clicked() {
-                            clicked_header = Some(Some(i));
+                            clicked_header = Some(Some(c.key));
                         }
                     });
                 }

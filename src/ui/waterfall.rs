@@ -23,7 +23,7 @@ use crate::view::viewport::Viewport;
 pub struct TraceView {
     /// The trace.
     pub trace: Arc<Trace>,
-    /// Earliest time in the trace (first arrival or first step), ns.
+    /// Earliest time in the trace (`Trace::start_ns`: the ruler's 0), ns.
     pub t0_ns: i64,
     /// Latest time in the trace, ns.
     pub t1_ns: i64,
@@ -62,13 +62,7 @@ impl TraceView {
     /// Prepares a trace for drawing.
     pub fn new(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter) -> Self {
         let t = &trace;
-        let starts = t
-            .requests
-            .arrival_ns
-            .iter()
-            .chain(t.iterations.start_ns.iter())
-            .chain(t.tokens.emitted_ns.iter());
-        let t0_ns = starts.copied().min().unwrap_or(0);
+        let t0_ns = t.start_ns();
         let ends = t
             .requests
             .finished_ns
@@ -389,7 +383,6 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
     events
 }
 
-/// First arrival to finish of a request.
 /// True when request `r` is alive (arrived, not finished) at some time in `from_ns..=to_ns`.
 fn is_alive(trace: &Trace, r: u32, from_ns: i64, to_ns: i64) -> bool {
     request_extent(trace, r).is_some_and(|(a, b)| b >= from_ns && a <= to_ns)
