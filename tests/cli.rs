@@ -3,22 +3,12 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
+use common::tokenscope;
 use serde_json::Value;
-
-fn tokenscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("run tokenscope: {e}"));
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON output ({e}): {text}"))

@@ -4,23 +4,13 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::Command;
+mod common;
 
+use std::path::Path;
+
+use common::tokenscope;
 use tokenscope::trace::StageKind;
 use tokenscope::ui::theme::stage_color;
-
-fn tokenscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 const DEMO: &str = "sample_traces/demo.parquet";
 const LONG: &str = "sample_traces/long_prefill.jsonl";

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::metrics::{ms, request_metrics};
+use super::stats::thousands;
 use super::summary::Slo;
 use super::tokens::{Rank, display_text};
 use crate::trace::{NO_STR, NULL_U32, StageKind, Trace, opt_f64, opt_u32};
@@ -398,19 +399,6 @@ fn multiple(x: f64) -> String {
     if x < 10.0 { format!("{x:.1}") } else { format!("{x:.0}") }
 }
 
-/// A count with thousands separators: 48,000.
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// "a", "a and b", "a, b and c", "a, b and 5 others": at most three names.
 fn names(trace: &Trace, rows: &[u32]) -> String {
     let name = |r: u32| trace.request_id(r).to_owned();
@@ -698,7 +686,7 @@ fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]
         duration(worst.itl_ns),
         multiple(worst.itl_ns as f64 / worst.median_ns as f64),
         duration(worst.median_ns),
-        count(total),
+        thousands(total),
         steps.len(),
         if steps.len() == 1 { "" } else { "s" },
     );
@@ -1058,7 +1046,7 @@ fn monopoly_finding(trace: &Trace, waits: &WaitIndex, request: u32, run: &[(u32,
     let on = trace.label(source).map_or(String::new(), |s| format!(" of {s}"));
     let mut summary = format!(
         "{id}'s prefill of {} prompt tokens took {} consecutive steps{on} ({})",
-        count(tokens),
+        thousands(tokens),
         run.len(),
         duration(to_ns - from_ns)
     );
@@ -1430,7 +1418,7 @@ pub fn truncation(trace: &Trace) -> Vec<Finding> {
         format!(
             "{} stopped at its token limit (finish_reason length) after {} {tokens_word}",
             trace.request_id(subject),
-            count(u64::from(output)),
+            thousands(u64::from(output)),
         )
     } else {
         format!(
@@ -1440,7 +1428,7 @@ pub fn truncation(trace: &Trace) -> Vec<Finding> {
             percent(cut.len(), n),
             names(trace, &cut),
             trace.request_id(subject),
-            count(u64::from(output)),
+            thousands(u64::from(output)),
         )
     };
     cut.truncate(MAX_LISTED_REQUESTS);
@@ -1571,10 +1559,10 @@ mod tests {
 
     #[test]
     fn figures_read_as_people_write_them() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(48_000), "48,000");
-        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(48_000), "48,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(duration(3_682_954_766), "3.68 s");
         assert_eq!(duration(10_500_000), "10.5 ms");
         assert_eq!(duration(1_250_000), "1.25 ms");
