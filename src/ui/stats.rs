@@ -83,7 +83,10 @@ struct Key {
 /// A computation's result.
 struct Computed {
     key: Key,
+    /// The rows, in the order of `sorted_by`.
     groups: Vec<(String, Summary)>,
+    /// The sort `groups` is in (`None`: by group, as computed).
+    sorted_by: Option<(&'static str, bool)>,
     samples: Samples,
 }
 
@@ -135,7 +138,12 @@ fn compute(trace: &Trace, key: Key) -> Computed {
         }
         _ => Samples::of(trace, |_| true),
     };
-    Computed { key, groups, samples }
+    Computed {
+        key,
+        groups,
+        sorted_by: None,
+        samples,
+    }
 }
 
 /// What the window asks of the app.
@@ -159,13 +167,21 @@ impl StatsState {
     pub fn rows(&self) -> Option<Vec<(String, Summary)>> {
         let c = self.current.as_ref()?;
         let mut groups = c.groups.clone();
-        let columns = stats::columns_for(&groups);
-        stats::sort(
-            &mut groups,
-            self.sort.and_then(|(key, _)| columns.iter().find(|c| c.key == key)),
-            self.sort.is_some_and(|s| s.1),
-        );
+        if c.sorted_by != self.sort {
+            sort_rows(&mut groups, self.sort);
+        }
         Some(groups)
+    }
+
+    /// Puts the computed rows in the order asked for, once per change of order or of rows (not every frame: with
+    /// a row per user there may be thousands).
+    fn ensure_sorted(&mut self) {
+        if let Some(c) = &mut self.current
+            && c.sorted_by != self.sort
+        {
+            sort_rows(&mut c.groups, self.sort);
+            c.sorted_by = self.sort;
+        }
     }
 
     /// Starts computing when the inputs changed; takes a finished computation.
@@ -214,6 +230,13 @@ impl StatsState {
             self.current = Some(compute(trace, key));
         }
     }
+}
+
+/// Sorts rows by a column (its key) and direction, or by group.
+fn sort_rows(groups: &mut [(String, Summary)], by: Option<(&'static str, bool)>) {
+    let columns = stats::columns_for(groups);
+    let column = by.and_then(|(key, _)| columns.iter().find(|c| c.key == key));
+    stats::sort(groups, column, by.is_some_and(|s| s.1));
 }
 
 /// The model labels of a trace, sorted.
@@ -377,6 +400,7 @@ fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
 /// The window's contents.
 pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Slo) -> Option<Action> {
     state.refresh(trace, slo);
+    state.ensure_sorted();
     if state.job.is_some() {
         ui.ctx().request_repaint_after(std::time::Duration::from_millis(30));
     }
@@ -398,10 +422,10 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
             .labelled_by(l.id);
         ui.toggle_value(&mut state.show_prices, "Prices…");
         if ui.button("Export CSV…").clicked()
-            && let Some(rows) = state.rows()
+            && let Some(c) = &state.current
         {
-            let columns = stats::columns_for(&rows);
-            if let Ok(text) = stats::to_csv(state.grouping.key_header(), &rows, &columns) {
+            let columns = stats::columns_for(&c.groups);
+            if let Ok(text) = stats::to_csv(state.grouping.key_header(), &c.groups, &columns) {
                 action = Some(Action::SaveCsv(text));
             }
         }
@@ -424,11 +448,11 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
     if state.show_prices {
         ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace)));
     }
-    let Some(rows) = state.rows() else {
+    let Some(rows) = state.current.as_ref().map(|c| c.groups.as_slice()) else {
         ui.spinner();
         return action;
     };
-    let columns = stats::columns_for(&rows);
+    let columns = stats::columns_for(rows);
     let currency = state.prices.currency.clone();
     let mut clicked_header = None;
     let mut clicked_row = None;
