@@ -361,37 +361,26 @@ impl App {
         let trace = Arc::clone(&shown.view.trace);
         let reader = shown.candidates.clone();
         let save_dir = self.save_dir.clone();
-        let (tx, rx) = sync_channel(1);
-        let spawned = thread::Builder::new().name("export-slice".into()).spawn(move || {
+        self.save_job("export-slice", move || {
             let ext = if chrome { "json" } else { "parquet" };
             let name = chrono::Utc::now()
                 .format(&format!("tokenscope-slice-%Y%m%d-%H%M%S.{ext}"))
                 .to_string();
-            let path = match save_dir {
-                Some(dir) => Ok(dir.join(&name)),
-                None => capture::save_path("Export the selected range", &name),
+            let path = capture::destination(save_dir.as_deref(), "Export the selected range", &name)?;
+            let part = match &reader {
+                Some(rd) => {
+                    let read = |r: u32| rd.read(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
+                    crate::trace::slice::slice_with(&trace, from, to, None, Some(&read))
+                }
+                None => crate::trace::slice::slice(&trace, from, to, None),
             };
-            let result = path.and_then(|path| {
-                let part = match &reader {
-                    Some(rd) => {
-                        let read = |r: u32| rd.read(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
-                        crate::trace::slice::slice_with(&trace, from, to, None, Some(&read))
-                    }
-                    None => crate::trace::slice::slice(&trace, from, to, None),
-                };
-                let written = if chrome {
-                    format::chrome::write(&part, &path).map_err(|e| e.to_string())
-                } else {
-                    format::write(&part, &path).map_err(|e| e.to_string())
-                };
-                written.map(|()| path)
-            });
-            let _ = tx.send(result);
+            let written = if chrome {
+                format::chrome::write(&part, &path).map_err(|e| e.to_string())
+            } else {
+                format::write(&part, &path).map_err(|e| e.to_string())
+            };
+            written.map(|()| path)
         });
-        match spawned {
-            Ok(_) => self.saving = Some(rx),
-            Err(e) => self.message = Some(format!("cannot export: {e}")),
-        }
     }
 
     /// Draws the views as they are on screen (time range, scroll, selection, token) offscreen at 2 pixels per
@@ -422,29 +411,20 @@ impl App {
             pixels_per_point: render::fitting_scale(width, height, 2.0),
         };
         if destination == capture::Destination::Clipboard {
-            let (tx, rx) = sync_channel(1);
-            let spawned = thread::Builder::new().name("render-png".into()).spawn(move || {
-                let _ = tx.send(render::render(scene, which, size).map_err(|e| e.to_string()));
-            });
-            match spawned {
-                Ok(_) => self.rendering = Some(rx),
-                Err(e) => self.message = Some(format!("cannot render the PNG: {e}")),
+            match spawn_job("render-png", move || {
+                render::render(scene, which, size).map_err(|e| e.to_string())
+            }) {
+                Ok(rx) => self.rendering = Some(rx),
+                Err(e) => self.message = Some(e),
             }
             return;
         }
         let save_dir = self.save_dir.clone();
-        let (tx, rx) = sync_channel(1);
-        let spawned = thread::Builder::new().name("render-png".into()).spawn(move || {
-            let result = render::render(scene, which, size)
-                .map_err(|e| e.to_string())
-                .and_then(|image| capture::encode_png(&image))
-                .and_then(|png| capture::save(&png, save_dir.as_deref(), &capture::default_name()));
-            let _ = tx.send(result);
+        self.save_job("render-png", move || {
+            let image = render::render(scene, which, size).map_err(|e| e.to_string())?;
+            let png = capture::encode_png(&image)?;
+            capture::save(&png, save_dir.as_deref(), &capture::default_name())
         });
-        match spawned {
-            Ok(_) => self.saving = Some(rx),
-            Err(e) => self.message = Some(format!("cannot render the PNG: {e}")),
-        }
     }
 
     /// The findings panel (left), computed on a thread of its own once per trace and objectives.
@@ -507,13 +487,9 @@ impl App {
     /// Computes the interference figures of a range on a thread of its own.
     fn analyse_range(&mut self, a: i64, b: i64) {
         let Some(shown) = &self.shown else { return };
-        let (tx, rx) = sync_channel(1);
         let trace = Arc::clone(&shown.view.trace);
-        let spawned = thread::Builder::new().name("interference".into()).spawn(move || {
-            let _ = tx.send(interference(&trace, a, b));
-        });
-        match spawned {
-            Ok(_) => self.interference_job = Some(rx),
+        match spawn_job("interference", move || interference(&trace, a, b)) {
+            Ok(rx) => self.interference_job = Some(rx),
             Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
         }
     }
@@ -524,7 +500,6 @@ impl App {
         if !self.stats.open {
             return;
         }
-        let trace = Arc::clone(&shown.view.trace);
         let mut open = true;
         let mut action = None;
         let screen = ctx.content_rect();
@@ -535,7 +510,7 @@ impl App {
             .max_width(screen.width() - 60.0)
             .resizable(true)
             .show(ctx, |ui| {
-                action = stats::stats_ui(ui, &trace, &mut self.stats, self.settings.slo);
+                action = stats::stats_ui(ui, &shown.view, &mut self.stats, self.settings.slo);
             });
         self.stats.open = open;
         if let Some(stats::Action::SaveCsv(text)) = action {
@@ -549,13 +524,16 @@ impl App {
     /// Saves bytes on a thread of their own (the dialog blocks), to `save_dir` when set.
     fn save_in_background(&mut self, bytes: Vec<u8>, title: &'static str, name: String) {
         let save_dir = self.save_dir.clone();
-        let (tx, rx) = sync_channel(1);
-        let spawned = thread::Builder::new().name("save".into()).spawn(move || {
-            let _ = tx.send(capture::save_as(&bytes, save_dir.as_deref(), title, &name));
+        self.save_job("save", move || {
+            capture::save_as(&bytes, save_dir.as_deref(), title, &name)
         });
-        match spawned {
-            Ok(_) => self.saving = Some(rx),
-            Err(e) => self.message = Some(format!("cannot save: {e}")),
+    }
+
+    /// Runs a job that writes a file on a thread of its own; `poll_capture` reports the path it wrote or its error.
+    fn save_job(&mut self, name: &str, job: impl FnOnce() -> Result<PathBuf, String> + Send + 'static) {
+        match spawn_job(name, job) {
+            Ok(rx) => self.saving = Some(rx),
+            Err(e) => self.message = Some(e),
         }
     }
 
@@ -596,15 +574,10 @@ impl App {
                 }
                 capture::Destination::File => match capture::encode_png(&cropped) {
                     Ok(png) => {
-                        let (tx, rx) = sync_channel(1);
                         let save_dir = self.save_dir.clone();
-                        let spawned = thread::Builder::new().name("save-png".into()).spawn(move || {
-                            let _ = tx.send(capture::save(&png, save_dir.as_deref(), &capture::default_name()));
+                        self.save_job("save-png", move || {
+                            capture::save(&png, save_dir.as_deref(), &capture::default_name())
                         });
-                        match spawned {
-                            Ok(_) => self.saving = Some(rx),
-                            Err(e) => self.message = Some(format!("cannot save the PNG: {e}")),
-                        }
                     }
                     Err(e) => self.message = Some(format!("cannot encode the PNG: {e}")),
                 },
@@ -1046,6 +1019,19 @@ impl App {
             }
         }
     }
+}
+
+/// Runs `job` on a thread named `name`; its result arrives on the receiver. The error says the thread could not
+/// start.
+fn spawn_job<T: Send + 'static>(name: &str, job: impl FnOnce() -> T + Send + 'static) -> Result<Receiver<T>, String> {
+    let (tx, rx) = sync_channel(1);
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _ = tx.send(job());
+        })
+        .map(|_| rx)
+        .map_err(|e| format!("cannot start the {name} thread: {e}"))
 }
 
 impl eframe::App for App {

@@ -126,6 +126,14 @@ pub fn save_path(title: &str, name: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Where to write `name`: in `dir` when given (no question asked), else where the dialog titled `title` says.
+pub fn destination(dir: Option<&std::path::Path>, title: &str, name: &str) -> Result<PathBuf, String> {
+    match dir {
+        Some(d) => Ok(d.join(name)),
+        None => save_path(title, name),
+    }
+}
+
 /// Saves a PNG as `name` in `dir`, or, without one, where [`save_path`] says. Returns the path written.
 pub fn save(png: &[u8], dir: Option<&std::path::Path>, name: &str) -> Result<PathBuf, String> {
     save_as(png, dir, "Save the screenshot", name)
@@ -133,10 +141,7 @@ pub fn save(png: &[u8], dir: Option<&std::path::Path>, name: &str) -> Result<Pat
 
 /// Saves bytes as `name` in `dir`, or, without one, where the dialog titled `title` says. Returns the path written.
 pub fn save_as(bytes: &[u8], dir: Option<&std::path::Path>, title: &str, name: &str) -> Result<PathBuf, String> {
-    let path = match dir {
-        Some(d) => d.join(name),
-        None => save_path(title, name)?,
-    };
+    let path = destination(dir, title, name)?;
     std::fs::write(&path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
 }

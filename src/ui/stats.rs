@@ -11,6 +11,7 @@ use egui_extras::{Column as TableColumn, TableBuilder};
 use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, VLine};
 
 use super::theme;
+use super::waterfall::TraceView;
 use crate::analysis::cost::{Price, Prices};
 use crate::analysis::metrics::{ms, request_metrics};
 use crate::analysis::stats;
@@ -239,11 +240,11 @@ fn sort_rows(groups: &mut [(String, Summary)], by: Option<(&'static str, bool)>)
     stats::sort(groups, column, by.is_some_and(|s| s.1));
 }
 
-/// The model labels of a trace, sorted.
-fn models(trace: &Trace) -> Vec<String> {
-    let mut m: Vec<String> = super::panels::distinct_labels(&trace.requests.model)
-        .into_iter()
-        .filter_map(|id| trace.label(id).map(str::to_owned))
+/// The names of model labels (the view's distinct models, computed once per trace), sorted.
+fn models(trace: &Trace, ids: &[u32]) -> Vec<String> {
+    let mut m: Vec<String> = ids
+        .iter()
+        .filter_map(|&id| trace.label(id).map(str::to_owned))
         .collect();
     m.sort();
     m
@@ -398,7 +399,8 @@ fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
 }
 
 /// The window's contents.
-pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Slo) -> Option<Action> {
+pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo) -> Option<Action> {
+    let trace = &view.trace;
     state.refresh(trace, slo);
     state.ensure_sorted();
     if state.job.is_some() {
@@ -446,7 +448,7 @@ pub fn stats_ui(ui: &mut Ui, trace: &Arc<Trace>, state: &mut StatsState, slo: Sl
         });
     });
     if state.show_prices {
-        ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace)));
+        ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace, &view.filter_labels[0])));
     }
     let Some(rows) = state.current.as_ref().map(|c| c.groups.as_slice()) else {
         ui.spinner();
