@@ -38,8 +38,15 @@ fn main() {
     let requests = common::flag("--requests", 50_000);
     let runs = common::flag("--runs", 5).max(1);
     let (path, _) = common::large_files(requests);
-    let loaded =
-        load_with(&path, &Progress::default(), LoadOptions { lazy_candidates: true }).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = load_with(
+        &path,
+        &Progress::default(),
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let trace = Arc::new(loaded.trace);
     println!(
         "background benchmark: {} requests, {} tokens, {} steps; {runs} runs each (median / max)",

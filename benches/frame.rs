@@ -30,8 +30,15 @@ fn main() {
     let (path, _) = common::large_files(requests);
     let start = Instant::now();
     // As the app loads it: candidates left on disk, read per request when one is selected.
-    let loaded =
-        load_with(&path, &Progress::default(), LoadOptions { lazy_candidates: true }).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = load_with(
+        &path,
+        &Progress::default(),
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let load_s = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let view = TraceView::new(Arc::new(loaded.trace), TrackOrder::Arrival, &TrackFilter::default());

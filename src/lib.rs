@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod format;
+pub mod import;
 pub mod synth;
 #[cfg(test)]
 mod test_support;

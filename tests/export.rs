@@ -182,9 +182,16 @@ fn a_slice_of_a_trace_loaded_without_candidates_reads_them_back() {
     let dir = tempfile::tempdir().unwrap();
     let pq = dir.path().join("t.parquet");
     write_with_row_groups(&eager, &pq, 200).unwrap();
-    let lazy = load_with(&pq, &Progress::default(), LoadOptions { lazy_candidates: true })
-        .unwrap()
-        .trace;
+    let lazy = load_with(
+        &pq,
+        &Progress::default(),
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap()
+    .trace;
     let reader = CandidateReader::open(&lazy).unwrap().unwrap();
     let read = |r: u32| reader.read(&lazy, r).unwrap();
     let t0 = eager.requests.arrival_ns.iter().copied().min().unwrap();

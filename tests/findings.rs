@@ -644,9 +644,16 @@ fn kinds_and_severities_have_stable_names() {
 #[ignore = "needs target/bench-data/large-50000.parquet; prints timings"]
 fn find_on_the_large_trace() {
     let path = Path::new("target/bench-data/large-50000.parquet");
-    let t = load_with(path, &Progress::default(), LoadOptions { lazy_candidates: true })
-        .unwrap()
-        .trace;
+    let t = load_with(
+        path,
+        &Progress::default(),
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap()
+    .trace;
     let start = std::time::Instant::now();
     let found = find(&t, &Slo::default(), &th());
     println!(
@@ -719,7 +726,10 @@ fn with_candidates_left_on_disk_the_eos_finding_gives_rank_and_p_only() {
     let lazy = load_with(
         Path::new("sample_traces/demo.parquet"),
         &Progress::default(),
-        LoadOptions { lazy_candidates: true },
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
     )
     .unwrap()
     .trace;

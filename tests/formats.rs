@@ -16,6 +16,8 @@ use tokenscope::format::{LoadError, Loaded, Progress, jsonl, load, write};
 use tokenscope::trace::Trace;
 use tokenscope::trace::report::Problem;
 
+mod common;
+
 const SAMPLE: &str = "sample_traces/four_requests.jsonl";
 
 fn must_load(path: &Path) -> Loaded {
@@ -445,7 +447,15 @@ fn candidates_left_on_disk_read_per_request_equal_the_eager_ones() {
     let pq = dir.path().join("groups.parquet");
     // Small row groups, so a request's token rows cross row-group boundaries.
     tokenscope::format::parquet::write_with_row_groups(&eager.trace, &pq, 150).unwrap();
-    let lazy = load_with(&pq, &Progress::default(), LoadOptions { lazy_candidates: true }).unwrap();
+    let lazy = load_with(
+        &pq,
+        &Progress::default(),
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
     assert_eq!(lazy.report.rejected_count(), 0);
     assert!(
         lazy.trace.candidates.is_empty(),
@@ -464,4 +474,115 @@ fn candidates_left_on_disk_read_per_request_equal_the_eager_ones() {
     // Everything else is as an eager load has it.
     let summary = |t: &Trace| summary_json(&summarize_all(t, Slo::default(), None), 0, None).to_string();
     assert_eq!(summary(&lazy.trace), summary(&eager.trace));
+}
+
+/// Runs `f` on a thread and fails the test if it has not returned within `secs` seconds (a hang, not a timing).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("no answer within {secs} s: the reader hangs"))
+}
+
+/// A file of 12 row groups of 40,000 rows and no `arrival_ns` column: the first row group is token rows ending
+/// with a request record (the fatal error, found late), the others are token rows only.
+fn late_fatal_error_file(path: &Path) {
+    use parquet::file::properties::WriterProperties;
+    const GROUP: usize = 40_000;
+    let rows = 12 * GROUP;
+    let kind: Vec<&str> = (0..rows)
+        .map(|i| if i == GROUP - 1 { "request" } else { "token" })
+        .collect();
+    let request_id: Vec<String> = (0..rows).map(|i| format!("r{}", i / 100)).collect();
+    let index: Vec<i64> = (0..rows).map(|i| (i % 100) as i64).collect();
+    let emitted: Vec<i64> = (0..rows).map(|i| 1_764_403_200_000_000_000 + i as i64 * 1000).collect();
+    let batch = RecordBatch::try_from_iter_with_nullable([
+        ("kind", Arc::new(StringArray::from(kind)) as ArrayRef, true),
+        ("request_id", Arc::new(StringArray::from(request_id)) as ArrayRef, true),
+        ("index", Arc::new(Int64Array::from(index)) as ArrayRef, true),
+        ("emitted_ns", Arc::new(Int64Array::from(emitted)) as ArrayRef, true),
+    ])
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(GROUP))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn a_fatal_error_found_late_in_the_first_row_group_returns_promptly() {
+    // The hand-written pool this replaced hung here: its workers, ahead of the merge, slept until the merge caught
+    // up, and the merge had stopped at the error.
+    let dir = tmp();
+    let pq = dir.path().join("late_fatal.parquet");
+    late_fatal_error_file(&pq);
+    let path = pq.clone();
+    let result = within(120, move || load(&path, &Progress::default()).map(|_| ()));
+    match result {
+        Err(e @ LoadError::MissingColumn { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("\"arrival_ns\"") && msg.contains("row 39999"), "{msg}");
+        }
+        other => panic!("expected the missing column, got {other:?}"),
+    }
+    // The same through the command line.
+    let path = pq.display().to_string();
+    let (code, _, stderr) = within(120, move || common::tokenscope(&["validate", &path]));
+    assert_ne!(code, 0);
+    assert!(stderr.contains("arrival_ns"), "{stderr}");
+}
+
+#[test]
+fn a_cancelled_load_stops_with_cancelled() {
+    let dir = tmp();
+    let pq = dir.path().join("many_groups.parquet");
+    late_fatal_error_file(&pq);
+    let progress = Progress::default();
+    progress.cancel();
+    let path = pq.clone();
+    let result = within(120, move || load(&path, &progress).map(|_| ()));
+    assert!(matches!(result, Err(LoadError::Cancelled)), "{result:?}");
+}
+
+#[test]
+fn a_directory_of_partitions_is_the_same_trace_as_one_file() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let original = must_load(Path::new("sample_traces/long_prefill.jsonl"));
+    let dir = tmp();
+    let single = dir.path().join("single.parquet");
+    tokenscope::format::parquet::write_with_row_groups(&original.trace, &single, 200).unwrap();
+    // Each row group of the single file becomes a partition of its own, named in record order: requests,
+    // iterations, stages and tokens land in different files, read together on the pool and merged in name order.
+    let parts = dir.path().join("parts");
+    std::fs::create_dir(&parts).unwrap();
+    let groups = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&single).unwrap())
+        .unwrap()
+        .metadata()
+        .num_row_groups();
+    assert!(groups >= 8, "{groups} row groups");
+    for rg in 0..groups {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&single).unwrap())
+            .unwrap()
+            .with_row_groups(vec![rg])
+            .build()
+            .unwrap();
+        let file = std::fs::File::create(parts.join(format!("part-{rg:03}.parquet"))).unwrap();
+        let mut w = None;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let w =
+                w.get_or_insert_with(|| ArrowWriter::try_new(file.try_clone().unwrap(), batch.schema(), None).unwrap());
+            w.write(&batch).unwrap();
+        }
+        w.unwrap().close().unwrap();
+    }
+    let back = must_load(&parts);
+    assert_eq!(back.report.files.len(), groups);
+    assert_eq!(back.report.rejected_count(), 0, "{:?}", back.report.rejected.first());
+    assert_eq!(jsonl_text(&original.trace), jsonl_text(&back.trace));
 }

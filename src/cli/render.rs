@@ -86,7 +86,14 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         return usage(e.to_string());
     }
     let progress = Progress::default();
-    let loaded = match format::load_with(input, &progress, LoadOptions { lazy_candidates: true }) {
+    let loaded = match format::load_with(
+        input,
+        &progress,
+        LoadOptions {
+            lazy_candidates: true,
+            ..LoadOptions::default()
+        },
+    ) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };

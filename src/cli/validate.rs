@@ -26,6 +26,7 @@ pub fn report_json(report: &Report, fatal: Option<&str>) -> Value {
             });
             let key = match file.map(|f| f.encoding) {
                 Some(Encoding::Parquet) => "row",
+                Some(Encoding::Items) => "item",
                 _ => "line",
             };
             v[key] = json!(r.place.at);

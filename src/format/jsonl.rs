@@ -79,6 +79,39 @@ pub fn read_from(
     b: &mut TraceBuilder,
     progress: &Progress,
 ) -> Result<(), LoadError> {
+    for_each_line(input, path, file, b, progress, |text, place, b| {
+        if text[0] != b'{' {
+            b.report.records += 1;
+            b.report.reject(Rejection {
+                place,
+                problem: Problem::Malformed,
+                record: None,
+                field: None,
+                reason: "not a JSON object; each line must be one {\"kind\": ...} object".to_owned(),
+            });
+            return;
+        }
+        match serde_json::from_slice::<RawRecord<'_>>(text) {
+            Ok(record) => ingest(&record, place, b),
+            Err(e) => {
+                b.report.records += 1;
+                b.report.reject(malformed(text, &e, place));
+            }
+        }
+    })
+}
+
+/// Calls `each` with every non-blank line of a text file (plain, gzip or zstd, told by its first bytes), trimmed,
+/// and its place (1-based line). Stops with [`LoadError::Cancelled`] when asked; a stream that breaks (truncated,
+/// corrupt) keeps what was read and is reported at the line where it broke. Shared by every line-based reader.
+pub fn for_each_line(
+    input: impl Read,
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    mut each: impl FnMut(&[u8], Place, &mut TraceBuilder),
+) -> Result<(), LoadError> {
     let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: input, progress });
     let head = raw.fill_buf().map_err(|e| io_error(path, e))?;
     let mut reader: Box<dyn BufRead + '_> = match Compression::sniff(head) {
@@ -126,25 +159,7 @@ pub fn read_from(
         if text.is_empty() {
             continue;
         }
-        let place = Place { file, at: line_no };
-        if text[0] != b'{' {
-            b.report.records += 1;
-            b.report.reject(Rejection {
-                place,
-                problem: Problem::Malformed,
-                record: None,
-                field: None,
-                reason: "not a JSON object; each line must be one {\"kind\": ...} object".to_owned(),
-            });
-            continue;
-        }
-        match serde_json::from_slice::<RawRecord<'_>>(text) {
-            Ok(record) => ingest(&record, place, b),
-            Err(e) => {
-                b.report.records += 1;
-                b.report.reject(malformed(text, &e, place));
-            }
-        }
+        each(text, Place { file, at: line_no }, b);
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod validate;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::import::Kind;
 use crate::trace::report::{Encoding, Report, SourceFile};
 use crate::trace::{Trace, TraceBuilder};
 
@@ -50,8 +51,10 @@ pub enum LoadError {
     },
     /// The path is neither a trace file nor a directory of them.
     #[error(
-        "{path}: not a trace file; tokenscope reads .parquet, .jsonl, .jsonl.gz, .jsonl.zst, or a directory \
-             of .parquet files"
+        "{path}: not a trace file tokenscope recognises. It reads trace format v1 (.parquet, .jsonl, .jsonl.gz, \
+         .jsonl.zst, or a directory of them) and what engines and tools write: {kinds}. If the file is one of \
+         those, name it: tokenscope convert FILE --from KIND -o OUT.parquet",
+        kinds = crate::import::Kind::names()
     )]
     UnknownFormat {
         /// The path.
@@ -134,8 +137,58 @@ pub fn encoding_of(path: &Path) -> Option<Encoding> {
     }
 }
 
-/// The files of a trace path: the file itself, or a directory's trace files sorted by name.
-fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
+/// How a file of a trace is read: a native encoding, or an importer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Trace format v1.
+    Native(Encoding),
+    /// An engine's or tool's own output.
+    Import(Kind),
+}
+
+impl Format {
+    /// How places in the file are counted.
+    pub fn encoding(self) -> Encoding {
+        match self {
+            Format::Native(enc) => enc,
+            Format::Import(Kind::TrtllmIterations | Kind::TrtllmPerf) => Encoding::Items,
+            Format::Import(_) => Encoding::Jsonl,
+        }
+    }
+}
+
+/// The format of one file: by its name for native traces, else by its content; `from` forces an importer.
+fn format_of(path: &Path, from: Option<Kind>) -> Result<Option<Format>, LoadError> {
+    if let Some(kind) = from {
+        return Ok(Some(Format::Import(kind)));
+    }
+    if let Some(kind) = crate::import::sniff(path) {
+        return Ok(Some(Format::Import(kind)));
+    }
+    if let Some(enc) = encoding_of(path) {
+        return Ok(Some(Format::Native(enc)));
+    }
+    // Unknown extension: trust the content when it looks like Parquet or JSON.
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    let head = &head[..n];
+    if head == b"PAR1" {
+        Ok(Some(Format::Native(Encoding::Parquet)))
+    } else if head.first() == Some(&b'{') || jsonl::Compression::sniff(head) != jsonl::Compression::None {
+        Ok(Some(Format::Native(Encoding::Jsonl)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The files of a trace path with their formats: the file itself, or a directory's trace files sorted by name
+/// (the files of one run: partitions of a trace, or an engine's outputs to be opened together).
+fn files_of(path: &Path, from: Option<Kind>) -> Result<Vec<(PathBuf, Format)>, LoadError> {
     let io = |e| LoadError::Io {
         path: path.display().to_string(),
         source: e,
@@ -145,8 +198,18 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(path).map_err(io)? {
             let p = entry.map_err(io)?.path();
-            if let Some(enc) = encoding_of(&p) {
-                files.push((p, enc));
+            let hidden = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if p.is_file() && !hidden {
+                let format = match encoding_of(&p) {
+                    Some(Encoding::Parquet) => Some(Format::Native(Encoding::Parquet)),
+                    _ => format_of(&p, from).ok().flatten(),
+                };
+                if let Some(format) = format {
+                    files.push((p, format));
+                }
             }
         }
         files.sort_by(|a, b| a.0.cmp(&b.0));
@@ -157,25 +220,11 @@ fn files_of(path: &Path) -> Result<Vec<(PathBuf, Encoding)>, LoadError> {
         }
         return Ok(files);
     }
-    match encoding_of(path) {
-        Some(enc) => Ok(vec![(path.to_path_buf(), enc)]),
-        None => {
-            // Unknown extension: trust the content when it looks like Parquet or JSON.
-            let head = std::fs::read(path)
-                .map_err(io)?
-                .into_iter()
-                .take(4)
-                .collect::<Vec<u8>>();
-            if head == b"PAR1" {
-                Ok(vec![(path.to_path_buf(), Encoding::Parquet)])
-            } else if head.first() == Some(&b'{') || jsonl::Compression::sniff(&head) != jsonl::Compression::None {
-                Ok(vec![(path.to_path_buf(), Encoding::Jsonl)])
-            } else {
-                Err(LoadError::UnknownFormat {
-                    path: path.display().to_string(),
-                })
-            }
-        }
+    match format_of(path, from)? {
+        Some(format) => Ok(vec![(path.to_path_buf(), format)]),
+        None => Err(LoadError::UnknownFormat {
+            path: path.display().to_string(),
+        }),
     }
 }
 
@@ -186,6 +235,8 @@ pub struct LoadOptions {
     /// [`parquet::read_request_candidates`] (the app does: they are most of a trace's bytes). Their fields are then
     /// checked when read, not at load. JSONL traces are always read whole.
     pub lazy_candidates: bool,
+    /// Read every file with this importer instead of recognising it (`convert --from`).
+    pub from: Option<Kind>,
 }
 
 /// Loads a trace file or directory, candidates included. `progress` reports bytes read and can cancel.
@@ -195,7 +246,7 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
 
 /// Loads a trace file or directory with options.
 pub fn load_with(path: &Path, progress: &Progress, options: LoadOptions) -> Result<Loaded, LoadError> {
-    let files = files_of(path)?;
+    let files = files_of(path, options.from)?;
     let total: u64 = files
         .iter()
         .filter_map(|(p, _)| std::fs::metadata(p).ok())
@@ -203,21 +254,40 @@ pub fn load_with(path: &Path, progress: &Progress, options: LoadOptions) -> Resu
         .sum();
     progress.total_bytes.store(total, Ordering::Relaxed);
     let mut b = TraceBuilder::default();
-    let lazy = options.lazy_candidates && files.iter().all(|(_, enc)| *enc == Encoding::Parquet);
+    let lazy = options.lazy_candidates
+        && files
+            .iter()
+            .all(|(_, format)| *format == Format::Native(Encoding::Parquet));
     if lazy {
         b.lazy_candidate_files = Some(files.iter().map(|(p, _)| p.clone()).collect());
     }
-    for (i, (p, enc)) in files.iter().enumerate() {
-        let file = u32::try_from(i).unwrap_or(u32::MAX);
+    for (p, format) in &files {
         b.report.files.push(SourceFile {
             path: p.display().to_string(),
-            encoding: *enc,
+            encoding: format.encoding(),
         });
-        match enc {
-            Encoding::Jsonl => jsonl::read(p, file, &mut b, progress)?,
-            Encoding::Parquet => parquet::read(p, file, &mut b, progress, lazy)?,
+    }
+    // Runs of Parquet files are read together, so their row groups share the threads (a directory of one-row-group
+    // partitions loads on every core); other files in turn. Either way, in the order of the names.
+    let numbered: Vec<(&Path, u32, Format)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (p, format))| (p.as_path(), u32::try_from(i).unwrap_or(u32::MAX), *format))
+        .collect();
+    let parquet = Format::Native(Encoding::Parquet);
+    let mut imported = crate::import::Imported::default();
+    for run in numbered.chunk_by(|a, b| a.2 == parquet && b.2 == parquet) {
+        let (first, file, format) = run[0];
+        match format {
+            Format::Native(Encoding::Parquet) => {
+                let parts: Vec<(&Path, u32)> = run.iter().map(|&(p, file, _)| (p, file)).collect();
+                parquet::read_files(&parts, &mut b, progress, lazy)?;
+            }
+            Format::Native(_) => jsonl::read(first, file, &mut b, progress)?,
+            Format::Import(kind) => crate::import::read(kind, first, file, &mut b, progress, &mut imported)?,
         }
     }
+    imported.finish(&mut b);
     let (trace, report) = b.finish();
     Ok(Loaded { trace, report })
 }
@@ -235,6 +305,7 @@ pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError>
     match encoding {
         Encoding::Jsonl => jsonl::read_from(bytes, path, 0, &mut b, &Progress::default())?,
         Encoding::Parquet => parquet::read_bytes(bytes::Bytes::from_static(bytes), path, 0, &mut b)?,
+        Encoding::Items => return Err(LoadError::UnknownFormat { path: name.to_owned() }),
     }
     let (trace, report) = b.finish();
     Ok(Loaded { trace, report })
@@ -275,6 +346,6 @@ pub fn write(trace: &Trace, path: &Path) -> Result<(), WriteError> {
             parquet::write(trace, path).map_err(|source| WriteError::Parquet { path: name, source })
         }
         Some(Encoding::Jsonl) => jsonl::write(trace, path).map_err(|source| WriteError::Io { path: name, source }),
-        None => Err(WriteError::UnknownFormat { path: name }),
+        Some(Encoding::Items) | None => Err(WriteError::UnknownFormat { path: name }),
     }
 }

@@ -4,12 +4,10 @@
 //! per-record rejections that name the field and what it held.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::sync_channel;
 
 use arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array,
@@ -27,6 +25,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
+use rayon::prelude::*;
 
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use super::records::for_each_record;
@@ -392,127 +391,93 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
     }
 }
 
-/// Reads one Parquet file into the builder. Fatal when the file is not readable Parquet, when it has no `kind`
-/// column, or when it has records of a kind whose required column is absent.
-/// With `lazy_candidates`, the `candidates` column is not read (see [`read_request_candidates`]).
-pub fn read(
-    path: &Path,
-    file: u32,
+/// Reads Parquet files into the builder. Fatal when a file is not readable Parquet, when it has no `kind` column,
+/// or when it has records of a kind whose required column is absent. The row groups of all the files are decoded in
+/// parallel (rayon) and merged in file order. With `lazy_candidates`, the `candidates` column is not read (see
+/// [`read_request_candidates`]).
+pub fn read_files(
+    files: &[(&Path, u32)],
     b: &mut TraceBuilder,
     progress: &Progress,
     lazy_candidates: bool,
 ) -> Result<(), LoadError> {
-    // A fresh open per reader, not `try_clone`: clones share one file offset, and the workers seek concurrently.
-    read_from(|| File::open(path), path, file, b, progress, lazy_candidates)
+    let parts = files
+        .iter()
+        // A fresh open per reader, not `try_clone`: clones share one file offset, and the workers seek concurrently.
+        .map(|&(path, file)| Part::open(move || File::open(path), path, file, lazy_candidates))
+        .collect::<Result<Vec<_>, _>>()?;
+    read_parts(&parts, b, progress)
 }
 
 /// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
 pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) -> Result<(), LoadError> {
-    read_from(|| Ok(bytes.clone()), name, file, b, &Progress::default(), false)
+    let progress = Progress::default();
+    let part = Part::open(|| Ok(bytes.clone()), name, file, false)?;
+    read_parts(&[part], b, &progress)
 }
 
-/// Reads Parquet from whatever `open` gives a fresh reader of. Row groups are decoded and validated in parallel,
-/// each into a builder of its own, and merged in file order, so the result is the same as reading them in turn.
-fn read_from<R: ChunkReader + 'static>(
-    open: impl Fn() -> std::io::Result<R> + Sync,
-    path: &Path,
-    file: u32,
-    b: &mut TraceBuilder,
-    progress: &Progress,
-    lazy_candidates: bool,
-) -> Result<(), LoadError> {
-    let io = |e| LoadError::Io {
-        path: path.display().to_string(),
-        source: e,
-    };
-    let meta = ArrowReaderMetadata::load(&open().map_err(io)?, ArrowReaderOptions::new())
-        .map_err(|e| parquet_error(path, e))?;
-    let present: Vec<&str> = meta.schema().fields().iter().map(|f| f.name().as_str()).collect();
-    if !present.contains(&KIND) {
-        return Err(LoadError::MissingColumn {
-            path: path.display().to_string(),
-            column: KIND.to_owned(),
-            detail: "every row needs a kind (meta, request, iteration, stage or token); add a string column \"kind\""
-                .to_owned(),
-        });
-    }
-    let known = |name: &str| {
-        name == EOS_TOKEN_IDS || (name == CANDIDATES && !lazy_candidates) || SCALAR_FIELDS.iter().any(|f| f.0 == name)
-    };
-    let roots: Vec<usize> = present
+/// Decodes the row groups of `parts` on rayon's threads, each into a builder of its own, and merges them in file
+/// order, so the result is the same as reading them in turn (duplicates keep the first, the first fatal error in
+/// file order is the one reported).
+///
+/// The row groups go in windows of a few per thread: while one window decodes, the previous one is merged, so at
+/// most two windows of decoded row groups are held. A fatal error stops every row group after it at its next batch;
+/// a cancel stops them all. Nothing waits by sleeping.
+fn read_parts<R, O>(parts: &[Part<'_, O>], b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError>
+where
+    R: ChunkReader + 'static,
+    O: Fn() -> std::io::Result<R> + Sync,
+{
+    let units: Vec<Unit> = parts
         .iter()
         .enumerate()
-        .filter(|(_, n)| known(n))
-        .map(|(i, _)| i)
+        .flat_map(|(part, p)| (0..p.first_rows.len()).map(move |rg| Unit { part, rg }))
         .collect();
-    let part = Part {
-        meta: &meta,
-        mask: ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots),
-        present: &present,
-        path,
-        file,
-        progress,
-    };
-    let row_groups = meta.metadata().num_row_groups();
-    let mut first_rows = Vec::with_capacity(row_groups);
-    let mut rows = 0u64;
-    for rg in 0..row_groups {
-        first_rows.push(rows);
-        rows += u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
-    }
-    let workers = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(row_groups)
-        .max(1);
-    // Workers stay at most this many row groups ahead of the merge, so memory stays bounded when one is slow.
-    let ahead = 2 * workers + 2;
-    let next = AtomicUsize::new(0);
-    let merged = AtomicUsize::new(0);
-    let (tx, rx) = sync_channel::<(usize, Result<TraceBuilder, LoadError>)>(workers);
-    std::thread::scope(|scope| {
-        // Owned by this closure, so an early return drops it and unblocks the workers before the scope joins them.
-        let rx = rx;
-        for w in 0..workers {
-            let tx = tx.clone();
-            let (open, part, next, merged, first_rows) = (&open, &part, &next, &merged, &first_rows);
-            std::thread::Builder::new()
-                .name(format!("parquet-{w}"))
-                .spawn_scoped(scope, move || {
-                    loop {
-                        let rg = next.fetch_add(1, Ordering::Relaxed);
-                        if rg >= row_groups {
-                            break;
-                        }
-                        while rg >= merged.load(Ordering::Relaxed) + ahead && !part.progress.is_cancelled() {
-                            std::thread::sleep(std::time::Duration::from_millis(1));
-                        }
-                        let result = part.read_row_group_guarded(open, rg, first_rows[rg]);
-                        if tx.send((rg, result)).is_err() {
-                            break;
-                        }
-                    }
-                })
-                .map_err(io)?;
-        }
-        drop(tx);
-        // Merged in file order, so duplicates keep the first in the file and the first fatal error in the file
-        // is the one reported.
-        let mut pending = BTreeMap::new();
-        let mut expected = 0usize;
-        for (rg, result) in &rx {
-            pending.insert(rg, result);
-            while let Some(result) = pending.remove(&expected) {
-                if progress.is_cancelled() {
-                    return Err(LoadError::Cancelled);
+    let window = 2 * rayon::current_num_threads() + 2;
+    // The index in `units` of the first fatal error found so far: the units after it need not finish.
+    let first_fatal = AtomicUsize::new(usize::MAX);
+    let decode = |offset: usize, chunk: &[Unit]| -> Vec<Result<TraceBuilder, LoadError>> {
+        chunk
+            .par_iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let index = offset + i;
+                let stop = || progress.is_cancelled() || first_fatal.load(Ordering::Relaxed) < index;
+                let result = parts[u.part].read_row_group_guarded(u.rg, &stop);
+                if result.is_err() {
+                    first_fatal.fetch_min(index, Ordering::Relaxed);
                 }
-                b.merge(result?);
-                progress.add_done(u64::try_from(meta.metadata().row_group(expected).compressed_size()).unwrap_or(0));
-                expected += 1;
-                merged.store(expected, Ordering::Relaxed);
+                result
+            })
+            .collect()
+    };
+    let merge = |b: &mut TraceBuilder, offset: usize, decoded: Vec<Result<TraceBuilder, LoadError>>| {
+        for (i, result) in decoded.into_iter().enumerate() {
+            if progress.is_cancelled() {
+                return Err(LoadError::Cancelled);
             }
+            b.merge(result?);
+            let u = &units[offset + i];
+            let meta = parts[u.part].meta.metadata();
+            progress.add_done(u64::try_from(meta.row_group(u.rg).compressed_size()).unwrap_or(0));
         }
         Ok(())
-    })
+    };
+    let mut decoded = (0, Vec::new());
+    for (w, chunk) in units.chunks(window).enumerate() {
+        let offset = w * window;
+        let previous = std::mem::take(&mut decoded);
+        let (merged, next) = rayon::join(|| merge(b, previous.0, previous.1), || decode(offset, chunk));
+        merged?;
+        decoded = (offset, next);
+    }
+    merge(b, decoded.0, decoded.1)
+}
+
+/// A row group of one of the files being read.
+struct Unit {
+    part: usize,
+    rg: usize,
 }
 
 /// Reads the candidates of one request at a time from the Parquet files a lazily loaded trace left them in. Holds
@@ -650,59 +615,107 @@ pub fn read_request_candidates(trace: &Trace, request: u32) -> Result<Vec<Vec<Ow
     }
 }
 
-/// What every row-group worker shares.
-struct Part<'a> {
-    meta: &'a ArrowReaderMetadata,
+/// One Parquet file being read: how to open a fresh reader of it, its metadata and the projection of the columns
+/// tokenscope knows.
+struct Part<'a, O> {
+    open: O,
+    meta: ArrowReaderMetadata,
     mask: ProjectionMask,
-    present: &'a [&'a str],
+    present: Vec<String>,
     path: &'a Path,
     file: u32,
-    progress: &'a Progress,
+    /// The first row of each row group, counted from the file's first row.
+    first_rows: Vec<u64>,
 }
 
-impl Part<'_> {
-    /// [`Self::read_row_group`], with a panic inside the decoder (a bug a corrupt file can reach) turned into the
-    /// rejection of the row group instead of a crash.
-    fn read_row_group_guarded<R: ChunkReader + 'static>(
-        &self,
-        open: &impl Fn() -> std::io::Result<R>,
-        rg: usize,
-        first_row: u64,
-    ) -> Result<TraceBuilder, LoadError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.read_row_group(open, rg, first_row)
-        }))
-        .unwrap_or_else(|panic| {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown".to_owned());
-            let mut b = TraceBuilder::default();
-            let rows = u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
-            reject_rest_of_row_group(
-                &mut b,
-                self.file,
-                rg,
-                first_row,
-                0,
-                rows,
-                &format!("the decoder failed ({why})"),
-            );
-            Ok(b)
+impl<'a, R, O> Part<'a, O>
+where
+    R: ChunkReader + 'static,
+    O: Fn() -> std::io::Result<R>,
+{
+    /// Reads the file's metadata and checks that it has a `kind` column.
+    fn open(open: O, path: &'a Path, file: u32, lazy_candidates: bool) -> Result<Self, LoadError> {
+        let io = |e| LoadError::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
+        let meta = ArrowReaderMetadata::load(&open().map_err(io)?, ArrowReaderOptions::new())
+            .map_err(|e| parquet_error(path, e))?;
+        let present: Vec<String> = meta.schema().fields().iter().map(|f| f.name().clone()).collect();
+        if !present.iter().any(|p| p == KIND) {
+            return Err(LoadError::MissingColumn {
+                path: path.display().to_string(),
+                column: KIND.to_owned(),
+                detail: "every row needs a kind (meta, request, iteration, stage or token); add a string column \
+                         \"kind\""
+                    .to_owned(),
+            });
+        }
+        let known = |name: &str| {
+            name == EOS_TOKEN_IDS
+                || (name == CANDIDATES && !lazy_candidates)
+                || SCALAR_FIELDS.iter().any(|f| f.0 == name)
+        };
+        let roots: Vec<usize> = present
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| known(n))
+            .map(|(i, _)| i)
+            .collect();
+        let mask = ProjectionMask::roots(meta.metadata().file_metadata().schema_descr(), roots);
+        let mut first_rows = Vec::with_capacity(meta.metadata().num_row_groups());
+        let mut rows = 0u64;
+        for rg in meta.metadata().row_groups() {
+            first_rows.push(rows);
+            rows += u64::try_from(rg.num_rows()).unwrap_or(0);
+        }
+        Ok(Self {
+            open,
+            meta,
+            mask,
+            present,
+            path,
+            file,
+            first_rows,
         })
     }
 
-    /// Decodes and validates row group `rg` (whose first row is `first_row`) into a builder of its own.
-    fn read_row_group<R: ChunkReader + 'static>(
-        &self,
-        open: &impl Fn() -> std::io::Result<R>,
-        rg: usize,
-        first_row: u64,
-    ) -> Result<TraceBuilder, LoadError> {
+    fn rows_of(&self, rg: usize) -> u64 {
+        u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0)
+    }
+
+    /// [`Self::read_row_group`], with a panic inside the decoder (a bug a corrupt file can reach) turned into the
+    /// rejection of the row group instead of a crash.
+    fn read_row_group_guarded(&self, rg: usize, stop: &impl Fn() -> bool) -> Result<TraceBuilder, LoadError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_row_group(rg, stop))).unwrap_or_else(
+            |panic| {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown".to_owned());
+                let mut b = TraceBuilder::default();
+                let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
+                reject_rest_of_row_group(
+                    &mut b,
+                    self.file,
+                    rg,
+                    first_row,
+                    0,
+                    rows,
+                    &format!("the decoder failed ({why})"),
+                );
+                Ok(b)
+            },
+        )
+    }
+
+    /// Decodes and validates row group `rg` into a builder of its own. `stop` is asked before each batch: when it
+    /// says so (a cancel, or a fatal error earlier in the files), the work is given up as [`LoadError::Cancelled`].
+    fn read_row_group(&self, rg: usize, stop: &impl Fn() -> bool) -> Result<TraceBuilder, LoadError> {
         let mut b = TraceBuilder::default();
-        let rows = u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
-        let reader = open().map_err(|e| e.to_string()).and_then(|f| {
+        let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
+        let reader = (self.open)().map_err(|e| e.to_string()).and_then(|f| {
             ParquetRecordBatchReaderBuilder::new_with_metadata(f, self.meta.clone())
                 .with_projection(self.mask.clone())
                 .with_row_groups(vec![rg])
@@ -720,7 +733,7 @@ impl Part<'_> {
         let mut checked_kinds: Vec<String> = Vec::new();
         let mut done = 0u64;
         for batch in reader {
-            if self.progress.is_cancelled() {
+            if stop() {
                 return Err(LoadError::Cancelled);
             }
             let batch = match batch {
@@ -738,7 +751,7 @@ impl Part<'_> {
                     file: self.file,
                     at: first_row + done + i as u64,
                 };
-                check_required(&row.record, self.present, &mut checked_kinds, self.path, place.at)?;
+                check_required(&row.record, &self.present, &mut checked_kinds, self.path, place.at)?;
                 ingest(&row.record, place, &mut b);
             }
             done += batch.num_rows() as u64;
@@ -771,7 +784,7 @@ fn reject_rest_of_row_group(b: &mut TraceBuilder, file: u32, rg: usize, row0: u6
 /// The first record of each kind checks that the file has the columns that kind requires.
 fn check_required(
     record: &RawRecord<'_>,
-    present: &[&str],
+    present: &[String],
     checked: &mut Vec<String>,
     path: &Path,
     row: u64,
@@ -783,7 +796,10 @@ fn check_required(
         return Ok(());
     }
     checked.push(kind.to_string());
-    if let Some(column) = schema::required_fields(kind).iter().find(|c| !present.contains(c)) {
+    if let Some(column) = schema::required_fields(kind)
+        .iter()
+        .find(|c| !present.iter().any(|p| p == *c))
+    {
         return Err(LoadError::MissingColumn {
             path: path.display().to_string(),
             column: (*column).to_owned(),

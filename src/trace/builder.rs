@@ -123,6 +123,11 @@ impl TraceBuilder {
         self.labels.intern(DEFAULT_SOURCE)
     }
 
+    /// True once a meta record was added.
+    pub fn has_meta(&self) -> bool {
+        self.meta.is_some()
+    }
+
     /// Adds the meta record. A second one in the same file is rejected; each file of a directory (the partitions
     /// of one trace) may carry its own, and the first file's wins.
     pub fn set_meta(&mut self, meta: Meta, place: Place) {

@@ -12,10 +12,12 @@ pub const MAX_DETAILED: usize = 1000;
 /// How a file of the trace is encoded, which decides whether places are lines or rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
-    /// JSON lines, places are 1-based line numbers.
+    /// JSON lines, or any line-based text (an engine's log): places are 1-based line numbers.
     Jsonl,
     /// Parquet, places are 0-based row numbers.
     Parquet,
+    /// One JSON document holding a list (TensorRT-LLM's `/metrics` array): places are 1-based items of the list.
+    Items,
 }
 
 /// Where a record is: a file of the trace (index into [`Report::files`]) and a line or row in it.
@@ -154,6 +156,8 @@ pub struct Report {
     pub warnings: Vec<Warning>,
     /// All warnings, counted by concern.
     pub warnings_by_concern: BTreeMap<Concern, u64>,
+    /// What an importer says of its source: what it cannot give, how files were joined, which clock it used.
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -186,6 +190,11 @@ impl Report {
         self.rejected.extend(other.rejected.into_iter().take(room));
         let room = MAX_DETAILED.saturating_sub(self.warnings.len());
         self.warnings.extend(other.warnings.into_iter().take(room));
+        for note in other.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
     }
 
     /// Number of rejected records.
@@ -231,6 +240,10 @@ impl fmt::Display for PlaceText<'_> {
                 path,
                 encoding: Encoding::Parquet,
             }) => write!(f, "{path} row {}", self.place.at),
+            Some(SourceFile {
+                path,
+                encoding: Encoding::Items,
+            }) => write!(f, "{path} item {}", self.place.at),
             None => write!(f, "record {}", self.place.at),
         }
     }

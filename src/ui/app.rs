@@ -213,7 +213,14 @@ impl App {
         let spawned = thread::Builder::new().name("trace-loader".into()).spawn(move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) => format::load_with(&p, &progress, format::LoadOptions { lazy_candidates: true }),
+                TraceSource::Path(p) => format::load_with(
+                    &p,
+                    &progress,
+                    format::LoadOptions {
+                        lazy_candidates: true,
+                        ..format::LoadOptions::default()
+                    },
+                ),
                 TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.

@@ -1,0 +1,339 @@
+//! Importers: what engines and benchmark tools already write (AIPerf exports, SGLang and vLLM OpenTelemetry traces,
+//! vLLM's iteration log, TensorRT-LLM's iteration statistics), mapped to the trace model of format v1.
+//!
+//! Each importer turns its source into format records ([`RawRecord`]s built in memory, never text) and hands them to
+//! the format's one validator ([`ingest`]), so an imported trace obeys the same rules as a native one and every
+//! rejected record is reported with its place, field and reason. `docs/IMPORT.md` maps each source's fields.
+
+pub mod aiperf;
+pub mod otlp;
+pub mod trtllm;
+pub mod vllm_log;
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+use crate::format::raw::{Field, RawRecord, Val};
+use crate::format::validate::ingest;
+use crate::format::{LoadError, Progress};
+use crate::trace::TraceBuilder;
+use crate::trace::report::{Place, Problem, Rejection};
+
+/// A source tokenscope imports, as named by `convert --from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Kind {
+    /// SGLang `--enable-trace`: OTLP JSON (collector file exporter, one request per line, or one document).
+    SglangOtlp,
+    /// vLLM `--otlp-traces-endpoint`: the `llm_request` spans as OTLP JSON.
+    VllmOtlp,
+    /// vLLM `--enable-logging-iteration-details`: the server's log, one line per engine step.
+    VllmIterations,
+    /// TensorRT-LLM: the `/metrics` IterationStats JSON (array or lines) or the `print_iter_log` lines.
+    TrtllmIterations,
+    /// TensorRT-LLM: the `/perf_metrics` JSON, per-request timings.
+    TrtllmPerf,
+    /// AIPerf `profile_export.jsonl`: one line per request with its chunk latencies.
+    Aiperf,
+    /// AIPerf `profile_export_aiperf.json`: the run's aggregate; gives the model name only.
+    AiperfAggregate,
+}
+
+impl Kind {
+    /// Every kind, in the order they are listed to users.
+    pub const ALL: [Kind; 7] = [
+        Kind::SglangOtlp,
+        Kind::VllmOtlp,
+        Kind::VllmIterations,
+        Kind::TrtllmIterations,
+        Kind::TrtllmPerf,
+        Kind::Aiperf,
+        Kind::AiperfAggregate,
+    ];
+
+    /// The name `--from` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::SglangOtlp => "sglang-otlp",
+            Kind::VllmOtlp => "vllm-otlp",
+            Kind::VllmIterations => "vllm-iterations",
+            Kind::TrtllmIterations => "trtllm-iterations",
+            Kind::TrtllmPerf => "trtllm-perf",
+            Kind::Aiperf => "aiperf",
+            Kind::AiperfAggregate => "aiperf-aggregate",
+        }
+    }
+
+    /// The engine the kind comes from, for the trace's meta.
+    pub fn engine(self) -> Option<&'static str> {
+        match self {
+            Kind::SglangOtlp => Some("sglang"),
+            Kind::VllmOtlp | Kind::VllmIterations => Some("vllm"),
+            Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
+            Kind::Aiperf | Kind::AiperfAggregate => None,
+        }
+    }
+
+    /// The names of every kind, for messages: "sglang-otlp, vllm-otlp, ...".
+    pub fn names() -> String {
+        Self::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// How much of a file [`sniff`] reads to recognise it.
+const SNIFF_BYTES: usize = 64 * 1024;
+
+/// Recognises an engine's or tool's file by its content (its first 64 KiB, decompressed), or `None`: a native
+/// trace, or nothing tokenscope knows.
+pub fn sniff(path: &Path) -> Option<Kind> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    let mut raw = std::io::BufReader::new(file);
+    let mut magic = [0u8; 4];
+    let n = raw.read(&mut magic).ok()?;
+    let chained = std::io::Read::chain(&magic[..n], raw);
+    let reader: Box<dyn Read> = match crate::format::jsonl::Compression::sniff(&magic[..n]) {
+        crate::format::jsonl::Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(chained)),
+        crate::format::jsonl::Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(chained).ok()?),
+        crate::format::jsonl::Compression::None => Box::new(chained),
+    };
+    reader.take(SNIFF_BYTES as u64).read_to_end(&mut head).ok()?;
+    sniff_bytes(&head)
+}
+
+/// [`sniff`] on bytes already read.
+pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
+    let text = String::from_utf8_lossy(head);
+    let has = |s: &str| text.contains(s);
+    let first = text.trim_start_matches('\u{feff}').trim_start().chars().next();
+    match first {
+        Some('{' | '[') => {
+            if has("\"kind\"") && !has("resourceSpans") && !has("resource_spans") {
+                None
+            } else if has("resourceSpans") || has("resource_spans") {
+                if has("\"llm_request\"") || has("vllm.llm_engine") || has("vllm.tracing") {
+                    Some(Kind::VllmOtlp)
+                } else {
+                    Some(Kind::SglangOtlp)
+                }
+            } else if has("\"iterLatencyMS\"") || has("\"inflightBatchingStats\"") {
+                Some(Kind::TrtllmIterations)
+            } else if has("\"perf_metrics\"") || has("\"timing_metrics\"") {
+                Some(Kind::TrtllmPerf)
+            } else if has("\"metadata\"") && (has("\"metrics\"") || has("\"error\"")) && has("x_request_id") {
+                Some(Kind::Aiperf)
+            } else if has("\"input_config\"") && has("\"records\"") {
+                Some(Kind::AiperfAggregate)
+            } else {
+                None
+            }
+        }
+        Some(_) => {
+            if vllm_log::looks_like(&text) {
+                Some(Kind::VllmIterations)
+            } else if trtllm::looks_like_iter_log(&text) {
+                Some(Kind::TrtllmIterations)
+            } else {
+                None
+            }
+        }
+        None => None,
+    }
+}
+
+/// What the imported files of one trace say of it as a whole, gathered file by file and written as its meta.
+#[derive(Debug, Default)]
+pub struct Imported {
+    first_file: Option<u32>,
+    kinds: Vec<Kind>,
+    model: Option<String>,
+    /// The earliest absolute time an importer read, which dates sources that give no year.
+    first_ns: Option<i64>,
+    /// vLLM iteration lines, placed in time once every file is read; with the year of their log file's last change.
+    vllm_iterations: Vec<(Vec<vllm_log::Parsed>, i32)>,
+}
+
+impl Imported {
+    /// Adds the trace's meta record (engine and model) unless a native file gave one.
+    pub fn finish(self, b: &mut TraceBuilder) {
+        let Some(file) = self.first_file else {
+            return;
+        };
+        let year = self.first_ns.map(|ns| {
+            use chrono::Datelike;
+            chrono::DateTime::from_timestamp_nanos(ns).year()
+        });
+        for (parsed, fallback_year) in self.vllm_iterations {
+            vllm_log::place(parsed, year, fallback_year, b);
+        }
+        if b.has_meta() {
+            return;
+        }
+        let mut engines: Vec<&str> = self.kinds.iter().filter_map(|k| k.engine()).collect();
+        engines.dedup();
+        let mut meta = record("meta");
+        if let [engine] = engines[..] {
+            meta.engine = text(engine);
+        }
+        meta.model = self.model.map(text).unwrap_or(None);
+        // Not a record of the files: not counted among the records read.
+        ingest(&meta, Place { file, at: 0 }, b);
+        b.report.records -= 1;
+    }
+}
+
+/// Reads one file of a source into the builder.
+pub fn read(
+    kind: Kind,
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    imported: &mut Imported,
+) -> Result<(), LoadError> {
+    let input = std::fs::File::open(path).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let mut sink = Sink::new(b, file, kind);
+    match kind {
+        Kind::SglangOtlp | Kind::VllmOtlp => otlp::read(input, path, &mut sink, progress)?,
+        Kind::VllmIterations => vllm_log::read(input, path, &mut sink, progress)?,
+        Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
+        Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,
+        Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
+        Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
+    }
+    imported.first_file.get_or_insert(file);
+    imported.kinds.push(kind);
+    if imported.model.is_none() {
+        imported.model = sink.model;
+    }
+    imported.first_ns = match (imported.first_ns, sink.first_ns) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if !sink.vllm_iterations.is_empty() {
+        let modified_year = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .map(|t| {
+                use chrono::Datelike;
+                chrono::DateTime::<chrono::Utc>::from(t).year()
+            })
+            .unwrap_or(1970);
+        imported.vllm_iterations.push((sink.vllm_iterations, modified_year));
+    }
+    Ok(())
+}
+
+/// Where an importer puts what it read: the builder, the file's index, and the engine its records come from.
+pub struct Sink<'b> {
+    /// The trace being built.
+    pub b: &'b mut TraceBuilder,
+    /// The file's index in the report.
+    pub file: u32,
+    /// The source kind.
+    pub kind: Kind,
+    /// The served model, when the source names it.
+    pub model: Option<String>,
+    /// The earliest absolute time read (Unix ns), to date sources that give no year.
+    pub first_ns: Option<i64>,
+    /// vLLM iteration lines read, to be placed in time when every file is read.
+    pub vllm_iterations: Vec<vllm_log::Parsed>,
+}
+
+impl<'b> Sink<'b> {
+    fn new(b: &'b mut TraceBuilder, file: u32, kind: Kind) -> Self {
+        Self {
+            b,
+            file,
+            kind,
+            model: None,
+            first_ns: None,
+            vllm_iterations: Vec::new(),
+        }
+    }
+
+    /// The place of a line or item of this file.
+    pub fn place(&self, at: u64) -> Place {
+        Place { file: self.file, at }
+    }
+
+    /// Notes an absolute time read from the source.
+    pub fn saw_time(&mut self, ns: i64) {
+        self.first_ns = Some(self.first_ns.map_or(ns, |t| t.min(ns)));
+    }
+
+    /// Validates and adds a record.
+    pub fn add(&mut self, r: &RawRecord<'_>, at: u64) {
+        ingest(r, self.place(at), self.b);
+    }
+
+    /// Rejects an input record that cannot be mapped, naming the field at fault and what to do.
+    pub fn reject(&mut self, at: u64, problem: Problem, field: Option<&'static str>, reason: String) {
+        self.b.report.records += 1;
+        self.b.report.reject(Rejection {
+            place: self.place(at),
+            problem,
+            record: None,
+            field,
+            reason,
+        });
+    }
+
+    /// Adds a note to the load report (what the source cannot give, how it was joined, its clock).
+    pub fn note(&mut self, note: String) {
+        if !self.b.report.notes.contains(&note) {
+            self.b.report.notes.push(note);
+        }
+    }
+}
+
+/// A present field of the expected type.
+pub fn ok<T>(v: T) -> Field<T> {
+    Some(Val::Ok(v))
+}
+
+/// A present string field.
+pub fn text<'a>(s: impl Into<Cow<'a, str>>) -> Field<Cow<'a, str>> {
+    Some(Val::Ok(s.into()))
+}
+
+/// A record of `kind` with nothing else set.
+pub fn record(kind: &'static str) -> RawRecord<'static> {
+    RawRecord {
+        kind: text(kind),
+        ..RawRecord::default()
+    }
+}
+
+/// Milliseconds (a float, as the tools write them) to whole nanoseconds, rounded; `None` when not finite.
+#[allow(clippy::cast_possible_truncation)] // rounded and clamped to i64's range first
+pub fn ns_from_ms(ms: f64) -> Option<i64> {
+    ns_from_secs(ms / 1e3)
+}
+
+/// Seconds (a float) to whole nanoseconds, rounded; `None` when not finite or beyond i64.
+#[allow(clippy::cast_possible_truncation)] // checked against i64's range first
+pub fn ns_from_secs(secs: f64) -> Option<i64> {
+    let ns = (secs * 1e9).round();
+    (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
+}
+
+/// A JSON integer that may come as a number or as a string (OTLP JSON writes 64-bit integers as strings).
+pub fn int_of(v: &serde_json::Value) -> Option<i64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().or_else(|| n.as_u64().and_then(|u| i64::try_from(u).ok())),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A JSON number that may come as a number or a string.
+pub fn float_of(v: &serde_json::Value) -> Option<f64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}

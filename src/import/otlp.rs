@@ -1,0 +1,350 @@
+//! OpenTelemetry traces as OTLP JSON, as the OpenTelemetry Collector's file exporter writes them (one
+//! `ExportTraceServiceRequest` per line, 64-bit integers as strings) or as one document. The JSON mapping is the
+//! one of `opentelemetry-proto` (lowerCamelCase names; the proto's snake_case names are accepted too).
+//!
+//! This module decodes spans; [`vllm`] and [`sglang`] map them. A span whose name or attributes neither engine
+//! writes is counted and left out, never guessed at.
+
+pub mod sglang;
+pub mod vllm;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Sink, int_of};
+use crate::format::jsonl::for_each_line;
+use crate::format::{LoadError, Progress};
+use crate::trace::report::Problem;
+
+/// One `ExportTraceServiceRequest`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Export {
+    #[serde(default, alias = "resource_spans")]
+    resource_spans: Vec<ResourceSpans>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceSpans {
+    #[serde(default)]
+    resource: Option<Resource>,
+    #[serde(default, alias = "scope_spans")]
+    scope_spans: Vec<ScopeSpans>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Resource {
+    #[serde(default)]
+    attributes: Vec<KeyValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ScopeSpans {
+    #[serde(default)]
+    spans: Vec<RawSpan>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSpan {
+    #[serde(default, alias = "trace_id")]
+    trace_id: String,
+    #[serde(default, alias = "span_id")]
+    span_id: String,
+    #[serde(default, alias = "parent_span_id")]
+    parent_span_id: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default, alias = "start_time_unix_nano")]
+    start_time_unix_nano: Value,
+    #[serde(default, alias = "end_time_unix_nano")]
+    end_time_unix_nano: Value,
+    #[serde(default)]
+    attributes: Vec<KeyValue>,
+    #[serde(default)]
+    events: Vec<RawEvent>,
+    #[serde(default)]
+    status: Option<Status>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEvent {
+    #[serde(default, alias = "time_unix_nano")]
+    time_unix_nano: Value,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    attributes: Vec<KeyValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Status {
+    #[serde(default)]
+    code: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct KeyValue {
+    key: String,
+    #[serde(default)]
+    value: Value,
+}
+
+/// An attribute value of OTLP's `AnyValue`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attr {
+    /// `stringValue`.
+    Str(String),
+    /// `intValue` (a string or a number in JSON).
+    Int(i64),
+    /// `doubleValue`.
+    Float(f64),
+    /// `boolValue`.
+    Bool(bool),
+    /// `arrayValue`.
+    List(Vec<Attr>),
+    /// Anything else (`kvlistValue`, `bytesValue`, empty).
+    Other,
+}
+
+impl Attr {
+    fn of(v: &Value) -> Attr {
+        let Some(obj) = v.as_object() else {
+            return Attr::Other;
+        };
+        if let Some(s) = obj.get("stringValue").or_else(|| obj.get("string_value")) {
+            return s.as_str().map_or(Attr::Other, |s| Attr::Str(s.to_owned()));
+        }
+        if let Some(i) = obj.get("intValue").or_else(|| obj.get("int_value")) {
+            return int_of(i).map_or(Attr::Other, Attr::Int);
+        }
+        if let Some(f) = obj.get("doubleValue").or_else(|| obj.get("double_value")) {
+            return super::float_of(f).map_or(Attr::Other, Attr::Float);
+        }
+        if let Some(b) = obj.get("boolValue").or_else(|| obj.get("bool_value")) {
+            return b.as_bool().map_or(Attr::Other, Attr::Bool);
+        }
+        if let Some(a) = obj.get("arrayValue").or_else(|| obj.get("array_value")) {
+            let values = a.get("values").and_then(Value::as_array);
+            return Attr::List(values.map(|vs| vs.iter().map(Attr::of).collect()).unwrap_or_default());
+        }
+        Attr::Other
+    }
+
+    /// The value as a float: doubles, and integers (the Go collector writes whole doubles as integers).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            #[allow(clippy::cast_precision_loss)] // attribute values, far below 2^53
+            Attr::Int(i) => Some(*i as f64),
+            Attr::Float(f) => Some(*f),
+            Attr::Str(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as an integer: integers, and whole doubles.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Attr::Int(i) => Some(*i),
+            #[allow(clippy::cast_possible_truncation)] // checked to be whole and in range
+            Attr::Float(f) if f.fract() == 0.0 && f.abs() < 9e15 => Some(*f as i64),
+            Attr::Str(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// The value as a string: strings, and the first string of a list (finish reasons come as either).
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Attr::Str(s) => Some(s),
+            Attr::List(items) => items.iter().find_map(Attr::as_str),
+            _ => None,
+        }
+    }
+}
+
+/// A decoded span, with the place of the line it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Span {
+    /// 1-based line of the file (1 for a single document).
+    pub line: u64,
+    /// Hex trace id.
+    pub trace_id: String,
+    /// Hex span id.
+    pub span_id: String,
+    /// Hex parent span id, empty for a root.
+    pub parent_span_id: String,
+    /// The span's name.
+    pub name: String,
+    /// Start, Unix ns (`None` when absent or unreadable).
+    pub start_ns: Option<i64>,
+    /// End, Unix ns.
+    pub end_ns: Option<i64>,
+    /// Attributes.
+    pub attributes: Vec<(String, Attr)>,
+    /// Events.
+    pub events: Vec<Event>,
+    /// True when the span's status is ERROR (code 2).
+    pub error: bool,
+    /// The attributes of the resource that emitted it.
+    pub resource: std::sync::Arc<Vec<(String, Attr)>>,
+}
+
+/// A span event.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    /// Its name.
+    pub name: String,
+    /// When, Unix ns.
+    pub time_ns: Option<i64>,
+    /// Its attributes.
+    pub attributes: Vec<(String, Attr)>,
+}
+
+/// Finds an attribute by key.
+pub fn attr<'a>(attributes: &'a [(String, Attr)], key: &str) -> Option<&'a Attr> {
+    attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+impl Span {
+    /// The span's attribute `key`.
+    pub fn attr(&self, key: &str) -> Option<&Attr> {
+        attr(&self.attributes, key)
+    }
+}
+
+fn attributes(kvs: Vec<KeyValue>) -> Vec<(String, Attr)> {
+    kvs.into_iter().map(|kv| (kv.key, Attr::of(&kv.value))).collect()
+}
+
+/// Flattens one export into spans.
+fn spans_of(export: Export, line: u64, out: &mut Vec<Span>) {
+    for rs in export.resource_spans {
+        let resource = std::sync::Arc::new(rs.resource.map(|r| attributes(r.attributes)).unwrap_or_default());
+        for ss in rs.scope_spans {
+            for s in ss.spans {
+                out.push(Span {
+                    line,
+                    trace_id: s.trace_id,
+                    span_id: s.span_id,
+                    parent_span_id: s.parent_span_id,
+                    name: s.name,
+                    start_ns: int_of(&s.start_time_unix_nano),
+                    end_ns: int_of(&s.end_time_unix_nano),
+                    attributes: attributes(s.attributes),
+                    events: s
+                        .events
+                        .into_iter()
+                        .map(|e| Event {
+                            name: e.name,
+                            time_ns: int_of(&e.time_unix_nano),
+                            attributes: attributes(e.attributes),
+                        })
+                        .collect(),
+                    error: s
+                        .status
+                        .and_then(|st| int_of(&st.code).or_else(|| st_code_name(&st.code)))
+                        == Some(2),
+                    resource: resource.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// A status code written by name (`"STATUS_CODE_ERROR"`) instead of number.
+fn st_code_name(v: &Value) -> Option<i64> {
+    match v.as_str()? {
+        "STATUS_CODE_UNSET" => Some(0),
+        "STATUS_CODE_OK" => Some(1),
+        "STATUS_CODE_ERROR" => Some(2),
+        _ => None,
+    }
+}
+
+/// Reads every span of an OTLP JSON file: JSON lines (one export per line, a bad line rejected alone), or one
+/// document spread over many lines.
+pub fn read_spans(
+    input: impl Read,
+    path: &Path,
+    sink: &mut Sink<'_>,
+    progress: &Progress,
+) -> Result<Vec<Span>, LoadError> {
+    let mut reader = BufReader::new(input);
+    let head = reader.fill_buf().map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    // A pretty-printed document opens with a lone brace on its first line.
+    let first_line = head.split(|&c| c == b'\n').next().unwrap_or_default().trim_ascii();
+    let mut spans = Vec::new();
+    if first_line == b"{" || first_line == b"[" {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        progress.add_done(bytes.len() as u64);
+        match serde_json::from_slice::<Export>(&bytes) {
+            Ok(export) => spans_of(export, 1, &mut spans),
+            Err(e) => sink.reject(
+                u64::try_from(e.line()).unwrap_or(1),
+                Problem::Malformed,
+                None,
+                format!("not an OTLP JSON document ({e}); expected {{\"resourceSpans\": [...]}}"),
+            ),
+        }
+        return Ok(spans);
+    }
+    let file = sink.file;
+    let kind = sink.kind;
+    for_each_line(
+        reader,
+        path,
+        file,
+        sink.b,
+        progress,
+        |line, place, b| match serde_json::from_slice::<Export>(line) {
+            Ok(export) => spans_of(export, place.at, &mut spans),
+            Err(e) => Sink::new(b, file, kind).reject(
+                place.at,
+                Problem::Malformed,
+                None,
+                format!("not an OTLP JSON export ({e}); each line must be one {{\"resourceSpans\": [...]}} object"),
+            ),
+        },
+    )?;
+    Ok(spans)
+}
+
+/// Reads an OTLP JSON file and maps the spans of whichever engine wrote them: vLLM's `llm_request` spans, SGLang's
+/// request trees. Both may be in one file (a collector shared by two deployments).
+pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
+    let spans = read_spans(input, path, sink, progress)?;
+    if let Some(first) = spans.iter().filter_map(|s| s.start_ns).min() {
+        sink.saw_time(first);
+    }
+    let (vllm_spans, rest): (Vec<Span>, Vec<Span>) = spans.into_iter().partition(vllm::is_vllm);
+    let vllm_count = vllm_spans.len();
+    vllm::map(vllm_spans, sink);
+    let other = sglang::map(rest, sink);
+    if vllm_count == 0 && other.requests == 0 {
+        sink.note(format!(
+            "{} has no request spans tokenscope knows (vLLM's llm_request, SGLang's request spans with rid)",
+            path.display()
+        ));
+    }
+    if other.ignored > 0 {
+        sink.note(format!(
+            "{} spans of {} are neither vLLM's nor SGLang's and were left out",
+            other.ignored,
+            path.display()
+        ));
+    }
+    Ok(())
+}

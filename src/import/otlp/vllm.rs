@@ -1,0 +1,83 @@
+//! vLLM's `llm_request` span (vLLM 0.33, `vllm/v1/engine/output_processor.py`, `OutputProcessor.do_tracing`): one
+//! span per finished request, started at the request's arrival (API server wall clock), with its latencies as
+//! float seconds (`gen_ai.latency.*`), its usage and its id. It has no per-token times and no batch membership:
+//! an L1 trace, which the iteration log of the same run completes with the engine's steps.
+
+use super::{Span, attr};
+use crate::import::{Sink, ns_from_secs, ok, record, text};
+use crate::trace::report::Problem;
+
+/// True for a span vLLM's tracer writes per request.
+pub fn is_vllm(span: &Span) -> bool {
+    span.name == "llm_request"
+}
+
+/// Maps `llm_request` spans to request records.
+pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) {
+    if spans.is_empty() {
+        return;
+    }
+    for span in &spans {
+        map_one(span, sink);
+    }
+    sink.note(
+        "vLLM's llm_request spans give request timings only: no per-token times, batches or candidates \
+         (open the iteration log of the same run beside them for the engine's steps)"
+            .to_owned(),
+    );
+    sink.note(
+        "vLLM's queue time is measured on the engine's monotonic clock: scheduled = arrival + time_in_queue \
+         is placed on the API server's wall clock, off by the hand-over between the two processes"
+            .to_owned(),
+    );
+}
+
+fn map_one(span: &Span, sink: &mut Sink<'_>) {
+    let id = span
+        .attr("gen_ai.request.id")
+        .and_then(|a| a.as_str())
+        .map_or_else(|| format!("span-{}", span.span_id), str::to_owned);
+    let Some(arrival) = span.start_ns else {
+        sink.reject(
+            span.line,
+            Problem::MissingField,
+            Some("startTimeUnixNano"),
+            format!(
+                "llm_request span {} ({id}) has no start time, which is the request's arrival",
+                span.span_id
+            ),
+        );
+        return;
+    };
+    let secs = |key: &str| span.attr(key).and_then(|a| a.as_f64()).and_then(ns_from_secs);
+    let int = |key: &str| span.attr(key).and_then(|a| a.as_i64());
+    let mut r = record("request");
+    r.request_id = text(id);
+    r.trace_id = (!span.trace_id.is_empty())
+        .then(|| text(span.trace_id.clone()))
+        .flatten();
+    r.arrival_ns = ok(arrival);
+    r.first_token_ns = secs("gen_ai.latency.time_to_first_token").and_then(|d| ok(arrival + d));
+    // The span ends after the output processor's bookkeeping; e2e is the request's own figure.
+    r.finished_ns = secs("gen_ai.latency.e2e")
+        .map(|d| arrival + d)
+        .or(span.end_ns)
+        .and_then(ok);
+    r.scheduled_ns = secs("gen_ai.latency.time_in_queue").and_then(|d| ok(arrival + d));
+    r.input_tokens = int("gen_ai.usage.prompt_tokens").and_then(ok);
+    r.output_tokens = int("gen_ai.usage.completion_tokens").and_then(ok);
+    r.max_tokens = int("gen_ai.request.max_tokens").and_then(ok);
+    r.temperature = span
+        .attr("gen_ai.request.temperature")
+        .and_then(|a| a.as_f64())
+        .and_then(ok);
+    r.top_p = span.attr("gen_ai.request.top_p").and_then(|a| a.as_f64()).and_then(ok);
+    r.model = attr(&span.attributes, "gen_ai.response.model")
+        .and_then(|a| a.as_str())
+        .map(|m| text(m.to_owned()))
+        .unwrap_or(None);
+    if span.error {
+        r.status = text("error");
+    }
+    sink.add(&r, span.line);
+}

@@ -1,0 +1,209 @@
+//! vLLM's server log with `--enable-logging-iteration-details` (vLLM 0.33, `vllm/v1/metrics/loggers.py`,
+//! `LoggingStatLogger._log_iteration_details`): one INFO line per engine step,
+//!
+//! ```text
+//! (APIServer pid=4242) INFO 11-29 08:00:00 [loggers.py:199] Engine 000: Iteration(1): 1 context requests,
+//!   256 context tokens, 1 generation requests, 1 generation tokens, iteration elapsed time: 25.00 ms,
+//!   GPU KV cache usage: 0.3%
+//! ```
+//!
+//! (one line in the log; older releases wrote it from the engine process without `Engine NNN:` or the KV use).
+//! Fields are read by name, so their order and the optional ones do not matter; every other line is skipped.
+//!
+//! The log's time has whole seconds, no year and no zone (vLLM's `%m-%d %H:%M:%S`), and the line carries no request
+//! ids. So the steps are placed by chaining their elapsed times from the second each was logged in (accurate to
+//! about a second, in order), read as UTC in the year of the trace's other files (else of the log file's last
+//! change); `elapsed` is vLLM's wait for the step's model output, not the whole step.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::{Sink, ns_from_ms, ok, record, text};
+use crate::format::jsonl::for_each_line;
+use crate::format::{LoadError, Progress};
+use crate::trace::TraceBuilder;
+use crate::trace::report::{Place, Problem};
+
+/// True when the text has vLLM iteration lines.
+pub fn looks_like(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.split_once("Iteration(")
+            .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
+            && line.contains("context requests")
+            && line.contains("generation tokens")
+    })
+}
+
+/// One iteration line, read but not yet placed in time.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    place: Place,
+    engine: u32,
+    iteration: i64,
+    month: u32,
+    day: u32,
+    second_of_day: u32,
+    ctx_reqs: i64,
+    ctx_tokens: i64,
+    gen_reqs: i64,
+    gen_tokens: i64,
+    elapsed_ns: i64,
+    kv_usage: Option<f64>,
+}
+
+/// Reads the log's iteration lines; they are placed in time by [`place`] once every file of the trace is read.
+pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
+    let file = sink.file;
+    let mut parsed = Vec::new();
+    let mut dummies = 0u64;
+    let mut skipped = 0u64;
+    for_each_line(input, path, file, sink.b, progress, |line, place, b| {
+        let line = String::from_utf8_lossy(line);
+        let Some(at) = line.find("Iteration(") else {
+            skipped += 1;
+            return;
+        };
+        if line.contains("(dummy)") {
+            dummies += 1;
+            return;
+        }
+        match parse(&line, at, place) {
+            Ok(p) => parsed.push(p),
+            Err((field, reason)) => Sink::new(b, file, super::Kind::VllmIterations).reject(
+                place.at,
+                Problem::Malformed,
+                Some(field),
+                format!("vLLM iteration line: {reason}"),
+            ),
+        }
+    })?;
+    sink.vllm_iterations.extend(parsed);
+    if dummies > 0 {
+        sink.note(format!(
+            "{dummies} dummy iterations (data-parallel padding) in {} were left out",
+            path.display()
+        ));
+    }
+    let _ = skipped;
+    Ok(())
+}
+
+/// The number before `label` in a `", "`-separated list ("1536 context tokens").
+fn count_before(pieces: &[&str], label: &str) -> Option<i64> {
+    pieces
+        .iter()
+        .find_map(|p| p.strip_suffix(label).and_then(|n| n.trim().parse().ok()))
+}
+
+/// The value after `label` ("iteration elapsed time: 23.41 ms").
+fn value_after<'a>(pieces: &[&'a str], label: &str) -> Option<&'a str> {
+    pieces.iter().find_map(|p| p.strip_prefix(label)).map(str::trim)
+}
+
+fn parse(line: &str, at: usize, place: Place) -> Result<Parsed, (&'static str, String)> {
+    let after = &line[at + "Iteration(".len()..];
+    let close = after
+        .find(')')
+        .ok_or(("iteration", "no closing parenthesis after Iteration(".to_owned()))?;
+    let iteration: i64 = after[..close]
+        .trim()
+        .parse()
+        .map_err(|_| ("iteration", format!("Iteration({}) is not a number", &after[..close])))?;
+    let engine = line[..at]
+        .rfind("Engine ")
+        .and_then(|e| line[e + 7..at].trim().trim_end_matches(':').parse().ok())
+        .unwrap_or(0);
+    let body = after[close + 1..].trim_start_matches(':').trim();
+    let pieces: Vec<&str> = body.split(", ").map(str::trim).collect();
+    let need =
+        |label: &'static str| count_before(&pieces, label).ok_or((label, format!("no \"N {label}\" in the line")));
+    let ctx_reqs = need(" context requests")?;
+    let ctx_tokens = need(" context tokens")?;
+    let gen_reqs = need(" generation requests")?;
+    let gen_tokens = need(" generation tokens")?;
+    let elapsed_ms: f64 = value_after(&pieces, "iteration elapsed time:")
+        .and_then(|v| v.trim_end_matches("ms").trim().parse().ok())
+        .ok_or(("elapsed", "no \"iteration elapsed time: X ms\"".to_owned()))?;
+    let elapsed_ns = ns_from_ms(elapsed_ms)
+        .filter(|&ns| ns >= 0)
+        .ok_or(("elapsed", format!("elapsed time {elapsed_ms} ms is not a duration")))?;
+    let kv_usage = value_after(&pieces, "GPU KV cache usage:")
+        .and_then(|v| v.trim_end_matches('%').trim().parse::<f64>().ok())
+        .map(|pct| pct / 100.0);
+    let (month, day, second_of_day) =
+        prefix_time(&line[..at]).ok_or(("time", "no MM-DD HH:MM:SS time before the message".to_owned()))?;
+    Ok(Parsed {
+        place,
+        engine,
+        iteration,
+        month,
+        day,
+        second_of_day,
+        ctx_reqs,
+        ctx_tokens,
+        gen_reqs,
+        gen_tokens,
+        elapsed_ns,
+        kv_usage,
+    })
+}
+
+/// The `MM-DD HH:MM:SS` of vLLM's log prefix: (month, day, second of the day).
+fn prefix_time(prefix: &str) -> Option<(u32, u32, u32)> {
+    let words: Vec<&str> = prefix.split_whitespace().collect();
+    words.windows(2).find_map(|w| {
+        let (md, hms) = (w[0], w[1]);
+        let mut d = md.split('-').map(|x| x.parse::<u32>().ok());
+        let (month, day) = (d.next()??, d.next()??);
+        let mut t = hms.split(':').map(|x| x.parse::<u32>().ok());
+        let (h, m, s) = (t.next()??, t.next()??, t.next()??);
+        (md.len() == 5 && (1..=12).contains(&month) && (1..=31).contains(&day) && h < 24 && m < 60 && s < 61)
+            .then_some((month, day, h * 3600 + m * 60 + s))
+    })
+}
+
+/// Places the iterations read in time and adds them: `year` is the trace's, when its other files gave one.
+pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, b: &mut TraceBuilder) {
+    use chrono::NaiveDate;
+    let year = year.unwrap_or(fallback_year);
+    let mut cursor: Vec<(u32, i64)> = Vec::new();
+    for p in &parsed {
+        let Some(midnight) = NaiveDate::from_ymd_opt(year, p.month, p.day)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc().timestamp())
+        else {
+            continue;
+        };
+        let second_ns = (midnight + i64::from(p.second_of_day)) * 1_000_000_000;
+        let previous_end = cursor.iter().find(|(e, _)| *e == p.engine).map(|&(_, end)| end);
+        let start = previous_end.map_or(second_ns, |end| end.max(second_ns));
+        let end = start + p.elapsed_ns;
+        match cursor.iter_mut().find(|(e, _)| *e == p.engine) {
+            Some(c) => c.1 = end,
+            None => cursor.push((p.engine, end)),
+        }
+        let mut it = record("iteration");
+        if p.engine > 0 {
+            it.source = text(format!("engine-{:03}", p.engine));
+        }
+        it.iteration = ok(p.iteration);
+        it.start_ns = ok(start);
+        it.end_ns = ok(end);
+        it.forward_ns = ok(p.elapsed_ns);
+        it.num_prefill_reqs = ok(p.ctx_reqs);
+        it.num_prefill_tokens = ok(p.ctx_tokens);
+        it.num_decode_reqs = ok(p.gen_reqs);
+        it.num_decode_tokens = ok(p.gen_tokens);
+        it.num_reqs = ok(p.ctx_reqs + p.gen_reqs);
+        it.kv_usage = p.kv_usage.and_then(ok);
+        crate::format::validate::ingest(&it, p.place, b);
+    }
+    if !parsed.is_empty() {
+        b.report.notes.push(format!(
+            "vLLM's iteration log gives whole seconds without year or zone: its {} steps are placed by chaining \
+             their elapsed times from the second each was logged in, read as UTC in {year}; it names no requests, \
+             so steps and requests are not linked",
+            parsed.len()
+        ));
+    }
+}

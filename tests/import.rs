@@ -1,0 +1,291 @@
+//! Importers: what engines and tools write opens as a trace, with figures worked out by hand (or, for the real AIPerf
+//! export, checked against AIPerf's own aggregate of the same run).
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use tokenscope::analysis::metrics::request_metrics;
+use tokenscope::analysis::summary::{Slo, summarize_all};
+use tokenscope::format::{Loaded, Progress, load};
+use tokenscope::import::{Kind, sniff};
+use tokenscope::trace::report::Problem;
+
+fn must_load(path: &str) -> Loaded {
+    load(Path::new(path), &Progress::default()).unwrap_or_else(|e| panic!("{path} loads: {e}"))
+}
+
+const AIPERF_REAL: &str = "tests/data/import/aiperf/gpt-oss-20b";
+
+#[test]
+fn aiperf_files_are_recognised_by_content() {
+    assert_eq!(
+        sniff(Path::new(&format!("{AIPERF_REAL}/profile_export.jsonl"))),
+        Some(Kind::Aiperf)
+    );
+    assert_eq!(
+        sniff(Path::new(&format!("{AIPERF_REAL}/profile_export_aiperf.json"))),
+        Some(Kind::AiperfAggregate)
+    );
+    assert_eq!(
+        sniff(Path::new("sample_traces/four_requests.jsonl")),
+        None,
+        "a native trace is no import"
+    );
+}
+
+#[test]
+fn the_real_aiperf_export_matches_aiperfs_own_aggregate() {
+    // The directory: profile_export.jsonl (100 records) and the aggregate, which gives the model.
+    let l = must_load(AIPERF_REAL);
+    let t = &l.trace;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(t.request_count(), 100);
+    assert_eq!(t.meta.model.as_deref(), Some("openai/gpt-oss-20b"));
+
+    let s = summarize_all(t, Slo::default(), None);
+    // AIPerf: request_count 89, error_request_count 11 (code 499, cancelled).
+    assert_eq!(s.finish_reasons.get("abort"), Some(&11));
+    // AIPerf: total_isl 48,950 (89 x 550); total_osl 21,624 (output + reasoning tokens). The cancelled requests
+    // carry no counts.
+    assert_eq!(s.input_tokens, 48_950);
+    assert_eq!(s.output_tokens, 21_624);
+    // TTFT over the 89 completed requests. AIPerf: avg 2343.219436988764, min 464.664101, max 3853.857423,
+    // p50 2369.317693. Our p50 is the nearest rank, ceil(0.5 x 89) = 45th value, which for an odd count is
+    // numpy's median too; times go through whole nanoseconds, hence the 1e-6 ms tolerance.
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-5);
+    assert_eq!(s.ttft_ms.count, 89);
+    assert!(close(s.ttft_ms.mean, 2343.219436988764), "{:?}", s.ttft_ms.mean);
+    assert!(close(s.ttft_ms.max, 3853.857423), "{:?}", s.ttft_ms.max);
+    assert!(close(s.ttft_ms.p50, 2369.317693), "{:?}", s.ttft_ms.p50);
+    // request_latency. AIPerf: avg 9059.654633033708, max 9299.772642, p50 9097.345015.
+    assert_eq!(s.e2e_ms.count, 89);
+    assert!(close(s.e2e_ms.mean, 9059.654633033708), "{:?}", s.e2e_ms.mean);
+    assert!(close(s.e2e_ms.max, 9299.772642), "{:?}", s.e2e_ms.max);
+    assert!(close(s.e2e_ms.p50, 9097.345015), "{:?}", s.e2e_ms.p50);
+    // inter_chunk_latency: AIPerf counts 21,537 gaps with avg 27.755153106189347 ms and max 164.617523 ms; our ITL
+    // is the gap between consecutive token records, which here are the chunks.
+    assert_eq!(s.itl_ms.count, 21_537);
+    assert!(
+        s.itl_ms.mean.is_some_and(|m| (m - 27.755153106189347).abs() < 1e-4),
+        "{:?}",
+        s.itl_ms.mean
+    );
+    assert!(close(s.itl_ms.max, 164.617523), "{:?}", s.itl_ms.max);
+    // Four requests streamed fewer chunks than tokens; the report says so instead of pretending.
+    assert_eq!(s.token_mismatches, 4);
+    assert!(
+        l.report.notes.iter().any(|n| n.starts_with("4 of 100 AIPerf requests")),
+        "{:?}",
+        l.report.notes
+    );
+    assert!(
+        l.report.notes.iter().any(|n| n.contains("client")),
+        "{:?}",
+        l.report.notes
+    );
+}
+
+#[test]
+fn one_aiperf_request_worked_by_hand() {
+    // The first completed record (line 5 of the file... the first with error null): x_request_id 1ed40a0d-...,
+    // timestamp_ns 1759522419159192408, ttft 1680.543782 ms, request_latency 7936.968269 ms, 192 chunk gaps,
+    // output_sequence_length 193, input 550.
+    let l = must_load(&format!("{AIPERF_REAL}/profile_export.jsonl"));
+    let t = &l.trace;
+    let r = t.request_row("1ed40a0d-e708-434d-bb8e-fb1b44cb8717").unwrap();
+    let m = request_metrics(t, r);
+    assert_eq!(t.requests.arrival_ns[r as usize], 1_759_522_419_159_192_408);
+    // 1680.543782 ms = 1,680,543,782 ns exactly.
+    assert_eq!(m.ttft_ns, Some(1_680_543_782));
+    assert_eq!(m.e2e_ns, Some(7_936_968_269));
+    assert_eq!(m.output_tokens, 193);
+    assert_eq!(t.tokens_of(r).len(), 193, "193 chunks: one per token here");
+    // The last chunk arrives at AIPerf's max_response_timestamp, 1759522427096160677, to within 1 us.
+    let last = t.tokens.emitted_ns[t.tokens_of(r).end - 1];
+    assert!((last - 1_759_522_427_096_160_677).abs() <= 1000, "{last}");
+}
+
+#[test]
+fn a_cancelled_aiperf_request_is_an_abort_with_its_code() {
+    let l = must_load(&format!("{AIPERF_REAL}/profile_export.jsonl"));
+    let t = &l.trace;
+    let r = t.request_row("c087da26-5552-4785-958a-cad75c7b22de").unwrap();
+    let m = request_metrics(t, r);
+    assert_eq!(
+        m.ttft_ns, None,
+        "a request cancelled before its first chunk has no TTFT, not a zero"
+    );
+    assert_eq!(t.tokens_of(r).len(), 0);
+    let label = |col: &[u32]| t.label(col[r as usize]).map(str::to_owned);
+    assert_eq!(label(&t.requests.finish_reason).as_deref(), Some("abort"));
+    assert_eq!(label(&t.requests.error_code).as_deref(), Some("499"));
+}
+
+#[test]
+fn bad_aiperf_lines_are_rejected_by_line_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("profile_export.jsonl");
+    let good = r#"{"metadata":{"x_request_id":"a","timestamp_ns":1759522419159192408},"metrics":{"ttft":{"value":10.0,"unit":"ms"},"request_latency":{"value":30.0,"unit":"ms"},"inter_chunk_latency":{"value":[10.0,10.0],"unit":"ms"},"output_sequence_length":{"value":3,"unit":"tokens"}},"error":null}"#;
+    let no_time = r#"{"metadata":{"x_request_id":"b"},"metrics":{},"error":null}"#;
+    let text = format!("{good}\n{{\"metadata\": truncated\n{no_time}\n");
+    std::fs::write(&p, text).unwrap();
+    let l = load(&p, &Progress::default()).unwrap();
+    assert_eq!(l.trace.request_count(), 1);
+    let got: Vec<(u64, Problem, Option<&str>)> = l
+        .report
+        .rejected
+        .iter()
+        .map(|r| (r.place.at, r.problem, r.field))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (2, Problem::Malformed, None),
+            (3, Problem::MissingField, Some("metadata.timestamp_ns"))
+        ]
+    );
+    let m = request_metrics(&l.trace, 0);
+    // ttft 10 ms, then chunks 10 ms apart: E2E 30 ms, TPOT (30 - 10) / 2 = 10 ms.
+    assert_eq!(m.ttft_ns, Some(10_000_000));
+    assert_eq!(m.tpot_ns, Some(10_000_000.0));
+}
+
+/// ms after T0 = 2025-11-29 08:00:00 UTC (1764403200 s), in ns.
+fn at_ms(ms: i64) -> i64 {
+    1_764_403_200_000_000_000 + ms * 1_000_000
+}
+
+#[test]
+fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
+    // tests/data/import/sglang/otlp_small.jsonl: two requests on one scheduler, worked out in expected.md beside it.
+    let path = "tests/data/import/sglang/otlp_small.jsonl";
+    assert_eq!(sniff(Path::new(path)), Some(Kind::SglangOtlp));
+    let l = must_load(path);
+    let t = &l.trace;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(t.meta.engine.as_deref(), Some("sglang"));
+    assert_eq!(t.request_count(), 2);
+    let a = t.request_row("a1b2c3d4e5f6a7b8").unwrap();
+    let b = t.request_row("ffee00112233aabb").unwrap();
+    // A: arrival 0, TTFT 0.021 s, E2E 0.098 s; 120 prompt tokens, 4 output. B: arrival 25, TTFT 73, E2E 97.
+    let ma = request_metrics(t, a);
+    assert_eq!(t.requests.arrival_ns[a as usize], at_ms(0));
+    assert_eq!(
+        (ma.ttft_ns, ma.e2e_ns, ma.output_tokens),
+        (Some(21_000_000), Some(98_000_000), 4)
+    );
+    let mb = request_metrics(t, b);
+    assert_eq!(t.requests.arrival_ns[b as usize], at_ms(25));
+    assert_eq!(
+        (mb.ttft_ns, mb.e2e_ns, mb.output_tokens),
+        (Some(73_000_000), Some(97_000_000), 3)
+    );
+    // Queue: prefill_waiting A 4->5, B 32->33: scheduled at 5 and 33.
+    assert_eq!(t.requests.scheduled_ns[a as usize], Some(at_ms(5)));
+    assert_eq!(t.requests.scheduled_ns[b as usize], Some(at_ms(33)));
+    assert_eq!(t.label(t.requests.finish_reason[a as usize]), Some("length"));
+
+    // Six distinct bids, one scheduler: six iterations in time order, starting at their schedule events
+    // (6, 22, 34, 66, 100, 111) and ending where the step slice carrying them ends (20, 30, 64, 96, 110, 120).
+    let source = t.label(t.requests.source[a as usize]).unwrap();
+    assert_eq!(source, "Scheduler [TP 0] [PP 0] @4f1c2d3e");
+    let its = &t.iterations;
+    assert_eq!(its.len(), 6);
+    let starts: Vec<i64> = (0..6).map(|i| its.start_ns[i]).collect();
+    let ends: Vec<i64> = (0..6).map(|i| its.end_ns[i]).collect();
+    assert_eq!(starts, [6, 22, 34, 66, 100, 111].map(at_ms));
+    assert_eq!(ends, [20, 30, 64, 96, 110, 120].map(at_ms));
+    // Members: the mixed batches (34, 66) carry B's prefill chunks and A's decode.
+    let prefill: Vec<u32> = (0..6).map(|i| its.num_prefill_reqs[i].unwrap()).collect();
+    let decode: Vec<u32> = (0..6).map(|i| its.num_decode_reqs[i].unwrap()).collect();
+    assert_eq!(prefill, [1, 0, 1, 1, 0, 0]);
+    assert_eq!(decode, [0, 1, 1, 1, 1, 1]);
+    assert_eq!(
+        (0..6).map(|i| its.num_reqs[i].unwrap()).collect::<Vec<_>>(),
+        [1, 1, 2, 2, 1, 1]
+    );
+
+    // Tokens: A's first at 21 (TTFT), then the ends of the batches it decoded in: 30, 64, 96 (the two mixed
+    // steps write no decode_loop, and still gave A a token each). B: 98, then 110 and 120.
+    let emitted = |r: u32| t.tokens_of(r).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
+    assert_eq!(emitted(a), [21, 30, 64, 96].map(at_ms));
+    assert_eq!(emitted(b), [98, 110, 120].map(at_ms));
+    // B's prefill is its two chunks (33->64, 64->96), in the iterations of the mixed batches.
+    let stages: Vec<(i64, i64)> = t
+        .explicit_stages_of(b)
+        .filter(|&s| t.stages.kind[s] == tokenscope::trace::StageKind::Prefill)
+        .map(|s| (t.stages.start_ns[s], t.stages.end_ns[s]))
+        .collect();
+    assert_eq!(stages, [(at_ms(33), at_ms(64)), (at_ms(64), at_ms(96))]);
+    assert!(
+        l.report.notes.iter().any(|n| n.contains("no token counts per batch")),
+        "{:?}",
+        l.report.notes
+    );
+}
+
+#[test]
+fn vllm_spans_and_iteration_log_of_one_run_open_as_one_trace() {
+    // tests/data/import/vllm/: three llm_request spans and nine iteration lines, worked out in expected.md.
+    let dir = "tests/data/import/vllm";
+    assert_eq!(
+        sniff(Path::new(&format!("{dir}/otlp_small.jsonl"))),
+        Some(Kind::VllmOtlp)
+    );
+    assert_eq!(
+        sniff(Path::new(&format!("{dir}/iterations_small.log"))),
+        Some(Kind::VllmIterations)
+    );
+    let l = must_load(dir);
+    let t = &l.trace;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(t.meta.engine.as_deref(), Some("vllm"));
+    assert_eq!(t.request_count(), 3);
+    // R1: arrival 250 ms, TTFT 0.05 s, E2E 0.115 s (the attribute, not the span's 115.05 ms), queue 2 ms.
+    let r1 = t.request_row("chatcmpl-00000000000000a1").unwrap();
+    let m1 = request_metrics(t, r1);
+    assert_eq!(t.requests.arrival_ns[r1 as usize], at_ms(250));
+    assert_eq!(
+        (m1.ttft_ns, m1.e2e_ns, m1.queue_ns),
+        (Some(50_000_000), Some(115_000_000), Some(2_000_000))
+    );
+    assert_eq!((m1.output_tokens, t.requests.input_tokens[r1 as usize]), (4, Some(512)));
+    // R2: one output token, so no TPOT.
+    let r2 = t.request_row("chatcmpl-00000000000000a2").unwrap();
+    assert_eq!(request_metrics(t, r2).tpot_ns, None);
+    // R3: TTFT 30 ms, E2E 90 ms, 5 tokens: TPOT (90 - 30) / 4 = 15 ms.
+    let r3 = t.request_row("cmpl-00000000000000a3-0").unwrap();
+    assert_eq!(request_metrics(t, r3).tpot_ns, Some(15_000_000.0));
+
+    // Nine iterations; context tokens 512, 256, 0, 0, 128, 0..., sum 896 = the prompts' sum.
+    let its = &t.iterations;
+    assert_eq!(its.len(), 9);
+    let ctx: Vec<u32> = (0..9).map(|i| its.num_prefill_tokens[i].unwrap()).collect();
+    assert_eq!(ctx, [512, 256, 0, 0, 128, 0, 0, 0, 0]);
+    let gen_tokens: u32 = (0..9).map(|i| its.num_decode_tokens[i].unwrap()).sum();
+    assert_eq!(gen_tokens, 7);
+    // Iteration 1 carried one context and one generation request; its elapsed 25 ms is its length.
+    assert_eq!(
+        (its.num_prefill_reqs[1], its.num_decode_reqs[1], its.num_reqs[1]),
+        (Some(1), Some(1), Some(2))
+    );
+    assert_eq!(its.end_ns[1] - its.start_ns[1], 25_000_000);
+    // KV use 0.3 %.
+    assert!((its.kv_usage[1].unwrap() - 0.003).abs() < 1e-9);
+    // Placed from whole seconds: iterations 0-3 in 08:00:00, 4-5 in 08:00:01, 6-8 in 08:00:02, in order.
+    let second = |i: usize| (its.start_ns[i] - at_ms(0)).div_euclid(1_000_000_000);
+    assert_eq!((0..9).map(second).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 2, 2, 2]);
+    assert!(
+        (1..9).all(|i| its.start_ns[i] >= its.end_ns[i - 1]),
+        "steps in order, not overlapping"
+    );
+    assert!(
+        l.report.notes.iter().any(|n| n.contains("whole seconds")),
+        "{:?}",
+        l.report.notes
+    );
+}
