@@ -289,3 +289,89 @@ fn vllm_spans_and_iteration_log_of_one_run_open_as_one_trace() {
         l.report.notes
     );
 }
+
+#[test]
+fn trtllm_iteration_stats_log_and_perf_metrics_open_together() {
+    // tests/data/import/trtllm/: six IterationStats with requestStats, the same six as print_iter_log lines, and
+    // /perf_metrics for the two requests; worked out in expected.md beside them.
+    let dir = "tests/data/import/trtllm";
+    for (file, kind) in [
+        ("iteration_stats_small.json", Kind::TrtllmIterations),
+        ("iter_log_small.log", Kind::TrtllmIterations),
+        ("perf_metrics_small.json", Kind::TrtllmPerf),
+    ] {
+        assert_eq!(sniff(Path::new(&format!("{dir}/{file}"))), Some(kind), "{file}");
+    }
+    let l = must_load(dir);
+    let t = &l.trace;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(t.meta.engine.as_deref(), Some("trtllm"));
+    // Six iterations, from the JSON (the log's six are the same and give way).
+    let its = &t.iterations;
+    assert_eq!(its.len(), 6);
+    assert_eq!(
+        (0..6).map(|i| its.start_ns[i]).collect::<Vec<_>>(),
+        [0, 40, 50, 60, 140, 150].map(at_ms)
+    );
+    assert_eq!(
+        (0..6).map(|i| its.end_ns[i]).collect::<Vec<_>>(),
+        [40, 50, 60, 140, 150, 160].map(at_ms)
+    );
+    let ctx: Vec<u32> = (0..6).map(|i| its.num_prefill_tokens[i].unwrap()).collect();
+    assert_eq!(ctx, [512, 0, 0, 1024, 0, 0]);
+    assert!(
+        l.report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("6 iterations of the TensorRT-LLM log")),
+        "{:?}",
+        l.report.notes
+    );
+    assert!(
+        l.report.notes.iter().any(|n| n.contains("2 of 2 (100 %)")),
+        "{:?}",
+        l.report.notes
+    );
+
+    // Request 1: perf arrival 999.995 s steady, first scheduled 1000.000 in iteration 1 (which starts at 0 ms):
+    // arrival -5 ms, TTFT 1000.040 - 999.995 = 45 ms, E2E 1000.140 - 999.995 = 145 ms, queue 5 ms.
+    let r1 = t.request_row("1").unwrap();
+    let m1 = request_metrics(t, r1);
+    assert_eq!(t.requests.arrival_ns[r1 as usize], at_ms(-5));
+    assert_eq!(
+        (m1.ttft_ns, m1.e2e_ns, m1.queue_ns),
+        (Some(45_000_000), Some(145_000_000), Some(5_000_000))
+    );
+    // Its tokens: one at the end of each iteration that counted one (1, 2, 3, 4): 40, 50, 60, 140 ms, so its ITLs
+    // are 10, 10 and 80 ms, the last one behind request 2's 1,024-token prefill.
+    let emitted = |r: u32| t.tokens_of(r).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
+    assert_eq!(emitted(r1), [40, 50, 60, 140].map(at_ms));
+    assert_eq!((m1.output_tokens, t.requests.input_tokens[r1 as usize]), (4, Some(512)));
+    // Request 2: arrival 1000.055 -> 55 ms; TTFT 85 ms, E2E 105 ms; tokens at 140, 150, 160; prefill in iteration 4.
+    let r2 = t.request_row("2").unwrap();
+    let m2 = request_metrics(t, r2);
+    assert_eq!(t.requests.arrival_ns[r2 as usize], at_ms(55));
+    assert_eq!((m2.ttft_ns, m2.e2e_ns), (Some(85_000_000), Some(105_000_000)));
+    assert_eq!(emitted(r2), [140, 150, 160].map(at_ms));
+    let prefill: Vec<(i64, i64, Option<i64>)> = t
+        .explicit_stages_of(r2)
+        .map(|s| (t.stages.start_ns[s], t.stages.end_ns[s], t.stages.iteration[s]))
+        .collect();
+    assert_eq!(prefill, [(at_ms(60), at_ms(140), Some(4))]);
+}
+
+#[test]
+fn trtllm_iteration_log_alone_gives_iterations() {
+    let l = must_load("tests/data/import/trtllm/iter_log_small.log");
+    let its = &l.trace.iterations;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(its.len(), 6);
+    // All six logged in 08:00:00 (whole seconds): chained from it by host_step_time 40, 10, 10, 80, 10, 10 ms.
+    assert_eq!(
+        (0..6).map(|i| its.start_ns[i]).collect::<Vec<_>>(),
+        [0, 40, 50, 60, 140, 150].map(at_ms)
+    );
+    assert_eq!(its.num_prefill_tokens[3], Some(1024));
+    assert!((its.kv_usage[3].unwrap() - 0.033).abs() < 1e-9);
+    assert_eq!(l.trace.request_count(), 0, "the log names no requests");
+}

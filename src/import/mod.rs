@@ -105,40 +105,47 @@ pub fn sniff(path: &Path) -> Option<Kind> {
 pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
     let text = String::from_utf8_lossy(head);
     let has = |s: &str| text.contains(s);
-    let first = text.trim_start_matches('\u{feff}').trim_start().chars().next();
-    match first {
-        Some('{' | '[') => {
-            if has("\"kind\"") && !has("resourceSpans") && !has("resource_spans") {
-                None
-            } else if has("resourceSpans") || has("resource_spans") {
-                if has("\"llm_request\"") || has("vllm.llm_engine") || has("vllm.tracing") {
-                    Some(Kind::VllmOtlp)
-                } else {
-                    Some(Kind::SglangOtlp)
-                }
-            } else if has("\"iterLatencyMS\"") || has("\"inflightBatchingStats\"") {
-                Some(Kind::TrtllmIterations)
-            } else if has("\"perf_metrics\"") || has("\"timing_metrics\"") {
-                Some(Kind::TrtllmPerf)
-            } else if has("\"metadata\"") && (has("\"metrics\"") || has("\"error\"")) && has("x_request_id") {
-                Some(Kind::Aiperf)
-            } else if has("\"input_config\"") && has("\"records\"") {
-                Some(Kind::AiperfAggregate)
-            } else {
-                None
-            }
-        }
-        Some(_) => {
-            if vllm_log::looks_like(&text) {
-                Some(Kind::VllmIterations)
-            } else if trtllm::looks_like_iter_log(&text) {
-                Some(Kind::TrtllmIterations)
-            } else {
-                None
-            }
-        }
-        None => None,
+    if vllm_log::looks_like(&text) {
+        return Some(Kind::VllmIterations);
     }
+    if trtllm::looks_like_iter_log(&text) {
+        return Some(Kind::TrtllmIterations);
+    }
+    if !looks_like_json(head) {
+        return None;
+    }
+    if has("resourceSpans") || has("resource_spans") {
+        if has("\"llm_request\"") || has("vllm.llm_engine") || has("vllm.tracing") {
+            Some(Kind::VllmOtlp)
+        } else {
+            Some(Kind::SglangOtlp)
+        }
+    } else if has("\"kind\"") {
+        None
+    } else if has("\"iterLatencyMS\"") || has("\"inflightBatchingStats\"") {
+        Some(Kind::TrtllmIterations)
+    } else if has("\"perf_metrics\"") || has("\"timing_metrics\"") {
+        Some(Kind::TrtllmPerf)
+    } else if has("\"metadata\"") && (has("\"metrics\"") || has("\"error\"")) && has("x_request_id") {
+        Some(Kind::Aiperf)
+    } else if has("\"input_config\"") && has("\"records\"") {
+        Some(Kind::AiperfAggregate)
+    } else {
+        None
+    }
+}
+
+/// True when the bytes open a JSON object, or an array of objects (not a log line that starts with `[date]`).
+pub fn looks_like_json(head: &[u8]) -> bool {
+    let mut rest = head
+        .strip_prefix(b"\xef\xbb\xbf".as_slice())
+        .unwrap_or(head)
+        .trim_ascii_start();
+    if let Some(inner) = rest.strip_prefix(b"[") {
+        rest = inner.trim_ascii_start();
+        return matches!(rest.first(), Some(b'{' | b']') | None);
+    }
+    rest.first() == Some(&b'{')
 }
 
 /// What the imported files of one trace say of it as a whole, gathered file by file and written as its meta.
@@ -151,6 +158,8 @@ pub struct Imported {
     first_ns: Option<i64>,
     /// vLLM iteration lines, placed in time once every file is read; with the year of their log file's last change.
     vllm_iterations: Vec<(Vec<vllm_log::Parsed>, i32)>,
+    /// TensorRT-LLM statistics and perf metrics, joined once every file is read.
+    trtllm: trtllm::Pending,
 }
 
 impl Imported {
@@ -165,6 +174,9 @@ impl Imported {
         });
         for (parsed, fallback_year) in self.vllm_iterations {
             vllm_log::place(parsed, year, fallback_year, b);
+        }
+        if !self.trtllm.is_empty() {
+            trtllm::map(self.trtllm, b);
         }
         if b.has_meta() {
             return;
@@ -213,6 +225,7 @@ pub fn read(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    imported.trtllm.absorb(std::mem::take(&mut sink.trtllm));
     if !sink.vllm_iterations.is_empty() {
         let modified_year = std::fs::metadata(path)
             .and_then(|m| m.modified())
@@ -240,6 +253,8 @@ pub struct Sink<'b> {
     pub first_ns: Option<i64>,
     /// vLLM iteration lines read, to be placed in time when every file is read.
     pub vllm_iterations: Vec<vllm_log::Parsed>,
+    /// TensorRT-LLM statistics read, to be joined when every file is read.
+    pub trtllm: trtllm::Pending,
 }
 
 impl<'b> Sink<'b> {
@@ -251,6 +266,7 @@ impl<'b> Sink<'b> {
             model: None,
             first_ns: None,
             vllm_iterations: Vec::new(),
+            trtllm: trtllm::Pending::default(),
         }
     }
 
