@@ -39,6 +39,7 @@ fn child(mode: &str, file: &Path) {
             &Progress::default(),
             LoadOptions {
                 lazy_candidates: mode == "lazy",
+                ..LoadOptions::default()
             },
         ) {
             Ok(l) => {

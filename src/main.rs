@@ -172,10 +172,15 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Convert a trace between Parquet and JSONL (by the output's extension).
+    /// Write a trace in format v1 (Parquet or JSONL, by the output's extension), from a trace or from what an
+    /// engine or tool wrote; several files of one run become one trace.
     Convert {
-        /// The trace to read.
-        input: PathBuf,
+        /// The trace, or the engine's or tool's files (recognised by their content).
+        #[arg(required = true)]
+        input: Vec<PathBuf>,
+        /// Read every input with this importer instead of recognising it.
+        #[arg(long, value_enum)]
+        from: Option<tokenscope::import::Kind>,
         /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
         #[arg(short, long)]
         output: PathBuf,
@@ -399,7 +404,7 @@ fn main() -> ExitCode {
             };
             emit(&cli::render::run(&trace, &options, &output))
         }
-        Some(Command::Convert { input, output }) => emit(&cli::convert::run(&input, &output)),
+        Some(Command::Convert { input, from, output }) => emit(&cli::convert::run(&input, from, &output)),
         None => {
             let source = args.trace.map_or(TraceSource::Demo, TraceSource::Path);
             match ui::run(source) {

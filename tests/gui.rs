@@ -22,6 +22,9 @@ fn harness(app: App) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    // The first frame starts the findings on a thread; on a busy machine they outlast the frames `run` allows.
+    h.step();
+    h.state_mut().findings.wait();
     h.run();
     h
 }

@@ -375,3 +375,73 @@ fn trtllm_iteration_log_alone_gives_iterations() {
     assert!((its.kv_usage[3].unwrap() - 0.033).abs() < 1e-9);
     assert_eq!(l.trace.request_count(), 0, "the log names no requests");
 }
+
+#[test]
+fn aiperf_raw_export_gives_tokens_with_their_candidates() {
+    // tests/data/import/aiperf/profile_export_raw_small.jsonl, worked out in expected.md beside it.
+    let path = "tests/data/import/aiperf/profile_export_raw_small.jsonl";
+    assert_eq!(sniff(Path::new(path)), Some(Kind::AiperfRaw));
+    let l = must_load(path);
+    let t = &l.trace;
+    assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+    assert_eq!(t.meta.model.as_deref(), Some("tiny-chat"));
+    // req-0001: sent at W0; content chunks at 50, 60, 70, 80 ms (the role chunk at 20 is no token); [DONE] at 83.
+    let r1 = t.request_row("req-0001").unwrap();
+    let m1 = request_metrics(t, r1);
+    assert_eq!(
+        (m1.ttft_ns, m1.e2e_ns, m1.output_tokens),
+        (Some(50_000_000), Some(83_000_000), 4)
+    );
+    let tokens: Vec<usize> = t.tokens_of(r1).collect();
+    let texts: Vec<&str> = tokens
+        .iter()
+        .map(|&i| t.texts.get(t.tokens.text[i]).unwrap_or(""))
+        .collect();
+    assert_eq!(texts, ["Hello", ",", " world", "!"]);
+    assert_eq!(
+        tokens.iter().map(|&i| t.tokens.emitted_ns[i]).collect::<Vec<_>>(),
+        [50, 60, 70, 80].map(at_ms)
+    );
+    assert_eq!(t.tokens.logprob[tokens[2]], -0.125);
+    // Two candidates each, the chosen one first: " world" -0.125, " there" -2.25.
+    let cands = t.candidates_of(tokens[2]);
+    assert_eq!(cands.len(), 2);
+    assert_eq!(t.texts.get(t.candidates.text[cands.start + 1]), Some(" there"));
+    assert_eq!(t.candidates.logprob[cands.start + 1], -2.25);
+    // req-0002: no logprobs; chunks at 190, 210, 230 ms after W0 (90, 110, 130 after its send at 100); ITL 20 ms.
+    let r2 = t.request_row("req-0002").unwrap();
+    let m2 = request_metrics(t, r2);
+    assert_eq!(
+        (m2.ttft_ns, m2.e2e_ns, m2.tpot_ns),
+        (Some(90_000_000), Some(132_000_000), Some(21_000_000.0))
+    );
+    assert_eq!(t.label(t.requests.finish_reason[r2 as usize]), Some("stop"));
+}
+
+#[test]
+fn convert_from_names_the_importer_and_unknown_files_list_the_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sglang.parquet");
+    let out = out.to_str().unwrap();
+    let (code, stdout, stderr) = common::tokenscope(&[
+        "convert",
+        "tests/data/import/sglang/otlp_small.jsonl",
+        "--from",
+        "sglang-otlp",
+        "-o",
+        out,
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // The converted trace is format v1 and keeps what was imported: 2 requests, 6 iterations, 7 tokens.
+    let back = must_load(out);
+    assert_eq!(back.trace.request_count(), 2);
+    assert_eq!(back.trace.iterations.len(), 6);
+    assert_eq!(back.trace.token_count(), 7);
+    assert_eq!(back.trace.meta.engine.as_deref(), Some("sglang"));
+
+    let unknown = dir.path().join("notes.txt");
+    std::fs::write(&unknown, "nothing a tool wrote\n").unwrap();
+    let (code, _, stderr) = common::tokenscope(&["summary", unknown.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("sglang-otlp") && stderr.contains("--from"), "{stderr}");
+}

@@ -19,6 +19,9 @@ fn harness_on(path: &str) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    // The first frame starts the findings on a thread; on a busy machine they outlast the frames `run` allows.
+    h.step();
+    h.state_mut().findings.wait();
     h.run();
     h
 }

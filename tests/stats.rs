@@ -38,7 +38,9 @@ fn stats_harness(dir: &std::path::Path) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
-    h.run();
+    // The first frame starts the findings and the statistics on threads; wait for both before settling.
+    h.step();
+    h.state_mut().findings.wait();
     h.state_mut().stats.wait();
     h.run();
     h

@@ -1,10 +1,19 @@
-//! `tokenscope convert IN -o OUT`: re-encodes a trace between Parquet and JSONL.
+//! `tokenscope convert IN [IN...] [--from KIND] -o OUT`: writes a trace in format v1, from a trace of another
+//! encoding or from what an engine or tool wrote (several files of one run become one trace).
 
 use super::{Output, thousands, validate};
+use crate::format::{LoadOptions, Progress};
+use crate::import::Kind;
 
-/// `tokenscope convert IN -o OUT`: re-encodes a trace; rejected records are reported on stderr and not written.
-pub fn run(input: &std::path::Path, output: &std::path::Path) -> Output {
-    let loaded = match crate::format::load(input, &crate::format::Progress::default()) {
+/// `tokenscope convert`: reads the inputs as one trace and writes it; rejected records are reported on stderr and
+/// not written, and what the importers noted is printed.
+pub fn run(inputs: &[std::path::PathBuf], from: Option<Kind>, output: &std::path::Path) -> Output {
+    let paths: Vec<&std::path::Path> = inputs.iter().map(std::path::PathBuf::as_path).collect();
+    let options = LoadOptions {
+        from,
+        ..LoadOptions::default()
+    };
+    let loaded = match crate::format::load_many(&paths, &Progress::default(), options) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };
@@ -17,10 +26,14 @@ pub fn run(input: &std::path::Path, output: &std::path::Path) -> Output {
                 thousands(loaded.trace.request_count() as u64),
                 thousands(loaded.trace.token_count() as u64)
             ),
-            stderr: if rejected > 0 {
-                format!("note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them\n")
-            } else {
-                String::new()
+            stderr: {
+                let mut notes: String = loaded.report.notes.iter().map(|n| format!("note: {n}\n")).collect();
+                if rejected > 0 {
+                    notes.push_str(&format!(
+                        "note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them\n"
+                    ));
+                }
+                notes
             },
             code: 0,
         },

@@ -246,7 +246,16 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded, LoadError> {
 
 /// Loads a trace file or directory with options.
 pub fn load_with(path: &Path, progress: &Progress, options: LoadOptions) -> Result<Loaded, LoadError> {
-    let files = files_of(path, options.from)?;
+    load_many(&[path], progress, options)
+}
+
+/// Loads several files or directories as one trace (the outputs of one run: an engine's spans and its iteration
+/// log, say), in the order given.
+pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> Result<Loaded, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        files.extend(files_of(path, options.from)?);
+    }
     let total: u64 = files
         .iter()
         .filter_map(|(p, _)| std::fs::metadata(p).ok())

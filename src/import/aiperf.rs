@@ -7,6 +7,11 @@
 //! every time is client-side, and a chunk is not always one token: the request's `output_tokens` is AIPerf's
 //! `output_sequence_length` (content and reasoning tokens, from the tokenizer), and where chunks and tokens differ
 //! the load report says so per request.
+//!
+//! `profile_export_raw.jsonl` (`--export-level raw`) has every streamed message of each request with its arrival
+//! (`perf_ns`, a `perf_counter_ns` value: wall = `request_start_ns + perf_ns - start_perf_ns`), the server's chunks
+//! whole: its tokens are read by the OpenAI stream reader, with their logprobs and candidates when the benchmark
+//! asked for them.
 
 use std::io::Read;
 use std::path::Path;
@@ -183,5 +188,134 @@ pub fn read_aggregate(mut input: impl Read, path: &Path, sink: &mut Sink<'_>) ->
         .pointer("/input_config/endpoint/model_names/0")
         .and_then(Value::as_str);
     sink.model = model.map(str::to_owned);
+    Ok(())
+}
+
+/// Reads `profile_export_raw.jsonl`.
+pub fn read_raw(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
+    let file = sink.file;
+    let mut model = None;
+    let mut first_ns: Option<i64> = None;
+    let mut with_logprobs = 0u64;
+    let mut eos_added = 0u64;
+    for_each_line(input, path, file, sink.b, progress, |line, place, b| {
+        let mut sink = Sink::new(b, file, super::Kind::AiperfRaw);
+        let v: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                sink.reject(
+                    place.at,
+                    Problem::Malformed,
+                    None,
+                    format!("not an AIPerf raw record ({e})"),
+                );
+                return;
+            }
+        };
+        let meta = v.get("metadata");
+        let id = meta
+            .and_then(|m| m.get("x_request_id"))
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("line-{}", place.at), str::to_owned);
+        let Some(start) = meta
+            .and_then(|m| m.get("request_start_ns").or_else(|| m.get("timestamp_ns")))
+            .and_then(int_of)
+        else {
+            sink.reject(
+                place.at,
+                Problem::MissingField,
+                Some("metadata.request_start_ns"),
+                format!("request {id}: no send time (metadata.request_start_ns, epoch ns)"),
+            );
+            return;
+        };
+        first_ns = Some(first_ns.map_or(start, |f: i64| f.min(start)));
+        let start_perf = v.get("start_perf_ns").and_then(int_of);
+        let wall = |perf: Option<i64>| Some(start + (perf? - start_perf?));
+        let mut stream = super::openai::Stream::default();
+        for resp in v.get("responses").and_then(Value::as_array).into_iter().flatten() {
+            let Some(at) = wall(resp.get("perf_ns").and_then(int_of)) else {
+                continue;
+            };
+            if let Some(packets) = resp.get("packets").and_then(Value::as_array) {
+                for p in packets
+                    .iter()
+                    .filter(|p| p.get("name").and_then(Value::as_str) == Some("data"))
+                {
+                    stream.push(at, p.get("value").and_then(Value::as_str).unwrap_or_default());
+                }
+            } else if let Some(text) = resp.get("text").and_then(Value::as_str) {
+                stream.push(at, text);
+            }
+        }
+        if model.is_none() {
+            model = v
+                .pointer("/payload/model")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or(stream.model.clone());
+        }
+        if stream.reconcile(None) {
+            eos_added += 1;
+        }
+        if stream.has_logprobs() {
+            with_logprobs += 1;
+        }
+        let mut r = record("request");
+        r.request_id = text(id.clone());
+        r.arrival_ns = ok(start);
+        r.finished_ns = meta
+            .and_then(|m| m.get("request_end_ns"))
+            .and_then(int_of)
+            .or(stream.last_ns)
+            .map(super::Val::Ok);
+        r.input_tokens = stream.prompt_tokens.map(super::Val::Ok);
+        r.cached_tokens = stream.cached_tokens.map(super::Val::Ok);
+        r.output_tokens = stream.completion_tokens.map(super::Val::Ok);
+        r.finish_reason = stream.finish_reason.clone().map(text).unwrap_or(None);
+        let http = v.get("status").and_then(int_of);
+        let cancelled = meta.and_then(|m| m.get("was_cancelled")).and_then(Value::as_bool) == Some(true);
+        let error = v.get("error").filter(|e| !e.is_null());
+        if cancelled {
+            r.status = text("cancelled");
+            r.finish_reason = text("abort");
+        } else if error.is_some() || http.is_some_and(|s| s >= 400) {
+            r.status = text("error");
+            r.error_code = error
+                .and_then(|e| e.get("code"))
+                .map(|c| c.to_string().trim_matches('"').to_owned())
+                .or(http.map(|h| h.to_string()))
+                .map(text)
+                .unwrap_or(None);
+        } else {
+            r.status = text("ok");
+        }
+        sink.add(&r, place.at);
+        for m in &stream.malformed {
+            sink.reject(
+                place.at,
+                Problem::Malformed,
+                Some("responses"),
+                format!("request {id}: {m}"),
+            );
+        }
+        super::openai::add_tokens(&stream, &id, &[], &mut sink, place.at);
+    })?;
+    if let Some(first) = first_ns {
+        sink.saw_time(first);
+    }
+    sink.model = model;
+    sink.note(
+        "AIPerf measures on the client: arrival is the send time, token times are chunk arrival times".to_owned(),
+    );
+    if with_logprobs == 0 {
+        sink.note("no candidates in this AIPerf raw export (the benchmark did not ask for logprobs)".to_owned());
+    }
+    if eos_added > 0 {
+        sink.note(format!(
+            "{eos_added} streams stopped without sending their end-of-sequence token, which usage counts: it was \
+             added as a special token with no probability"
+        ));
+    }
     Ok(())
 }

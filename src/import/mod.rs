@@ -6,6 +6,7 @@
 //! rejected record is reported with its place, field and reason. `docs/IMPORT.md` maps each source's fields.
 
 pub mod aiperf;
+pub mod openai;
 pub mod otlp;
 pub mod trtllm;
 pub mod vllm_log;
@@ -35,19 +36,22 @@ pub enum Kind {
     TrtllmPerf,
     /// AIPerf `profile_export.jsonl`: one line per request with its chunk latencies.
     Aiperf,
+    /// AIPerf `profile_export_raw.jsonl`: every streamed chunk of each request, with the server's logprobs.
+    AiperfRaw,
     /// AIPerf `profile_export_aiperf.json`: the run's aggregate; gives the model name only.
     AiperfAggregate,
 }
 
 impl Kind {
     /// Every kind, in the order they are listed to users.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::SglangOtlp,
         Kind::VllmOtlp,
         Kind::VllmIterations,
         Kind::TrtllmIterations,
         Kind::TrtllmPerf,
         Kind::Aiperf,
+        Kind::AiperfRaw,
         Kind::AiperfAggregate,
     ];
 
@@ -60,6 +64,7 @@ impl Kind {
             Kind::TrtllmIterations => "trtllm-iterations",
             Kind::TrtllmPerf => "trtllm-perf",
             Kind::Aiperf => "aiperf",
+            Kind::AiperfRaw => "aiperf-raw",
             Kind::AiperfAggregate => "aiperf-aggregate",
         }
     }
@@ -70,7 +75,7 @@ impl Kind {
             Kind::SglangOtlp => Some("sglang"),
             Kind::VllmOtlp | Kind::VllmIterations => Some("vllm"),
             Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
-            Kind::Aiperf | Kind::AiperfAggregate => None,
+            Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate => None,
         }
     }
 
@@ -126,6 +131,8 @@ pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
         Some(Kind::TrtllmIterations)
     } else if has("\"perf_metrics\"") || has("\"timing_metrics\"") {
         Some(Kind::TrtllmPerf)
+    } else if has("\"start_perf_ns\"") && has("\"responses\"") {
+        Some(Kind::AiperfRaw)
     } else if has("\"metadata\"") && (has("\"metrics\"") || has("\"error\"")) && has("x_request_id") {
         Some(Kind::Aiperf)
     } else if has("\"input_config\"") && has("\"records\"") {
@@ -214,6 +221,7 @@ pub fn read(
         Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
         Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
+        Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
     }
     imported.first_file.get_or_insert(file);

@@ -426,8 +426,7 @@ fn map_request(
     };
     let last_prefill = events
         .iter()
-        .filter(|e| prefill_end.is_none_or(|end| e.time_ns < end))
-        .next_back()
+        .rfind(|e| prefill_end.is_none_or(|end| e.time_ns < end))
         .and_then(|e| iteration_at(&e.bid));
     let mut token = record("token");
     token.request_id = text(id);
