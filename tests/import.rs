@@ -445,3 +445,161 @@ fn convert_from_names_the_importer_and_unknown_files_list_the_kinds() {
     assert_ne!(code, 0);
     assert!(stderr.contains("sglang-otlp") && stderr.contains("--from"), "{stderr}");
 }
+
+/// The OTLP JSON of the SGLang fixture re-encoded as protobuf messages, through the published OpenTelemetry types.
+fn otlp_json_to_proto(
+    json_lines: &str,
+) -> Vec<opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+    use serde_json::Value;
+    let int = |v: &Value| {
+        v.as_str()
+            .map_or_else(|| v.as_u64().unwrap_or(0), |s| s.parse().unwrap())
+    };
+    let hex = |v: &Value| {
+        let s = v.as_str().unwrap_or("");
+        (0..s.len() / 2)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    fn any(v: &Value) -> AnyValue {
+        let o = v.as_object().unwrap();
+        let value = if let Some(s) = o.get("stringValue") {
+            any_value::Value::StringValue(s.as_str().unwrap().to_owned())
+        } else if let Some(i) = o.get("intValue") {
+            any_value::Value::IntValue(i.as_str().map_or_else(|| i.as_i64().unwrap(), |s| s.parse().unwrap()))
+        } else if let Some(d) = o.get("doubleValue") {
+            any_value::Value::DoubleValue(d.as_f64().unwrap())
+        } else {
+            any_value::Value::BoolValue(o["boolValue"].as_bool().unwrap())
+        };
+        AnyValue { value: Some(value) }
+    }
+    let kvs = |v: &Value| -> Vec<KeyValue> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|kv| KeyValue {
+                key: kv["key"].as_str().unwrap().to_owned(),
+                value: Some(any(&kv["value"])),
+                ..Default::default()
+            })
+            .collect()
+    };
+    json_lines
+        .lines()
+        .map(|line| {
+            let doc: Value = serde_json::from_str(line).unwrap();
+            ExportTraceServiceRequest {
+                resource_spans: doc["resourceSpans"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|rs| ResourceSpans {
+                        resource: Some(Resource {
+                            attributes: kvs(&rs["resource"]["attributes"]),
+                            ..Default::default()
+                        }),
+                        scope_spans: rs["scopeSpans"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|ss| ScopeSpans {
+                                spans: ss["spans"]
+                                    .as_array()
+                                    .unwrap()
+                                    .iter()
+                                    .map(|s| Span {
+                                        trace_id: hex(&s["traceId"]),
+                                        span_id: hex(&s["spanId"]),
+                                        parent_span_id: hex(&s["parentSpanId"]),
+                                        name: s["name"].as_str().unwrap().to_owned(),
+                                        start_time_unix_nano: int(&s["startTimeUnixNano"]),
+                                        end_time_unix_nano: int(&s["endTimeUnixNano"]),
+                                        attributes: kvs(&s["attributes"]),
+                                        events: s["events"]
+                                            .as_array()
+                                            .into_iter()
+                                            .flatten()
+                                            .map(|e| span::Event {
+                                                time_unix_nano: int(&e["timeUnixNano"]),
+                                                name: e["name"].as_str().unwrap().to_owned(),
+                                                attributes: kvs(&e["attributes"]),
+                                                ..Default::default()
+                                            })
+                                            .collect(),
+                                        ..Default::default()
+                                    })
+                                    .collect(),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn otlp_protobuf_gives_the_same_trace_as_its_json() {
+    use prost::Message;
+    let json_path = "tests/data/import/sglang/otlp_small.jsonl";
+    let messages = otlp_json_to_proto(&std::fs::read_to_string(json_path).unwrap());
+    assert_eq!(messages.len(), 3);
+    let dir = tempfile::tempdir().unwrap();
+    // The Collector's file exporter (`format: proto`): each message after its length, 4 bytes big-endian.
+    let mut framed = Vec::new();
+    for m in &messages {
+        let body = m.encode_to_vec();
+        framed.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        framed.extend_from_slice(&body);
+    }
+    let collector = dir.path().join("traces.pb");
+    std::fs::write(&collector, &framed).unwrap();
+    // The specification's delimited messages (a varint length each).
+    let mut delimited = Vec::new();
+    for m in &messages {
+        m.encode_length_delimited(&mut delimited).unwrap();
+    }
+    let spec = dir.path().join("traces.binpb");
+    std::fs::write(&spec, &delimited).unwrap();
+    let from_json = must_load(json_path);
+    let text = |l: &Loaded| {
+        let mut out = Vec::new();
+        tokenscope::format::records::for_each_record(&l.trace, |r| {
+            tokenscope::format::jsonl::write_record(&mut out, r)
+        })
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    for path in [&collector, &spec] {
+        assert_eq!(sniff(path), Some(Kind::SglangOtlp), "{}", path.display());
+        let l = load(path, &Progress::default()).unwrap();
+        assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report.rejected.first());
+        assert_eq!(text(&l), text(&from_json), "{}", path.display());
+    }
+    // A truncated protobuf file is reported, not a panic.
+    let cut = dir.path().join("cut.pb");
+    std::fs::write(&cut, &framed[..framed.len() / 2]).unwrap();
+    assert!(matches!(
+        load(&cut, &Progress::default()),
+        Err(tokenscope::format::LoadError::UnknownFormat { .. })
+    ));
+    let options = tokenscope::format::LoadOptions {
+        from: Some(Kind::SglangOtlp),
+        ..Default::default()
+    };
+    let l = tokenscope::format::load_with(&cut, &Progress::default(), options).unwrap();
+    assert_eq!(l.trace.request_count(), 0);
+    assert_eq!(l.report.rejected[0].problem, Problem::Malformed);
+    assert!(
+        l.report.rejected[0].reason.contains("truncated"),
+        "{}",
+        l.report.rejected[0].reason
+    );
+}

@@ -51,6 +51,7 @@ pub fn report_json(report: &Report, fatal: Option<&str>) -> Value {
         "rejected_by_kind": by_kind,
         "warnings": warnings,
         "warnings_total": report.warning_count(),
+        "notes": report.notes,
         "fatal": fatal,
     })
 }
@@ -67,6 +68,12 @@ pub fn report_text(report: &Report) -> String {
         thousands(report.rejected_count()),
         thousands(report.warning_count())
     ));
+    if !report.notes.is_empty() {
+        out.push_str("\nnotes on the source:\n");
+        for n in &report.notes {
+            out.push_str(&format!("  {n}\n"));
+        }
+    }
     if !report.rejected.is_empty() {
         out.push_str("\nrejected:\n");
         for r in &report.rejected {

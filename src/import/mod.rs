@@ -91,6 +91,13 @@ const SNIFF_BYTES: usize = 64 * 1024;
 /// Recognises an engine's or tool's file by its content (its first 64 KiB, decompressed), or `None`: a native
 /// trace, or nothing tokenscope knows.
 pub fn sniff(path: &Path) -> Option<Kind> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    if [".pb", ".binpb", ".otlp", ".proto.bin"]
+        .iter()
+        .any(|e| name.ends_with(e))
+    {
+        return otlp_pb_kind(path);
+    }
     let file = std::fs::File::open(path).ok()?;
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     let mut raw = std::io::BufReader::new(file);
@@ -104,6 +111,20 @@ pub fn sniff(path: &Path) -> Option<Kind> {
     };
     reader.take(SNIFF_BYTES as u64).read_to_end(&mut head).ok()?;
     sniff_bytes(&head)
+}
+
+/// The kind of an OTLP protobuf file, by the spans it decodes to.
+fn otlp_pb_kind(path: &Path) -> Option<Kind> {
+    let bytes = std::fs::read(path).ok()?;
+    let spans = otlp::pb::spans(otlp::pb::decode(&bytes)?);
+    if spans.is_empty() {
+        return None;
+    }
+    Some(if spans.iter().any(otlp::vllm::is_vllm) {
+        Kind::VllmOtlp
+    } else {
+        Kind::SglangOtlp
+    })
 }
 
 /// [`sniff`] on bytes already read.

@@ -1,6 +1,7 @@
 //! OpenTelemetry traces as OTLP JSON, as the OpenTelemetry Collector's file exporter writes them (one
-//! `ExportTraceServiceRequest` per line, 64-bit integers as strings) or as one document. The JSON mapping is the
-//! one of `opentelemetry-proto` (lowerCamelCase names; the proto's snake_case names are accepted too).
+//! `ExportTraceServiceRequest` per line, 64-bit integers as strings) or as one document, and as OTLP protobuf (the
+//! published messages of `opentelemetry-proto`, decoded by prost: one message, or a stream of length-prefixed ones).
+//! The JSON mapping is the one of `opentelemetry-proto` (lowerCamelCase names; snake_case names are accepted too).
 //!
 //! This module decodes spans; [`vllm`] and [`sglang`] map them. A span whose name or attributes neither engine
 //! writes is counted and left out, never guessed at.
@@ -280,6 +281,30 @@ pub fn read_spans(
         path: path.display().to_string(),
         source,
     })?;
+    // Not text: OTLP protobuf, read whole (a protobuf message cannot be read in parts).
+    let binary = head.iter().take(4096).any(|&c| c < 0x09 || (0x0e..0x20).contains(&c));
+    if binary && !crate::import::looks_like_json(head) {
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        progress.add_done(bytes.len() as u64);
+        return Ok(match pb::decode(&bytes) {
+            Some(messages) => pb::spans(messages),
+            None => {
+                sink.reject(
+                    1,
+                    Problem::Malformed,
+                    None,
+                    "neither OTLP JSON nor OTLP protobuf (ExportTraceServiceRequest, alone or length-delimited); \
+                     truncated?"
+                        .to_owned(),
+                );
+                Vec::new()
+            }
+        });
+    }
     // A pretty-printed document opens with a lone brace on its first line.
     let first_line = head.split(|&c| c == b'\n').next().unwrap_or_default().trim_ascii();
     let mut spans = Vec::new();
@@ -347,4 +372,110 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         ));
     }
     Ok(())
+}
+
+/// OTLP protobuf: one `ExportTraceServiceRequest` (or `TracesData`, the same fields), or a stream of them each
+/// preceded by its length, as the Collector's file exporter writes with `format: proto` (4 bytes, big-endian) or as
+/// the OTLP file-exporter specification asks (a varint).
+pub mod pb {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+    use prost::Message;
+
+    use super::{Attr, Event, Span};
+
+    /// A 4-byte big-endian length (the Collector's file exporter): (header length, message length).
+    fn fixed_frame(b: &[u8]) -> Option<(usize, usize)> {
+        let n = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        Some((4, n))
+    }
+
+    /// A varint length (protobuf's delimited messages): (header length, message length).
+    fn varint_frame(b: &[u8]) -> Option<(usize, usize)> {
+        let mut buf = b;
+        let n = prost::encoding::decode_varint(&mut buf).ok()?;
+        Some((b.len() - buf.len(), usize::try_from(n).ok()?))
+    }
+
+    /// The messages of a protobuf file, in the first framing that reads the whole file; `None` when none does.
+    pub fn decode(bytes: &[u8]) -> Option<Vec<ExportTraceServiceRequest>> {
+        let framings: [fn(&[u8]) -> Option<(usize, usize)>; 2] = [fixed_frame, varint_frame];
+        for framing in framings {
+            let mut rest = bytes;
+            let mut out = Vec::new();
+            while !rest.is_empty() {
+                let Some((head, len)) = framing(rest) else { break };
+                let Some(body) = rest.get(head..head + len) else { break };
+                let Ok(m) = ExportTraceServiceRequest::decode(body) else {
+                    break;
+                };
+                out.push(m);
+                rest = &rest[head + len..];
+            }
+            if rest.is_empty() && !out.is_empty() && out.iter().any(|m| !m.resource_spans.is_empty()) {
+                return Some(out);
+            }
+        }
+        ExportTraceServiceRequest::decode(bytes).ok().map(|m| vec![m])
+    }
+
+    fn attr(v: Option<&AnyValue>) -> Attr {
+        match v.and_then(|v| v.value.as_ref()) {
+            Some(any_value::Value::StringValue(s)) => Attr::Str(s.clone()),
+            Some(any_value::Value::IntValue(i)) => Attr::Int(*i),
+            Some(any_value::Value::DoubleValue(f)) => Attr::Float(*f),
+            Some(any_value::Value::BoolValue(b)) => Attr::Bool(*b),
+            Some(any_value::Value::ArrayValue(a)) => Attr::List(a.values.iter().map(|v| attr(Some(v))).collect()),
+            _ => Attr::Other,
+        }
+    }
+
+    fn attributes(kvs: &[KeyValue]) -> Vec<(String, Attr)> {
+        kvs.iter().map(|kv| (kv.key.clone(), attr(kv.value.as_ref()))).collect()
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn time(ns: u64) -> Option<i64> {
+        i64::try_from(ns).ok().filter(|&t| t > 0)
+    }
+
+    /// The spans of the messages; `line` is the message's 1-based number.
+    pub fn spans(messages: Vec<ExportTraceServiceRequest>) -> Vec<Span> {
+        let mut out = Vec::new();
+        for (n, m) in messages.into_iter().enumerate() {
+            let line = n as u64 + 1;
+            for rs in m.resource_spans {
+                let resource = std::sync::Arc::new(rs.resource.map(|r| attributes(&r.attributes)).unwrap_or_default());
+                for ss in rs.scope_spans {
+                    for s in ss.spans {
+                        out.push(Span {
+                            line,
+                            trace_id: hex(&s.trace_id),
+                            span_id: hex(&s.span_id),
+                            parent_span_id: hex(&s.parent_span_id),
+                            name: s.name,
+                            start_ns: time(s.start_time_unix_nano),
+                            end_ns: time(s.end_time_unix_nano),
+                            attributes: attributes(&s.attributes),
+                            events: s
+                                .events
+                                .iter()
+                                .map(|e| Event {
+                                    name: e.name.clone(),
+                                    time_ns: time(e.time_unix_nano),
+                                    attributes: attributes(&e.attributes),
+                                })
+                                .collect(),
+                            error: s.status.is_some_and(|st| st.code == 2),
+                            resource: resource.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
 }

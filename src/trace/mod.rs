@@ -109,6 +109,11 @@ fn range_of(starts: &[u32], i: usize) -> Range<usize> {
 }
 
 impl Trace {
+    /// True when the trace has candidates, in memory or left on disk.
+    pub fn has_candidates(&self) -> bool {
+        !self.candidates.is_empty() || self.candidates_on_disk.is_some()
+    }
+
     /// Number of requests.
     pub fn request_count(&self) -> usize {
         self.requests.len()

@@ -929,6 +929,17 @@ impl App {
             {
                 self.show_problems = true;
             }
+            let notes = shown.report.notes.len();
+            if notes > 0
+                && ui
+                    .link(format!(
+                        "{notes} note{} on the source",
+                        if notes == 1 { "" } else { "s" }
+                    ))
+                    .clicked()
+            {
+                self.show_problems = true;
+            }
         });
     }
 

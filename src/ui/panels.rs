@@ -45,12 +45,23 @@ pub fn status_ui(ui: &mut Ui, shown: &Shown, cursor_ns: Option<i64>) {
         ui.label(model);
     }
     ui.separator();
-    ui.label(format!(
-        "{} requests · {} tokens · {} steps",
-        t.request_count(),
-        t.token_count(),
-        t.iterations.len()
-    ));
+    // What the trace has, and what its source could not give: absent, never shown as zero.
+    let count = |n: usize, what: &str| {
+        if n == 0 {
+            format!("no {what}")
+        } else {
+            format!("{n} {what}")
+        }
+    };
+    let mut levels = vec![
+        count(t.request_count(), "requests"),
+        count(t.token_count(), "tokens"),
+        count(t.iterations.len(), "steps"),
+    ];
+    if t.token_count() > 0 && !t.has_candidates() {
+        levels.push("no candidates".to_owned());
+    }
+    ui.label(levels.join(" · "));
     ui.separator();
     ui.label(format!(
         "{} to {} ({})",
@@ -72,7 +83,7 @@ pub fn status_ui(ui: &mut Ui, shown: &Shown, cursor_ns: Option<i64>) {
 pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
     ui.horizontal(|ui| {
         ui.strong(format!(
-            "Load problems: {} of {} records rejected, {} warnings",
+            "Load report: {} of {} records rejected, {} warnings",
             report.rejected_count(),
             report.records,
             report.warning_count()
@@ -81,6 +92,10 @@ pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
             *open = false;
         }
     });
+    // What the importers said of their sources: what they cannot give, clocks, joins.
+    for note in &report.notes {
+        ui.label(format!("ⓘ {note}"));
+    }
     if report.rejected_count() == 0 && report.warning_count() == 0 {
         ui.label("Every record loaded.");
         return;
