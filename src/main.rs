@@ -85,6 +85,10 @@ enum Command {
         /// CPU memory, as Mooncake serves from.
         #[arg(long, value_name = "TOKENS")]
         prefix_cache_tokens: Option<u64>,
+        /// Write the run as an engine would have traced it instead of as a tokenscope trace: `sglang-otlp`
+        /// (SGLang's OTLP JSON, as the Collector's file exporter writes it).
+        #[arg(long = "as", value_name = "ENGINE_OUTPUT")]
+        as_output: Option<cli::synth::EngineOutput>,
         /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
         #[arg(short, long)]
         output: PathBuf,
@@ -310,6 +314,7 @@ fn main() -> ExitCode {
             window,
             sources,
             prefix_cache_tokens,
+            as_output,
             output,
         }) => {
             let Some(scenario) = Scenario::from_name(&scenario) else {
@@ -332,7 +337,7 @@ fn main() -> ExitCode {
                 sources,
                 prefix_cache_tokens,
             };
-            emit(&cli::synth::run(&options, &output))
+            emit(&cli::synth::run(&options, as_output, &output))
         }
         Some(Command::Export {
             trace,

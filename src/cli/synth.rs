@@ -24,8 +24,40 @@ pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
     Ok((a, b))
 }
 
+/// An engine's own output that `synth --as` writes instead of a tokenscope trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineOutput {
+    /// SGLang's OTLP JSON (`--enable-trace` through the Collector's file exporter).
+    SglangOtlp,
+}
+
 /// Runs `synth`.
-pub fn run(options: &SynthOptions, output: &Path) -> Output {
+pub fn run(options: &SynthOptions, as_output: Option<EngineOutput>, output: &Path) -> Output {
+    if let Some(EngineOutput::SglangOtlp) = as_output {
+        let trace = match generate(options) {
+            Ok(t) => t,
+            Err(e) => return Output::error(e, 1),
+        };
+        let written = std::fs::File::create(output).and_then(|f| {
+            let mut w = std::io::BufWriter::new(f);
+            crate::synth::sglang_otlp::write(&trace, &mut w)?;
+            std::io::Write::flush(&mut w)
+        });
+        return match written {
+            Ok(()) => Output {
+                stdout: format!(
+                    "wrote {} as SGLang's OTLP JSON: scenario {}, seed {}: {} requests\n",
+                    output.display(),
+                    options.scenario.name(),
+                    options.seed,
+                    thousands(trace.request_count() as u64)
+                ),
+                stderr: String::new(),
+                code: 0,
+            },
+            Err(e) => Output::error(format!("cannot write {}: {e}", output.display()), 1),
+        };
+    }
     if format::encoding_of(output).is_none() {
         return Output {
             stdout: String::new(),

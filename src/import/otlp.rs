@@ -282,8 +282,9 @@ pub fn read_spans(
         source,
     })?;
     // Not text: OTLP protobuf, read whole (a protobuf message cannot be read in parts).
+    let compressed = crate::format::jsonl::Compression::sniff(head) != crate::format::jsonl::Compression::None;
     let binary = head.iter().take(4096).any(|&c| c < 0x09 || (0x0e..0x20).contains(&c));
-    if binary && !crate::import::looks_like_json(head) {
+    if binary && !compressed && !crate::import::looks_like_json(head) {
         let mut bytes = Vec::new();
         reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
             path: path.display().to_string(),

@@ -13,6 +13,7 @@ pub mod cost;
 pub mod engine;
 pub mod sampler;
 pub mod scenarios;
+pub mod sglang_otlp;
 
 use std::path::PathBuf;
 

@@ -15,8 +15,9 @@
 //!   decoded in (so a mixed prefill+decode batch, which writes no `decode_loop`, still yields its token);
 //! - `prefill_waiting` is the queue, `prefill_forward` (or its chunks) the prefill, each scheduler a source.
 //!
-//! SGLang writes no token counts per batch or chunk: iterations have their request counts, not their prefill
-//! tokens. With speculative decoding a step can carry several tokens: token records then number the steps.
+//! SGLang writes no token counts per batch or chunk: a batch's prefill tokens are known only when each of its
+//! prefills ran whole in it (the request's prompt minus its cached tokens); with a chunked prefill they are absent.
+//! With speculative decoding a step can carry several tokens: token records then number the steps.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -61,6 +62,8 @@ struct Batch {
     batch_size: Option<i64>,
     prefill: Vec<usize>,
     decode: Vec<usize>,
+    /// The prompt tokens its prefill members computed, when each computed its whole prompt in it.
+    prefill_tokens: Option<i64>,
 }
 
 /// Slices whose end is the end of the step that carries a `schedule` event.
@@ -141,6 +144,7 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
     // Every request's schedule events, and the batches of each scheduler.
     let events: Vec<Vec<Scheduled>> = requests.iter().map(scheduled_of).collect();
     let prefill_end: Vec<Option<i64>> = requests.iter().map(prefill_end_of).collect();
+    let whole_prefill: Vec<Option<i64>> = requests.iter().map(whole_prefill_tokens).collect();
     let sources: Vec<String> = requests
         .iter()
         .map(|r| {
@@ -157,6 +161,7 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
                 .entry(e.bid.as_str())
                 .or_insert_with(|| Batch {
                     start_ns: e.time_ns,
+                    prefill_tokens: Some(0),
                     ..Batch::default()
                 });
             batch.start_ns = batch.start_ns.min(e.time_ns);
@@ -206,6 +211,7 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
             it.num_prefill_reqs = ok(count(&batch.prefill));
             it.num_decode_reqs = ok(count(&batch.decode));
             it.num_decode_tokens = ok(count(&batch.decode));
+            it.num_prefill_tokens = batch.prefill_tokens.and_then(ok);
             let line = batch
                 .prefill
                 .iter()
@@ -221,8 +227,9 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
         map_request(r, &events[i], prefill_end[i], &sources[i], &iteration_of, sink);
     }
     sink.note(
-        "SGLang's trace has no token counts per batch: its iterations give request counts, not prefill tokens; \
-         token times are the ends of the batches each request decoded in"
+        "SGLang's trace has no token counts per batch: a batch's prefill tokens are known only when each of its \
+         prefills ran whole in it (prompt minus cached tokens), not for chunked prefills; token times are the ends \
+         of the batches each request decoded in"
             .to_owned(),
     );
     sink.note("no candidates in an SGLang trace (token ids, texts and logprobs are not traced)".to_owned());
@@ -298,6 +305,18 @@ fn scheduled_of(r: &RequestSpans<'_>) -> Vec<Scheduled> {
     out.sort_by(|a, b| (a.time_ns, &a.bid).cmp(&(b.time_ns, &b.bid)));
     out.dedup_by(|a, b| a.bid == b.bid);
     out
+}
+
+/// The prompt tokens a request computed in its one prefill batch (prompt minus cached), when its prefill was not
+/// chunked: then the whole count belongs to that batch. Chunks carry no counts, so a chunked prefill's are unknown.
+fn whole_prefill_tokens(r: &RequestSpans<'_>) -> Option<i64> {
+    let forwards = r.slices.iter().filter(|s| s.name == "prefill_forward").count();
+    let chunked = r.slices.iter().any(|s| s.name == "chunked_prefill");
+    if forwards != 1 || chunked {
+        return None;
+    }
+    let int = |key: &str| r.root.attr(key).and_then(|a| a.as_i64());
+    Some(int("gen_ai.usage.prompt_tokens")? - int("gen_ai.usage.cached_tokens").unwrap_or(0)).filter(|&n| n >= 0)
 }
 
 /// When the request's prefill ended: the end of its last `prefill_forward`.
@@ -417,6 +436,9 @@ fn map_request(
         st.start_ns = ok(start);
         st.end_ns = ok(end);
         st.iteration = bid_on(s).and_then(ok);
+        if stage == "prefill" && !has_chunks {
+            st.tokens = whole_prefill_tokens(r).and_then(ok);
+        }
         sink.add(&st, s.line);
     }
 
