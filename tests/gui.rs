@@ -395,3 +395,39 @@ fn copy_2x_png_of_the_views_puts_the_offscreen_render_on_the_clipboard() {
     h.run();
     h.get_by_label_contains("Copied the 2x PNG of the views");
 }
+
+/// The app on a file or directory, loaded, settled.
+fn harness_on(path: &str) -> Harness<'static, App> {
+    let mut app = App::new(TraceSource::Path(path.into()), None);
+    app.wait_loaded();
+    assert!(app.shown().is_some(), "{path} opened");
+    harness(app)
+}
+
+#[test]
+fn what_engines_and_tools_write_opens_in_the_app_and_says_what_it_lacks() {
+    // SGLang's OTLP (gzip): requests, batches as steps, tokens; no candidates, said so; a note on the source.
+    let mut h = harness_on("sample_traces/engines/sglang/prefill_interrupts_decode.otlp.jsonl.gz");
+    h.get_by_label_contains("18 requests · 1670 tokens · 445 steps · no candidates");
+    h.get_by_label("sglang");
+    h.get_by_label_contains("2 notes on the source").click();
+    h.run();
+    h.get_by_label_contains("no candidates in an SGLang trace");
+    // The engine's batches are drawn as the scheduler's track.
+    h.get_by_label_contains("Scheduler [TP 0] [PP 0]");
+
+    // vLLM: spans and the iteration log of one run, one trace.
+    let h = harness_on("sample_traces/engines/vllm");
+    h.get_by_label_contains("3 requests · no tokens · 9 steps");
+    // TensorRT-LLM: iteration statistics and perf metrics.
+    let h = harness_on("sample_traces/engines/trtllm");
+    h.get_by_label_contains("2 requests · 7 tokens · 6 steps · no candidates");
+    // AIPerf: client-side chunks, no engine steps.
+    let h = harness_on("sample_traces/engines/aiperf");
+    h.get_by_label_contains("100 requests · 21626 tokens · no steps · no candidates");
+    h.get_by_label_contains("openai/gpt-oss-20b");
+    // AIPerf raw with logprobs: candidates, so the status bar does not say they are missing.
+    let h = harness_on("sample_traces/engines/aiperf-raw");
+    h.get_by_label_contains("2 requests · 7 tokens · no steps");
+    assert!(h.query_by_label_contains("no candidates").is_none());
+}

@@ -94,7 +94,7 @@ pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
     });
     // What the importers said of their sources: what they cannot give, clocks, joins.
     for note in &report.notes {
-        ui.label(format!("ⓘ {note}"));
+        ui.label(format!("Note: {note}"));
     }
     if report.rejected_count() == 0 && report.warning_count() == 0 {
         ui.label("Every record loaded.");
