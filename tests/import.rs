@@ -209,6 +209,11 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
         [1, 1, 2, 2, 1, 1]
     );
 
+    // Prefill tokens: A's 120-token prompt ran whole in the first batch; B's 2,000 were chunked over the mixed
+    // batches, and SGLang says nothing of the split: absent, not guessed. Decode-only batches: none.
+    let prefill_tokens: Vec<Option<u32>> = (0..6).map(|i| its.num_prefill_tokens[i]).collect();
+    assert_eq!(prefill_tokens, [Some(120), Some(0), None, None, Some(0), Some(0)]);
+
     // Tokens: A's first at 21 (TTFT), then the ends of the batches it decoded in: 30, 64, 96 (the two mixed
     // steps write no decode_loop, and still gave A a token each). B: 98, then 110 and 120.
     let emitted = |r: u32| t.tokens_of(r).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
@@ -225,6 +230,16 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
         l.report.notes.iter().any(|n| n.contains("no token counts per batch")),
         "{:?}",
         l.report.notes
+    );
+    // The prefill-interrupts-decode incident, written as SGLang traces it (chunked prefill off): the detector finds
+    // it from the imported batches alone.
+    let incident = must_load("sample_traces/engines/sglang/prefill_interrupts_decode.otlp.jsonl.gz");
+    let thresholds = tokenscope::analysis::findings::Thresholds::default();
+    let findings = tokenscope::analysis::findings::find(&incident.trace, &Slo::default(), &thresholds);
+    let kinds: Vec<_> = findings.iter().map(|f| f.kind).collect();
+    assert!(
+        kinds.contains(&tokenscope::analysis::findings::Kind::DecodeInterrupted),
+        "{kinds:?}"
     );
 }
 

@@ -197,7 +197,14 @@ pub fn choice(trace: &Trace, t: usize, cands: &[OwnedCandidate]) -> Choice {
 /// How a token's text is shown: special tokens as a badge (`⟨EOS⟩`, `⟨im_end⟩`), whitespace and control characters
 /// visibly (`␣`, `↵`, `⇥`, `\u{1b}`), never as an empty string.
 pub fn display_text(trace: &Trace, token_id: u32, text: Option<&str>, special: Flag) -> String {
-    let text = text.unwrap_or("");
+    // No text in the trace (an engine trace has token times, not texts): the id when known, never "empty".
+    let Some(text) = text.or(trace.is_special_token(token_id, special).then_some("")) else {
+        return if token_id == NULL_U32 {
+            "⟨?⟩".to_owned()
+        } else {
+            format!("#{token_id}")
+        };
+    };
     if trace.is_special_token(token_id, special) {
         let eos = trace
             .meta
@@ -351,5 +358,8 @@ mod tests {
         assert_eq!(display_text(&t, 7, Some(""), Flag::True), "⟨special 7⟩");
         assert_eq!(display_text(&t, 5, Some(" a\n\tb\u{1b}"), Flag::Null), "␣a↵⇥b\\u{1b}");
         assert_eq!(display_text(&t, 5, Some(""), Flag::Null), "⟨empty 5⟩");
+        // Absent text is not empty text: the id, or a question mark without one.
+        assert_eq!(display_text(&t, 5, None, Flag::Null), "#5");
+        assert_eq!(display_text(&t, NULL_U32, None, Flag::Null), "⟨?⟩");
     }
 }

@@ -44,6 +44,19 @@ pub struct EngineTrack {
     pub spans: Vec<Span>,
     /// Largest batch size, prefill tokens and waiting count over the source's steps (the counters' scale).
     pub max_counters: [f32; 4],
+    /// Whether any step of the source has each counter (an engine's own output may lack some: absent, not zero).
+    pub present: [bool; 4],
+}
+
+/// Which counters a step has.
+fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
+    let it = &trace.iterations;
+    [
+        it.num_reqs[i].is_some(),
+        it.num_prefill_tokens[i].is_some(),
+        it.kv_usage[i].is_some(),
+        it.num_waiting[i].is_some(),
+    ]
 }
 
 /// The counters drawn under each engine track: label and value of a step.
@@ -77,9 +90,13 @@ impl TraceView {
             .iter()
             .map(|&(source, ref range)| {
                 let mut max_counters = [1.0f32, 1.0, 1.0, 1.0];
+                let mut present = [false; 4];
                 for i in range.start as usize..range.end as usize {
                     for (m, v) in max_counters.iter_mut().zip(counter_values(t, i)) {
                         *m = m.max(v);
+                    }
+                    for (p, has) in present.iter_mut().zip(counters_present(t, i)) {
+                        *p |= has;
                     }
                 }
                 max_counters[2] = 1.0; // KV use is a fraction: scale 0..1
@@ -87,6 +104,7 @@ impl TraceView {
                     source,
                     spans: layout::engine_spans(t, source),
                     max_counters,
+                    present,
                 }
             })
             .collect();
@@ -621,6 +639,16 @@ fn draw_engines(
             let y0 = steps_y.max + 2.0 + c as f32 * theme::COUNTER_ROW_HEIGHT;
             let y1 = y0 + theme::COUNTER_ROW_HEIGHT - 2.0;
             let scale = track.max_counters[c];
+            if !track.present[c] {
+                painter.text(
+                    pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
+                    Align2::LEFT_CENTER,
+                    format!("{label}: not in the trace"),
+                    font.clone(),
+                    theme::MUTED_TEXT,
+                );
+                continue;
+            }
             let range = if c == 2 {
                 "0-100 %".to_owned()
             } else {

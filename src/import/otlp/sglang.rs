@@ -177,6 +177,12 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
             };
             if !members.contains(&i) {
                 members.push(i);
+                if in_prefill {
+                    batch.prefill_tokens = match (batch.prefill_tokens, whole_prefill[i]) {
+                        (Some(sum), Some(n)) => Some(sum + n),
+                        _ => None,
+                    };
+                }
             }
         }
     }
