@@ -385,6 +385,9 @@ pub mod pb {
 
     use super::{Attr, Event, Span};
 
+    /// Reads a message's length before it: (header length, message length).
+    type Framing = fn(&[u8]) -> Option<(usize, usize)>;
+
     /// A 4-byte big-endian length (the Collector's file exporter): (header length, message length).
     fn fixed_frame(b: &[u8]) -> Option<(usize, usize)> {
         let n = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
@@ -400,7 +403,7 @@ pub mod pb {
 
     /// The messages of a protobuf file, in the first framing that reads the whole file; `None` when none does.
     pub fn decode(bytes: &[u8]) -> Option<Vec<ExportTraceServiceRequest>> {
-        let framings: [fn(&[u8]) -> Option<(usize, usize)>; 2] = [fixed_frame, varint_frame];
+        let framings: [Framing; 2] = [fixed_frame, varint_frame];
         for framing in framings {
             let mut rest = bytes;
             let mut out = Vec::new();
