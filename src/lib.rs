@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod cli;
 pub mod format;
 pub mod import;
+pub mod record;
 pub mod synth;
 #[cfg(test)]
 mod test_support;

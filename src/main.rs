@@ -93,6 +93,68 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Record a token-level trace, with candidates, from an OpenAI-compatible server: real prompts sent in a
+    /// closed or open loop, every streamed token with its client-side arrival time, id, logprob and candidates.
+    Record {
+        /// The server's base URL (http://127.0.0.1:8080, with or without /v1).
+        #[arg(long)]
+        url: String,
+        /// Prompts: JSON lines of {"prompt": ...} or {"messages": [...]} (optionally with max_tokens, app_id,
+        /// user_id), or plain text, one prompt per line; cycled to --requests.
+        #[arg(long, value_name = "FILE")]
+        prompts: PathBuf,
+        /// The API: chat (/v1/chat/completions), completions (/v1/completions), llamacpp (/completion).
+        #[arg(long, value_enum, default_value = "chat")]
+        api: tokenscope::record::client::Api,
+        /// Requests to send.
+        #[arg(long, default_value_t = 16)]
+        requests: usize,
+        /// Requests in flight at most (closed loop without --rate).
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// Open loop: requests per second, Poisson arrivals (still at most --concurrency in flight).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Output tokens per request, unless a prompt has its own max_tokens.
+        #[arg(long, default_value_t = 128)]
+        max_tokens: u32,
+        /// Candidates per token (0: no logprobs).
+        #[arg(long, default_value_t = 5)]
+        top_logprobs: u32,
+        /// Sampling temperature.
+        #[arg(long)]
+        temperature: Option<f64>,
+        /// Sampling seed sent to the server.
+        #[arg(long)]
+        sampling_seed: Option<u64>,
+        /// The model to ask for.
+        #[arg(long)]
+        model: Option<String>,
+        /// An HTTP header, "Name: value" (repeat for more).
+        #[arg(long = "header", value_name = "NAME: VALUE", value_parser = cli::record::parse_header)]
+        headers: Vec<(String, String)>,
+        /// End-of-sequence token id, when the server does not say it (repeat for more).
+        #[arg(long = "eos-id")]
+        eos_ids: Vec<u32>,
+        /// Seed of the open loop's arrivals.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Seconds without a chunk before a stream counts as stalled.
+        #[arg(long, default_value_t = 60.0)]
+        idle_timeout: f64,
+        /// Seconds a whole request may take.
+        #[arg(long, default_value_t = 600.0)]
+        timeout: f64,
+        /// After Ctrl-C, seconds the streams in flight may go on before they are cut.
+        #[arg(long, default_value_t = 5.0)]
+        grace: f64,
+        /// Also write every streamed chunk with its arrival time (JSON lines; opens as kind openai-stream).
+        #[arg(long, value_name = "FILE")]
+        raw: Option<PathBuf>,
+        /// The trace to write (.parquet, .jsonl).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Export the slice of a trace around an incident: a trace file (.parquet, .jsonl) or Chrome Trace Event JSON
     /// (.json, for Perfetto UI). Times are ms after the trace's start (the waterfall ruler's 0).
     Export {
@@ -408,6 +470,68 @@ fn main() -> ExitCode {
                 },
             };
             emit(&cli::render::run(&trace, &options, &output))
+        }
+        Some(Command::Record {
+            url,
+            prompts,
+            api,
+            requests,
+            concurrency,
+            rate,
+            max_tokens,
+            top_logprobs,
+            temperature,
+            sampling_seed,
+            model,
+            headers,
+            eos_ids,
+            seed,
+            idle_timeout,
+            timeout,
+            grace,
+            raw,
+            output,
+        }) => {
+            let secs = |name: &str, v: f64| {
+                (v.is_finite() && v > 0.0)
+                    .then(|| std::time::Duration::from_secs_f64(v))
+                    .ok_or_else(|| format!("--{name} {v}: give a positive number of seconds"))
+            };
+            let limits = match (
+                secs("idle-timeout", idle_timeout),
+                secs("timeout", timeout),
+                secs("grace", grace),
+            ) {
+                (Ok(idle), Ok(total), Ok(grace)) => (tokenscope::record::client::Limits { idle, total }, grace),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return emit(&Output::error(e, 2)),
+            };
+            if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                return emit(&Output::error(
+                    "--rate: give a positive number of requests per second",
+                    2,
+                ));
+            }
+            let options = tokenscope::record::RecordOptions {
+                url,
+                api,
+                requests,
+                concurrency: concurrency.max(1),
+                rate,
+                sampling: tokenscope::record::client::Sampling {
+                    model,
+                    max_tokens,
+                    top_logprobs,
+                    temperature,
+                    seed: sampling_seed,
+                },
+                headers,
+                eos_ids,
+                limits: limits.0,
+                grace: limits.1,
+                seed,
+            };
+            let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            emit(&cli::record::run(&options, &prompts, raw.as_ref(), &output, progress))
         }
         Some(Command::Convert { input, from, output }) => emit(&cli::convert::run(&input, from, &output)),
         None => {

@@ -4,6 +4,7 @@
 pub mod convert;
 pub mod export;
 pub mod findings;
+pub mod record;
 pub mod render;
 pub mod summary;
 pub mod synth;

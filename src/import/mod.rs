@@ -40,11 +40,13 @@ pub enum Kind {
     AiperfRaw,
     /// AIPerf `profile_export_aiperf.json`: the run's aggregate; gives the model name only.
     AiperfAggregate,
+    /// The raw capture of `tokenscope record --raw`: every SSE chunk of every request with its arrival time.
+    OpenaiStream,
 }
 
 impl Kind {
     /// Every kind, in the order they are listed to users.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::SglangOtlp,
         Kind::VllmOtlp,
         Kind::VllmIterations,
@@ -53,6 +55,7 @@ impl Kind {
         Kind::Aiperf,
         Kind::AiperfRaw,
         Kind::AiperfAggregate,
+        Kind::OpenaiStream,
     ];
 
     /// The name `--from` takes.
@@ -66,6 +69,7 @@ impl Kind {
             Kind::Aiperf => "aiperf",
             Kind::AiperfRaw => "aiperf-raw",
             Kind::AiperfAggregate => "aiperf-aggregate",
+            Kind::OpenaiStream => "openai-stream",
         }
     }
 
@@ -75,7 +79,7 @@ impl Kind {
             Kind::SglangOtlp => Some("sglang"),
             Kind::VllmOtlp | Kind::VllmIterations => Some("vllm"),
             Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
-            Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate => None,
+            Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate | Kind::OpenaiStream => None,
         }
     }
 
@@ -152,6 +156,8 @@ pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
         Some(Kind::TrtllmIterations)
     } else if has("\"perf_metrics\"") || has("\"timing_metrics\"") {
         Some(Kind::TrtllmPerf)
+    } else if has("\"request_id\"") && has("\"sent_ns\"") && has("\"events\"") {
+        Some(Kind::OpenaiStream)
     } else if has("\"start_perf_ns\"") && has("\"responses\"") {
         Some(Kind::AiperfRaw)
     } else if has("\"metadata\"") && (has("\"metrics\"") || has("\"error\"")) && has("x_request_id") {
@@ -244,6 +250,7 @@ pub fn read(
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
         Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
+        Kind::OpenaiStream => openai::read_capture(input, path, &mut sink, progress)?,
     }
     imported.first_file.get_or_insert(file);
     imported.kinds.push(kind);
@@ -287,7 +294,7 @@ pub struct Sink<'b> {
 }
 
 impl<'b> Sink<'b> {
-    fn new(b: &'b mut TraceBuilder, file: u32, kind: Kind) -> Self {
+    pub(crate) fn new(b: &'b mut TraceBuilder, file: u32, kind: Kind) -> Self {
         Self {
             b,
             file,

@@ -361,6 +361,171 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The stream ended as it should (`[DONE]`, or llama.cpp's `stop`).
+    Done,
+    /// The server could not be reached, or answered with an HTTP error.
+    Failed,
+    /// The stream broke before its end.
+    Cut,
+    /// The server stopped sending for longer than the idle timeout, or the request outlasted its timeout.
+    TimedOut,
+    /// Ctrl-C: the recording stopped before the stream ended.
+    Interrupted,
+}
+
+/// What a client knew of one request besides its stream.
+#[derive(Debug, Clone, Default)]
+pub struct Exchange<'a> {
+    /// The request's id in the trace.
+    pub id: &'a str,
+    /// When it was sent, Unix ns.
+    pub sent_ns: i64,
+    /// When it ended, Unix ns.
+    pub end_ns: i64,
+    /// How it ended.
+    pub ending: Option<Ending>,
+    /// HTTP status or what failed (`connect`, `stream_cut`, `idle_timeout`, `timeout`, `interrupted`).
+    pub error_code: Option<&'a str>,
+    /// The model.
+    pub model: Option<&'a str>,
+    /// Attribution labels.
+    pub app_id: Option<&'a str>,
+    /// Attribution labels.
+    pub user_id: Option<&'a str>,
+    /// The output limit asked for.
+    pub max_tokens: Option<i64>,
+    /// The temperature asked for.
+    pub temperature: Option<f64>,
+}
+
+/// Adds one streamed request (its request record and its tokens), reconciling a left-out EOS against usage when
+/// the stream ended as it should; true when an EOS was added.
+pub fn add_exchange(
+    stream: &mut Stream,
+    x: &Exchange<'_>,
+    eos_ids: &[u32],
+    sink: &mut super::Sink<'_>,
+    at: u64,
+) -> bool {
+    use super::{ok, record, text};
+    use crate::format::raw::Val;
+    let ending = x.ending.unwrap_or(Ending::Done);
+    let added = ending == Ending::Done && stream.reconcile(eos_ids.first().copied());
+    let mut r = record("request");
+    r.request_id = text(x.id);
+    r.arrival_ns = ok(x.sent_ns);
+    r.first_token_ns = stream.tokens.first().map(|t| Val::Ok(t.emitted_ns));
+    r.finished_ns = ok(x.end_ns);
+    r.input_tokens = stream.prompt_tokens.map(Val::Ok);
+    r.cached_tokens = stream.cached_tokens.map(Val::Ok);
+    r.output_tokens = stream.completion_tokens.map(Val::Ok);
+    r.model = x.model.or(stream.model.as_deref()).map(text).unwrap_or(None);
+    r.app_id = x.app_id.map(text).unwrap_or(None);
+    r.user_id = x.user_id.map(text).unwrap_or(None);
+    r.max_tokens = x.max_tokens.map(Val::Ok);
+    r.temperature = x.temperature.map(Val::Ok);
+    r.finish_reason = match ending {
+        Ending::Done => stream.finish_reason.as_deref().map(text).unwrap_or(None),
+        Ending::Interrupted => text("abort"),
+        _ => text("error"),
+    };
+    r.status = text(match ending {
+        Ending::Done => "ok",
+        Ending::TimedOut => "timeout",
+        _ if x.error_code == Some("429") => "rate_limited",
+        _ => "error",
+    });
+    r.error_code = x.error_code.map(text).unwrap_or(None);
+    sink.add(&r, at);
+    for m in &stream.malformed {
+        sink.reject(
+            at,
+            crate::trace::report::Problem::Malformed,
+            Some("stream"),
+            format!("{}: {m}", x.id),
+        );
+    }
+    add_tokens(stream, x.id, eos_ids, sink, at);
+    added
+}
+
+/// Reads a raw capture of `tokenscope record --raw`: one JSON line per request, `{request_id, sent_ns, end_ns,
+/// ending, error_code, events: [[t_ns, data], ...]}`, each stream read again as it arrived.
+pub fn read_capture(
+    input: impl std::io::Read,
+    path: &std::path::Path,
+    sink: &mut super::Sink<'_>,
+    progress: &crate::format::Progress,
+) -> Result<(), crate::format::LoadError> {
+    use crate::trace::report::Problem;
+    let file = sink.file;
+    let mut added = 0u64;
+    let mut first_ns: Option<i64> = None;
+    crate::format::jsonl::for_each_line(input, path, file, sink.b, progress, |line, place, b| {
+        let mut sink = super::Sink::new(b, file, super::Kind::OpenaiStream);
+        let v: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                sink.reject(
+                    place.at,
+                    Problem::Malformed,
+                    None,
+                    format!("not a recorded stream ({e})"),
+                );
+                return;
+            }
+        };
+        let (Some(id), Some(sent_ns)) = (
+            v.get("request_id").and_then(Value::as_str),
+            v.get("sent_ns").and_then(Value::as_i64),
+        ) else {
+            sink.reject(
+                place.at,
+                Problem::MissingField,
+                Some("request_id"),
+                "a recorded stream needs request_id and sent_ns".to_owned(),
+            );
+            return;
+        };
+        first_ns = Some(first_ns.map_or(sent_ns, |f: i64| f.min(sent_ns)));
+        let mut stream = Stream::default();
+        for e in v.get("events").and_then(Value::as_array).into_iter().flatten() {
+            if let (Some(t), Some(data)) = (e.get(0).and_then(Value::as_i64), e.get(1).and_then(Value::as_str)) {
+                stream.push(t, data);
+            }
+        }
+        let x = Exchange {
+            id,
+            sent_ns,
+            end_ns: v
+                .get("end_ns")
+                .and_then(Value::as_i64)
+                .or(stream.last_ns)
+                .unwrap_or(sent_ns),
+            ending: v.get("ending").cloned().and_then(|e| serde_json::from_value(e).ok()),
+            error_code: v.get("error_code").and_then(Value::as_str),
+            ..Exchange::default()
+        };
+        if add_exchange(&mut stream, &x, &[], &mut sink, place.at) {
+            added += 1;
+        }
+    })?;
+    if let Some(first) = first_ns {
+        sink.saw_time(first);
+    }
+    sink.note("a recorded stream: times are the client's (send time, chunk arrival times)".to_owned());
+    if added > 0 {
+        sink.note(format!(
+            "{added} streams left out the end-of-sequence token usage counts: added, with no id or probability"
+        ));
+    }
+    Ok(())
+}
+
 /// Adds the stream's tokens as token records of `request_id`, their candidates with them; `eos_ids` mark the
 /// special ones (an added end-of-sequence token is special whatever its id).
 pub fn add_tokens(stream: &Stream, request_id: &str, eos_ids: &[u32], sink: &mut super::Sink<'_>, at: u64) {

@@ -1,0 +1,85 @@
+//! `tokenscope record --url URL --prompts FILE [...] -o OUT`: records a token-level trace from an OpenAI-compatible
+//! server (see [`crate::record`]).
+
+use std::path::{Path, PathBuf};
+
+use super::{Output, thousands};
+use crate::record::{self, RecordOptions};
+
+/// Parses `--header "Name: value"`.
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("--header {s:?}: give it as \"Name: value\""))?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("--header {s:?}: the name is empty"));
+    }
+    Ok((k.to_owned(), v.trim().to_owned()))
+}
+
+/// Runs a recording and writes its trace (and raw capture).
+pub fn run(
+    options: &RecordOptions,
+    prompts_path: &Path,
+    raw: Option<&PathBuf>,
+    output: &Path,
+    progress: bool,
+) -> Output {
+    if crate::format::encoding_of(output).is_none() {
+        return Output::error(
+            format!("{}: give the output a .parquet or .jsonl name", output.display()),
+            2,
+        );
+    }
+    let prompts = match record::prompts::load(prompts_path) {
+        Ok(p) => p,
+        Err(e) => return Output::error(e, 2),
+    };
+    let mut stderr = String::new();
+    for (line, why) in &prompts.rejected {
+        stderr.push_str(&format!(
+            "note: {}:{line}: {why}; line skipped\n",
+            prompts_path.display()
+        ));
+    }
+    let rec = match record::run_recording(options, &prompts.prompts, progress, None) {
+        Ok(r) => r,
+        Err(e) => return Output::error(e, 2),
+    };
+    if let Some(raw) = raw
+        && let Err(e) = record::write_raw(&rec.outcomes, raw)
+    {
+        return Output::error(format!("cannot write {}: {e}", raw.display()), 1);
+    }
+    if let Err(e) = crate::format::write(&rec.trace, output) {
+        return Output::error(e, 1);
+    }
+    for n in &rec.report.notes {
+        stderr.push_str(&format!("note: {n}\n"));
+    }
+    let failed: Vec<&record::client::Outcome> = rec
+        .outcomes
+        .iter()
+        .filter(|o| o.ending != record::client::Ending::Done)
+        .collect();
+    for o in failed.iter().take(5) {
+        stderr.push_str(&format!(
+            "note: {}: {}\n",
+            record::request_id(o.index),
+            o.error.as_deref().unwrap_or("failed")
+        ));
+    }
+    let ok = rec.outcomes.len() - failed.len();
+    Output {
+        stdout: format!(
+            "wrote {} ({} requests, {} tokens): {}\n",
+            output.display(),
+            thousands(rec.trace.request_count() as u64),
+            thousands(rec.trace.token_count() as u64),
+            record::summary_line(&rec)
+        ),
+        stderr,
+        code: i32::from(ok == 0 && !rec.outcomes.is_empty()),
+    }
+}

@@ -1,0 +1,350 @@
+//! One streamed request to an OpenAI-compatible server: the body each API takes, the send, and the stream read
+//! chunk by chunk (SSE through `eventsource-stream`) into an [`openai::Stream`], with the client's arrival time of
+//! every chunk. Whatever the server does (refuse, answer an HTTP error, cut the stream, stall, send garbage), the
+//! request ends with a status and the chunks that did arrive.
+
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::prompts::Prompt;
+pub use crate::import::openai::Ending;
+use crate::import::openai::Stream;
+
+/// The API a recording talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+    /// llama.cpp's native `/completion` (token ids and the EOS token always sent).
+    Llamacpp,
+}
+
+impl Api {
+    /// The endpoint's path after the server's base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/v1/chat/completions",
+            Api::Completions => "/v1/completions",
+            Api::Llamacpp => "/completion",
+        }
+    }
+
+    /// The endpoint's URL from a base URL given with or without `/v1`.
+    pub fn url(self, base: &str) -> String {
+        let base = base.trim_end_matches('/');
+        match base.strip_suffix("/v1") {
+            Some(root) if self == Api::Llamacpp => format!("{root}{}", self.path()),
+            Some(_) => format!("{base}{}", self.path().trim_start_matches("/v1")),
+            None => format!("{base}{}", self.path()),
+        }
+    }
+}
+
+/// Sampling and output settings shared by every request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    /// The model to ask for (servers with one model ignore it).
+    pub model: Option<String>,
+    /// Output limit, unless the prompt has its own.
+    pub max_tokens: u32,
+    /// Candidates per token (0: logprobs off).
+    pub top_logprobs: u32,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Sampling seed.
+    pub seed: Option<u64>,
+}
+
+/// The JSON body of one request.
+pub fn body(api: Api, prompt: &Prompt, s: &Sampling) -> Value {
+    let max_tokens = prompt.max_tokens.unwrap_or(s.max_tokens);
+    let mut b = match api {
+        Api::Chat => {
+            let mut b = json!({
+                "messages": prompt.body.as_messages(),
+                "stream": true,
+                "max_tokens": max_tokens,
+                "stream_options": {"include_usage": true},
+            });
+            if s.top_logprobs > 0 {
+                b["logprobs"] = json!(true);
+                b["top_logprobs"] = json!(s.top_logprobs);
+            }
+            b
+        }
+        Api::Completions => {
+            let mut b = json!({
+                "prompt": prompt.body.as_text(),
+                "stream": true,
+                "max_tokens": max_tokens,
+                "stream_options": {"include_usage": true},
+            });
+            if s.top_logprobs > 0 {
+                b["logprobs"] = json!(s.top_logprobs);
+            }
+            b
+        }
+        Api::Llamacpp => json!({
+            "prompt": prompt.body.as_text(),
+            "stream": true,
+            "n_predict": max_tokens,
+            "n_probs": s.top_logprobs,
+            "return_tokens": true,
+        }),
+    };
+    if let Some(m) = &s.model {
+        b["model"] = json!(m);
+    }
+    if let Some(t) = s.temperature {
+        b["temperature"] = json!(t);
+    }
+    if let Some(seed) = s.seed {
+        b["seed"] = json!(seed);
+    }
+    b
+}
+
+/// Wall-clock time from a monotonic clock: one reading of the wall clock at the start, steady time after.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    wall0_ns: i64,
+    t0: Instant,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        let wall0_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        Self {
+            wall0_ns,
+            t0: Instant::now(),
+        }
+    }
+}
+
+impl Clock {
+    /// Now, Unix ns.
+    pub fn now_ns(&self) -> i64 {
+        self.wall0_ns + i64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(i64::MAX)
+    }
+}
+
+/// One request as recorded.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Position in the run (0-based), which names the request.
+    pub index: usize,
+    /// The prompt sent (index into the prompts).
+    pub prompt: usize,
+    /// When it was sent, Unix ns (client clock).
+    pub sent_ns: i64,
+    /// When it ended, Unix ns.
+    pub end_ns: i64,
+    /// The stream as read.
+    pub stream: Stream,
+    /// Every SSE payload with its arrival time (the raw capture).
+    pub events: Vec<(i64, String)>,
+    /// How it ended.
+    pub ending: Ending,
+    /// An error code: the HTTP status, or `connect`, `stream_cut`, `idle_timeout`, `timeout`, `interrupted`.
+    pub error_code: Option<String>,
+    /// What went wrong, in words.
+    pub error: Option<String>,
+}
+
+/// Phases of a recording, which every request watches: Ctrl-C moves it to `Draining` (no new requests) and, after
+/// a grace period, to `Stopped` (streams still open are cut and kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Sending.
+    Running,
+    /// No new requests; streams in flight go on.
+    Draining,
+    /// Streams in flight end now.
+    Stopped,
+}
+
+/// Limits on one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest wait for the next chunk.
+    pub idle: Duration,
+    /// Longest a whole request may take.
+    pub total: Duration,
+}
+
+/// Sends one request and reads its stream to the end, whatever happens.
+pub async fn run_one(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    clock: Clock,
+    limits: Limits,
+    mut phase: watch::Receiver<Phase>,
+    (index, prompt): (usize, usize),
+) -> Outcome {
+    let sent_ns = clock.now_ns();
+    let mut out = Outcome {
+        index,
+        prompt,
+        sent_ns,
+        end_ns: sent_ns,
+        stream: Stream::default(),
+        events: Vec::new(),
+        ending: Ending::Done,
+        error_code: None,
+        error: None,
+    };
+    let deadline = tokio::time::Instant::now() + limits.total;
+    let fail = |out: &mut Outcome, ending: Ending, code: &str, why: String| {
+        out.ending = ending;
+        out.error_code = Some(code.to_owned());
+        out.error = Some(why);
+        out.end_ns = clock.now_ns();
+    };
+    let response = tokio::select! {
+        r = tokio::time::timeout_at(deadline, client.post(url).json(body).send()) => r,
+        _ = phase.wait_for(|p| *p == Phase::Stopped) => {
+            fail(&mut out, Ending::Interrupted, "interrupted", "stopped before the server answered".to_owned());
+            return out;
+        }
+    };
+    let response = match response {
+        Err(_) => {
+            fail(
+                &mut out,
+                Ending::TimedOut,
+                "timeout",
+                format!("no answer within {:?}", limits.total),
+            );
+            return out;
+        }
+        Ok(Err(e)) => {
+            let code = if e.is_connect() { "connect" } else { "request" };
+            fail(&mut out, Ending::Failed, code, format!("{url}: {e}"));
+            return out;
+        }
+        Ok(Ok(r)) => r,
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let text = tokio::time::timeout_at(deadline, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let snippet: String = text.unwrap_or_default().chars().take(300).collect();
+        fail(
+            &mut out,
+            Ending::Failed,
+            status.as_str(),
+            format!("HTTP {status}: {}", snippet.trim()),
+        );
+        return out;
+    }
+    let mut events = response.bytes_stream().eventsource();
+    loop {
+        let next = tokio::select! {
+            e = tokio::time::timeout(limits.idle, events.next()) => e,
+            _ = tokio::time::sleep_until(deadline) => {
+                fail(&mut out, Ending::TimedOut, "timeout", format!("the stream outlasted {:?}", limits.total));
+                break;
+            }
+            _ = phase.wait_for(|p| *p == Phase::Stopped) => {
+                fail(&mut out, Ending::Interrupted, "interrupted", "the recording stopped mid-stream".to_owned());
+                break;
+            }
+        };
+        match next {
+            Err(_) => {
+                fail(
+                    &mut out,
+                    Ending::TimedOut,
+                    "idle_timeout",
+                    format!("the server sent nothing for {:?}", limits.idle),
+                );
+                break;
+            }
+            Ok(None) => {
+                if !out.stream.done {
+                    fail(
+                        &mut out,
+                        Ending::Cut,
+                        "stream_cut",
+                        "the stream ended before its last chunk".to_owned(),
+                    );
+                }
+                break;
+            }
+            Ok(Some(Err(e))) => {
+                fail(&mut out, Ending::Cut, "stream_cut", format!("the stream broke: {e}"));
+                break;
+            }
+            Ok(Some(Ok(event))) => {
+                let at = clock.now_ns();
+                out.stream.push(at, &event.data);
+                out.events.push((at, event.data));
+                if out.stream.done {
+                    break;
+                }
+            }
+        }
+    }
+    if out.ending == Ending::Done {
+        out.end_ns = out.stream.last_ns.unwrap_or_else(|| clock.now_ns());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::prompts::Body;
+
+    #[test]
+    fn urls_with_or_without_v1() {
+        assert_eq!(Api::Chat.url("http://h:8080"), "http://h:8080/v1/chat/completions");
+        assert_eq!(Api::Chat.url("http://h:8080/v1/"), "http://h:8080/v1/chat/completions");
+        assert_eq!(Api::Completions.url("http://h/v1"), "http://h/v1/completions");
+        assert_eq!(Api::Llamacpp.url("http://h:8080/v1"), "http://h:8080/completion");
+    }
+
+    #[test]
+    fn bodies_ask_for_logprobs_the_way_each_api_does() {
+        let p = Prompt {
+            body: Body::Text("Hi".into()),
+            max_tokens: Some(7),
+            app_id: None,
+            user_id: None,
+        };
+        let s = Sampling {
+            model: Some("m".into()),
+            max_tokens: 64,
+            top_logprobs: 5,
+            temperature: Some(0.0),
+            seed: None,
+        };
+        let chat = body(Api::Chat, &p, &s);
+        assert_eq!(
+            (chat["logprobs"].clone(), chat["top_logprobs"].clone()),
+            (json!(true), json!(5))
+        );
+        assert_eq!(chat["max_tokens"], 7, "the prompt's own limit wins");
+        assert_eq!(chat["messages"][0]["content"], "Hi");
+        assert_eq!(chat["stream_options"]["include_usage"], true);
+        assert_eq!(body(Api::Completions, &p, &s)["logprobs"], 5);
+        let native = body(Api::Llamacpp, &p, &s);
+        assert_eq!(
+            (native["n_probs"].clone(), native["n_predict"].clone()),
+            (json!(5), json!(7))
+        );
+        let off = body(Api::Chat, &p, &Sampling { top_logprobs: 0, ..s });
+        assert!(off.get("logprobs").is_none());
+    }
+}

@@ -1,0 +1,459 @@
+//! `tokenscope record`: drives an OpenAI-compatible server with real prompts and writes what came back as a
+//! token-level trace: per request its send time, first token, finish, usage, finish reason and status; per token
+//! its arrival time at the client, id, text, logprob and candidates.
+//!
+//! Load is a closed loop (`concurrency` requests in flight) or an open loop (Poisson arrivals at `rate` per
+//! second, at most `concurrency` in flight). Times are the client's: a token's time is when its chunk arrived.
+//! Streams that leave out the end-of-sequence token that usage counts (llama.cpp's chat stream) get it added as a
+//! special token with no probability, and the load report says so.
+
+pub mod client;
+pub mod prompts;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_distr::Distribution;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::format::raw::Val;
+use crate::import::{Kind, Sink, ok, openai, text};
+use crate::trace::report::{Encoding, SourceFile};
+use crate::trace::{Trace, TraceBuilder};
+use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
+use prompts::Prompt;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// The server's base URL (`http://127.0.0.1:8080`, with or without `/v1`).
+    pub url: String,
+    /// The API to use.
+    pub api: Api,
+    /// Requests to send (the prompts are cycled).
+    pub requests: usize,
+    /// Requests in flight at most.
+    pub concurrency: usize,
+    /// Open loop: requests per second (Poisson arrivals); `None` is a closed loop.
+    pub rate: Option<f64>,
+    /// Sampling settings.
+    pub sampling: Sampling,
+    /// Extra HTTP headers (`Authorization: Bearer ...`).
+    pub headers: Vec<(String, String)>,
+    /// End-of-sequence token ids, when the server does not say them.
+    pub eos_ids: Vec<u32>,
+    /// Longest wait for a chunk, and for a whole request.
+    pub limits: Limits,
+    /// After Ctrl-C, how long streams in flight may go on.
+    pub grace: Duration,
+    /// Seed of the open loop's arrivals.
+    pub seed: u64,
+}
+
+/// What a recording gives: the trace, and the raw captures.
+#[derive(Debug)]
+pub struct Recording {
+    /// The trace, with its load report (notes, and any record the format rejected).
+    pub trace: Trace,
+    /// The report.
+    pub report: crate::trace::report::Report,
+    /// Every request as recorded, in order.
+    pub outcomes: Vec<Outcome>,
+    /// True when Ctrl-C stopped it.
+    pub interrupted: bool,
+}
+
+/// Why a recording could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// A header is not `Name: value`, or not valid in HTTP.
+    #[error("--header {0:?}: give it as \"Name: value\"")]
+    Header(String),
+    /// The HTTP client could not be built.
+    #[error("cannot start the HTTP client: {0}")]
+    Client(String),
+    /// The async runtime could not start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// What the server says of itself before the run: its name and version, the model, its EOS ids.
+#[derive(Debug, Default, Clone)]
+pub struct ServerInfo {
+    /// `llama.cpp`, `vllm`, or unknown.
+    pub engine: Option<String>,
+    /// Its version or build.
+    pub version: Option<String>,
+    /// The model it serves.
+    pub model: Option<String>,
+    /// End-of-sequence token ids it names.
+    pub eos_ids: Vec<u32>,
+}
+
+/// Asks the server what it is: llama.cpp's `/props` (and `/tokenize` for its EOS token's id), vLLM's `/version`, and
+/// `/v1/models`. Every question may go unanswered.
+async fn server_info(client: &reqwest::Client, base: &str) -> ServerInfo {
+    let root = base.trim_end_matches('/').trim_end_matches("/v1").to_owned();
+    let get = |path: &str| {
+        let url = format!("{root}{path}");
+        async move {
+            let r = client.get(url).timeout(Duration::from_secs(5)).send().await.ok()?;
+            if !r.status().is_success() {
+                return None;
+            }
+            r.json::<Value>().await.ok()
+        }
+    };
+    let mut info = ServerInfo::default();
+    if let Some(props) = get("/props").await {
+        info.engine = Some("llama.cpp".to_owned());
+        info.version = props.get("build_info").and_then(Value::as_str).map(str::to_owned);
+        info.model = props
+            .get("model_alias")
+            .or_else(|| props.get("model_path"))
+            .and_then(Value::as_str)
+            .map(|m| m.rsplit('/').next().unwrap_or(m).to_owned());
+        if let Some(eos) = props.get("eos_token").and_then(Value::as_str) {
+            let url = format!("{root}/tokenize");
+            let body = serde_json::json!({"content": eos, "parse_special": true});
+            let ids = async {
+                let r = client
+                    .post(url)
+                    .json(&body)
+                    .timeout(Duration::from_secs(5))
+                    .send()
+                    .await
+                    .ok()?;
+                r.json::<Value>().await.ok()
+            }
+            .await;
+            info.eos_ids = ids
+                .as_ref()
+                .and_then(|v| v.get("tokens"))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|t| t.as_u64().and_then(|t| u32::try_from(t).ok()))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+    } else if let Some(v) = get("/version").await {
+        info.engine = Some("vllm".to_owned());
+        info.version = v.get("version").and_then(Value::as_str).map(str::to_owned);
+    }
+    if info.model.is_none()
+        && let Some(models) = get("/v1/models").await
+    {
+        info.model = models.pointer("/data/0/id").and_then(Value::as_str).map(str::to_owned);
+    }
+    info
+}
+
+/// Live counters for the progress bar.
+#[derive(Debug, Default)]
+struct Counters {
+    done: AtomicUsize,
+    tokens: AtomicU64,
+    errors: AtomicUsize,
+}
+
+/// Runs a recording on its own runtime, with a progress bar on standard error when `progress` is set; `stop`, when
+/// given, stands for Ctrl-C.
+pub fn run_recording(
+    options: &RecordOptions,
+    prompts: &[Prompt],
+    progress: bool,
+    stop: Option<watch::Receiver<bool>>,
+) -> Result<Recording, RecordError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("record")
+        .enable_all()
+        .build()
+        .map_err(RecordError::Runtime)?;
+    runtime.block_on(run(options, prompts, progress, stop))
+}
+
+async fn run(
+    options: &RecordOptions,
+    prompts: &[Prompt],
+    progress: bool,
+    stop: Option<watch::Receiver<bool>>,
+) -> Result<Recording, RecordError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (k, v) in &options.headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| RecordError::Header(format!("{k}: {v}")))?;
+        let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| RecordError::Header(format!("{k}: {v}")))?;
+        headers.insert(name, value);
+    }
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| RecordError::Client(e.to_string()))?;
+    let info = server_info(&client, &options.url).await;
+    let url = options.api.url(&options.url);
+    let clock = Clock::default();
+    let (phase_tx, phase_rx) = watch::channel(Phase::Running);
+    let counters = Arc::new(Counters::default());
+    let bar = progress.then(|| {
+        let bar = indicatif::ProgressBar::new(options.requests as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} requests {msg} [{elapsed}]")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+
+    // Ctrl-C (or the caller's stop): no new requests, then after the grace period the streams in flight are cut.
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let phase_tx = phase_tx.clone();
+        let interrupted = Arc::clone(&interrupted);
+        let grace = options.grace;
+        let mut stop = stop;
+        tokio::spawn(async move {
+            match stop.as_mut() {
+                Some(rx) => {
+                    let _ = rx.wait_for(|s| *s).await;
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+            interrupted.store(true, Ordering::Relaxed);
+            let _ = phase_tx.send(Phase::Draining);
+            tokio::time::sleep(grace).await;
+            let _ = phase_tx.send(Phase::Stopped);
+        })
+    };
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
+    let mut set = tokio::task::JoinSet::new();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(options.seed);
+    let gaps = options
+        .rate
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .and_then(|r| rand_distr::Exp::new(r).ok());
+    let started = tokio::time::Instant::now();
+    let mut due = started;
+    loop {
+        if *phase_rx.borrow() != Phase::Running {
+            break;
+        }
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= options.requests {
+            break;
+        }
+        if let Some(exp) = &gaps {
+            due += Duration::from_secs_f64(exp.sample(&mut rng));
+            let mut phase = phase_rx.clone();
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                _ = phase.wait_for(|p| *p != Phase::Running) => break,
+            }
+        }
+        let permit = {
+            let mut phase = phase_rx.clone();
+            tokio::select! {
+                p = Arc::clone(&semaphore).acquire_owned() => p,
+                _ = phase.wait_for(|p| *p != Phase::Running) => break,
+            }
+        };
+        let Ok(permit) = permit else { break };
+        let p = i % prompts.len().max(1);
+        let Some(prompt) = prompts.get(p) else { break };
+        let body = client::body(options.api, prompt, &options.sampling);
+        let (client, url, phase, counters, bar) = (
+            client.clone(),
+            url.clone(),
+            phase_rx.clone(),
+            Arc::clone(&counters),
+            bar.clone(),
+        );
+        let limits = options.limits;
+        set.spawn(async move {
+            let out = client::run_one(&client, &url, &body, clock, limits, phase, (i, p)).await;
+            drop(permit);
+            counters.done.fetch_add(1, Ordering::Relaxed);
+            counters
+                .tokens
+                .fetch_add(out.stream.tokens.len() as u64, Ordering::Relaxed);
+            if out.ending != Ending::Done {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(bar) = &bar {
+                #[allow(clippy::cast_precision_loss)] // a rate on a progress bar
+                let rate = counters.tokens.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                bar.set_position(counters.done.load(Ordering::Relaxed) as u64);
+                bar.set_message(format!(
+                    "· {rate:.0} tok/s · {} errors",
+                    counters.errors.load(Ordering::Relaxed)
+                ));
+            }
+            out
+        });
+    }
+    let mut outcomes = Vec::with_capacity(options.requests);
+    while let Some(done) = set.join_next().await {
+        if let Ok(out) = done {
+            outcomes.push(out);
+        }
+    }
+    watcher.abort();
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    outcomes.sort_by_key(|o| o.index);
+    let (trace, report) = build_trace(options, prompts, &info, &url, &outcomes);
+    Ok(Recording {
+        trace,
+        report,
+        outcomes,
+        interrupted: interrupted.load(Ordering::Relaxed),
+    })
+}
+
+/// The request id of the `i`-th request of a recording.
+pub fn request_id(i: usize) -> String {
+    format!("rec-{i:05}")
+}
+
+/// The trace of a recording: its requests, their tokens and candidates, a meta record naming the server.
+pub fn build_trace(
+    options: &RecordOptions,
+    prompts: &[Prompt],
+    info: &ServerInfo,
+    url: &str,
+    outcomes: &[Outcome],
+) -> (Trace, crate::trace::report::Report) {
+    let mut b = TraceBuilder::default();
+    b.report.files.push(SourceFile {
+        path: url.to_owned(),
+        encoding: Encoding::Jsonl,
+    });
+    let eos_ids: Vec<u32> = if options.eos_ids.is_empty() {
+        info.eos_ids.clone()
+    } else {
+        options.eos_ids.clone()
+    };
+    let mut meta = crate::import::record("meta");
+    meta.engine = info.engine.clone().map(text).unwrap_or(None);
+    meta.engine_version = info.version.clone().map(text).unwrap_or(None);
+    let model = options
+        .sampling
+        .model
+        .clone()
+        .or_else(|| info.model.clone())
+        .or_else(|| outcomes.iter().find_map(|o| o.stream.model.clone()));
+    meta.model = model.clone().map(text).unwrap_or(None);
+    if !eos_ids.is_empty() {
+        meta.eos_token_ids = ok(eos_ids.iter().map(|&id| Val::Ok(i64::from(id))).collect());
+    }
+    meta.created_ns = ok(Clock::default().now_ns());
+    crate::format::validate::ingest(&meta, crate::trace::report::Place { file: 0, at: 0 }, &mut b);
+    b.report.records -= 1;
+
+    let mut added_eos = 0usize;
+    let mut chunks = 0usize;
+    let mut sink = Sink::new(&mut b, 0, Kind::OpenaiStream);
+    for o in outcomes {
+        let mut stream = o.stream.clone();
+        if stream.tokens.iter().any(|t| t.is_chunk) {
+            chunks += 1;
+        }
+        let id = request_id(o.index);
+        let prompt = prompts.get(o.prompt);
+        let x = openai::Exchange {
+            id: &id,
+            sent_ns: o.sent_ns,
+            end_ns: o.end_ns,
+            ending: Some(o.ending),
+            error_code: o.error_code.as_deref(),
+            model: model.as_deref(),
+            app_id: prompt.and_then(|p| p.app_id.as_deref()),
+            user_id: prompt.and_then(|p| p.user_id.as_deref()),
+            max_tokens: Some(i64::from(
+                prompt.and_then(|p| p.max_tokens).unwrap_or(options.sampling.max_tokens),
+            )),
+            temperature: options.sampling.temperature,
+        };
+        if openai::add_exchange(&mut stream, &x, &eos_ids, &mut sink, o.index as u64 + 1) {
+            added_eos += 1;
+        }
+    }
+    sink.note(format!(
+        "recorded from {url}: times are the client's (arrival is the send time, a token's time is when its chunk \
+         arrived){}",
+        info.engine
+            .as_ref()
+            .map(|e| format!(
+                "; server {e}{}",
+                info.version.as_ref().map(|v| format!(" {v}")).unwrap_or_default()
+            ))
+            .unwrap_or_default()
+    ));
+    if added_eos > 0 {
+        sink.note(format!(
+            "{added_eos} streams stopped without sending their end-of-sequence token, which usage counts: it was \
+             added as a special token with no probability{}",
+            if eos_ids.is_empty() {
+                " and no id (give --eos-id)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if chunks > 0 {
+        sink.note(format!(
+            "{chunks} streams carried no logprobs: their token records are chunks of text (ask for --top-logprobs)"
+        ));
+    }
+    b.finish()
+}
+
+/// The one-line summary of a recording.
+pub fn summary_line(rec: &Recording) -> String {
+    let count = |e: Ending| rec.outcomes.iter().filter(|o| o.ending == e).count();
+    let tokens: usize = rec.outcomes.iter().map(|o| o.stream.tokens.len()).sum();
+    format!(
+        "{} requests: {} ok, {} failed, {} cut, {} timed out, {} interrupted; {} tokens{}",
+        rec.outcomes.len(),
+        count(Ending::Done),
+        count(Ending::Failed),
+        count(Ending::Cut),
+        count(Ending::TimedOut),
+        count(Ending::Interrupted),
+        tokens,
+        if rec.interrupted { " (stopped by Ctrl-C)" } else { "" }
+    )
+}
+
+/// Where a raw capture of every stream goes: one JSON line per request, `{request_id, sent_ns, end_ns, ending,
+/// error_code, events: [[t_ns, data], ...]}`, which `tokenscope` opens as kind `openai-stream`.
+pub fn write_raw(outcomes: &[Outcome], path: &PathBuf) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for o in outcomes {
+        let line = serde_json::json!({
+            "request_id": request_id(o.index),
+            "sent_ns": o.sent_ns,
+            "end_ns": o.end_ns,
+            "ending": format!("{:?}", o.ending).to_lowercase(),
+            "error_code": o.error_code,
+            "error": o.error,
+            "events": o.events,
+        });
+        serde_json::to_writer(&mut w, &line)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()
+}

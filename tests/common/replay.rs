@@ -1,0 +1,164 @@
+//! A local OpenAI-compatible server for the recorder's tests and benchmark: it answers every POST with one behaviour
+//! (a captured SSE stream replayed with gaps, an HTTP error, a stream cut or stalled midway), on 127.0.0.1 and a port
+//! of the system's choosing, through hyper's server. GETs (the recorder's questions about the server) get a 404.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::Frame;
+use hyper::{Request, Response};
+
+/// What the server does with a POST.
+#[derive(Debug, Clone)]
+pub enum Behavior {
+    /// Streams these SSE payloads (`data: ...`), `gap` apart; `cut_after`: breaks the connection after that many;
+    /// `stall_after`: stops sending (for a long while) after that many.
+    Stream {
+        events: Vec<String>,
+        gap: Duration,
+        cut_after: Option<usize>,
+        stall_after: Option<usize>,
+    },
+    /// Answers with this status and body.
+    Status(u16, String),
+}
+
+impl Behavior {
+    /// Replays a captured `.sse` file: its `data:` lines in order.
+    pub fn replay(sse: &str, gap: Duration) -> Self {
+        Behavior::Stream {
+            events: sse
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .map(str::to_owned)
+                .collect(),
+            gap,
+            cut_after: None,
+            stall_after: None,
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+async fn answer(req: Request<hyper::body::Incoming>, behavior: Behavior) -> Result<Response<Body>, Infallible> {
+    let full = |status: u16, text: String| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed())
+            .unwrap()
+    };
+    if req.method() == hyper::Method::GET {
+        return Ok(full(404, "{\"error\": \"not here\"}".to_owned()));
+    }
+    // Read the request body whole, as a server would, before answering.
+    let _ = req.into_body().collect().await;
+    match behavior {
+        Behavior::Status(code, text) => Ok(full(code, text)),
+        Behavior::Stream {
+            events,
+            gap,
+            cut_after,
+            stall_after,
+        } => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
+            tokio::spawn(async move {
+                for (i, e) in events.iter().enumerate() {
+                    if cut_after == Some(i) {
+                        // Let the chunks before it reach the wire: an error drops what hyper still buffers.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        let _ = tx.send(Err(std::io::Error::other("cut"))).await;
+                        return;
+                    }
+                    if stall_after == Some(i) {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        return;
+                    }
+                    tokio::time::sleep(gap).await;
+                    if tx
+                        .send(Ok(Frame::data(Bytes::from(format!("data: {e}\n\n")))))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+            let stream = tokio_stream_of(rx);
+            Ok(Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .body(BodyExt::boxed(StreamBody::new(stream)))
+                .unwrap())
+        }
+    }
+}
+
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> + Send + 'static {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// A running server; it stops when dropped.
+pub struct Server {
+    /// Its base URL.
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts a server with one behaviour on 127.0.0.1.
+pub fn start(behavior: Behavior) -> Server {
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            url_tx
+                .send(format!("http://{}", listener.local_addr().unwrap()))
+                .unwrap();
+            loop {
+                tokio::select! {
+                    _ = &mut stop_rx => break,
+                    accepted = listener.accept() => {
+                        let Ok((socket, _)) = accepted else { continue };
+                        let behavior = behavior.clone();
+                        tokio::spawn(async move {
+                            let service = hyper::service::service_fn(move |req| answer(req, behavior.clone()));
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                                .await;
+                        });
+                    }
+                }
+            }
+        });
+    });
+    Server {
+        url: url_rx.recv().unwrap(),
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}

@@ -1,0 +1,315 @@
+//! `tokenscope record` against a local server that replays streams captured from a real llama.cpp server
+//! (`tests/data/record/`, see its PROVENANCE.md), and that misbehaves on purpose: an HTTP 500, a stream cut midway,
+//! a server that stops sending, a port where nothing listens, a Ctrl-C mid-stream.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/replay.rs"]
+mod replay;
+
+use std::time::Duration;
+
+use replay::{Behavior, start};
+use tokenscope::record::client::{Api, Ending, Limits, Sampling};
+use tokenscope::record::prompts::{Body, Prompt};
+use tokenscope::record::{RecordOptions, Recording, run_recording};
+use tokenscope::trace::Trace;
+
+fn capture(name: &str) -> String {
+    std::fs::read_to_string(format!("tests/data/record/{name}")).unwrap()
+}
+
+fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
+    RecordOptions {
+        url: url.to_owned(),
+        api,
+        requests,
+        concurrency: 2,
+        rate: None,
+        sampling: Sampling {
+            model: None,
+            max_tokens: 30,
+            top_logprobs: 3,
+            temperature: Some(0.0),
+            seed: None,
+        },
+        headers: Vec::new(),
+        eos_ids: vec![1],
+        limits: Limits {
+            idle: Duration::from_secs(5),
+            total: Duration::from_secs(30),
+        },
+        grace: Duration::from_millis(200),
+        seed: 1,
+    }
+}
+
+fn prompts() -> Vec<Prompt> {
+    vec![Prompt {
+        body: Body::Text("Name a color.".into()),
+        max_tokens: None,
+        app_id: Some("chat".into()),
+        user_id: None,
+    }]
+}
+
+fn record(options: &RecordOptions) -> Recording {
+    // A stop signal that never comes (the tests do not install a Ctrl-C handler).
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let rec = run_recording(options, &prompts(), false, Some(stop)).unwrap();
+    drop(_keep);
+    rec
+}
+
+fn texts(t: &Trace, r: u32) -> Vec<String> {
+    t.tokens_of(r)
+        .map(|i| t.texts.get(t.tokens.text[i]).unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn chat_stream_that_leaves_out_its_eos_gets_it_back_from_usage() {
+    // chat_eos_omitted.sse: 5 content tokens ("Name", " a", " color", ".", "で購入"), finish "stop", usage says 6.
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(5),
+    ));
+    let rec = record(&options(&server.url, Api::Chat, 2));
+    let t = &rec.trace;
+    assert_eq!(rec.outcomes.iter().filter(|o| o.ending == Ending::Done).count(), 2);
+    assert_eq!(t.request_count(), 2);
+    assert_eq!(rec.report.rejected_count(), 0, "{:?}", rec.report.rejected.first());
+    for r in 0..2u32 {
+        let tokens: Vec<usize> = t.tokens_of(r).collect();
+        assert_eq!(tokens.len(), 6, "token records equal usage");
+        assert_eq!(texts(t, r)[..5], ["Name", " a", " color", ".", "で購入"]);
+        // The EOS added: id 1 (--eos-id), special, no probability.
+        let eos = tokens[5];
+        assert_eq!(t.tokens.token_id[eos], 1);
+        assert!(t.is_special_token(1, t.tokens.special[eos]));
+        assert!(t.tokens.logprob[eos].is_nan());
+        // Candidates with their ids: "Name" (1567) first among 3.
+        let c = t.candidates_of(tokens[0]);
+        assert_eq!(c.len(), 3);
+        assert_eq!(t.candidates.token_id[c.start], 1567);
+        assert_eq!(t.tokens.token_id[tokens[0]], 1567);
+        // Arrival times increase (chunks 5 ms apart); the first is after the send.
+        let times: Vec<i64> = tokens.iter().map(|&i| t.tokens.emitted_ns[i]).collect();
+        assert!(times[..5].windows(2).all(|w| w[1] > w[0]), "{times:?}");
+        assert!(times[0] > t.requests.arrival_ns[r as usize]);
+        assert_eq!(t.label(t.requests.finish_reason[r as usize]), Some("stop"));
+        assert_eq!(t.label(t.requests.app_id[r as usize]), Some("chat"));
+    }
+    assert!(
+        rec.report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("2 streams stopped without")),
+        "{:?}",
+        rec.report.notes
+    );
+}
+
+#[test]
+fn completions_and_native_streams_send_the_eos_with_its_logprob() {
+    for (file, api) in [
+        ("completions_eos.sse", Api::Completions),
+        ("native_eos.sse", Api::Llamacpp),
+    ] {
+        let server = start(Behavior::replay(&capture(file), Duration::from_millis(2)));
+        let rec = record(&options(&server.url, api, 1));
+        let t = &rec.trace;
+        let tokens: Vec<usize> = t.tokens_of(0).collect();
+        // 6 tokens, the last the EOS (id 1) as the server sent it, with its logprob; usage 6.
+        assert_eq!(tokens.len(), 6, "{file}");
+        assert_eq!(t.output_tokens(0), 6, "{file}");
+        let eos = tokens[5];
+        assert_eq!(t.tokens.token_id[eos], 1, "{file}");
+        assert!(t.is_special_token(1, t.tokens.special[eos]), "{file}");
+        assert!(t.tokens.logprob[eos] < 0.0, "{file}: the EOS's own logprob");
+        assert_eq!(t.label(t.requests.finish_reason[0]), Some("stop"), "{file}");
+        assert!(
+            !rec.report.notes.iter().any(|n| n.contains("stopped without")),
+            "{file}: nothing added"
+        );
+    }
+}
+
+#[test]
+fn a_cut_stream_keeps_its_tokens_and_says_it_was_cut() {
+    // chat_length.sse: a role chunk, 40 token chunks, the finish, usage, [DONE]. Cut after 11 chunks: 10 tokens.
+    let Behavior::Stream { events, gap, .. } = Behavior::replay(&capture("chat_length.sse"), Duration::from_millis(1))
+    else {
+        unreachable!()
+    };
+    let server = start(Behavior::Stream {
+        events,
+        gap,
+        cut_after: Some(11),
+        stall_after: None,
+    });
+    let rec = record(&options(&server.url, Api::Chat, 1));
+    let o = &rec.outcomes[0];
+    assert_eq!(o.ending, Ending::Cut);
+    assert_eq!(o.error_code.as_deref(), Some("stream_cut"));
+    let t = &rec.trace;
+    assert_eq!(t.tokens_of(0).len(), 10);
+    assert_eq!(t.label(t.requests.status[0]), Some("error"));
+    assert_eq!(t.label(t.requests.error_code[0]), Some("stream_cut"));
+    assert!(tokenscope::record::summary_line(&rec).contains("1 cut"));
+}
+
+#[test]
+fn a_server_that_stops_sending_times_out_and_the_run_goes_on() {
+    let Behavior::Stream { events, .. } = Behavior::replay(&capture("chat_length.sse"), Duration::ZERO) else {
+        unreachable!()
+    };
+    let server = start(Behavior::Stream {
+        events,
+        gap: Duration::from_millis(1),
+        cut_after: None,
+        stall_after: Some(4),
+    });
+    let mut o = options(&server.url, Api::Chat, 2);
+    o.limits.idle = Duration::from_millis(300);
+    let rec = record(&o);
+    // Both requests: 3 tokens (chunks 1-3), then silence past the idle limit.
+    assert_eq!(rec.outcomes.len(), 2);
+    for out in &rec.outcomes {
+        assert_eq!(out.ending, Ending::TimedOut);
+        assert_eq!(out.error_code.as_deref(), Some("idle_timeout"));
+        assert_eq!(out.stream.tokens.len(), 3);
+    }
+    assert_eq!(rec.trace.label(rec.trace.requests.status[0]), Some("timeout"));
+}
+
+#[test]
+fn http_errors_and_refused_connections_end_each_request_with_its_error() {
+    let server = start(Behavior::Status(500, "{\"error\": \"model crashed\"}".into()));
+    let rec = record(&options(&server.url, Api::Chat, 3));
+    assert_eq!(rec.outcomes.len(), 3);
+    assert!(
+        rec.outcomes
+            .iter()
+            .all(|o| o.ending == Ending::Failed && o.error_code.as_deref() == Some("500"))
+    );
+    assert!(rec.outcomes[0].error.as_deref().unwrap().contains("model crashed"));
+    assert_eq!(rec.trace.token_count(), 0);
+    assert!(tokenscope::record::summary_line(&rec).starts_with("3 requests: 0 ok, 3 failed"));
+
+    // A port where nothing listens (a server started and stopped).
+    let url = start(Behavior::Status(200, String::new())).url.clone();
+    let rec = record(&options(&url, Api::Chat, 2));
+    assert!(
+        rec.outcomes.iter().all(|o| o.error_code.as_deref() == Some("connect")),
+        "{:?}",
+        rec.outcomes[0].error
+    );
+}
+
+#[test]
+fn a_stop_mid_stream_keeps_what_was_recorded_and_marks_it() {
+    // 40 token chunks 50 ms apart; the stop comes after ~300 ms, the grace is 200 ms: each stream is cut near
+    // 500 ms with about ten tokens, and no request starts after the stop.
+    let server = start(Behavior::replay(&capture("chat_length.sse"), Duration::from_millis(50)));
+    let mut o = options(&server.url, Api::Chat, 6);
+    o.concurrency = 2;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = stop_tx.send(true);
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let rec = run_recording(&o, &prompts(), false, Some(stop)).unwrap();
+    stopper.join().unwrap();
+    assert!(rec.interrupted);
+    assert_eq!(rec.outcomes.len(), 2, "only the two in flight when the stop came");
+    for out in &rec.outcomes {
+        assert_eq!(out.ending, Ending::Interrupted);
+        assert!(
+            (3..=12).contains(&out.stream.tokens.len()),
+            "{}",
+            out.stream.tokens.len()
+        );
+    }
+    assert_eq!(rec.trace.label(rec.trace.requests.finish_reason[0]), Some("abort"));
+}
+
+#[test]
+fn the_raw_capture_opens_as_the_same_trace() {
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    let mut o = options(&server.url, Api::Chat, 3);
+    o.eos_ids = Vec::new();
+    let rec = record(&o);
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("capture.jsonl");
+    tokenscope::record::write_raw(&rec.outcomes, &raw).unwrap();
+    assert_eq!(
+        tokenscope::import::sniff(&raw),
+        Some(tokenscope::import::Kind::OpenaiStream)
+    );
+    let back = tokenscope::format::load(&raw, &tokenscope::format::Progress::default()).unwrap();
+    assert_eq!(back.trace.request_count(), 3);
+    assert_eq!(back.trace.token_count(), rec.trace.token_count());
+    let times = |t: &Trace| (0..t.token_count()).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
+    assert_eq!(times(&back.trace), times(&rec.trace));
+}
+
+#[test]
+fn the_command_line_writes_the_trace_and_rejects_bad_arguments() {
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\nnot json\n").unwrap();
+    let out = dir.path().join("rec.parquet");
+    let (p, o) = (prompts.to_str().unwrap(), out.to_str().unwrap());
+    let (code, stdout, stderr) = common::tokenscope(&[
+        "record",
+        "--url",
+        &server.url,
+        "--prompts",
+        p,
+        "--requests",
+        "4",
+        "--concurrency",
+        "2",
+        "--eos-id",
+        "1",
+        "-o",
+        o,
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("4 requests: 4 ok"), "{stdout}");
+    assert!(
+        stderr.contains(":2: not JSON"),
+        "the bad prompt line is named: {stderr}"
+    );
+    let back = tokenscope::format::load(&out, &tokenscope::format::Progress::default()).unwrap();
+    assert_eq!(back.trace.token_count(), 4 * 6);
+    assert_eq!(back.trace.meta.eos_token_ids.as_deref(), Some(&[1][..]));
+
+    for bad in [["--rate", "-1"], ["--timeout", "0"]] {
+        let (code, _, stderr) =
+            common::tokenscope(&["record", "--url", &server.url, "--prompts", p, bad[0], bad[1], "-o", o]);
+        assert_eq!(code, 2, "{bad:?}: {stderr}");
+    }
+    let (code, _, stderr) = common::tokenscope(&[
+        "record",
+        "--url",
+        &server.url,
+        "--prompts",
+        "/nonexistent/p.txt",
+        "-o",
+        o,
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read the prompts file"), "{stderr}");
+}
