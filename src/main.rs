@@ -130,6 +130,9 @@ enum Command {
         /// The model to ask for.
         #[arg(long)]
         model: Option<String>,
+        /// JSON object of fields merged into every request body, e.g. '{"logit_bias": {"1": 3}}'.
+        #[arg(long, value_name = "JSON", value_parser = cli::record::parse_extra)]
+        extra_body: Option<serde_json::Map<String, serde_json::Value>>,
         /// An HTTP header, "Name: value" (repeat for more).
         #[arg(long = "header", value_name = "NAME: VALUE", value_parser = cli::record::parse_header)]
         headers: Vec<(String, String)>,
@@ -483,6 +486,7 @@ fn main() -> ExitCode {
             temperature,
             sampling_seed,
             model,
+            extra_body,
             headers,
             eos_ids,
             seed,
@@ -523,6 +527,7 @@ fn main() -> ExitCode {
                     top_logprobs,
                     temperature,
                     seed: sampling_seed,
+                    extra: extra_body.unwrap_or_default(),
                 },
                 headers,
                 eos_ids,

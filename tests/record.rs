@@ -34,6 +34,7 @@ fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
             top_logprobs: 3,
             temperature: Some(0.0),
             seed: None,
+            extra: serde_json::Map::new(),
         },
         headers: Vec::new(),
         eos_ids: vec![1],

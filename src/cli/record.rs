@@ -18,6 +18,15 @@ pub fn parse_header(s: &str) -> Result<(String, String), String> {
     Ok((k.to_owned(), v.trim().to_owned()))
 }
 
+/// Parses `--extra-body '{...}'`: a JSON object.
+pub fn parse_extra(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!("--extra-body: {other} is not a JSON object")),
+        Err(e) => Err(format!("--extra-body: not JSON ({e})")),
+    }
+}
+
 /// Runs a recording and writes its trace (and raw capture).
 pub fn run(
     options: &RecordOptions,

@@ -59,6 +59,8 @@ pub struct Sampling {
     pub temperature: Option<f64>,
     /// Sampling seed.
     pub seed: Option<u64>,
+    /// Fields merged into every request body as given (`{"logit_bias": {"1": 3}}`), over the ones above.
+    pub extra: serde_json::Map<String, Value>,
 }
 
 /// The JSON body of one request.
@@ -106,6 +108,9 @@ pub fn body(api: Api, prompt: &Prompt, s: &Sampling) -> Value {
     }
     if let Some(seed) = s.seed {
         b["seed"] = json!(seed);
+    }
+    for (k, v) in &s.extra {
+        b[k.as_str()] = v.clone();
     }
     b
 }
@@ -157,6 +162,8 @@ pub struct Outcome {
     pub error_code: Option<String>,
     /// What went wrong, in words.
     pub error: Option<String>,
+    /// True when the first send failed on a stale connection and was tried again.
+    pub retried: bool,
 }
 
 /// Phases of a recording, which every request watches: Ctrl-C moves it to `Draining` (no new requests) and, after
@@ -201,6 +208,7 @@ pub async fn run_one(
         ending: Ending::Done,
         error_code: None,
         error: None,
+        retried: false,
     };
     let deadline = tokio::time::Instant::now() + limits.total;
     let fail = |out: &mut Outcome, ending: Ending, code: &str, why: String| {
@@ -209,12 +217,34 @@ pub async fn run_one(
         out.error = Some(why);
         out.end_ns = clock.now_ns();
     };
-    let response = tokio::select! {
-        r = tokio::time::timeout_at(deadline, client.post(url).json(body).send()) => r,
-        _ = phase.wait_for(|p| *p == Phase::Stopped) => {
-            fail(&mut out, Ending::Interrupted, "interrupted", "stopped before the server answered".to_owned());
-            return out;
+    // A pooled connection the server closed while idle fails at once, before the server saw the request: such a
+    // send is tried once more on a fresh connection (the send time is the second try's).
+    let mut response = None;
+    for attempt in 0..2 {
+        let r = tokio::select! {
+            r = tokio::time::timeout_at(deadline, client.post(url).json(body).send()) => r,
+            _ = phase.wait_for(|p| *p == Phase::Stopped) => {
+                fail(&mut out, Ending::Interrupted, "interrupted", "stopped before the server answered".to_owned());
+                return out;
+            }
+        };
+        let stale = matches!(&r, Ok(Err(e)) if e.is_request() && !e.is_connect() && !e.is_timeout());
+        if attempt == 0 && stale {
+            out.retried = true;
+            out.sent_ns = clock.now_ns();
+            continue;
         }
+        response = Some(r);
+        break;
+    }
+    let Some(response) = response else {
+        fail(
+            &mut out,
+            Ending::Failed,
+            "request",
+            "the request could not be sent".to_owned(),
+        );
+        return out;
     };
     let response = match response {
         Err(_) => {
@@ -228,7 +258,14 @@ pub async fn run_one(
         }
         Ok(Err(e)) => {
             let code = if e.is_connect() { "connect" } else { "request" };
-            fail(&mut out, Ending::Failed, code, format!("{url}: {e}"));
+            // The whole chain: reqwest's own words hide the cause ("connection closed before message completed").
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            fail(&mut out, Ending::Failed, code, format!("{url}: {why}"));
             return out;
         }
         Ok(Ok(r)) => r,
@@ -329,6 +366,7 @@ mod tests {
             top_logprobs: 5,
             temperature: Some(0.0),
             seed: None,
+            extra: serde_json::from_str(r#"{"logit_bias": {"1": 3}}"#).unwrap(),
         };
         let chat = body(Api::Chat, &p, &s);
         assert_eq!(
@@ -339,12 +377,20 @@ mod tests {
         assert_eq!(chat["messages"][0]["content"], "Hi");
         assert_eq!(chat["stream_options"]["include_usage"], true);
         assert_eq!(body(Api::Completions, &p, &s)["logprobs"], 5);
+        assert_eq!(chat["logit_bias"]["1"], 3, "extra fields pass through");
         let native = body(Api::Llamacpp, &p, &s);
         assert_eq!(
             (native["n_probs"].clone(), native["n_predict"].clone()),
             (json!(5), json!(7))
         );
-        let off = body(Api::Chat, &p, &Sampling { top_logprobs: 0, ..s });
+        let off = body(
+            Api::Chat,
+            &p,
+            &Sampling {
+                top_logprobs: 0,
+                ..s.clone()
+            },
+        );
         assert!(off.get("logprobs").is_none());
     }
 }

@@ -412,6 +412,12 @@ pub fn build_trace(
             }
         ));
     }
+    let retried = outcomes.iter().filter(|o| o.retried).count();
+    if retried > 0 {
+        sink.note(format!(
+            "{retried} requests were sent twice: the first send failed at once on a connection the server had closed"
+        ));
+    }
     if chunks > 0 {
         sink.note(format!(
             "{chunks} streams carried no logprobs: their token records are chunks of text (ask for --top-logprobs)"

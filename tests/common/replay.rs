@@ -2,7 +2,8 @@
 //! (a captured SSE stream replayed with gaps, an HTTP error, a stream cut or stalled midway), on 127.0.0.1 and a port
 //! of the system's choosing, through hyper's server. GETs (the recorder's questions about the server) get a 404.
 
-#![allow(dead_code)]
+// Test and benchmark code: a panic here is a failed test.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::convert::Infallible;
 use std::time::Duration;
