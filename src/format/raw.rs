@@ -94,6 +94,8 @@ pub struct RawRecord<'a> {
     pub eos_token_ids: Field<Vec<Val<i64>>>,
     #[serde(default)]
     pub created_ns: Field<i64>,
+    #[serde(default, borrow)]
+    pub clock: Field<Cow<'a, str>>,
     // request
     #[serde(default, borrow)]
     pub request_id: Field<Cow<'a, str>>,
@@ -143,6 +145,12 @@ pub struct RawRecord<'a> {
     pub num_preemptions: Field<i64>,
     #[serde(default, borrow)]
     pub prompt_hash: Field<Cow<'a, str>>,
+    #[serde(default)]
+    pub server_queue_ns: Field<i64>,
+    #[serde(default)]
+    pub server_ttft_ns: Field<i64>,
+    #[serde(default)]
+    pub server_decode_ns: Field<i64>,
     // iteration
     #[serde(default)]
     pub iteration: Field<i64>,

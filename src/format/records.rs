@@ -58,6 +58,7 @@ pub fn meta_record(trace: &Trace) -> RawRecord<'_> {
             .as_ref()
             .map(|ids| Val::Ok(ids.iter().map(|&id| Val::Ok(i64::from(id))).collect())),
         created_ns: int(m.created_ns),
+        clock: m.clock.as_deref().and_then(s),
         ..RawRecord::default()
     }
 }
@@ -91,6 +92,9 @@ pub fn request_record(trace: &Trace, r: usize) -> RawRecord<'_> {
         seed: int(q.seed),
         num_preemptions: count(q.num_preemptions),
         prompt_hash: label(trace, q.prompt_hash),
+        server_queue_ns: int(q.server_queue_ns),
+        server_ttft_ns: int(q.server_ttft_ns),
+        server_decode_ns: int(q.server_decode_ns),
         ..RawRecord::default()
     }
 }

@@ -55,13 +55,14 @@ macro_rules! scalar_fields {
         $m! {
             (kind, Str),
             // meta
-            (format, Str), (version, Int), (engine, Str), (engine_version, Str), (created_ns, Int),
+            (format, Str), (version, Int), (engine, Str), (engine_version, Str), (created_ns, Int), (clock, Str),
             // request
             (request_id, Str), (source, Str), (trace_id, Str), (model, Str), (app_id, Str), (user_id, Str),
             (arrival_ns, Int), (scheduled_ns, Int), (first_token_ns, Int), (finished_ns, Int),
             (input_tokens, Int), (cached_tokens, Int), (context_tokens, Int), (output_tokens, Int),
             (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
             (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
+            (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int),
             // iteration
             (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
             (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
@@ -99,6 +100,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "engine_version",
             "model",
             "created_ns",
+            "clock",
         ],
         "request" => &[
             "kind",
@@ -126,6 +128,9 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "seed",
             "num_preemptions",
             "prompt_hash",
+            "server_queue_ns",
+            "server_ttft_ns",
+            "server_decode_ns",
         ],
         "iteration" => &[
             "kind",
@@ -231,9 +236,9 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 5 meta + 24 request + 14 iteration + 2 stage + 7 token scalar fields.
-        assert_eq!(SCALAR_FIELDS.len(), 53);
-        assert_eq!(arrow_schema().fields().len(), 55);
+        // 1 kind + 6 meta + 27 request + 14 iteration + 2 stage + 7 token scalar fields.
+        assert_eq!(SCALAR_FIELDS.len(), 57);
+        assert_eq!(arrow_schema().fields().len(), 59);
         for kind in ["request", "iteration", "stage", "token"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

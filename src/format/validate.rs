@@ -235,6 +235,7 @@ fn meta(r: &RawRecord<'_>) -> Check<Meta> {
         model: opt_str("model", &r.model)?.map(str::to_owned),
         eos_token_ids,
         created_ns: opt_time("created_ns", &r.created_ns)?,
+        clock: opt_str("clock", &r.clock)?.map(str::to_owned),
     })
 }
 
@@ -283,6 +284,9 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
     let context_tokens = opt_count("context_tokens", &r.context_tokens)?;
     let output_tokens = opt_count("output_tokens", &r.output_tokens)?;
     let num_preemptions = opt_count("num_preemptions", &r.num_preemptions)?;
+    let server_queue_ns = opt_duration("server_queue_ns", &r.server_queue_ns)?;
+    let server_ttft_ns = opt_duration("server_ttft_ns", &r.server_ttft_ns)?;
+    let server_decode_ns = opt_duration("server_decode_ns", &r.server_decode_ns)?;
     let labels = [
         opt_str("trace_id", &r.trace_id)?,
         opt_str("model", &r.model)?,
@@ -328,6 +332,9 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         seed,
         num_preemptions,
         prompt_hash,
+        server_queue_ns,
+        server_ttft_ns,
+        server_decode_ns,
     })
 }
 

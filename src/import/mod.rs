@@ -222,6 +222,14 @@ impl Imported {
             meta.engine = text(engine);
         }
         meta.model = self.model.map(text).unwrap_or(None);
+        if self.kinds.iter().all(|k| {
+            matches!(
+                k,
+                Kind::Aiperf | Kind::AiperfRaw | Kind::OpenaiStream | Kind::AiperfAggregate
+            )
+        }) {
+            meta.clock = text("client");
+        }
         // Not a record of the files: not counted among the records read.
         ingest(&meta, Place { file, at: 0 }, b);
         b.report.records -= 1;

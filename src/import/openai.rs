@@ -440,6 +440,21 @@ pub fn add_exchange(
         _ => "error",
     });
     r.error_code = x.error_code.map(text).unwrap_or(None);
+    // The server's own timings, when it sends them: llama.cpp's `timings` (prompt processing, generation), vLLM's
+    // per-request `metrics` (queue, TTFT, generation), all in ms.
+    let ms = |v: Option<&Value>, key: &str| {
+        v.and_then(|m| m.get(key))
+            .and_then(Value::as_f64)
+            .and_then(super::ns_from_ms)
+    };
+    let (timings, metrics) = (stream.timings.as_ref(), stream.metrics.as_ref());
+    r.server_queue_ns = ms(metrics, "queue_time_ms").map(Val::Ok);
+    r.server_ttft_ns = ms(metrics, "time_to_first_token_ms")
+        .or_else(|| ms(timings, "prompt_ms"))
+        .map(Val::Ok);
+    r.server_decode_ns = ms(metrics, "generation_time_ms")
+        .or_else(|| ms(timings, "predicted_ms"))
+        .map(Val::Ok);
     sink.add(&r, at);
     for m in &stream.malformed {
         sink.reject(

@@ -359,6 +359,7 @@ pub fn build_trace(
         meta.eos_token_ids = ok(eos_ids.iter().map(|&id| Val::Ok(i64::from(id))).collect());
     }
     meta.created_ns = ok(Clock::default().now_ns());
+    meta.clock = text("client");
     crate::format::validate::ingest(&meta, crate::trace::report::Place { file: 0, at: 0 }, &mut b);
     b.report.records -= 1;
 

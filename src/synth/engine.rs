@@ -621,6 +621,9 @@ impl Sim<'_> {
                 seed: None,
                 num_preemptions: Some(req.preemptions),
                 prompt_hash: NO_STR,
+                server_queue_ns: None,
+                server_ttft_ns: None,
+                server_decode_ns: None,
             };
             self.b.add_request(row, Place::default());
         }
@@ -634,6 +637,7 @@ impl Sim<'_> {
                 model: Some(cfg.model.clone()),
                 eos_token_ids: Some(STOP_IDS.to_vec()),
                 created_ns: Some(last_ns),
+                clock: None,
             },
             Place::default(),
         );

@@ -43,6 +43,8 @@ pub struct Meta {
     pub eos_token_ids: Option<Vec<u32>>,
     /// When the dump was written.
     pub created_ns: Option<i64>,
+    /// Whose clock the times are: `engine` (the default) or `client` (a recording, a benchmark tool's export).
+    pub clock: Option<String>,
 }
 
 /// Where the candidates of a trace loaded without them are: the Parquet files, and for each request the file and

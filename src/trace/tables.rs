@@ -173,6 +173,12 @@ table! {
         num_preemptions: Option<u32>,
         /// A hash of the prompt, or [`NO_STR`].
         prompt_hash: u32,
+        /// The server's own queue time, when it reports it (vLLM's per-request metrics).
+        server_queue_ns: Option<i64>,
+        /// The server's own time to the first token (vLLM's metrics; llama.cpp's prompt processing time).
+        server_ttft_ns: Option<i64>,
+        /// The server's own time generating after the first token (vLLM's generation time; llama.cpp's).
+        server_decode_ns: Option<i64>,
     }
 }
 
