@@ -18,17 +18,6 @@ use tokenscope::format::{Progress, load};
 
 mod common;
 
-fn status_mib(key: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
-
 /// One measurement in this (child) process; prints `seconds peak_rss_mib records`.
 fn child(mode: &str, file: &Path) {
     let start = Instant::now();
@@ -51,7 +40,11 @@ fn child(mode: &str, file: &Path) {
         }
         other => panic!("unknown mode {other}"),
     };
-    println!("{} {} {records}", start.elapsed().as_secs_f64(), status_mib("VmHWM:"));
+    println!(
+        "{} {} {records}",
+        start.elapsed().as_secs_f64(),
+        common::status_mib("VmHWM:")
+    );
 }
 
 fn measure(mode: &str, file: &Path, runs: usize) -> [f64; 3] {

@@ -16,18 +16,6 @@ use tokenscope::format::{LoadOptions, Progress, load, load_with};
 
 mod common;
 
-/// A `/proc/self/status` memory figure (`VmHWM`: peak resident set; `VmRSS`: resident now), in MiB.
-fn status_mib(key: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
-
 /// One measurement in this (child) process; prints `seconds peak_rss_mib rss_after_mib held_mib`.
 fn child(mode: &str, file: &Path) {
     let start = Instant::now();
@@ -71,7 +59,11 @@ fn child(mode: &str, file: &Path) {
     let secs = start.elapsed().as_secs_f64();
     #[allow(clippy::cast_precision_loss)]
     let held_mib = held_bytes as f64 / (1024.0 * 1024.0);
-    println!("{secs} {} {} {held_mib}", status_mib("VmHWM:"), status_mib("VmRSS:"));
+    println!(
+        "{secs} {} {} {held_mib}",
+        common::status_mib("VmHWM:"),
+        common::status_mib("VmRSS:")
+    );
     drop(keep);
 }
 

@@ -193,25 +193,11 @@ pub fn read_aggregate(mut input: impl Read, path: &Path, sink: &mut Sink<'_>) ->
 
 /// Reads `profile_export_raw.jsonl`.
 pub fn read_raw(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    let file = sink.file;
     let mut model = None;
     let mut first_ns: Option<i64> = None;
     let mut with_logprobs = 0u64;
     let mut eos_added = 0u64;
-    for_each_line(input, path, file, sink.b, progress, |line, place, b| {
-        let mut sink = Sink::new(b, file, super::Kind::AiperfRaw);
-        let v: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(e) => {
-                sink.reject(
-                    place.at,
-                    Problem::Malformed,
-                    None,
-                    format!("not an AIPerf raw record ({e})"),
-                );
-                return;
-            }
-        };
+    super::for_each_json_line(input, path, sink, progress, "an AIPerf raw record", |v, place, sink| {
         let meta = v.get("metadata");
         let id = meta
             .and_then(|m| m.get("x_request_id"))
@@ -299,7 +285,7 @@ pub fn read_raw(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &P
                 format!("request {id}: {m}"),
             );
         }
-        super::openai::add_tokens(&stream, &id, &[], &mut sink, place.at);
+        super::openai::add_tokens(&stream, &id, &[], sink, place.at);
     })?;
     if let Some(first) = first_ns {
         sink.saw_time(first);

@@ -349,6 +349,26 @@ impl<'b> Sink<'b> {
     }
 }
 
+/// Calls `each` with every line of a JSON-lines file parsed as a JSON value; a line that is not JSON is rejected
+/// with its number, naming `what` a line should be.
+pub fn for_each_json_line(
+    input: impl Read,
+    path: &Path,
+    sink: &mut Sink<'_>,
+    progress: &Progress,
+    what: &str,
+    mut each: impl FnMut(serde_json::Value, Place, &mut Sink<'_>),
+) -> Result<(), LoadError> {
+    let (file, kind) = (sink.file, sink.kind);
+    crate::format::jsonl::for_each_line(input, path, file, sink.b, progress, |line, place, b| {
+        let mut sink = Sink::new(b, file, kind);
+        match serde_json::from_slice(line) {
+            Ok(v) => each(v, place, &mut sink),
+            Err(e) => sink.reject(place.at, Problem::Malformed, None, format!("not {what} ({e})")),
+        }
+    })
+}
+
 /// A present field of the expected type.
 pub fn ok<T>(v: T) -> Field<T> {
     Some(Val::Ok(v))

@@ -477,23 +477,9 @@ pub fn read_capture(
     progress: &crate::format::Progress,
 ) -> Result<(), crate::format::LoadError> {
     use crate::trace::report::Problem;
-    let file = sink.file;
     let mut added = 0u64;
     let mut first_ns: Option<i64> = None;
-    crate::format::jsonl::for_each_line(input, path, file, sink.b, progress, |line, place, b| {
-        let mut sink = super::Sink::new(b, file, super::Kind::OpenaiStream);
-        let v: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(e) => {
-                sink.reject(
-                    place.at,
-                    Problem::Malformed,
-                    None,
-                    format!("not a recorded stream ({e})"),
-                );
-                return;
-            }
-        };
+    super::for_each_json_line(input, path, sink, progress, "a recorded stream", |v, place, sink| {
         let (Some(id), Some(sent_ns)) = (
             v.get("request_id").and_then(Value::as_str),
             v.get("sent_ns").and_then(Value::as_i64),
@@ -525,7 +511,7 @@ pub fn read_capture(
             error_code: v.get("error_code").and_then(Value::as_str),
             ..Exchange::default()
         };
-        if add_exchange(&mut stream, &x, &[], &mut sink, place.at) {
+        if add_exchange(&mut stream, &x, &[], sink, place.at) {
             added += 1;
         }
     })?;

@@ -268,6 +268,17 @@ fn st_code_name(v: &Value) -> Option<i64> {
     }
 }
 
+/// The rest of a file, whole (a protobuf message, or a JSON document, cannot be read in parts).
+fn read_rest(reader: &mut impl Read, path: &Path, progress: &Progress) -> Result<Vec<u8>, LoadError> {
+    let mut bytes = Vec::new();
+    reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    progress.add_done(bytes.len() as u64);
+    Ok(bytes)
+}
+
 /// Reads every span of an OTLP JSON file: JSON lines (one export per line, a bad line rejected alone), or one
 /// document spread over many lines.
 pub fn read_spans(
@@ -285,12 +296,7 @@ pub fn read_spans(
     let compressed = crate::format::jsonl::Compression::sniff(head) != crate::format::jsonl::Compression::None;
     let binary = head.iter().take(4096).any(|&c| c < 0x09 || (0x0e..0x20).contains(&c));
     if binary && !compressed && !crate::import::looks_like_json(head) {
-        let mut bytes = Vec::new();
-        reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        progress.add_done(bytes.len() as u64);
+        let bytes = read_rest(&mut reader, path, progress)?;
         return Ok(match pb::decode(&bytes) {
             Some(messages) => pb::spans(messages),
             None => {
@@ -310,12 +316,7 @@ pub fn read_spans(
     let first_line = head.split(|&c| c == b'\n').next().unwrap_or_default().trim_ascii();
     let mut spans = Vec::new();
     if first_line == b"{" || first_line == b"[" {
-        let mut bytes = Vec::new();
-        reader.read_to_end(&mut bytes).map_err(|source| LoadError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        progress.add_done(bytes.len() as u64);
+        let bytes = read_rest(&mut reader, path, progress)?;
         match serde_json::from_slice::<Export>(&bytes) {
             Ok(export) => spans_of(export, 1, &mut spans),
             Err(e) => sink.reject(
