@@ -279,14 +279,15 @@ fn read_rest(reader: &mut impl Read, path: &Path, progress: &Progress) -> Result
     Ok(bytes)
 }
 
-/// Reads every span of an OTLP JSON file: JSON lines (one export per line, a bad line rejected alone), or one
-/// document spread over many lines.
-pub fn read_spans(
+/// Calls `each` with every span of an OTLP file as it is read: JSON lines (one export per line, a bad line rejected
+/// alone; one line's spans held at a time), one JSON document spread over many lines, or protobuf (read whole).
+pub fn for_each_span(
     input: impl Read,
     path: &Path,
     sink: &mut Sink<'_>,
     progress: &Progress,
-) -> Result<Vec<Span>, LoadError> {
+    mut each: impl FnMut(Span, &mut Sink<'_>),
+) -> Result<(), LoadError> {
     let mut reader = BufReader::new(input);
     let head = reader.fill_buf().map_err(|source| LoadError::Io {
         path: path.display().to_string(),
@@ -297,20 +298,18 @@ pub fn read_spans(
     let binary = head.iter().take(4096).any(|&c| c < 0x09 || (0x0e..0x20).contains(&c));
     if binary && !compressed && !crate::import::looks_like_json(head) {
         let bytes = read_rest(&mut reader, path, progress)?;
-        return Ok(match pb::decode(&bytes) {
-            Some(messages) => pb::spans(messages),
-            None => {
-                sink.reject(
-                    1,
-                    Problem::Malformed,
-                    None,
-                    "neither OTLP JSON nor OTLP protobuf (ExportTraceServiceRequest, alone or length-delimited); \
-                     truncated?"
-                        .to_owned(),
-                );
-                Vec::new()
-            }
-        });
+        match pb::decode(&bytes) {
+            Some(messages) => pb::spans(messages).into_iter().for_each(|s| each(s, sink)),
+            None => sink.reject(
+                1,
+                Problem::Malformed,
+                None,
+                "neither OTLP JSON nor OTLP protobuf (ExportTraceServiceRequest, alone or length-delimited); \
+                 truncated?"
+                    .to_owned(),
+            ),
+        }
+        return Ok(());
     }
     // A pretty-printed document opens with a lone brace on its first line.
     let first_line = head.split(|&c| c == b'\n').next().unwrap_or_default().trim_ascii();
@@ -326,40 +325,52 @@ pub fn read_spans(
                 format!("not an OTLP JSON document ({e}); expected {{\"resourceSpans\": [...]}}"),
             ),
         }
-        return Ok(spans);
+        spans.into_iter().for_each(|s| each(s, sink));
+        return Ok(());
     }
-    let file = sink.file;
-    let kind = sink.kind;
-    for_each_line(
-        reader,
-        path,
-        file,
-        sink.b,
-        progress,
-        |line, place, b| match serde_json::from_slice::<Export>(line) {
-            Ok(export) => spans_of(export, place.at, &mut spans),
-            Err(e) => Sink::new(b, file, kind).reject(
+    let (file, kind) = (sink.file, sink.kind);
+    for_each_line(reader, path, file, sink.b, progress, |line, place, b| {
+        let mut sink = Sink::new(b, file, kind);
+        match serde_json::from_slice::<Export>(line) {
+            Ok(export) => {
+                spans_of(export, place.at, &mut spans);
+                spans.drain(..).for_each(|s| each(s, &mut sink));
+            }
+            Err(e) => sink.reject(
                 place.at,
                 Problem::Malformed,
                 None,
                 format!("not an OTLP JSON export ({e}); each line must be one {{\"resourceSpans\": [...]}} object"),
             ),
-        },
-    )?;
-    Ok(spans)
+        }
+    })
 }
 
 /// Reads an OTLP JSON file and maps the spans of whichever engine wrote them: vLLM's `llm_request` spans, SGLang's
 /// request trees. Both may be in one file (a collector shared by two deployments).
 pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    let spans = read_spans(input, path, sink, progress)?;
-    if let Some(first) = spans.iter().filter_map(|s| s.start_ns).min() {
+    let mut first: Option<i64> = None;
+    let mut vllm_count = 0usize;
+    let mut collector = sglang::Collector::default();
+    for_each_span(input, path, sink, progress, |span, sink| {
+        if let Some(t) = span.start_ns {
+            first = Some(first.map_or(t, |f| f.min(t)));
+        }
+        // vLLM's spans stand alone and are mapped at once; SGLang's wait for the rest of their request.
+        if vllm::is_vllm(&span) {
+            vllm_count += 1;
+            vllm::map_one(&span, sink);
+        } else {
+            collector.push(span);
+        }
+    })?;
+    if let Some(first) = first {
         sink.saw_time(first);
     }
-    let (vllm_spans, rest): (Vec<Span>, Vec<Span>) = spans.into_iter().partition(vllm::is_vllm);
-    let vllm_count = vllm_spans.len();
-    vllm::map(vllm_spans, sink);
-    let other = sglang::map(rest, sink);
+    if vllm_count > 0 {
+        vllm::note(sink);
+    }
+    let other = collector.finish(sink);
     if vllm_count == 0 && other.requests == 0 {
         sink.note(format!(
             "{} has no request spans tokenscope knows (vLLM's llm_request, SGLang's request spans with rid)",

@@ -80,7 +80,9 @@ async fn answer(req: Request<hyper::body::Incoming>, behavior: Behavior) -> Resu
                         tokio::time::sleep(Duration::from_secs(30)).await;
                         return;
                     }
-                    tokio::time::sleep(gap).await;
+                    if !gap.is_zero() {
+                        tokio::time::sleep(gap).await;
+                    }
                     if tx
                         .send(Ok(Frame::data(Bytes::from(format!("data: {e}\n\n")))))
                         .await

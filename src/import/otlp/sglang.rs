@@ -25,7 +25,7 @@ use super::{Span, attr};
 use crate::import::{Sink, ns_from_secs, ok, record, text};
 use crate::trace::report::Problem;
 
-/// What [`map`] did with its spans.
+/// What [`Collector::finish`] did with its spans.
 #[derive(Debug, Default)]
 pub struct Mapped {
     /// Requests found.
@@ -34,44 +34,101 @@ pub struct Mapped {
     pub ignored: usize,
 }
 
-/// One `schedule` event as seen by one request.
+/// What a span is to the mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Root,
+    Scheduler,
+    Thread,
+    PrefillWaiting,
+    PrefillForward,
+    ChunkedPrefill,
+    DecodeLoop,
+    SpecVerify,
+    Tokenize,
+    Other,
+}
+
+impl Role {
+    /// Slices whose end is the end of the step that carries a `schedule` event.
+    fn is_step(self) -> bool {
+        matches!(
+            self,
+            Role::DecodeLoop | Role::ChunkedPrefill | Role::PrefillForward | Role::SpecVerify
+        )
+    }
+}
+
+/// A `schedule` event (or, with `bid` [`RETRACT`], a `retract`) as kept: its batch id interned.
+#[derive(Debug, Clone, Copy)]
+struct SlimEvent {
+    bid: u32,
+    time_ns: Option<i64>,
+    batch_size: Option<i64>,
+    prebuilt: bool,
+}
+
+const RETRACT: u32 = u32::MAX;
+
+/// What the root span of a request says (its attributes).
+#[derive(Debug, Clone, Default)]
+struct RootInfo {
+    rid: Option<String>,
+    ttft_ns: Option<i64>,
+    e2e_ns: Option<i64>,
+    prompt: Option<i64>,
+    cached: Option<i64>,
+    completion: Option<i64>,
+    max_tokens: Option<i64>,
+    top_k: Option<i64>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    model: Option<String>,
+    finish_reason: Option<String>,
+}
+
+/// A scheduler's source name and its (DP, PP, TP) rank.
+type SchedulerInfo = (String, (i64, i64, i64));
+
+/// A span as kept until every span of the file is read: a hundred bytes or so instead of its whole JSON, so that a
+/// file of a million spans holds tens of MB, not a GB.
 #[derive(Debug, Clone)]
-struct Scheduled {
-    bid: String,
-    time_ns: i64,
-    batch_size: Option<i64>,
-    forward_mode: Option<String>,
-    /// The end of the slice that carries it, when that slice is the step's own (not a thread span flushed at the
-    /// request's end).
-    step_end_ns: Option<i64>,
+struct Slim {
+    line: u64,
+    trace: u32,
+    id: u64,
+    parent: u64,
+    role: Role,
+    start_ns: Option<i64>,
+    end_ns: Option<i64>,
+    events: Vec<SlimEvent>,
+    error: bool,
+    /// Roots: their attributes; schedulers: their source name and rank.
+    root: Option<Box<RootInfo>>,
+    scheduler: Option<Box<SchedulerInfo>>,
 }
 
-/// A request's spans, gathered before mapping.
-struct RequestSpans<'a> {
-    root: &'a Span,
-    scheduler: Option<&'a Span>,
-    slices: Vec<&'a Span>,
-    tokenize: Vec<&'a Span>,
-}
-
-/// A batch of one scheduler, assembled from its members' events.
+/// Gathers SGLang's spans as they are read, and maps them once the file is read.
 #[derive(Debug, Default)]
-struct Batch {
-    start_ns: i64,
-    step_end_ns: Option<i64>,
-    batch_size: Option<i64>,
-    prefill: Vec<usize>,
-    decode: Vec<usize>,
-    /// The prompt tokens its prefill members computed, when each computed its whole prompt in it.
-    prefill_tokens: Option<i64>,
+pub struct Collector {
+    traces: HashMap<String, u32>,
+    trace_ids: Vec<String>,
+    bids: HashMap<String, u32>,
+    bid_names: Vec<String>,
+    spans: Vec<Slim>,
 }
 
-/// Slices whose end is the end of the step that carries a `schedule` event.
-fn is_step_slice(name: &str) -> bool {
-    matches!(
-        name,
-        "decode_loop" | "chunked_prefill" | "prefill_forward" | "spec_verify"
-    )
+/// A span id as a number (16 hex digits); anything else by its hash.
+fn id_of(hex: &str) -> u64 {
+    if hex.is_empty() {
+        return 0;
+    }
+    u64::from_str_radix(hex, 16).unwrap_or_else(|_| {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        hex.hash(&mut h);
+        h.finish() | 1
+    })
 }
 
 fn is_root(s: &Span) -> bool {
@@ -101,173 +158,286 @@ fn source_name(s: &Span) -> String {
     }
 }
 
-/// Maps every SGLang request found among `spans`; the rest are counted as ignored.
-pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) -> Mapped {
-    let mut by_trace: HashMap<&str, Vec<&Span>> = HashMap::new();
-    for s in &spans {
-        by_trace.entry(s.trace_id.as_str()).or_default().push(s);
-    }
-    let mut mapped = Mapped::default();
-    let mut requests: Vec<RequestSpans<'_>> = Vec::new();
-    for (_, trace) in by_trace {
-        let roots: Vec<&Span> = trace.iter().copied().filter(|s| is_root(s)).collect();
-        let [root] = roots[..] else {
-            if roots.is_empty() {
-                mapped.ignored += trace.len();
-            } else {
-                for extra in &roots[1..] {
-                    sink.reject(
-                        extra.line,
-                        Problem::Duplicate,
-                        Some("traceId"),
-                        format!(
-                            "span {} is a second SGLang request root in trace {}; the first was kept",
-                            extra.span_id, extra.trace_id
-                        ),
-                    );
-                }
+impl Collector {
+    /// Keeps what the mapping needs of one span.
+    pub fn push(&mut self, s: Span) {
+        let role = if is_root(&s) {
+            Role::Root
+        } else if is_scheduler(&s) {
+            Role::Scheduler
+        } else if s.attr("thread_label").is_some() || s.name.contains("(host:") {
+            Role::Thread
+        } else {
+            match s.name.as_str() {
+                "prefill_waiting" => Role::PrefillWaiting,
+                "prefill_forward" => Role::PrefillForward,
+                "chunked_prefill" => Role::ChunkedPrefill,
+                "decode_loop" => Role::DecodeLoop,
+                "spec_verify" => Role::SpecVerify,
+                "tokenize" => Role::Tokenize,
+                _ => Role::Other,
             }
-            if roots.len() > 1 {
-                requests.push(gather(roots[0], &trace));
-            }
-            continue;
         };
-        requests.push(gather(root, &trace));
-    }
-    // In the order of arrival, so that the records (and duplicates) come out the same whatever the file's order.
-    requests.sort_by_key(|r| (r.root.start_ns, r.root.line));
-    mapped.requests = requests.len();
-    if requests.is_empty() {
-        return mapped;
+        let next = u32::try_from(self.trace_ids.len()).unwrap_or(u32::MAX);
+        let trace = *self.traces.entry(s.trace_id.clone()).or_insert_with(|| {
+            self.trace_ids.push(s.trace_id.clone());
+            next
+        });
+        let mut events = Vec::new();
+        for e in &s.events {
+            let bid = match e.name.as_str() {
+                "retract" => RETRACT,
+                "schedule" => {
+                    let Some(bid) = attr(&e.attributes, "bid").and_then(|a| a.as_str()) else {
+                        continue;
+                    };
+                    let n = u32::try_from(self.bid_names.len()).unwrap_or(RETRACT - 1);
+                    *self.bids.entry(bid.to_owned()).or_insert_with(|| {
+                        self.bid_names.push(bid.to_owned());
+                        n
+                    })
+                }
+                _ => continue,
+            };
+            events.push(SlimEvent {
+                bid,
+                time_ns: e.time_ns,
+                batch_size: attr(&e.attributes, "batch_size").and_then(|a| a.as_i64()),
+                prebuilt: attr(&e.attributes, "forward_mode").and_then(|a| a.as_str()) == Some("prebuilt"),
+            });
+        }
+        let root = (role == Role::Root).then(|| {
+            let secs = |key: &str| s.attr(key).and_then(|a| a.as_f64()).and_then(ns_from_secs);
+            let int = |key: &str| s.attr(key).and_then(|a| a.as_i64());
+            let string = |key: &str| s.attr(key).and_then(|a| a.as_str()).map(str::to_owned);
+            Box::new(RootInfo {
+                rid: string("rid"),
+                ttft_ns: secs("gen_ai.latency.time_to_first_token"),
+                e2e_ns: secs("gen_ai.latency.e2e"),
+                prompt: int("gen_ai.usage.prompt_tokens"),
+                cached: int("gen_ai.usage.cached_tokens"),
+                completion: int("gen_ai.usage.completion_tokens"),
+                max_tokens: int("gen_ai.request.max_tokens"),
+                top_k: int("gen_ai.request.top_k"),
+                temperature: s.attr("gen_ai.request.temperature").and_then(|a| a.as_f64()),
+                top_p: s.attr("gen_ai.request.top_p").and_then(|a| a.as_f64()),
+                model: string("gen_ai.response.model"),
+                finish_reason: string("gen_ai.response.finish_reasons").and_then(|f| finish_reason(&f)),
+            })
+        });
+        let scheduler = (role == Role::Scheduler).then(|| {
+            let r = |k: &str| s.attr(k).and_then(|a| a.as_i64()).unwrap_or(0);
+            Box::new((source_name(&s), (r("dp_rank"), r("pp_rank"), r("tp_rank"))))
+        });
+        self.spans.push(Slim {
+            line: s.line,
+            trace,
+            id: id_of(&s.span_id),
+            parent: id_of(&s.parent_span_id),
+            role,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            events,
+            error: s.error,
+            root,
+            scheduler,
+        });
     }
 
-    // Every request's schedule events, and the batches of each scheduler.
-    let events: Vec<Vec<Scheduled>> = requests.iter().map(scheduled_of).collect();
-    let prefill_end: Vec<Option<i64>> = requests.iter().map(prefill_end_of).collect();
-    let whole_prefill: Vec<Option<i64>> = requests.iter().map(whole_prefill_tokens).collect();
-    let sources: Vec<String> = requests
-        .iter()
-        .map(|r| {
-            r.scheduler
-                .map_or_else(|| crate::trace::DEFAULT_SOURCE.to_owned(), source_name)
-        })
-        .collect();
-    let mut batches: BTreeMap<&str, HashMap<&str, Batch>> = BTreeMap::new();
-    for (i, evs) in events.iter().enumerate() {
-        for e in evs {
-            let batch = batches
-                .entry(sources[i].as_str())
-                .or_default()
-                .entry(e.bid.as_str())
-                .or_insert_with(|| Batch {
-                    start_ns: e.time_ns,
-                    prefill_tokens: Some(0),
-                    ..Batch::default()
-                });
-            batch.start_ns = batch.start_ns.min(e.time_ns);
-            batch.batch_size = batch.batch_size.max(e.batch_size);
-            if let Some(end) = e.step_end_ns.filter(|&end| end > e.time_ns) {
-                batch.step_end_ns = Some(batch.step_end_ns.map_or(end, |b| b.min(end)));
-            }
-            let in_prefill = prefill_end[i].is_none_or(|end| e.time_ns < end);
-            let members = if in_prefill {
-                &mut batch.prefill
-            } else {
-                &mut batch.decode
+    /// Maps every SGLang request gathered; the spans of traces without a request root are counted as ignored.
+    pub fn finish(mut self, sink: &mut Sink<'_>) -> Mapped {
+        let mut mapped = Mapped::default();
+        self.spans.sort_by_key(|s| s.trace);
+        let spans = &self.spans;
+        let mut requests: Vec<RequestSpans<'_>> = Vec::new();
+        for trace in spans.chunk_by(|a, b| a.trace == b.trace) {
+            let roots: Vec<&Slim> = trace.iter().filter(|s| s.role == Role::Root).collect();
+            let Some(&root) = roots.first() else {
+                mapped.ignored += trace.len();
+                continue;
             };
-            if !members.contains(&i) {
-                members.push(i);
-                if in_prefill {
-                    batch.prefill_tokens = match (batch.prefill_tokens, whole_prefill[i]) {
-                        (Some(sum), Some(n)) => Some(sum + n),
-                        _ => None,
-                    };
+            for extra in &roots[1..] {
+                sink.reject(
+                    extra.line,
+                    Problem::Duplicate,
+                    Some("traceId"),
+                    format!(
+                        "a second SGLang request root (span {:016x}) in trace {}; the first was kept",
+                        extra.id, self.trace_ids[extra.trace as usize]
+                    ),
+                );
+            }
+            requests.push(gather(root, trace));
+        }
+        // In the order of arrival, so that the records (and duplicates) come out the same whatever the file's order.
+        requests.sort_by_key(|r| (r.root.start_ns, r.root.line));
+        mapped.requests = requests.len();
+        if requests.is_empty() {
+            return mapped;
+        }
+        let bid_names = &self.bid_names;
+        let trace_ids = &self.trace_ids;
+
+        // Every request's schedule events, and the batches of each scheduler.
+        let events: Vec<Vec<Scheduled>> = requests.iter().map(scheduled_of).collect();
+        let prefill_end: Vec<Option<i64>> = requests.iter().map(prefill_end_of).collect();
+        let whole_prefill: Vec<Option<i64>> = requests.iter().map(whole_prefill_tokens).collect();
+        let sources: Vec<String> = requests
+            .iter()
+            .map(|r| {
+                r.scheduler
+                    .and_then(|s| s.scheduler.as_ref())
+                    .map_or_else(|| crate::trace::DEFAULT_SOURCE.to_owned(), |s| s.0.clone())
+            })
+            .collect();
+        let mut batches: BTreeMap<&str, HashMap<u32, Batch>> = BTreeMap::new();
+        for (i, evs) in events.iter().enumerate() {
+            for e in evs {
+                let batch = batches
+                    .entry(sources[i].as_str())
+                    .or_default()
+                    .entry(e.bid)
+                    .or_insert_with(|| Batch {
+                        start_ns: e.time_ns,
+                        prefill_tokens: Some(0),
+                        ..Batch::default()
+                    });
+                batch.start_ns = batch.start_ns.min(e.time_ns);
+                batch.batch_size = batch.batch_size.max(e.batch_size);
+                if let Some(end) = e.step_end_ns.filter(|&end| end > e.time_ns) {
+                    batch.step_end_ns = Some(batch.step_end_ns.map_or(end, |b| b.min(end)));
+                }
+                let in_prefill = prefill_end[i].is_none_or(|end| e.time_ns < end);
+                let members = if in_prefill {
+                    &mut batch.prefill
+                } else {
+                    &mut batch.decode
+                };
+                if !members.contains(&i) {
+                    members.push(i);
+                    if in_prefill {
+                        batch.prefill_tokens = match (batch.prefill_tokens, whole_prefill[i]) {
+                            (Some(sum), Some(n)) => Some(sum + n),
+                            _ => None,
+                        };
+                    }
                 }
             }
         }
-    }
-    // Number each scheduler's batches in time order; a batch without a step of its own ends at the next one.
-    let mut iteration_of: HashMap<(&str, &str), (i64, i64)> = HashMap::new();
-    for (source, source_batches) in &batches {
-        let mut order: Vec<(&str, &Batch)> = source_batches.iter().map(|(bid, b)| (*bid, b)).collect();
-        order.sort_by_key(|(bid, b)| (b.start_ns, *bid));
-        for (n, (bid, batch)) in order.iter().enumerate() {
-            let next_start = order.get(n + 1).map(|(_, b)| b.start_ns);
-            let members_end = batch
-                .prefill
-                .iter()
-                .chain(&batch.decode)
-                .filter_map(|&i| requests[i].root.end_ns)
-                .min();
-            let end = batch
-                .step_end_ns
-                .or(next_start)
-                .or(members_end)
-                .unwrap_or(batch.start_ns)
-                .max(batch.start_ns);
-            let index = i64::try_from(n).unwrap_or(i64::MAX);
-            iteration_of.insert((source, bid), (index, end));
-            let mut it = record("iteration");
-            it.source = text(source.to_string());
-            it.iteration = ok(index);
-            it.start_ns = ok(batch.start_ns);
-            it.end_ns = ok(end);
-            let count = |v: &Vec<usize>| i64::try_from(v.len()).unwrap_or(i64::MAX);
-            it.num_reqs = ok(batch.batch_size.unwrap_or(count(&batch.prefill) + count(&batch.decode)));
-            it.num_prefill_reqs = ok(count(&batch.prefill));
-            it.num_decode_reqs = ok(count(&batch.decode));
-            it.num_decode_tokens = ok(count(&batch.decode));
-            it.num_prefill_tokens = batch.prefill_tokens.and_then(ok);
-            let line = batch
-                .prefill
-                .iter()
-                .chain(&batch.decode)
-                .map(|&i| requests[i].root.line)
-                .min()
-                .unwrap_or(0);
-            sink.add(&it, line);
+        // Number each scheduler's batches in time order; a batch without a step of its own ends at the next one.
+        let mut iteration_of: HashMap<(&str, u32), (i64, i64)> = HashMap::new();
+        for (source, source_batches) in &batches {
+            let mut order: Vec<(u32, &Batch)> = source_batches.iter().map(|(bid, b)| (*bid, b)).collect();
+            order.sort_by(|(x, a), (y, b)| {
+                (a.start_ns, &bid_names[*x as usize]).cmp(&(b.start_ns, &bid_names[*y as usize]))
+            });
+            for (n, (bid, batch)) in order.iter().enumerate() {
+                let next_start = order.get(n + 1).map(|(_, b)| b.start_ns);
+                let members_end = batch
+                    .prefill
+                    .iter()
+                    .chain(&batch.decode)
+                    .filter_map(|&i| requests[i].root.end_ns)
+                    .min();
+                let end = batch
+                    .step_end_ns
+                    .or(next_start)
+                    .or(members_end)
+                    .unwrap_or(batch.start_ns)
+                    .max(batch.start_ns);
+                let index = i64::try_from(n).unwrap_or(i64::MAX);
+                iteration_of.insert((source, *bid), (index, end));
+                let mut it = record("iteration");
+                it.source = text(source.to_string());
+                it.iteration = ok(index);
+                it.start_ns = ok(batch.start_ns);
+                it.end_ns = ok(end);
+                let count = |v: &Vec<usize>| i64::try_from(v.len()).unwrap_or(i64::MAX);
+                it.num_reqs = ok(batch.batch_size.unwrap_or(count(&batch.prefill) + count(&batch.decode)));
+                it.num_prefill_reqs = ok(count(&batch.prefill));
+                it.num_decode_reqs = ok(count(&batch.decode));
+                it.num_decode_tokens = ok(count(&batch.decode));
+                it.num_prefill_tokens = batch.prefill_tokens.and_then(ok);
+                let line = batch
+                    .prefill
+                    .iter()
+                    .chain(&batch.decode)
+                    .map(|&i| requests[i].root.line)
+                    .min()
+                    .unwrap_or(0);
+                sink.add(&it, line);
+            }
         }
-    }
 
-    for (i, r) in requests.iter().enumerate() {
-        map_request(r, &events[i], prefill_end[i], &sources[i], &iteration_of, sink);
+        for (i, r) in requests.iter().enumerate() {
+            let at = Mapping {
+                events: &events[i],
+                prefill_end: prefill_end[i],
+                source: &sources[i],
+                iteration_of: &iteration_of,
+                trace_id: &trace_ids[r.root.trace as usize],
+            };
+            map_request(r, &at, sink);
+        }
+        sink.note(
+            "SGLang's trace has no token counts per batch: a batch's prefill tokens are known only when each of its \
+             prefills ran whole in it (prompt minus cached tokens), not for chunked prefills; token times are the \
+             ends of the batches each request decoded in"
+                .to_owned(),
+        );
+        sink.note("no candidates in an SGLang trace (token ids, texts and logprobs are not traced)".to_owned());
+        mapped
     }
-    sink.note(
-        "SGLang's trace has no token counts per batch: a batch's prefill tokens are known only when each of its \
-         prefills ran whole in it (prompt minus cached tokens), not for chunked prefills; token times are the ends \
-         of the batches each request decoded in"
-            .to_owned(),
-    );
-    sink.note("no candidates in an SGLang trace (token ids, texts and logprobs are not traced)".to_owned());
-    mapped
 }
 
-/// The spans of one request: its root, its scheduler's thread span (the lowest rank's when several) and the
-/// slices under it, and the tokenizer's slices.
-fn gather<'a>(root: &'a Span, trace: &[&'a Span]) -> RequestSpans<'a> {
-    let children_of = |id: &str| -> Vec<&'a Span> {
-        trace
-            .iter()
-            .copied()
-            .filter(|s| s.parent_span_id == id && !id.is_empty())
-            .collect()
-    };
-    let threads = children_of(&root.span_id);
-    let rank = |s: &Span| {
-        let r = |k: &str| s.attr(k).and_then(|a| a.as_i64()).unwrap_or(0);
-        (r("dp_rank"), r("pp_rank"), r("tp_rank"))
-    };
+/// One `schedule` event as seen by one request.
+#[derive(Debug, Clone)]
+struct Scheduled {
+    bid: u32,
+    time_ns: i64,
+    batch_size: Option<i64>,
+    prebuilt: bool,
+    /// The end of the slice that carries it, when that slice is the step's own (not a thread span flushed at the
+    /// request's end).
+    step_end_ns: Option<i64>,
+}
+
+/// A request's spans, gathered before mapping.
+struct RequestSpans<'a> {
+    root: &'a Slim,
+    scheduler: Option<&'a Slim>,
+    slices: Vec<&'a Slim>,
+    tokenize: Vec<&'a Slim>,
+}
+
+/// A batch of one scheduler, assembled from its members' events.
+#[derive(Debug, Default)]
+struct Batch {
+    start_ns: i64,
+    step_end_ns: Option<i64>,
+    batch_size: Option<i64>,
+    prefill: Vec<usize>,
+    decode: Vec<usize>,
+    /// The prompt tokens its prefill members computed, when each computed its whole prompt in it.
+    prefill_tokens: Option<i64>,
+}
+
+/// The spans of one request (one trace): its root, its scheduler's thread span (the lowest rank's when several) and
+/// the slices under it, and the tokenizer's slices.
+fn gather<'a>(root: &'a Slim, trace: &'a [Slim]) -> RequestSpans<'a> {
+    let children_of = |id: u64| -> Vec<&'a Slim> { trace.iter().filter(|s| s.parent == id && id != 0).collect() };
+    let threads = children_of(root.id);
     let scheduler = threads
         .iter()
         .copied()
-        .filter(|s| is_scheduler(s))
-        .min_by_key(|s| rank(s));
-    let descendants = |top: &'a Span| {
+        .filter(|s| s.role == Role::Scheduler)
+        .min_by_key(|s| s.scheduler.as_ref().map(|s| s.1));
+    let descendants = |top: &'a Slim| {
         let mut out = Vec::new();
-        let mut stack = vec![top.span_id.as_str()];
+        let mut stack = vec![top.id];
         while let Some(id) = stack.pop() {
             for c in children_of(id) {
-                stack.push(c.span_id.as_str());
+                stack.push(c.id);
                 out.push(c);
             }
         }
@@ -276,9 +446,9 @@ fn gather<'a>(root: &'a Span, trace: &[&'a Span]) -> RequestSpans<'a> {
     let slices = scheduler.map(descendants).unwrap_or_default();
     let tokenize = threads
         .iter()
-        .filter(|s| !is_scheduler(s))
+        .filter(|s| s.role != Role::Scheduler)
         .flat_map(|s| descendants(s))
-        .filter(|s| s.name == "tokenize")
+        .filter(|s| s.role == Role::Tokenize)
         .collect();
     RequestSpans {
         root,
@@ -291,120 +461,103 @@ fn gather<'a>(root: &'a Span, trace: &[&'a Span]) -> RequestSpans<'a> {
 /// The `schedule` events of a request, on its scheduler's slices and thread span, in time order.
 fn scheduled_of(r: &RequestSpans<'_>) -> Vec<Scheduled> {
     let mut out = Vec::new();
-    let carriers = r.slices.iter().copied().chain(r.scheduler);
-    for span in carriers {
-        for e in span.events.iter().filter(|e| e.name == "schedule") {
-            let (Some(bid), Some(time_ns)) = (attr(&e.attributes, "bid").and_then(|a| a.as_str()), e.time_ns) else {
+    for span in r.slices.iter().copied().chain(r.scheduler) {
+        for e in span.events.iter().filter(|e| e.bid != RETRACT) {
+            let Some(time_ns) = e.time_ns else {
                 continue;
             };
             out.push(Scheduled {
-                bid: bid.to_owned(),
+                bid: e.bid,
                 time_ns,
-                batch_size: attr(&e.attributes, "batch_size").and_then(|a| a.as_i64()),
-                forward_mode: attr(&e.attributes, "forward_mode")
-                    .and_then(|a| a.as_str())
-                    .map(str::to_owned),
-                step_end_ns: if is_step_slice(&span.name) { span.end_ns } else { None },
+                batch_size: e.batch_size,
+                prebuilt: e.prebuilt,
+                step_end_ns: if span.role.is_step() { span.end_ns } else { None },
             });
         }
     }
-    out.sort_by(|a, b| (a.time_ns, &a.bid).cmp(&(b.time_ns, &b.bid)));
-    out.dedup_by(|a, b| a.bid == b.bid);
+    out.sort_by_key(|e| (e.time_ns, e.bid));
+    out.dedup_by_key(|e| e.bid);
     out
 }
 
 /// The prompt tokens a request computed in its one prefill batch (prompt minus cached), when its prefill was not
 /// chunked: then the whole count belongs to that batch. Chunks carry no counts, so a chunked prefill's are unknown.
 fn whole_prefill_tokens(r: &RequestSpans<'_>) -> Option<i64> {
-    let forwards = r.slices.iter().filter(|s| s.name == "prefill_forward").count();
-    let chunked = r.slices.iter().any(|s| s.name == "chunked_prefill");
+    let forwards = r.slices.iter().filter(|s| s.role == Role::PrefillForward).count();
+    let chunked = r.slices.iter().any(|s| s.role == Role::ChunkedPrefill);
     if forwards != 1 || chunked {
         return None;
     }
-    let int = |key: &str| r.root.attr(key).and_then(|a| a.as_i64());
-    Some(int("gen_ai.usage.prompt_tokens")? - int("gen_ai.usage.cached_tokens").unwrap_or(0)).filter(|&n| n >= 0)
+    let info = r.root.root.as_ref()?;
+    Some(info.prompt? - info.cached.unwrap_or(0)).filter(|&n| n >= 0)
 }
 
 /// When the request's prefill ended: the end of its last `prefill_forward`.
 fn prefill_end_of(r: &RequestSpans<'_>) -> Option<i64> {
     r.slices
         .iter()
-        .filter(|s| s.name == "prefill_forward")
+        .filter(|s| s.role == Role::PrefillForward)
         .filter_map(|s| s.end_ns)
         .max()
 }
 
-fn map_request(
-    r: &RequestSpans<'_>,
-    events: &[Scheduled],
+/// What a request's mapping needs of the whole trace.
+struct Mapping<'a> {
+    events: &'a [Scheduled],
     prefill_end: Option<i64>,
-    source: &str,
-    iteration_of: &HashMap<(&str, &str), (i64, i64)>,
-    sink: &mut Sink<'_>,
-) {
+    source: &'a str,
+    iteration_of: &'a HashMap<(&'a str, u32), (i64, i64)>,
+    trace_id: &'a str,
+}
+
+fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
     let root = r.root;
-    let id = root
-        .attr("rid")
-        .and_then(|a| a.as_str())
-        .map_or_else(|| format!("span-{}", root.span_id), str::to_owned);
+    let info = root.root.as_deref().cloned().unwrap_or_default();
+    let id = info.rid.clone().unwrap_or_else(|| format!("span-{:016x}", root.id));
     let Some(arrival) = root.start_ns else {
         sink.reject(
             root.line,
             Problem::MissingField,
             Some("startTimeUnixNano"),
             format!(
-                "SGLang request span {} ({id}) has no start time, which is the request's arrival",
-                root.span_id
+                "SGLang request span {:016x} ({id}) has no start time, which is the request's arrival",
+                root.id
             ),
         );
         return;
     };
-    let secs = |key: &str| root.attr(key).and_then(|a| a.as_f64()).and_then(ns_from_secs);
-    let int = |key: &str| root.attr(key).and_then(|a| a.as_i64());
-    let first_token = secs("gen_ai.latency.time_to_first_token")
-        .map(|d| arrival + d)
-        .or(prefill_end);
-    let finished = secs("gen_ai.latency.e2e").map(|d| arrival + d).or(root.end_ns);
-    let waiting: Vec<&&Span> = r.slices.iter().filter(|s| s.name == "prefill_waiting").collect();
-    let scheduled = waiting.iter().filter_map(|s| s.end_ns).min();
+    let first_token = info.ttft_ns.map(|d| arrival + d).or(m.prefill_end);
+    let finished = info.e2e_ns.map(|d| arrival + d).or(root.end_ns);
+    let scheduled = r
+        .slices
+        .iter()
+        .filter(|s| s.role == Role::PrefillWaiting)
+        .filter_map(|s| s.end_ns)
+        .min();
 
     let mut req = record("request");
     req.request_id = text(id.clone());
-    req.source = text(source.to_owned());
-    req.trace_id = (!root.trace_id.is_empty())
-        .then(|| text(root.trace_id.clone()))
-        .flatten();
+    req.source = text(m.source.to_owned());
+    req.trace_id = (!m.trace_id.is_empty()).then(|| text(m.trace_id.to_owned())).flatten();
     req.arrival_ns = ok(arrival);
     req.scheduled_ns = scheduled.and_then(ok);
     req.first_token_ns = first_token.and_then(ok);
     req.finished_ns = finished.and_then(ok);
-    req.input_tokens = int("gen_ai.usage.prompt_tokens").and_then(ok);
-    req.cached_tokens = int("gen_ai.usage.cached_tokens").and_then(ok);
-    req.output_tokens = int("gen_ai.usage.completion_tokens").and_then(ok);
-    req.max_tokens = int("gen_ai.request.max_tokens").and_then(ok);
-    req.top_k = int("gen_ai.request.top_k").and_then(ok);
-    req.temperature = root
-        .attr("gen_ai.request.temperature")
-        .and_then(|a| a.as_f64())
-        .and_then(ok);
-    req.top_p = root.attr("gen_ai.request.top_p").and_then(|a| a.as_f64()).and_then(ok);
-    req.model = root
-        .attr("gen_ai.response.model")
-        .and_then(|a| a.as_str())
-        .map(|m| text(m.to_owned()))
-        .unwrap_or(None);
-    req.finish_reason = root
-        .attr("gen_ai.response.finish_reasons")
-        .and_then(|a| a.as_str())
-        .and_then(finish_reason)
-        .map(text)
-        .unwrap_or(None);
+    req.input_tokens = info.prompt.and_then(ok);
+    req.cached_tokens = info.cached.and_then(ok);
+    req.output_tokens = info.completion.and_then(ok);
+    req.max_tokens = info.max_tokens.and_then(ok);
+    req.top_k = info.top_k.and_then(ok);
+    req.temperature = info.temperature.and_then(ok);
+    req.top_p = info.top_p.and_then(ok);
+    req.model = info.model.map(text).unwrap_or(None);
+    req.finish_reason = info.finish_reason.map(text).unwrap_or(None);
     let retracts = r
         .slices
         .iter()
         .chain(std::iter::once(&root))
         .flat_map(|s| &s.events)
-        .filter(|e| e.name == "retract")
+        .filter(|e| e.bid == RETRACT)
         .count();
     if retracts > 0 {
         req.num_preemptions = ok(i64::try_from(retracts).unwrap_or(i64::MAX));
@@ -415,22 +568,20 @@ fn map_request(
     sink.add(&req, root.line);
 
     // Stages: the queue, the prefill (chunks when chunked), the tokenizer's work.
-    let iteration_at = |bid: &str| iteration_of.get(&(source, bid)).map(|&(i, _)| i);
-    let bid_on = |s: &Span| {
+    let iteration_at = |bid: u32| m.iteration_of.get(&(m.source, bid)).map(|&(i, _)| i);
+    let bid_on = |s: &Slim| {
         s.events
             .iter()
-            .find(|e| e.name == "schedule")
-            .and_then(|e| attr(&e.attributes, "bid"))
-            .and_then(|a| a.as_str())
-            .and_then(iteration_at)
+            .find(|e| e.bid != RETRACT)
+            .and_then(|e| iteration_at(e.bid))
     };
-    let has_chunks = r.slices.iter().any(|s| s.name == "chunked_prefill");
+    let has_chunks = r.slices.iter().any(|s| s.role == Role::ChunkedPrefill);
     for s in r.slices.iter().chain(&r.tokenize) {
-        let stage = match s.name.as_str() {
-            "prefill_waiting" => "queue",
-            "chunked_prefill" => "prefill",
-            "prefill_forward" if !has_chunks => "prefill",
-            "tokenize" => "tokenize",
+        let stage = match s.role {
+            Role::PrefillWaiting => "queue",
+            Role::ChunkedPrefill => "prefill",
+            Role::PrefillForward if !has_chunks => "prefill",
+            Role::Tokenize => "tokenize",
             _ => continue,
         };
         let (Some(start), Some(end)) = (s.start_ns, s.end_ns) else {
@@ -452,21 +603,24 @@ fn map_request(
     let Some(first) = first_token else {
         return;
     };
-    let last_prefill = events
+    let prefill_end = m.prefill_end;
+    let last_prefill = m
+        .events
         .iter()
         .rfind(|e| prefill_end.is_none_or(|end| e.time_ns < end))
-        .and_then(|e| iteration_at(&e.bid));
+        .and_then(|e| iteration_at(e.bid));
     let mut token = record("token");
     token.request_id = text(id);
     token.index = ok(0);
     token.emitted_ns = ok(first);
     token.iteration = last_prefill.and_then(ok);
     sink.add(&token, root.line);
-    let decode_steps = events
+    let decode_steps = m
+        .events
         .iter()
         .filter(|e| prefill_end.is_some_and(|end| e.time_ns >= end))
-        .filter(|e| e.forward_mode.as_deref() != Some("prebuilt"))
-        .filter_map(|e| iteration_of.get(&(source, e.bid.as_str())));
+        .filter(|e| !e.prebuilt)
+        .filter_map(|e| m.iteration_of.get(&(m.source, e.bid)));
     for (n, &(iteration, end)) in decode_steps.enumerate() {
         token.index = ok(i64::try_from(n + 1).unwrap_or(i64::MAX));
         token.emitted_ns = ok(end);

@@ -12,14 +12,8 @@ pub fn is_vllm(span: &Span) -> bool {
     span.name == "llm_request"
 }
 
-/// Maps `llm_request` spans to request records.
-pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) {
-    if spans.is_empty() {
-        return;
-    }
-    for span in &spans {
-        map_one(span, sink);
-    }
+/// Says what vLLM's spans cannot give, once per file that had them.
+pub fn note(sink: &mut Sink<'_>) {
     sink.note(
         "vLLM's llm_request spans give request timings only: no per-token times, batches or candidates \
          (open the iteration log of the same run beside them for the engine's steps)"
@@ -32,7 +26,8 @@ pub fn map(spans: Vec<Span>, sink: &mut Sink<'_>) {
     );
 }
 
-fn map_one(span: &Span, sink: &mut Sink<'_>) {
+/// Maps one `llm_request` span to a request record.
+pub fn map_one(span: &Span, sink: &mut Sink<'_>) {
     let id = span
         .attr("gen_ai.request.id")
         .and_then(|a| a.as_str())
