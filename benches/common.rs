@@ -65,3 +65,29 @@ pub fn status_mib(key: &str) -> f64 {
         .unwrap_or(0.0);
     kib / 1024.0
 }
+
+/// Runs this benchmark again as `--child MODE FILE` in `runs` fresh processes (each its own peak resident set) and
+/// returns the figures the child printed, of the run with the median first figure (its time).
+pub fn measure_in_child<const N: usize>(mode: &str, file: &Path, runs: usize) -> [f64; N] {
+    let mut results: Vec<[f64; N]> = (0..runs)
+        .map(|_| {
+            let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+            let out = std::process::Command::new(exe)
+                .args(["--child", mode])
+                .arg(file)
+                .output()
+                .unwrap_or_else(|e| panic!("child: {e}"));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            v.try_into().unwrap_or_else(|v: Vec<f64>| {
+                panic!(
+                    "child printed {} figures, not {N}: {text} {}",
+                    v.len(),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+        })
+        .collect();
+    results.sort_by(|a, b| a[0].total_cmp(&b[0]));
+    results[runs / 2]
+}

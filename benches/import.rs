@@ -11,7 +11,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use tokenscope::format::{Progress, load};
@@ -48,22 +47,7 @@ fn child(mode: &str, file: &Path) {
 }
 
 fn measure(mode: &str, file: &Path, runs: usize) -> [f64; 3] {
-    let mut results: Vec<[f64; 3]> = (0..runs)
-        .map(|_| {
-            let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
-            let out = Command::new(exe)
-                .args(["--child", mode])
-                .arg(file)
-                .output()
-                .unwrap_or_else(|e| panic!("child: {e}"));
-            let text = String::from_utf8_lossy(&out.stdout);
-            let v: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-            assert_eq!(v.len(), 3, "child: {text} {}", String::from_utf8_lossy(&out.stderr));
-            [v[0], v[1], v[2]]
-        })
-        .collect();
-    results.sort_by(|a, b| a[0].total_cmp(&b[0]));
-    results[runs / 2]
+    common::measure_in_child(mode, file, runs)
 }
 
 fn bench_dir() -> PathBuf {
