@@ -431,3 +431,21 @@ fn what_engines_and_tools_write_opens_in_the_app_and_says_what_it_lacks() {
     h.get_by_label_contains("2 requests · 7 tokens · no steps");
     assert!(h.query_by_label_contains("no candidates").is_none());
 }
+
+#[test]
+fn a_range_analysis_of_one_trace_never_lands_on_the_next() {
+    // Drag-select on the demo (the analysis runs on a thread), then open another trace before any frame takes its
+    // result: the analysis belongs to the demo and is dropped with it.
+    let mut app = demo_app();
+    let t0 = app.shown().unwrap().view.t0_ns;
+    app.go_to(t0 + 20 * SECOND, t0 + 25 * SECOND, None, None);
+    app.open(TraceSource::Path("sample_traces/long_prefill.jsonl".into()));
+    app.wait_loaded();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let h = harness(app);
+    assert!(
+        h.state().interference.is_none(),
+        "the demo's analysis reached long_prefill"
+    );
+    h.get_by_label_contains("long_prefill.jsonl");
+}

@@ -278,6 +278,8 @@ impl App {
                 self.waterfall = WaterfallState::default();
                 self.selected = None;
                 self.interference = None;
+                // An analysis of the previous trace's range still running must not land on this one.
+                self.interference_job = None;
                 self.microscope = None;
                 self.message = None;
             }

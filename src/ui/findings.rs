@@ -28,8 +28,8 @@ pub struct FindingsState {
     pub selected: Option<usize>,
     /// Kinds hidden from the list.
     pub hidden: Vec<Kind>,
-    /// The trace they belong to (by address), to compute again for a new trace.
-    trace: Option<usize>,
+    /// The trace they belong to, to compute again for a new trace.
+    trace: Option<super::TraceRef>,
     key: Option<Key>,
     job: Option<(Key, Receiver<Vec<Finding>>)>,
 }
@@ -77,7 +77,6 @@ pub fn severity_color(s: Severity) -> Color32 {
 impl FindingsState {
     /// Starts computing when the trace or the objectives changed; takes finished findings. True while computing.
     pub fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) -> bool {
-        let address = Arc::as_ptr(trace) as usize;
         let key = Key {
             slo,
             thresholds: Thresholds::default(),
@@ -93,8 +92,8 @@ impl FindingsState {
                 Err(TryRecvError::Empty) => {}
             }
         }
-        if self.trace != Some(address) {
-            self.trace = Some(address);
+        if !self.trace.as_ref().is_some_and(|t| t.is(trace)) {
+            self.trace = Some(super::TraceRef::of(trace));
             self.findings = None;
             self.selected = None;
             self.key = None;

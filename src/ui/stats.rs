@@ -73,8 +73,8 @@ impl Samples {
 /// What the inputs of a computation were, to know when to compute again.
 #[derive(Debug, Clone, PartialEq)]
 struct Key {
-    /// The trace (its address while it is shown).
-    trace: usize,
+    /// The trace.
+    trace: super::TraceRef,
     grouping: Grouping,
     group: Option<String>,
     slo: Slo,
@@ -187,8 +187,7 @@ impl StatsState {
 
     /// Starts computing when the inputs changed; takes a finished computation.
     fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) {
-        let address = Arc::as_ptr(trace) as usize;
-        if self.current.as_ref().is_some_and(|c| c.key.trace != address) {
+        if self.current.as_ref().is_some_and(|c| !c.key.trace.is(trace)) {
             // Another trace: its groups are not this one's.
             self.current = None;
             self.group = None;
@@ -199,7 +198,7 @@ impl StatsState {
             ..self.prices.clone()
         };
         let key = Key {
-            trace: address,
+            trace: super::TraceRef::of(trace),
             grouping: self.grouping,
             group: self.group.clone(),
             slo,
