@@ -2,7 +2,7 @@
 //! encoding or from what an engine or tool wrote (several files of one run become one trace).
 
 use super::{Output, thousands, validate};
-use crate::format::{LoadOptions, Progress};
+use crate::format::LoadOptions;
 use crate::import::Kind;
 
 /// `tokenscope convert`: reads the inputs as one trace and writes it; rejected records are reported on stderr and
@@ -13,7 +13,7 @@ pub fn run(inputs: &[std::path::PathBuf], from: Option<Kind>, output: &std::path
         from,
         ..LoadOptions::default()
     };
-    let loaded = match crate::format::load_many(&paths, &Progress::default(), options) {
+    let loaded = match super::load(&paths, options) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{Output, thousands, validate};
-use crate::format::{self, Progress};
+use crate::format;
 use crate::trace::slice::{redact, slice};
 
 /// What to export.
@@ -40,7 +40,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
             output.display()
         ));
     }
-    let loaded = match format::load(input, &Progress::default()) {
+    let loaded = match super::load(&[input], crate::format::LoadOptions::default()) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };

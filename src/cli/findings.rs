@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use super::{Output, validate};
 use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
 use crate::analysis::summary::Slo;
-use crate::format::{self, Progress};
 use crate::trace::Trace;
 
 /// How many requests, steps and tokens a finding lists in the text output (JSON lists all).
@@ -108,7 +107,7 @@ pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds
     if let Err(e) = thresholds.check() {
         return Output::error(e, 2);
     }
-    let loaded = match format::load(input, &Progress::default()) {
+    let loaded = match super::load(&[input], crate::format::LoadOptions::default()) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, as_json),
     };

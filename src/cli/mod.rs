@@ -11,6 +11,42 @@ pub mod synth;
 pub mod validate;
 
 use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::format::{LoadError, LoadOptions, Loaded, Progress};
+
+/// Loads the files of a trace for a subcommand. On a terminal, a load that takes over a second shows a progress bar
+/// on standard error, fed by the loader's own byte count; elsewhere (pipes, tests) nothing is drawn.
+pub fn load(paths: &[&Path], options: LoadOptions) -> Result<Loaded, LoadError> {
+    let progress = Progress::default();
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return crate::format::load_many(paths, &progress, options);
+    }
+    std::thread::scope(|scope| {
+        let loading = scope.spawn(|| crate::format::load_many(paths, &progress, options));
+        let start = std::time::Instant::now();
+        let mut bar: Option<indicatif::ProgressBar> = None;
+        while !loading.is_finished() {
+            if bar.is_none() && start.elapsed() > std::time::Duration::from_secs(1) {
+                let b = indicatif::ProgressBar::new(1000);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template("loading {bar:40} {percent:>3} % [{elapsed}]")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                bar = Some(b);
+            }
+            if let Some(b) = &bar {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a fraction 0..=1 in thousandths
+                b.set_position((progress.fraction() * 1000.0) as u64);
+            }
+            std::thread::park_timeout(std::time::Duration::from_millis(100));
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        loading.join().unwrap_or(Err(LoadError::Cancelled))
+    })
+}
 
 /// A command's output and exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,6 @@ use crate::analysis::cost::Prices;
 use crate::analysis::metrics::Distribution;
 use crate::analysis::stats::{self, money};
 use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
-use crate::format::{self, Progress};
 use crate::trace::Trace;
 
 fn fmt_ms(v: Option<f64>) -> String {
@@ -172,7 +171,7 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
         Some(Ok(p)) => Some(p),
         Some(Err(e)) => return Output::error(e, 2),
     };
-    let loaded = match format::load(path, &Progress::default()) {
+    let loaded = match super::load(&[path], crate::format::LoadOptions::default()) {
         Ok(l) => l,
         Err(e) => return fatal(&e, as_json),
     };
