@@ -544,8 +544,9 @@ pub fn decode_interrupted(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
         if gaps.len() < 2 {
             continue;
         }
-        let mid = gaps.len() / 2;
-        let median_ns = *gaps.select_nth_unstable(mid).1;
+        let Some(median_ns) = super::metrics::median(&mut gaps) else {
+            continue;
+        };
         if median_ns <= 0 {
             continue;
         }
@@ -780,7 +781,7 @@ fn best_alternative(trace: &Trace, t: usize) -> Option<(String, f64)> {
         })
 }
 
-/// The median output length (upper median) and the number of requests of each (app, model), over requests with
+/// The median output length (nearest rank) and the number of requests of each (app, model), over requests with
 /// output.
 fn output_medians(trace: &Trace) -> HashMap<(u32, u32), (u32, usize)> {
     let mut groups: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
@@ -797,8 +798,7 @@ fn output_medians(trace: &Trace) -> HashMap<(u32, u32), (u32, usize)> {
     groups
         .into_iter()
         .map(|(k, mut v)| {
-            let mid = v.len() / 2;
-            let m = *v.select_nth_unstable(mid).1;
+            let m = super::metrics::median(&mut v).unwrap_or(0);
             (k, (m, v.len()))
         })
         .collect()

@@ -105,11 +105,7 @@ fn overlap(a0: i64, a1: i64, b0: i64, b1: i64) -> i64 {
 /// The median of a request's inter-token latencies, ns; `None` under two tokens.
 fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
     let mut gaps: Vec<i64> = super::metrics::itl_ns(trace, request).collect();
-    if gaps.is_empty() {
-        return None;
-    }
-    let mid = gaps.len() / 2;
-    Some(*gaps.select_nth_unstable(mid).1)
+    super::metrics::median(&mut gaps)
 }
 
 /// Analyses `[from_ns, to_ns]`.

@@ -98,6 +98,17 @@ pub fn nearest_rank(sorted: &[f64], p: u32) -> Option<f64> {
     Some(sorted[rank - 1])
 }
 
+/// The median by nearest rank, the format's one definition (the value at 1-based rank ceil(n / 2), so the lower of
+/// the two middle values for an even count): the same figure as [`Distribution::p50`]. Reorders `values`; `None`
+/// for none.
+pub fn median<T: Ord + Copy>(values: &mut [T]) -> Option<T> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    Some(*values.select_nth_unstable(n.div_ceil(2) - 1).1)
+}
+
 impl Distribution {
     /// The distribution of `values` (sorted in place).
     pub fn of(values: &mut [f64]) -> Self {
@@ -159,5 +170,15 @@ mod tests {
         assert_eq!(d.p90, Some(40.0)); // rank ceil(3.6) = 4
         assert_eq!(d.max, Some(40.0));
         assert_eq!(Distribution::of(&mut []).mean, None);
+    }
+
+    #[test]
+    fn the_median_is_the_nearest_rank_p50() {
+        // 4 values: rank ceil(4 / 2) = 2 -> the lower middle, 20; 5 values: rank 3 -> 30.
+        assert_eq!(median(&mut [40, 10, 30, 20]), Some(20));
+        assert_eq!(median(&mut [50, 40, 10, 30, 20]), Some(30));
+        assert_eq!(median::<i64>(&mut []), None);
+        let mut f = [40.0, 10.0, 30.0, 20.0];
+        assert_eq!(Distribution::of(&mut f).p50, Some(20.0), "the same figure as p50");
     }
 }

@@ -64,8 +64,7 @@ impl Microscope {
         let tokens = trace.tokens_of(request);
         let latencies: Vec<Latency> = tokens.clone().map(|t| latency(trace, request, t)).collect();
         let mut gaps: Vec<i64> = latencies.iter().skip(1).map(|l| l.total_ns).collect();
-        gaps.sort_unstable();
-        let median_ns = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+        let median_ns = crate::analysis::metrics::median(&mut gaps).unwrap_or(0);
         let mut m = Microscope {
             request,
             latencies,
