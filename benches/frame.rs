@@ -146,7 +146,7 @@ fn main() {
     let mut tokens = 0;
     for &r in &picks {
         let t = Instant::now();
-        let mut m = Microscope::new(&trace, reader.as_ref(), r);
+        let mut m = Microscope::new(&trace, reader.as_ref(), r, None);
         m.wait_candidates(&trace);
         times.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(

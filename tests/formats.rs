@@ -1,8 +1,8 @@
 //! Readers and writers: the same trace as JSONL and Parquet gives the same figures and the same records; every
 //! malformed input gives its own report and never a panic.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test helpers may unwrap (a panic here is a failed test) and start threads (a stopper, a watchdog).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

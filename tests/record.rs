@@ -2,8 +2,8 @@
 //! (`tests/data/record/`, see its PROVENANCE.md), and that misbehaves on purpose: an HTTP 500, a stream cut midway,
 //! a server that stops sending, a port where nothing listens, a Ctrl-C mid-stream.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Test helpers may unwrap (a panic here is a failed test) and start threads (a stopper, a watchdog).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod common;
 #[path = "common/replay.rs"]

@@ -4,14 +4,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
-use std::thread;
+use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use eframe::egui::{self, RichText, Ui};
 
 use super::capture;
 use super::findings::{self as findings_panel, FindingsState};
+use super::job::Job;
 use super::microscope::{self, Microscope, microscope_ui};
 use super::panels;
 use super::render::{self, View};
@@ -109,12 +109,12 @@ pub struct Shown {
 struct Loading {
     source: TraceSource,
     progress: Arc<Progress>,
-    rx: Receiver<Result<(Loaded, Option<CandidateReader>), LoadError>>,
+    rx: Job<Result<(Loaded, Option<CandidateReader>), LoadError>>,
 }
 
 /// An open-file dialog running on its own thread.
 struct Dialog {
-    rx: Receiver<Option<PathBuf>>,
+    rx: Job<Option<PathBuf>>,
     started: Instant,
 }
 
@@ -140,7 +140,7 @@ pub struct App {
     /// The analysis of the drag-selected range.
     pub interference: Option<Interference>,
     /// An analysis being computed on its own thread (a minute of a large trace takes a fifth of a second).
-    interference_job: Option<Receiver<Interference>>,
+    interference_job: Option<Job<Interference>>,
     /// The selected request under the microscope (regenerated when the selection changes).
     pub microscope: Option<Microscope>,
     fonts_installed: bool,
@@ -149,9 +149,9 @@ pub struct App {
     /// A screenshot on its way from the renderer.
     pending_capture: Option<capture::Pending>,
     /// A PNG being saved (through a dialog) on its own thread.
-    saving: Option<Receiver<Result<PathBuf, String>>>,
+    saving: Option<Job<Result<PathBuf, String>>>,
     /// A 2x image being rendered for the clipboard on its own thread.
-    rendering: Option<Receiver<Result<egui::ColorImage, String>>>,
+    rendering: Option<Job<Result<egui::ColorImage, String>>>,
     /// Where the waterfall and the high-power view were drawn (regenerated each frame).
     panel_rects: [Option<egui::Rect>; 2],
     /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
@@ -162,6 +162,8 @@ pub struct App {
     pub findings: FindingsState,
     /// A token to select once the microscope shows the selected request (a finding's).
     pending_token: Option<usize>,
+    /// The UI's context, for background jobs to wake it when their result is ready (set by the first frame).
+    ctx: Option<egui::Context>,
 }
 
 impl App {
@@ -196,6 +198,7 @@ impl App {
             stats: StatsState::default(),
             findings: FindingsState::default(),
             pending_token: None,
+            ctx: None,
         };
         app.stats.prices = app.settings.prices.clone();
         app.open(source);
@@ -208,9 +211,8 @@ impl App {
             old.progress.cancel();
         }
         let progress = Arc::new(Progress::default());
-        let (tx, rx) = sync_channel(1);
         let worker = (Arc::clone(&progress), source.clone());
-        let spawned = thread::Builder::new().name("trace-loader".into()).spawn(move || {
+        let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
             let result = match source {
                 TraceSource::Path(p) => format::load_with(
@@ -224,23 +226,22 @@ impl App {
                 TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
-            let result = result.and_then(|loaded| {
+            result.and_then(|loaded| {
                 let reader = CandidateReader::open(&loaded.trace)?;
                 Ok((loaded, reader))
-            });
-            let _ = tx.send(result);
+            })
         });
         match spawned {
-            Ok(_) => self.loading = Some(Loading { source, progress, rx }),
+            Ok(rx) => self.loading = Some(Loading { source, progress, rx }),
             Err(e) => self.message = Some(format!("cannot start loading: {e}")),
         }
     }
 
     /// Waits for the load in progress (tests and the headless renderer use this).
     pub fn wait_loaded(&mut self) {
-        while self.loading.is_some() {
+        while let Some(loading) = &self.loading {
+            loading.rx.wait();
             self.poll_loading();
-            thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -310,16 +311,14 @@ impl App {
     }
 
     fn open_dialog(&mut self) {
-        let (tx, rx) = sync_channel(1);
-        let spawned = thread::Builder::new().name("file-dialog".into()).spawn(move || {
-            let picked = rfd::FileDialog::new()
+        let spawned = Job::spawn("file-dialog", self.ctx.as_ref(), move || {
+            rfd::FileDialog::new()
                 .set_title("Open a tokenscope trace")
                 .add_filter("trace", &["parquet", "jsonl", "gz", "zst", "ndjson"])
-                .pick_file();
-            let _ = tx.send(picked);
+                .pick_file()
         });
         match spawned {
-            Ok(_) => {
+            Ok(rx) => {
                 self.dialog = Some(Dialog {
                     rx,
                     started: Instant::now(),
@@ -420,10 +419,10 @@ impl App {
             pixels_per_point: render::fitting_scale(width, height, 2.0),
         };
         if destination == capture::Destination::Clipboard {
-            match spawn_job("render-png", move || {
+            match Job::spawn("render-png", self.ctx.as_ref(), move || {
                 render::render(scene, which, size).map_err(|e| e.to_string())
             }) {
-                Ok(rx) => self.rendering = Some(rx),
+                Ok(job) => self.rendering = Some(job),
                 Err(e) => self.message = Some(e),
             }
             return;
@@ -440,9 +439,8 @@ impl App {
     fn findings_panel(&mut self, ui: &mut Ui) {
         let Some(shown) = &self.shown else { return };
         let trace = Arc::clone(&shown.view.trace);
-        if self.findings.refresh(&trace, self.settings.slo) {
-            ui.ctx().request_repaint_after(Duration::from_millis(50));
-        }
+        // The findings wake the UI when they are done: no polling.
+        self.findings.refresh(&trace, self.settings.slo, Some(ui.ctx()));
         if !self.findings.open {
             return;
         }
@@ -497,8 +495,8 @@ impl App {
     fn analyse_range(&mut self, a: i64, b: i64) {
         let Some(shown) = &self.shown else { return };
         let trace = Arc::clone(&shown.view.trace);
-        match spawn_job("interference", move || interference(&trace, a, b)) {
-            Ok(rx) => self.interference_job = Some(rx),
+        match Job::spawn("interference", self.ctx.as_ref(), move || interference(&trace, a, b)) {
+            Ok(job) => self.interference_job = Some(job),
             Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
         }
     }
@@ -540,8 +538,8 @@ impl App {
 
     /// Runs a job that writes a file on a thread of its own; `poll_capture` reports the path it wrote or its error.
     fn save_job(&mut self, name: &str, job: impl FnOnce() -> Result<PathBuf, String> + Send + 'static) {
-        match spawn_job(name, job) {
-            Ok(rx) => self.saving = Some(rx),
+        match Job::spawn(name, self.ctx.as_ref(), job) {
+            Ok(job) => self.saving = Some(job),
             Err(e) => self.message = Some(e),
         }
     }
@@ -631,9 +629,9 @@ impl App {
 
     /// Waits for the analysis of the selected range (tests use this).
     pub fn wait_interference(&mut self) {
-        while self.interference_job.is_some() {
+        while let Some(job) = &self.interference_job {
+            job.wait();
             self.poll_interference();
-            thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -642,6 +640,9 @@ impl App {
         if !self.fonts_installed {
             super::theme::install_fonts(ui.ctx());
             self.fonts_installed = true;
+        }
+        if self.ctx.is_none() {
+            self.ctx = Some(ui.ctx().clone());
         }
         self.poll_loading();
         self.poll_dialog();
@@ -713,8 +714,8 @@ impl App {
             let region = p.crop.unwrap_or_else(|| ui.ctx().content_rect());
             self.caption_ui(ui.ctx(), region);
         }
-        let busy = self.pending_capture.is_some() || self.saving.is_some() || self.rendering.is_some();
-        if busy || self.loading.is_some() || self.dialog.is_some() || self.interference_job.is_some() {
+        // Jobs wake the UI when they finish; only the load's progress bar and a screenshot on its way need frames.
+        if self.pending_capture.is_some() || self.loading.is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(50));
         }
     }
@@ -953,7 +954,7 @@ impl App {
         }
         self.microscope = match (self.selected, &self.shown) {
             (Some(r), Some(shown)) => {
-                let mut m = Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r);
+                let mut m = Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r, self.ctx.as_ref());
                 m.token = self.pending_token.take();
                 Some(m)
             }
@@ -1039,19 +1040,6 @@ impl App {
             }
         }
     }
-}
-
-/// Runs `job` on a thread named `name`; its result arrives on the receiver. The error says the thread could not
-/// start.
-fn spawn_job<T: Send + 'static>(name: &str, job: impl FnOnce() -> T + Send + 'static) -> Result<Receiver<T>, String> {
-    let (tx, rx) = sync_channel(1);
-    thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(move || {
-            let _ = tx.send(job());
-        })
-        .map(|_| rx)
-        .map_err(|e| format!("cannot start the {name} thread: {e}"))
 }
 
 impl eframe::App for App {

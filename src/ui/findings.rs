@@ -2,7 +2,7 @@
 //! sentence, time and subject; a click takes the waterfall there and selects the request and token involved.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::mpsc::TryRecvError;
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
@@ -31,7 +31,7 @@ pub struct FindingsState {
     /// The trace they belong to, to compute again for a new trace.
     trace: Option<super::TraceRef>,
     key: Option<Key>,
-    job: Option<(Key, Receiver<Vec<Finding>>)>,
+    job: Option<(Key, super::job::Job<Vec<Finding>>)>,
 }
 
 impl Default for FindingsState {
@@ -76,7 +76,7 @@ pub fn severity_color(s: Severity) -> Color32 {
 
 impl FindingsState {
     /// Starts computing when the trace or the objectives changed; takes finished findings. True while computing.
-    pub fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) -> bool {
+    pub fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo, waker: Option<&egui::Context>) -> bool {
         let key = Key {
             slo,
             thresholds: Thresholds::default(),
@@ -103,13 +103,13 @@ impl FindingsState {
         if self.key == Some(key) || self.job.is_some() {
             return self.job.is_some();
         }
-        let (tx, rx) = sync_channel(1);
         let shared = Arc::clone(trace);
-        let spawned = std::thread::Builder::new().name("findings".into()).spawn(move || {
-            let _ = tx.send(find(&shared, &key.slo, &key.thresholds));
+        let job_key = key;
+        let spawned = super::job::Job::spawn("findings", waker, move || {
+            find(&shared, &job_key.slo, &job_key.thresholds)
         });
-        if spawned.is_ok() {
-            self.job = Some((key, rx));
+        if let Ok(job) = spawned {
+            self.job = Some((key, job));
         } else {
             self.findings = Some(find(trace, &key.slo, &key.thresholds));
             self.key = Some(key);

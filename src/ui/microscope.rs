@@ -37,7 +37,9 @@ pub struct Microscope {
     /// Candidates of each token, once read.
     pub candidates: Vec<Vec<OwnedCandidate>>,
     /// Candidates being read from disk, on their own thread.
-    pending: Option<std::sync::mpsc::Receiver<Result<Vec<Vec<OwnedCandidate>>, String>>>,
+    pending: Option<super::job::Job<Result<Vec<Vec<OwnedCandidate>>, String>>>,
+    /// True when the candidates' reader wakes the UI when it is done.
+    wakes_ui: bool,
     /// Why they could not be read.
     pub candidates_error: Option<String>,
     /// Median of the tokens' latencies after the first, ns.
@@ -60,7 +62,12 @@ pub enum Action {
 impl Microscope {
     /// Puts a request under the microscope. Candidates held in memory are used at once; candidates left on disk
     /// are read on a thread of their own ([`Self::poll`] picks them up).
-    pub fn new(trace: &Arc<Trace>, reader: Option<&Arc<CandidateReader>>, request: u32) -> Self {
+    pub fn new(
+        trace: &Arc<Trace>,
+        reader: Option<&Arc<CandidateReader>>,
+        request: u32,
+        waker: Option<&egui::Context>,
+    ) -> Self {
         let tokens = trace.tokens_of(request);
         let latencies: Vec<Latency> = tokens.clone().map(|t| latency(trace, request, t)).collect();
         let mut gaps: Vec<i64> = latencies.iter().skip(1).map(|l| l.total_ns).collect();
@@ -73,20 +80,20 @@ impl Microscope {
             candidates: vec![Vec::new(); tokens.len()],
             pending: None,
             candidates_error: None,
+            wakes_ui: waker.is_some(),
             median_ns,
             token: None,
             color_by: ColorBy::Latency,
             load_transform: None,
         };
         if let Some(reader) = reader.filter(|_| trace.candidates_on_disk.is_some()) {
-            let (tx, rx) = std::sync::mpsc::sync_channel(1);
             let (trace, reader) = (Arc::clone(trace), Arc::clone(reader));
-            let spawned = std::thread::Builder::new().name("candidates".into()).spawn(move || {
-                let _ = tx.send(reader.read(&trace, request).map_err(|e| e.to_string()));
+            let spawned = super::job::Job::spawn("candidates", waker, move || {
+                reader.read(&trace, request).map_err(|e| e.to_string())
             });
             match spawned {
-                Ok(_) => m.pending = Some(rx),
-                Err(e) => m.candidates_error = Some(e.to_string()),
+                Ok(job) => m.pending = Some(job),
+                Err(e) => m.candidates_error = Some(e),
             }
         } else {
             m.candidates = trace.owned_candidates(request);
@@ -128,9 +135,10 @@ impl Microscope {
 
     /// Waits for candidates read from disk (tests and benchmarks).
     pub fn wait_candidates(&mut self, trace: &Trace) {
-        while self.poll(trace) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if let Some(job) = &self.pending {
+            job.wait();
         }
+        self.poll(trace);
     }
 
     /// The selected token's row in the trace.
@@ -169,7 +177,8 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
 /// The whole view; returns what the app should do.
 pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: Slo) -> Option<Action> {
     let mut action = None;
-    if m.poll(trace) {
+    // A reader started with the UI's context wakes it; one started without (the headless renderer) is polled.
+    if m.poll(trace) && !m.wakes_ui {
         ui.ctx().request_repaint_after(std::time::Duration::from_millis(10));
     }
     let tokens = trace.tokens_of(m.request);

@@ -3,6 +3,7 @@
 pub mod app;
 pub mod capture;
 pub mod findings;
+pub mod job;
 pub mod microscope;
 pub mod panels;
 pub mod render;

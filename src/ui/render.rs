@@ -214,7 +214,7 @@ pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, Rende
     check(which, scene.request.is_some(), size)?;
     let (w, h, ppp) = (size.width, size.height, size.pixels_per_point);
     let microscope = scene.request.map(|r| {
-        let mut m = Microscope::new(&scene.view.trace, scene.candidates.as_ref(), r);
+        let mut m = Microscope::new(&scene.view.trace, scene.candidates.as_ref(), r, None);
         m.wait_candidates(&scene.view.trace);
         m.token = scene.token;
         m

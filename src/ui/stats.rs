@@ -4,7 +4,7 @@
 //! the group clicked in the table.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::sync::mpsc::TryRecvError;
 
 use eframe::egui::{self, RichText, Ui};
 use egui_extras::{Column as TableColumn, TableBuilder};
@@ -106,7 +106,7 @@ pub struct StatsState {
     /// Whether the price editor is open.
     show_prices: bool,
     current: Option<Computed>,
-    job: Option<(Key, Receiver<Computed>)>,
+    job: Option<(Key, super::job::Job<Computed>)>,
 }
 
 impl Default for StatsState {
@@ -186,7 +186,7 @@ impl StatsState {
     }
 
     /// Starts computing when the inputs changed; takes a finished computation.
-    fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo) {
+    fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo, waker: Option<&egui::Context>) {
         if self.current.as_ref().is_some_and(|c| !c.key.trace.is(trace)) {
             // Another trace: its groups are not this one's.
             self.current = None;
@@ -219,13 +219,10 @@ impl StatsState {
         if up_to_date || self.job.is_some() {
             return;
         }
-        let (tx, rx) = sync_channel(1);
         let (shared, job_key) = (Arc::clone(trace), key.clone());
-        let spawned = std::thread::Builder::new().name("statistics".into()).spawn(move || {
-            let _ = tx.send(compute(&shared, job_key));
-        });
-        if spawned.is_ok() {
-            self.job = Some((key, rx));
+        let spawned = super::job::Job::spawn("statistics", waker, move || compute(&shared, job_key));
+        if let Ok(job) = spawned {
+            self.job = Some((key, job));
         } else {
             self.current = Some(compute(trace, key));
         }
@@ -400,11 +397,9 @@ fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
 /// The window's contents.
 pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo) -> Option<Action> {
     let trace = &view.trace;
-    state.refresh(trace, slo);
+    // The computation wakes the UI when it is done: no polling.
+    state.refresh(trace, slo, Some(ui.ctx()));
     state.ensure_sorted();
-    if state.job.is_some() {
-        ui.ctx().request_repaint_after(std::time::Duration::from_millis(30));
-    }
     let mut action = None;
     ui.horizontal(|ui| {
         let l = ui.label("Group by");

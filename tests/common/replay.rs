@@ -3,7 +3,7 @@
 //! of the system's choosing, through hyper's server. GETs (the recorder's questions about the server) get a 404.
 
 // Test and benchmark code: a panic here is a failed test.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::convert::Infallible;
 use std::time::Duration;
