@@ -427,9 +427,13 @@ fn what_engines_and_tools_write_opens_in_the_app_and_says_what_it_lacks() {
     h.get_by_label_contains("100 requests · 21626 tokens · no steps · no candidates");
     h.get_by_label_contains("openai/gpt-oss-20b");
     // AIPerf raw with logprobs: candidates, so the status bar does not say they are missing.
-    let h = harness_on("sample_traces/engines/aiperf-raw");
+    let mut h = harness_on("sample_traces/engines/aiperf-raw");
     h.get_by_label_contains("2 requests · 7 tokens · no steps");
     assert!(h.query_by_label_contains("no candidates").is_none());
+    // Under the microscope, the step load a trace without steps cannot give is said, not drawn empty.
+    h.state_mut().selected = Some(0);
+    h.run();
+    h.get_by_label_contains("Needs the engine's steps");
 }
 
 #[test]

@@ -319,32 +319,35 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
 fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
     let mut action = None;
     ui.strong("Latency of each token (ms)");
-    let bars = |part: fn(&Latency) -> Option<i64>, whole: bool, color: Color32| -> Vec<Bar> {
+    let bars = |part: fn(&Latency) -> Option<i64>, color: Color32| -> Vec<Bar> {
         m.latencies
             .iter()
             .enumerate()
-            .map(|(k, l)| {
-                let v = if whole && l.compute_ns.is_none() {
-                    Some(l.total_ns)
-                } else {
-                    part(l)
-                };
-                Bar::new(k as f64, v.map_or(0.0, ms)).width(0.8).fill(color)
-            })
+            .map(|(k, l)| Bar::new(k as f64, part(l).map_or(0.0, ms)).width(0.8).fill(color))
             .collect()
     };
-    let (c_wait, c_compute, c_output) = (
+    let (c_whole, c_wait, c_compute, c_output) = (
+        theme::COUNTER_COLOR,
         theme::stage_color(StageKind::Queue),
         theme::stage_color(StageKind::Prefill),
         theme::stage_color(StageKind::Decode),
     );
-    let wait = BarChart::new("schedule wait", bars(|l| l.schedule_wait_ns, true, c_wait)).color(c_wait);
-    let compute = BarChart::new("step compute", bars(|l| l.compute_ns, false, c_compute))
+    // A token without its engine step (a trace without iterations) has its latency whole, in a series of its own:
+    // drawn as schedule wait, it would claim a split the trace cannot make.
+    let whole = BarChart::new(
+        "not split (no engine step)",
+        bars(|l| l.compute_ns.is_none().then_some(l.total_ns), c_whole),
+    )
+    .color(c_whole);
+    let wait = BarChart::new("schedule wait", bars(|l| l.schedule_wait_ns, c_wait))
+        .color(c_wait)
+        .stack_on(&[&whole]);
+    let compute = BarChart::new("step compute", bars(|l| l.compute_ns, c_compute))
         .color(c_compute)
-        .stack_on(&[&wait]);
-    let output = BarChart::new("output", bars(|l| l.output_ns, false, c_output))
+        .stack_on(&[&whole, &wait]);
+    let output = BarChart::new("output", bars(|l| l.output_ns, c_output))
         .color(c_output)
-        .stack_on(&[&wait, &compute]);
+        .stack_on(&[&whole, &wait, &compute]);
     let link = egui::Id::unique("microscope-x");
     let height = (ui.available_height() * 0.6).max(80.0);
     let plot = Plot::new("latency")
@@ -354,6 +357,9 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
         .legend(egui_plot::Legend::default())
         .x_axis_label("token index")
         .show(ui, |p| {
+            if m.latencies.iter().any(|l| l.compute_ns.is_none()) {
+                p.bar_chart(whole);
+            }
             p.bar_chart(wait);
             p.bar_chart(compute);
             p.bar_chart(output);
@@ -390,6 +396,15 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
         });
     }
     ui.strong("Other requests' prefill tokens in the token's step and the steps it waited through");
+    if trace.iterations.is_empty() {
+        // An empty chart would read as "no prefill"; the trace cannot say.
+        ui.weak(
+            "Needs the engine's steps: this trace has no kind=\"iteration\" records (a recording made outside the \
+             server, or a source that gives none).",
+        );
+        m.load_transform = None;
+        return action;
+    }
     let load_bars: Vec<Bar> = m
         .loads
         .iter()
