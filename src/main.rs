@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand};
 use tokenscope::analysis::findings;
 use tokenscope::analysis::summary::{GroupBy, Slo};
@@ -48,8 +47,8 @@ enum Command {
         #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_tpot_ms: Option<f64>,
         /// Also break the figures down by this request label.
-        #[arg(long, value_parser = group_names())]
-        by: Option<String>,
+        #[arg(long, value_enum)]
+        by: Option<GroupBy>,
         /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
         #[arg(long, value_name = "FILE")]
         prices: Option<PathBuf>,
@@ -58,8 +57,8 @@ enum Command {
     /// request trace (Mooncake JSONL, Azure CSV).
     Synth {
         /// The scenario.
-        #[arg(long, value_parser = scenario_names())]
-        scenario: String,
+        #[arg(long, value_enum)]
+        scenario: Scenario,
         /// Seed of every random choice (same seed, same bytes).
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -188,8 +187,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Only these kinds (comma-separated).
-        #[arg(long, value_delimiter = ',', value_parser = kind_names())]
-        kind: Option<Vec<String>>,
+        #[arg(long, value_delimiter = ',', value_enum)]
+        kind: Option<Vec<findings::Kind>>,
         /// TTFT objective in ms, for the SLO-violation finding.
         #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_ttft_ms: Option<f64>,
@@ -197,7 +196,7 @@ enum Command {
         #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_tpot_ms: Option<f64>,
         #[command(flatten)]
-        thresholds: ThresholdArgs,
+        thresholds: findings::Thresholds,
     },
     /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
     /// after the trace's start (the waterfall ruler's 0).
@@ -217,8 +216,8 @@ enum Command {
         #[arg(long, value_name = "N")]
         token: Option<u32>,
         /// Which views: waterfall, request or both (default: both with --request, else waterfall).
-        #[arg(long, value_parser = view_names())]
-        view: Option<String>,
+        #[arg(long, value_enum)]
+        view: Option<View>,
         /// Width in points.
         #[arg(long, allow_negative_numbers = true, default_value_t = 1400.0)]
         width: f32,
@@ -256,76 +255,6 @@ enum Command {
     },
 }
 
-/// The detectors' thresholds (`analysis::findings`, where each default is explained).
-#[derive(Debug, clap::Args)]
-struct ThresholdArgs {
-    /// Decode interrupted: a token's ITL over this many times its request's median ITL.
-    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_ITL_FACTOR)]
-    itl_factor: f64,
-    /// Decode interrupted: another request's prefill of at least this many tokens in the stall.
-    #[arg(long, default_value_t = findings::DEFAULT_LARGE_PREFILL_TOKENS)]
-    large_prefill_tokens: u32,
-    /// EOS mis-trigger: a stop token chosen with a probability below this…
-    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_EOS_MAX_PROBABILITY)]
-    eos_max_probability: f64,
-    /// …or at this rank or worse.
-    #[arg(long, default_value_t = findings::DEFAULT_EOS_MIN_RANK)]
-    eos_min_rank: u32,
-    /// EOS mis-trigger: an answer shorter than this share of its app's (or model's) median length.
-    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_EARLY_EOS_FACTOR)]
-    early_eos_factor: f64,
-    /// Prefill monopoly: one request's prefill over at least this many consecutive steps.
-    #[arg(long, default_value_t = findings::DEFAULT_MONOPOLY_STEPS)]
-    monopoly_steps: u32,
-    /// KV saturation: KV-cache use at or above this share.
-    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_KV_SATURATION)]
-    kv_saturation: f64,
-    /// Preemption burst: at least this many preemptions…
-    #[arg(long, default_value_t = findings::DEFAULT_PREEMPTION_BURST_COUNT)]
-    preemption_burst_count: u32,
-    /// …within this many ms on one instance.
-    #[arg(long, allow_negative_numbers = true, default_value_t = findings::DEFAULT_PREEMPTION_BURST_WINDOW_MS)]
-    preemption_burst_window_ms: f64,
-    /// Repetition loop: an n-gram of this many tokens…
-    #[arg(long, default_value_t = findings::DEFAULT_REPETITION_NGRAM)]
-    repetition_ngram: u32,
-    /// …repeated back to back at least this many times.
-    #[arg(long, default_value_t = findings::DEFAULT_REPETITION_REPEATS)]
-    repetition_repeats: u32,
-}
-
-impl ThresholdArgs {
-    fn thresholds(&self) -> findings::Thresholds {
-        findings::Thresholds {
-            itl_factor: self.itl_factor,
-            large_prefill_tokens: self.large_prefill_tokens,
-            eos_max_probability: self.eos_max_probability,
-            eos_min_rank: self.eos_min_rank,
-            early_eos_factor: self.early_eos_factor,
-            monopoly_steps: self.monopoly_steps,
-            kv_saturation: self.kv_saturation,
-            preemption_burst_count: self.preemption_burst_count,
-            preemption_burst_window_ms: self.preemption_burst_window_ms,
-            repetition_ngram: self.repetition_ngram,
-            repetition_repeats: self.repetition_repeats,
-            ..findings::Thresholds::default()
-        }
-    }
-}
-
-fn kind_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(findings::Kind::ALL.map(findings::Kind::name))
-}
-
-/// The names of scenarios and of `--by` labels come from the library's tables, one place for each.
-fn scenario_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(Scenario::ALL.map(|(_, name)| name))
-}
-
-fn group_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(GroupBy::ALL.map(GroupBy::name))
-}
-
 /// An objective in ms: a positive, finite number.
 fn positive_ms(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -333,10 +262,6 @@ fn positive_ms(text: &str) -> Result<f64, String> {
         Ok(v) => Err(format!("{v} ms: an objective is a positive number of ms")),
         Err(e) => Err(format!("{text}: {e}; an objective is a positive number of ms")),
     }
-}
-
-fn view_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(View::ALL.map(|(_, name)| name))
 }
 
 fn emit(out: &Output) -> ExitCode {
@@ -361,13 +286,7 @@ fn main() -> ExitCode {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
-            emit(&cli::summary::run(
-                &trace,
-                json,
-                slo,
-                by.as_deref().and_then(GroupBy::from_name),
-                prices.as_deref(),
-            ))
+            emit(&cli::summary::run(&trace, json, slo, by, prices.as_deref()))
         }
         Some(Command::Synth {
             scenario,
@@ -382,13 +301,6 @@ fn main() -> ExitCode {
             as_output,
             output,
         }) => {
-            let Some(scenario) = Scenario::from_name(&scenario) else {
-                return emit(&Output {
-                    stdout: String::new(),
-                    stderr: format!("unknown scenario {scenario}\n"),
-                    code: 2,
-                });
-            };
             let options = SynthOptions {
                 scenario,
                 seed,
@@ -432,15 +344,7 @@ fn main() -> ExitCode {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
-            let kinds: Option<Vec<findings::Kind>> =
-                kind.map(|names| names.iter().filter_map(|n| findings::Kind::from_name(n)).collect());
-            emit(&cli::findings::run(
-                &trace,
-                json,
-                slo,
-                &thresholds.thresholds(),
-                kinds.as_deref(),
-            ))
+            emit(&cli::findings::run(&trace, json, slo, &thresholds, kind.as_deref()))
         }
         Some(Command::Render {
             trace,
@@ -462,7 +366,7 @@ fn main() -> ExitCode {
                 to_ms,
                 request,
                 token,
-                view: view.as_deref().and_then(View::from_name),
+                view,
                 width,
                 height,
                 scale,

@@ -132,6 +132,20 @@ fn findings_json_names_the_planted_eos_and_kinds_filter() {
         stderr.contains("eos-mistrigger"),
         "the valid kinds are listed: {stderr}"
     );
+    // Every threshold has its flag (derived from the thresholds struct), and a bad value names it.
+    let (code, _, stderr) = tokenscope(&[
+        "findings",
+        "sample_traces/eos_mistrigger.jsonl",
+        "--early-eos-min-peers",
+        "0",
+        "--repetition-min-tokens",
+        "32",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("early_eos_min_peers (--early-eos-min-peers) = 0: give at least 1"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -8,8 +8,8 @@
 use std::path::Path;
 
 use tokenscope::analysis::findings::{
-    Finding, Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, kv_saturation, preemption_bursts,
-    prefill_monopoly, repetition_loops, slo_violations, token_mismatches, truncation,
+    Finding, Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, find_kinds, kv_saturation,
+    preemption_bursts, prefill_monopoly, repetition_loops, slo_violations, token_mismatches, truncation,
 };
 use tokenscope::analysis::summary::{Slo, summarize_all};
 use tokenscope::format::{LoadOptions, Progress, load, load_bytes, load_with};
@@ -739,5 +739,37 @@ fn with_candidates_left_on_disk_the_eos_finding_gives_rank_and_p_only() {
     assert_eq!(
         found[0].summary,
         "med-question ended at token 37 on ⟨EOS⟩ chosen with p = 0.100 (rank 2)"
+    );
+}
+
+#[test]
+fn only_the_kinds_asked_for_run_and_every_run_sorts_alike() {
+    // Two answers cut at their limit (one truncation finding), first tokens at 5 and 6 ms against a TTFT
+    // objective of 1 ms (one SLO finding).
+    let mut l = Vec::new();
+    for (r, id) in ["a", "b"].into_iter().enumerate() {
+        l.push(request(id, 0, r#","finish_reason":"length","output_tokens":2"#));
+        let first = 5 + i64::try_from(r).unwrap();
+        l.push(token(id, 0, first, ""));
+        l.push(token(id, 1, first + 3, ""));
+    }
+    let t = trace_of(&l);
+    let slo = Slo {
+        ttft_ms: Some(1.0),
+        tpot_ms: None,
+    };
+    let kinds = |only: &[Kind]| -> Vec<Kind> { find_kinds(&t, &slo, &th(), only).iter().map(|f| f.kind).collect() };
+    assert_eq!(kinds(&Kind::ALL), [Kind::SloViolations, Kind::Truncation]);
+    assert_eq!(kinds(&[Kind::Truncation]), [Kind::Truncation]);
+    assert_eq!(kinds(&[Kind::EosMistrigger]), []);
+    assert_eq!(find(&t, &slo, &th()), find_kinds(&t, &slo, &th(), &Kind::ALL));
+    // The SLO finding counts both answers; the worst is the later first token.
+    let found = find(&t, &slo, &th());
+    assert!(
+        found[0]
+            .summary
+            .starts_with("2 of 2 requests (100.0 %) missed the TTFT objective of 1 ms; worst b"),
+        "{}",
+        found[0].summary
     );
 }

@@ -96,13 +96,15 @@ pub struct Summary {
 }
 
 /// The label a request is grouped by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GroupBy {
     /// `model`.
     Model,
     /// `app_id`.
+    #[value(name = "app_id")]
     AppId,
     /// `user_id`.
+    #[value(name = "user_id")]
     UserId,
     /// `source`.
     Source,
@@ -111,11 +113,6 @@ pub enum GroupBy {
 impl GroupBy {
     /// Every grouping.
     pub const ALL: [GroupBy; 4] = [GroupBy::Model, GroupBy::AppId, GroupBy::UserId, GroupBy::Source];
-
-    /// The grouping by this field name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|g| g.name() == name)
-    }
 
     /// The field name.
     pub fn name(self) -> &'static str {

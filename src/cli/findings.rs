@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{Output, validate};
-use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find_kinds};
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
@@ -112,10 +112,7 @@ pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds
         Err(e) => return validate::fatal(&e, as_json),
     };
     let trace = &loaded.trace;
-    let mut findings = find(trace, &slo, thresholds);
-    if let Some(kinds) = kinds {
-        findings.retain(|f| kinds.contains(&f.kind));
-    }
+    let findings = find_kinds(trace, &slo, thresholds, kinds.unwrap_or(&Kind::ALL));
     let origin = trace.start_ns();
     let stdout = if as_json {
         let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();

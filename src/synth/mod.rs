@@ -21,7 +21,7 @@ use crate::trace::Trace;
 use arrivals::{ArrivalsError, ReplayOptions};
 
 /// A named scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
     /// Chunked prefill off: large prefills stall a decoding request.
     PrefillInterruptsDecode,
@@ -50,11 +50,6 @@ impl Scenario {
         (Scenario::Large, "large"),
         (Scenario::Replay, "replay"),
     ];
-
-    /// The scenario with this command-line name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(_, n)| *n == name).map(|(s, _)| *s)
-    }
 
     /// The command-line name.
     pub fn name(self) -> &'static str {

@@ -17,7 +17,7 @@ use crate::format::parquet::CandidateReader;
 use crate::view::viewport::Viewport;
 
 /// Which views the image shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum View {
     /// The wide-angle waterfall.
     Waterfall,
@@ -34,11 +34,6 @@ impl View {
         (View::Request, "request"),
         (View::Both, "both"),
     ];
-
-    /// The view with this command-line name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(_, n)| *n == name).map(|(v, _)| *v)
-    }
 }
 
 /// What to draw: the same state the window holds.

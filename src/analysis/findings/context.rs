@@ -1,0 +1,244 @@
+//! What one run of the detectors shares: the trace, objectives and thresholds, and the indexes more than one
+//! detector needs, each built once, on first use.
+
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::Thresholds;
+use super::words::row_u32;
+use crate::analysis::summary::Slo;
+use crate::trace::{NO_STR, NULL_U32, StageKind, Trace};
+
+/// One run of the detectors: what they look at, and the indexes they share. Safe to share between threads: an index
+/// two detectors ask for at once is built by one while the other waits.
+pub struct Context<'a> {
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The service-level objectives.
+    pub slo: &'a Slo,
+    /// The thresholds.
+    pub th: &'a Thresholds,
+    source_rows: OnceLock<HashMap<u32, Range<usize>>>,
+    prefills: OnceLock<PrefillIndex>,
+    waits: OnceLock<WaitIndex>,
+    preempted: OnceLock<HashMap<u32, Vec<(i64, u32)>>>,
+}
+
+impl<'a> Context<'a> {
+    /// A run on `trace` with these objectives and thresholds; no index is built yet.
+    pub fn new(trace: &'a Trace, slo: &'a Slo, th: &'a Thresholds) -> Self {
+        Context {
+            trace,
+            slo,
+            th,
+            source_rows: OnceLock::new(),
+            prefills: OnceLock::new(),
+            waits: OnceLock::new(),
+            preempted: OnceLock::new(),
+        }
+    }
+
+    /// The iteration rows of each source (label id), sorted by start.
+    pub(super) fn source_rows(&self) -> &HashMap<u32, Range<usize>> {
+        self.source_rows.get_or_init(|| source_rows(self.trace))
+    }
+
+    /// The prefill chunks of every step.
+    pub(super) fn prefills(&self) -> &PrefillIndex {
+        self.prefills.get_or_init(|| PrefillIndex::new(self.trace))
+    }
+
+    /// The spans during which requests waited (queued or preempted), per source.
+    pub(super) fn waits(&self) -> &WaitIndex {
+        self.waits.get_or_init(|| WaitIndex::new(self.trace))
+    }
+
+    /// The explicit preempted stages per source: (start, request), sorted.
+    pub(super) fn preempted(&self) -> &HashMap<u32, Vec<(i64, u32)>> {
+        self.preempted.get_or_init(|| preempted_stages(self.trace))
+    }
+
+    /// Distinct requests of `source` whose preempted stage starts in `[from, to]`, in time order.
+    pub(super) fn preempted_in(&self, source: u32, from: i64, to: i64) -> Vec<u32> {
+        let Some(v) = self.preempted().get(&source) else {
+            return Vec::new();
+        };
+        let first = v.partition_point(|s| s.0 < from);
+        let mut out: Vec<u32> = Vec::new();
+        for &(at, r) in &v[first..] {
+            if at > to {
+                break;
+            }
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        out
+    }
+}
+
+/// The iteration rows of each source (label id), sorted by start.
+fn source_rows(trace: &Trace) -> HashMap<u32, Range<usize>> {
+    trace
+        .sources_with_iterations()
+        .iter()
+        .map(|(s, r)| (*s, r.start as usize..r.end as usize))
+        .collect()
+}
+
+/// The prefill chunks of every step, as (request, tokens), from the prefill stages that name their step. Steps
+/// without such stages fall back to their `num_prefill_tokens`, unattributed (request [`NULL_U32`]), when the
+/// trace has no attributed prefill stage at all.
+pub(super) struct PrefillIndex {
+    start: Vec<u32>,
+    chunks: Vec<(u32, u32)>,
+    attributed: bool,
+}
+
+impl PrefillIndex {
+    fn new(trace: &Trace) -> Self {
+        let steps = trace.iterations.len();
+        let mut start = vec![0u32; steps + 1];
+        let is_chunk = |s: usize| trace.stages.kind[s] == StageKind::Prefill && trace.stages.iter_row[s].is_some();
+        for s in 0..trace.stages.len() {
+            if is_chunk(s)
+                && let Some(row) = trace.stages.iter_row[s].map(|r| r as usize).filter(|&r| r < steps)
+            {
+                start[row + 1] += 1;
+            }
+        }
+        for i in 0..steps {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut chunks = vec![(0u32, 0u32); start[steps] as usize];
+        for s in 0..trace.stages.len() {
+            if is_chunk(s)
+                && let Some(row) = trace.stages.iter_row[s].map(|r| r as usize).filter(|&r| r < steps)
+            {
+                chunks[fill[row] as usize] = (trace.stages.request[s], trace.stages.tokens[s].unwrap_or(0));
+                fill[row] += 1;
+            }
+        }
+        let attributed = !chunks.is_empty();
+        PrefillIndex {
+            start,
+            chunks,
+            attributed,
+        }
+    }
+
+    /// The prefill chunks of step `row`.
+    pub(super) fn of<'a>(&'a self, trace: &Trace, row: usize) -> impl Iterator<Item = (u32, u32)> + 'a {
+        let attributed = match (self.start.get(row), self.start.get(row + 1)) {
+            (Some(&a), Some(&b)) => &self.chunks[a as usize..b as usize],
+            _ => &[],
+        };
+        let anonymous = (!self.attributed)
+            .then(|| trace.iterations.num_prefill_tokens.get(row).copied().flatten())
+            .flatten()
+            .filter(|&n| n > 0)
+            .map(|n| (NULL_U32, n));
+        attributed.iter().copied().chain(anonymous)
+    }
+}
+
+/// Adds `(request, tokens)` into a list that sums per request.
+pub(super) fn add_to(list: &mut Vec<(u32, u64)>, request: u32, tokens: u64) {
+    match list.iter_mut().find(|(r, _)| *r == request) {
+        Some(e) => e.1 += tokens,
+        None => list.push((request, tokens)),
+    }
+}
+
+/// Spans during which requests waited (queued or preempted), per source: (start, end, request) sorted by start,
+/// and the longest span (for a bounded search back from a time).
+pub(super) struct WaitIndex {
+    by_source: HashMap<u32, Waits>,
+}
+
+/// The wait spans of one source, (start, end, request) sorted by start, and the longest span's length.
+#[derive(Default)]
+struct Waits {
+    spans: Vec<(i64, i64, u32)>,
+    longest: i64,
+}
+
+impl WaitIndex {
+    fn new(trace: &Trace) -> Self {
+        let mut by_source: HashMap<u32, Waits> = HashMap::default();
+        for r in 0..row_u32(trace.request_count()) {
+            let ri = r as usize;
+            let source = trace.requests.source[ri];
+            let mut push = |a: i64, b: i64| {
+                if b > a {
+                    let e = by_source.entry(source).or_default();
+                    e.spans.push((a, b, r));
+                    e.longest = e.longest.max(b - a);
+                }
+            };
+            let explicit = trace.explicit_stages_of(r);
+            let mut queue_stage = false;
+            for s in explicit {
+                match trace.stages.kind[s] {
+                    StageKind::Queue => {
+                        queue_stage = true;
+                        push(trace.stages.start_ns[s], trace.stages.end_ns[s]);
+                    }
+                    StageKind::Preempted => push(trace.stages.start_ns[s], trace.stages.end_ns[s]),
+                    _ => {}
+                }
+            }
+            if !queue_stage && let Some(s) = trace.requests.scheduled_ns[ri] {
+                push(trace.requests.arrival_ns[ri], s);
+            }
+        }
+        for w in by_source.values_mut() {
+            w.spans.sort_unstable();
+        }
+        WaitIndex { by_source }
+    }
+
+    /// Requests of `source` other than `except` that waited during `[from, to)`, with the overlap (ns), longest
+    /// first.
+    pub(super) fn waiting(&self, source: u32, from: i64, to: i64, except: u32) -> Vec<(u32, i64)> {
+        let Some(Waits { spans, longest }) = self.by_source.get(&source) else {
+            return Vec::new();
+        };
+        // A span that overlaps `from` started at most `longest` before it.
+        let first = spans.partition_point(|s| s.0 < from.saturating_sub(*longest));
+        let mut out: Vec<(u32, i64)> = Vec::new();
+        for &(a, b, r) in &spans[first..] {
+            if a >= to {
+                break;
+            }
+            let overlap = b.min(to) - a.max(from);
+            if overlap > 0 && r != except {
+                match out.iter_mut().find(|(q, _)| *q == r) {
+                    Some(e) => e.1 += overlap,
+                    None => out.push((r, overlap)),
+                }
+            }
+        }
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+}
+
+/// Explicit preempted stages per source: (start, request), sorted.
+fn preempted_stages(trace: &Trace) -> HashMap<u32, Vec<(i64, u32)>> {
+    let mut by_source: HashMap<u32, Vec<(i64, u32)>> = HashMap::default();
+    for s in 0..trace.stages.len() {
+        if trace.stages.kind[s] == StageKind::Preempted {
+            let r = trace.stages.request[s];
+            let source = trace.requests.source.get(r as usize).copied().unwrap_or(NO_STR);
+            by_source.entry(source).or_default().push((trace.stages.start_ns[s], r));
+        }
+    }
+    for v in by_source.values_mut() {
+        v.sort_unstable();
+    }
+    by_source
+}

@@ -1,0 +1,254 @@
+//! Decode interrupted by prefill: a decode token that waited many times its median while other requests'
+//! prompts were computed.
+
+use std::fmt::Write as _;
+
+use super::context::{PrefillIndex, add_to};
+use super::words::{duration, multiple, names, range, row_u32};
+use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
+use crate::analysis::metrics::ms;
+use crate::analysis::stats::thousands;
+use crate::analysis::summary::Slo;
+use crate::trace::{NULL_U32, Trace, opt_u32};
+
+/// Prefilling requests named in a decode-interrupted sentence; the others are counted.
+const MAX_NAMED_CULPRITS: usize = 5;
+
+/// One stalled token.
+struct Stall {
+    victim: u32,
+    token: usize,
+    itl_ns: i64,
+    median_ns: i64,
+    source: u32,
+    /// Steps in the stall's window that carried other requests' prefill, ascending.
+    steps: Vec<u32>,
+    from_ns: i64,
+    to_ns: i64,
+}
+
+/// The detector of [`Kind::DecodeInterrupted`].
+pub(super) struct DecodeInterrupted;
+
+impl Detector for DecodeInterrupted {
+    fn kind(&self) -> Kind {
+        Kind::DecodeInterrupted
+    }
+
+    /// Decode tokens whose ITL exceeds `itl_factor` × their request's median while other requests prefilled at least
+    /// `large_prefill_tokens` prompt tokens in the token's step and the steps it waited through (its instance's steps
+    /// that started after the previous token). Stalls whose prefill steps overlap or follow each other form one finding
+    /// per episode: the worst-stalled victim (longest ITL, then largest multiple of its median) is the subject, the
+    /// other victims follow, then the prefilling requests (the culprits), most prompt tokens first.
+    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
+        let (trace, th) = (cx.trace, cx.th);
+        let rows_of = cx.source_rows();
+        if rows_of.is_empty() {
+            return Vec::new();
+        }
+        let prefills = cx.prefills();
+        let it = &trace.iterations;
+        let tk = &trace.tokens;
+        let mut stalls: Vec<Stall> = Vec::new();
+        let mut gaps: Vec<i64> = Vec::new();
+        for r in 0..row_u32(trace.request_count()) {
+            let tokens = trace.tokens_of(r);
+            if tokens.len() < 3 {
+                continue;
+            }
+            let source = trace.requests.source[r as usize];
+            let Some(rows) = rows_of.get(&source) else { continue };
+            gaps.clear();
+            gaps.extend(crate::analysis::metrics::itl_ns(trace, r));
+            if gaps.len() < 2 {
+                continue;
+            }
+            let Some(median_ns) = crate::analysis::metrics::median(&mut gaps) else {
+                continue;
+            };
+            if median_ns <= 0 {
+                continue;
+            }
+            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            let limit = th.itl_factor * median_ns as f64;
+            let starts = &it.start_ns[rows.clone()];
+            for t in tokens.start + 1..tokens.end {
+                if tk.index[t] != tk.index[t - 1] + 1 {
+                    continue;
+                }
+                let (prev, emitted) = (tk.emitted_ns[t - 1], tk.emitted_ns[t]);
+                let itl = emitted - prev;
+                #[allow(clippy::cast_precision_loss)]
+                if (itl as f64) <= limit {
+                    continue;
+                }
+                // The steps that started after the previous token, up to the token's own step (or its emission).
+                let first = rows.start + starts.partition_point(|&s| s < prev);
+                let window = match opt_u32(tk.iter_row[t]).map(|o| o as usize) {
+                    Some(own) if rows.contains(&own) => first.min(own)..own + 1,
+                    _ => first..rows.start + starts.partition_point(|&s| s < emitted),
+                };
+                let mut others = 0u64;
+                let mut steps = Vec::new();
+                for row in window {
+                    let mut in_step = 0u64;
+                    for (q, n) in prefills.of(trace, row) {
+                        if q != r {
+                            in_step += u64::from(n);
+                        }
+                    }
+                    if in_step > 0 {
+                        others += in_step;
+                        steps.push(row_u32(row));
+                    }
+                }
+                if others == 0 || others < u64::from(th.large_prefill_tokens) {
+                    continue;
+                }
+                stalls.push(Stall {
+                    victim: r,
+                    token: t,
+                    itl_ns: itl,
+                    median_ns,
+                    source,
+                    steps,
+                    from_ns: prev,
+                    to_ns: emitted,
+                });
+            }
+        }
+        // Episodes: stalls of one instance whose prefill steps overlap or follow each other (a prompt prefilled in
+        // consecutive chunks stalls a decode once per chunk).
+        stalls.sort_by_key(|s| (s.source, s.steps.first().copied(), s.from_ns));
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < stalls.len() {
+            let mut last_step = stalls[i].steps.last().copied().unwrap_or(0);
+            let mut j = i + 1;
+            while j < stalls.len()
+                && stalls[j].source == stalls[i].source
+                && stalls[j].steps.first().is_some_and(|&f| f <= last_step + 1)
+            {
+                last_step = last_step.max(stalls[j].steps.last().copied().unwrap_or(0));
+                j += 1;
+            }
+            out.push(interrupted_finding(trace, prefills, &stalls[i..j]));
+            i = j;
+        }
+        out
+    }
+}
+
+/// [`Kind::DecodeInterrupted`]'s findings alone, unsorted.
+pub fn decode_interrupted(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
+    DecodeInterrupted.detect(&Context::new(trace, &Slo::default(), th))
+}
+
+/// Who prefilled: the requests with a tenth of the tokens or more by name (up to [`MAX_NAMED_CULPRITS`]), the
+/// rest as a count ("rag-24k, rag-6k-1, rag-6k-2, rag-6k-3 and rag-6k-4 with 5 smaller prompts").
+fn culprit_phrase(trace: &Trace, culprits: &[(u32, u64)], total: u64) -> String {
+    let major: Vec<u32> = culprits
+        .iter()
+        .filter(|c| c.0 != NULL_U32 && c.1 * 10 >= total)
+        .map(|c| c.0)
+        .take(MAX_NAMED_CULPRITS)
+        .collect();
+    if major.is_empty() {
+        return "other requests".to_owned();
+    }
+    let names: Vec<&str> = major.iter().map(|&r| trace.request_id(r)).collect();
+    let mut out = match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    let rest = culprits.len() - major.len();
+    if rest > 0 {
+        let _ = write!(out, " with {rest} smaller prompt{}", if rest == 1 { "" } else { "s" });
+    }
+    out
+}
+
+/// The finding of one episode of stalls.
+#[allow(clippy::cast_precision_loss)] // ns far below 2^53
+fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]) -> Finding {
+    let mut order: Vec<&Stall> = episode.iter().collect();
+    order.sort_by(|a, b| {
+        b.itl_ns
+            .cmp(&a.itl_ns)
+            .then(
+                (i128::from(b.itl_ns) * i128::from(a.median_ns)).cmp(&(i128::from(a.itl_ns) * i128::from(b.median_ns))),
+            )
+            .then(a.token.cmp(&b.token))
+    });
+    let worst = order[0];
+    let mut steps: Vec<u32> = episode.iter().flat_map(|s| s.steps.iter().copied()).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    // Victims, worst first (each once, at its worst stall).
+    let mut victims: Vec<u32> = Vec::new();
+    for s in &order {
+        if !victims.contains(&s.victim) {
+            victims.push(s.victim);
+        }
+    }
+    // Culprits: every request prefilling in the episode's steps, other than the subject, most tokens first.
+    let mut culprits: Vec<(u32, u64)> = Vec::new();
+    for &row in &steps {
+        for (q, n) in prefills.of(trace, row as usize) {
+            if q != worst.victim {
+                add_to(&mut culprits, q, u64::from(n));
+            }
+        }
+    }
+    culprits.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let total: u64 = culprits.iter().map(|c| c.1).sum();
+    let named: Vec<u32> = culprits.iter().map(|c| c.0).filter(|&q| q != NULL_U32).collect();
+    let who = culprit_phrase(trace, &culprits, total);
+    let mut summary = format!(
+        "{}'s token {} waited {} (ITL {}× its median {}) while {who} prefilled {} prompt tokens in {} step{}",
+        trace.request_id(worst.victim),
+        trace.tokens.index[worst.token],
+        duration(worst.itl_ns),
+        multiple(worst.itl_ns as f64 / worst.median_ns as f64),
+        duration(worst.median_ns),
+        thousands(total),
+        steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
+    );
+    if let Some(source) = trace.label(worst.source) {
+        let _ = write!(summary, " on {source}");
+    }
+    if victims.len() > 1 {
+        let _ = write!(summary, "; {} stalled too", names(trace, &victims[1..]));
+    }
+    let mut requests = victims;
+    for &q in &named {
+        if !requests.contains(&q) {
+            requests.push(q);
+        }
+    }
+    requests.truncate(MAX_LISTED_REQUESTS);
+    let mut tokens: Vec<usize> = episode.iter().map(|s| s.token).filter(|&t| t != worst.token).collect();
+    tokens.sort_unstable();
+    tokens.insert(0, worst.token);
+    let (from_ns, to_ns) = range(
+        episode.iter().map(|s| s.from_ns).min().unwrap_or(worst.from_ns),
+        episode.iter().map(|s| s.to_ns).max().unwrap_or(worst.to_ns),
+    );
+    let max_ms = ms(worst.itl_ns);
+    Finding {
+        kind: Kind::DecodeInterrupted,
+        severity: if max_ms >= CRITICAL_DELAY_MS {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        summary,
+        from_ns,
+        to_ns,
+        requests,
+        steps,
+        tokens,
+    }
+}

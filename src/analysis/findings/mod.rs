@@ -1,0 +1,211 @@
+//! Findings: automatic diagnosis of the known incident patterns. Each detector (one file each, behind
+//! [`Detector`]) is a pure function of a [`Context`] (the trace, the objectives, the [`Thresholds`], and indexes
+//! shared by the detectors, built once), linear (or n log n) in tokens and steps. It returns [`Finding`]s that say
+//! what happened in one sentence with figures, where (a time range), and who (requests, steps and tokens), for the
+//! findings panel, `tokenscope findings`, and tests. Noisy kinds are grouped: one finding per prefill episode, per
+//! KV-saturation run, per SLO objective, one for all truncations and one for all token-count mismatches. The
+//! detectors of one run work in parallel (rayon).
+
+mod context;
+mod decode_interrupted;
+mod eos_mistrigger;
+mod kv_saturation;
+mod preemption_burst;
+mod prefill_monopoly;
+mod repetition_loop;
+mod slo_violations;
+mod thresholds;
+mod token_mismatch;
+mod truncation;
+mod words;
+
+use rayon::prelude::*;
+
+use crate::analysis::summary::Slo;
+use crate::trace::Trace;
+
+pub use context::Context;
+pub use decode_interrupted::decode_interrupted;
+pub use eos_mistrigger::eos_mistrigger;
+pub use kv_saturation::kv_saturation;
+pub use preemption_burst::preemption_bursts;
+pub use prefill_monopoly::prefill_monopoly;
+pub use repetition_loop::repetition_loops;
+pub use slo_violations::slo_violations;
+pub use thresholds::*;
+pub use token_mismatch::token_mismatches;
+pub use truncation::truncation;
+
+/// Requests listed in a grouped finding; its sentence gives the total.
+pub const MAX_LISTED_REQUESTS: usize = 50;
+
+/// A stall, or a wait behind a monopolising prefill, at least this long (ms) is critical: the user sees the
+/// answer freeze.
+pub const CRITICAL_DELAY_MS: f64 = 1_000.0;
+
+/// One kind of diagnosis: what it finds in a run's [`Context`].
+pub trait Detector: Sync {
+    /// The kind of its findings.
+    fn kind(&self) -> Kind;
+    /// Its findings, in no particular order.
+    fn detect(&self, cx: &Context<'_>) -> Vec<Finding>;
+}
+
+/// Every detector, in [`Kind::ALL`]'s order.
+pub const DETECTORS: [&dyn Detector; 9] = [
+    &decode_interrupted::DecodeInterrupted,
+    &eos_mistrigger::EosMistrigger,
+    &prefill_monopoly::PrefillMonopoly,
+    &preemption_burst::PreemptionBurst,
+    &kv_saturation::KvSaturation,
+    &slo_violations::SloViolations,
+    &repetition_loop::RepetitionLoop,
+    &truncation::Truncation,
+    &token_mismatch::TokenMismatch,
+];
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A decode token stalled behind other requests' large prefills.
+    DecodeInterrupted,
+    /// Generation ended on an unlikely stop token, or far earlier than usual.
+    EosMistrigger,
+    /// One request's prefill held the engine for several consecutive steps while others waited.
+    PrefillMonopoly,
+    /// Several preemptions close together on one instance.
+    PreemptionBurst,
+    /// The KV cache stayed (nearly) full.
+    KvSaturation,
+    /// Requests missed a service-level objective.
+    SloViolations,
+    /// An answer repeated the same n-gram back to back.
+    RepetitionLoop,
+    /// Answers cut at their token limit (`finish_reason = length`).
+    Truncation,
+    /// `output_tokens` disagrees with the token records.
+    TokenMismatch,
+}
+
+impl Kind {
+    /// Every kind, in display order.
+    pub const ALL: [Kind; 9] = [
+        Kind::DecodeInterrupted,
+        Kind::EosMistrigger,
+        Kind::PrefillMonopoly,
+        Kind::PreemptionBurst,
+        Kind::KvSaturation,
+        Kind::SloViolations,
+        Kind::RepetitionLoop,
+        Kind::Truncation,
+        Kind::TokenMismatch,
+    ];
+
+    /// The kebab-case name (command line, JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::DecodeInterrupted => "decode-interrupted",
+            Kind::EosMistrigger => "eos-mistrigger",
+            Kind::PrefillMonopoly => "prefill-monopoly",
+            Kind::PreemptionBurst => "preemption-burst",
+            Kind::KvSaturation => "kv-saturation",
+            Kind::SloViolations => "slo-violations",
+            Kind::RepetitionLoop => "repetition-loop",
+            Kind::Truncation => "truncation",
+            Kind::TokenMismatch => "token-mismatch",
+        }
+    }
+
+    /// The kind with this name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// A title for people.
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::DecodeInterrupted => "Decode interrupted by prefill",
+            Kind::EosMistrigger => "EOS mis-trigger",
+            Kind::PrefillMonopoly => "Prefill monopoly (head-of-line blocking)",
+            Kind::PreemptionBurst => "Preemption burst",
+            Kind::KvSaturation => "KV cache saturation",
+            Kind::SloViolations => "SLO violations",
+            Kind::RepetitionLoop => "Repetition loop",
+            Kind::Truncation => "Truncated at the token limit",
+            Kind::TokenMismatch => "Token count mismatch",
+        }
+    }
+}
+
+/// How bad a finding is. `Critical` sorts first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A user saw a frozen or wrong answer.
+    Critical,
+    /// Degraded service worth a look.
+    Warning,
+    /// Worth knowing.
+    Info,
+}
+
+impl Severity {
+    /// The lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One diagnosis.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Finding {
+    /// What it is.
+    pub kind: Kind,
+    /// How bad.
+    pub severity: Severity,
+    /// One sentence with figures and request ids by name.
+    pub summary: String,
+    /// Start of the time range to zoom to (ns since the Unix epoch).
+    pub from_ns: i64,
+    /// End of that range; `from_ns < to_ns`.
+    pub to_ns: i64,
+    /// Request rows; the first is the subject (the victim, the truncated answer, the monopolising request).
+    pub requests: Vec<u32>,
+    /// Iteration rows (steps) involved, ascending.
+    pub steps: Vec<u32>,
+    /// Token rows involved; the first is the one to select (the subject's), the rest ascending.
+    pub tokens: Vec<usize>,
+}
+
+/// Every finding, sorted by severity, then `from_ns`, then kind.
+pub fn find(trace: &Trace, slo: &Slo, th: &Thresholds) -> Vec<Finding> {
+    find_kinds(trace, slo, th, &Kind::ALL)
+}
+
+/// The findings of the detectors of `kinds` only, sorted as [`find`] sorts them. The detectors run in parallel and
+/// share the indexes of one [`Context`].
+pub fn find_kinds(trace: &Trace, slo: &Slo, th: &Thresholds, kinds: &[Kind]) -> Vec<Finding> {
+    let cx = Context::new(trace, slo, th);
+    let mut out: Vec<Finding> = DETECTORS
+        .par_iter()
+        .filter(|d| kinds.contains(&d.kind()))
+        .flat_map_iter(|d| d.detect(&cx))
+        .collect();
+    out.sort_by_key(|f| (f.severity, f.from_ns, f.kind));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_detectors_are_the_kinds_in_order() {
+        assert_eq!(DETECTORS.map(|d| d.kind()), Kind::ALL);
+    }
+}
