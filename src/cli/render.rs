@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::{Output, validate};
 use crate::analysis::summary::Slo;
-use crate::format::parquet::CandidateReader;
 use crate::format::{self, LoadOptions, Progress};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
@@ -97,8 +96,8 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };
-    let reader = match CandidateReader::open(&loaded.trace) {
-        Ok(r) => r.map(Arc::new),
+    let reader = match crate::format::open_candidates(&loaded.trace) {
+        Ok(r) => r,
         Err(e) => return validate::fatal(&e, false),
     };
     let trace = Arc::new(loaded.trace);

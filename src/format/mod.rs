@@ -301,6 +301,16 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
     Ok(Loaded { trace, report })
 }
 
+/// The source of the candidates a lazy load left on disk (`None` when they are in memory or absent). It reads the
+/// files' metadata once, here, rather than at the first request asked for.
+///
+/// # Errors
+/// A file of the trace can no longer be opened, or its metadata read.
+pub fn open_candidates(trace: &Trace) -> Result<Option<std::sync::Arc<dyn crate::trace::CandidateSource>>, LoadError> {
+    Ok(parquet::CandidateReader::open(trace)?
+        .map(|r| std::sync::Arc::new(r) as std::sync::Arc<dyn crate::trace::CandidateSource>))
+}
+
 /// Loads a trace held in memory (the embedded demo); `name` gives its encoding (by extension) and stands for its
 /// path in messages.
 pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError> {

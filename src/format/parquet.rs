@@ -480,6 +480,17 @@ struct Unit {
     rg: usize,
 }
 
+impl crate::trace::CandidateSource for CandidateReader {
+    fn candidates(
+        &self,
+        trace: &Trace,
+        request: u32,
+    ) -> Result<Vec<Vec<OwnedCandidate>>, crate::trace::CandidateError> {
+        self.read(trace, request)
+            .map_err(|e| crate::trace::CandidateError(e.to_string()))
+    }
+}
+
 /// Reads the candidates of one request at a time from the Parquet files a lazily loaded trace left them in. Holds
 /// each file's metadata with its offset index, so a read decodes only the pages holding the request's rows.
 pub struct CandidateReader {

@@ -70,6 +70,22 @@ pub struct OwnedCandidate {
     pub special: Flag,
 }
 
+/// Where the candidates of a trace loaded without them are read, one request at a time. The format's reader of the
+/// files the load left them in implements it (`format::open_candidates`); the app and the CLI know this trait, not
+/// the file format.
+pub trait CandidateSource: Send + Sync {
+    /// The candidates of every token of `request`, in index order.
+    ///
+    /// # Errors
+    /// The files cannot be read any more (moved, truncated, rewritten since the load).
+    fn candidates(&self, trace: &Trace, request: u32) -> Result<Vec<Vec<OwnedCandidate>>, CandidateError>;
+}
+
+/// Why the candidates of a request could not be read: the reader's own message, naming the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct CandidateError(pub String);
+
 /// A loaded trace. Row ids are `u32`; times are `i64` nanoseconds since the Unix epoch (UTC).
 #[derive(Debug, Clone, Default)]
 pub struct Trace {

@@ -20,8 +20,8 @@ use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::cost::Prices;
 use crate::analysis::interference::{Interference, interference};
 use crate::analysis::summary::Slo;
-use crate::format::parquet::CandidateReader;
 use crate::format::{self, LoadError, Loaded, Progress};
+use crate::trace::CandidateSource;
 use crate::trace::report::Report;
 use crate::view::layout::{TrackFilter, TrackOrder};
 
@@ -102,14 +102,14 @@ pub struct Shown {
     /// What loading found wrong.
     pub report: Report,
     /// Reads a selected request's candidates when the load left them on disk.
-    pub candidates: Option<Arc<CandidateReader>>,
+    pub candidates: Option<Arc<dyn CandidateSource>>,
 }
 
 /// A load in progress; the trace on screen stays usable meanwhile.
 struct Loading {
     source: TraceSource,
     progress: Arc<Progress>,
-    rx: Job<Result<(Loaded, Option<CandidateReader>), LoadError>>,
+    rx: Job<Result<(Loaded, Option<Arc<dyn CandidateSource>>), LoadError>>,
 }
 
 /// An open-file dialog running on its own thread.
@@ -227,7 +227,7 @@ impl App {
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
             result.and_then(|loaded| {
-                let reader = CandidateReader::open(&loaded.trace)?;
+                let reader = format::open_candidates(&loaded.trace)?;
                 Ok((loaded, reader))
             })
         });
@@ -274,7 +274,7 @@ impl App {
                     source,
                     view,
                     report: loaded.report,
-                    candidates: reader.map(Arc::new),
+                    candidates: reader,
                 });
                 self.waterfall = WaterfallState::default();
                 self.selected = None;
@@ -377,7 +377,7 @@ impl App {
             let path = capture::destination(save_dir.as_deref(), "Export the selected range", &name)?;
             let part = match &reader {
                 Some(rd) => {
-                    let read = |r: u32| rd.read(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
+                    let read = |r: u32| rd.candidates(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
                     crate::trace::slice::slice_with(&trace, from, to, None, Some(&read))
                 }
                 None => crate::trace::slice::slice(&trace, from, to, None),

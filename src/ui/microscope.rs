@@ -11,8 +11,7 @@ use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
-use crate::format::parquet::CandidateReader;
-use crate::trace::{OwnedCandidate, StageKind, Trace, opt_u32};
+use crate::trace::{CandidateSource, OwnedCandidate, StageKind, Trace, opt_u32};
 
 /// How the token chips are coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,7 +63,7 @@ impl Microscope {
     /// are read on a thread of their own ([`Self::poll`] picks them up).
     pub fn new(
         trace: &Arc<Trace>,
-        reader: Option<&Arc<CandidateReader>>,
+        reader: Option<&Arc<dyn CandidateSource>>,
         request: u32,
         waker: Option<&egui::Context>,
     ) -> Self {
@@ -89,7 +88,7 @@ impl Microscope {
         if let Some(reader) = reader.filter(|_| trace.candidates_on_disk.is_some()) {
             let (trace, reader) = (Arc::clone(trace), Arc::clone(reader));
             let spawned = super::job::Job::spawn("candidates", waker, move || {
-                reader.read(&trace, request).map_err(|e| e.to_string())
+                reader.candidates(&trace, request).map_err(|e| e.to_string())
             });
             match spawned {
                 Ok(job) => m.pending = Some(job),

@@ -13,7 +13,6 @@ use super::microscope::{Microscope, microscope_ui};
 use super::theme;
 use super::waterfall::{self, TraceView, WaterfallState};
 use crate::analysis::summary::Slo;
-use crate::format::parquet::CandidateReader;
 use crate::view::viewport::Viewport;
 
 /// Which views the image shows.
@@ -41,7 +40,7 @@ pub struct Scene {
     /// The trace, prepared for drawing.
     pub view: TraceView,
     /// Reads the selected request's candidates when the load left them on disk.
-    pub candidates: Option<Arc<CandidateReader>>,
+    pub candidates: Option<Arc<dyn crate::trace::CandidateSource>>,
     /// The trace's name for the caption.
     pub source_name: String,
     /// The time range across the waterfall, ns; `None` for the whole trace.
