@@ -15,7 +15,7 @@ use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
 use tokenscope::format::{LoadOptions, Progress, load_with};
 use tokenscope::ui::render::{Scene, Size, View, render};
 use tokenscope::ui::stats::Samples;
-use tokenscope::ui::waterfall::TraceView;
+use tokenscope::view::TraceView;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 
 mod common;

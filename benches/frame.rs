@@ -12,7 +12,8 @@ use eframe::egui::{self, Pos2, RawInput, Rect, vec2};
 use tokenscope::format::{LoadOptions, Progress, load_with};
 use tokenscope::ui::microscope::Microscope;
 use tokenscope::ui::theme::ROW_HEIGHT;
-use tokenscope::ui::waterfall::{TraceView, WaterfallState, waterfall_ui};
+use tokenscope::ui::waterfall::{WaterfallState, waterfall_ui};
+use tokenscope::view::TraceView;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 use tokenscope::view::viewport::Viewport;
 
@@ -93,7 +94,7 @@ fn main() {
             let t = Instant::now();
             let output = ctx.run_ui(input, |ui| {
                 egui::CentralPanel::default().show(ui, |ui| {
-                    let _ = waterfall_ui(ui, &view, &mut state, None);
+                    waterfall_ui(ui, &view, &mut state, None, &mut Vec::new());
                 });
             });
             let meshes = ctx.tessellate(output.shapes, output.pixels_per_point);

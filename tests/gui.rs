@@ -24,26 +24,26 @@ fn harness(app: App) -> Harness<'static, App> {
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
     // The first frame starts the findings on a thread; on a busy machine they outlast the frames `run` allows.
     h.step();
-    h.state_mut().findings.wait();
+    h.state_mut().session_mut().unwrap().findings.wait();
     h.run();
     h
 }
 
 /// The screen x of a time, from the last frame's viewport and time axis.
 fn x_of(h: &Harness<'_, App>, t_ns: i64) -> f32 {
-    let w = &h.state().waterfall;
+    let w = &h.state().session().unwrap().waterfall;
     let (vp, rect) = (w.viewport.unwrap(), w.time_rect.unwrap());
     rect.left() + vp.x_from_time(t_ns) as f32
 }
 
 fn t0(h: &Harness<'_, App>) -> i64 {
-    h.state().shown().unwrap().view.t0_ns
+    h.state().session().unwrap().view.t0_ns
 }
 
 #[test]
 fn the_app_opens_the_demo() {
     let h = harness(demo_app());
-    let shown = h.state().shown().expect("a trace is shown");
+    let shown = h.state().session().expect("a trace is shown");
     assert_eq!(shown.view.trace.request_count(), 309);
     assert_eq!(shown.view.engines.len(), 2, "one engine track per instance");
     h.get_by_label_contains("309 requests · 40078 tokens");
@@ -70,25 +70,28 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
     let mut h = harness(demo_app());
     // Show 60 s .. 90 s of the demo: the long prefill is on vllm-1 from ~70 s.
     let base = t0(&h);
-    let width = h.state().waterfall.viewport.unwrap().width;
-    h.state_mut().waterfall.viewport = Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
+    let width = h.state().session().unwrap().waterfall.viewport.unwrap().width;
+    h.state_mut().session_mut().unwrap().waterfall.viewport =
+        Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
     h.run();
-    let y = h.state().waterfall.requests_rect.unwrap().center().y;
+    let y = h.state().session().unwrap().waterfall.requests_rect.unwrap().center().y;
     let (from, to) = (
         pos2(x_of(&h, base + 71 * SECOND), y),
         pos2(x_of(&h, base + 79 * SECOND), y),
     );
     drag(&mut h, from, to);
-    h.state_mut().wait_interference();
+    h.state_mut().session_mut().unwrap().wait_interference();
     h.run();
     let app = h.state();
-    let range = app.waterfall.range.expect("a range is selected");
+    let range = app.session().unwrap().waterfall.range.expect("a range is selected");
     assert!((range.0 - (base + 71 * SECOND)).abs() < SECOND / 10, "{range:?}");
     let x = app
+        .session()
+        .unwrap()
         .interference
         .as_ref()
         .expect("the interference panel has its figures");
-    let trace = &app.shown().unwrap().view.trace;
+    let trace = &app.session().unwrap().view.trace;
     assert_eq!(trace.request_id(x.holders[0].request), "doc-96k");
     assert!(
         x.holders[0].share > 0.9,
@@ -103,11 +106,11 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
 #[test]
 fn w_s_a_d_move_the_view() {
     let mut h = harness(demo_app());
-    let before = h.state().waterfall.viewport.unwrap();
+    let before = h.state().session().unwrap().waterfall.viewport.unwrap();
     h.remove_cursor();
     h.key_press(Key::W);
     h.run();
-    let zoomed = h.state().waterfall.viewport.unwrap();
+    let zoomed = h.state().session().unwrap().waterfall.viewport.unwrap();
     assert!(
         (before.ns_per_point / zoomed.ns_per_point - 1.25).abs() < 1e-9,
         "W zooms in 1.25x"
@@ -117,14 +120,14 @@ fn w_s_a_d_move_the_view() {
     assert!((zoomed.time_from_x(zoomed.width / 2.0) - centre).abs() <= zoomed.ns_per_point as i64 + 1);
     h.key_press(Key::S);
     h.run();
-    let back = h.state().waterfall.viewport.unwrap();
+    let back = h.state().session().unwrap().waterfall.viewport.unwrap();
     assert!(
         (back.ns_per_point / before.ns_per_point - 1.0).abs() < 1e-9,
         "S zooms out by the same factor"
     );
     h.key_press(Key::D);
     h.run();
-    let right = h.state().waterfall.viewport.unwrap();
+    let right = h.state().session().unwrap().waterfall.viewport.unwrap();
     let tenth = (back.width * 0.1 * back.ns_per_point).round() as i64;
     assert_eq!(
         right.start_ns - back.start_ns,
@@ -134,14 +137,14 @@ fn w_s_a_d_move_the_view() {
     h.key_press(Key::A);
     h.key_press(Key::A);
     h.run();
-    let left = h.state().waterfall.viewport.unwrap();
+    let left = h.state().session().unwrap().waterfall.viewport.unwrap();
     assert_eq!(right.start_ns - left.start_ns, 2 * tenth, "A pans left");
 }
 
 #[test]
 fn clicking_a_request_track_selects_it() {
     let mut h = harness(demo_app());
-    let rect = h.state().waterfall.requests_rect.unwrap();
+    let rect = h.state().session().unwrap().waterfall.requests_rect.unwrap();
     // The third track (rows are 16 points, in arrival order).
     let p = pos2(rect.left() + 40.0, rect.top() + 2.5 * 16.0);
     h.hover_at(p);
@@ -151,9 +154,9 @@ fn clicking_a_request_track_selects_it() {
     h.drop_at(p);
     h.run();
     let app = h.state();
-    let r = app.selected.expect("a request is selected");
-    let trace = &app.shown().unwrap().view.trace;
-    assert_eq!(r, app.shown().unwrap().view.rows[2]);
+    let r = app.session().unwrap().selected.expect("a request is selected");
+    let trace = &app.session().unwrap().view.trace;
+    assert_eq!(r, app.session().unwrap().view.rows[2]);
     let id = trace.request_id(r).to_owned();
     h.get_by_label(&id);
 }
@@ -168,7 +171,7 @@ fn a_bad_file_reports_its_error_and_keeps_the_trace_on_screen() {
     app.wait_loaded();
     let h = harness(app);
     assert_eq!(
-        h.state().shown().unwrap().view.trace.request_count(),
+        h.state().session().unwrap().view.trace.request_count(),
         309,
         "the demo is still shown"
     );
@@ -179,17 +182,22 @@ fn a_bad_file_reports_its_error_and_keeps_the_trace_on_screen() {
 fn moving_to_a_late_time_brings_the_requests_alive_there_into_view() {
     let mut h = harness(demo_app());
     let base = t0(&h);
-    let width = h.state().waterfall.viewport.unwrap().width;
-    h.state_mut().waterfall.viewport = Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
+    let width = h.state().session().unwrap().waterfall.viewport.unwrap().width;
+    h.state_mut().session_mut().unwrap().waterfall.viewport =
+        Some(Viewport::fit(base + 60 * SECOND, base + 90 * SECOND, width));
     h.run();
-    assert_eq!(h.state().waterfall.scroll_y, 0.0, "nothing moved the tracks yet");
+    assert_eq!(
+        h.state().session().unwrap().waterfall.scroll_y,
+        0.0,
+        "nothing moved the tracks yet"
+    );
     h.remove_cursor();
     h.key_press(Key::D);
     h.run();
     let app = h.state();
-    let vp = app.waterfall.viewport.unwrap();
-    let view = &app.shown().unwrap().view;
-    let first = (app.waterfall.scroll_y / 16.0).round() as usize;
+    let vp = app.session().unwrap().waterfall.viewport.unwrap();
+    let view = &app.session().unwrap().view;
+    let first = (app.session().unwrap().waterfall.scroll_y / 16.0).round() as usize;
     let r = view.rows[first];
     let trace = &view.trace;
     let (arrival, finish) = (trace.requests.arrival_ns[r as usize], trace.finish_ns(r).unwrap());
@@ -211,15 +219,16 @@ fn hovering_a_stage_describes_it() {
     // The first track (req-00000): hover the middle of its longest stage.
     let (rect, r, stage) = {
         let app = h.state();
-        let view = &app.shown().unwrap().view;
+        let view = &app.session().unwrap().view;
         let r = view.rows[0];
         let spans = tokenscope::view::layout::request_spans(&view.trace, r);
         let longest = *spans.iter().max_by_key(|s| s.end_ns - s.start_ns).unwrap();
-        (app.waterfall.requests_rect.unwrap(), r, longest)
+        (app.session().unwrap().waterfall.requests_rect.unwrap(), r, longest)
     };
-    let width = h.state().waterfall.viewport.unwrap().width;
+    let width = h.state().session().unwrap().waterfall.viewport.unwrap().width;
     let pad = (stage.end_ns - stage.start_ns) * 2;
-    h.state_mut().waterfall.viewport = Some(Viewport::fit(stage.start_ns - pad, stage.end_ns + pad, width));
+    h.state_mut().session_mut().unwrap().waterfall.viewport =
+        Some(Viewport::fit(stage.start_ns - pad, stage.end_ns + pad, width));
     h.run();
     let x = x_of(&h, (stage.start_ns + stage.end_ns) / 2);
     let p = pos2(x, rect.top() + 8.0);
@@ -231,7 +240,7 @@ fn hovering_a_stage_describes_it() {
         h.step();
     }
     let kind = tokenscope::view::layout::stage_of_class(stage.class).name();
-    let id = h.state().shown().unwrap().view.trace.request_id(r).to_owned();
+    let id = h.state().session().unwrap().view.trace.request_id(r).to_owned();
     h.get_by_label_contains(&format!("{kind} from"));
     assert!(h.query_all_by_label(&id).count() >= 1);
 }
@@ -259,7 +268,7 @@ fn a_file_dropped_on_the_window_opens() {
     h.step();
     h.state_mut().wait_loaded();
     h.run();
-    let shown = h.state().shown().unwrap();
+    let shown = h.state().session().unwrap();
     assert_eq!(shown.source, TraceSource::Path(path));
     assert_eq!(shown.view.trace.request_count(), 10);
     h.get_by_label_contains("long_prefill.jsonl");
@@ -326,21 +335,30 @@ fn the_window_as_on_screen_is_captured_with_its_caption() {
 #[test]
 fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     let mut h = harness(demo_app());
-    h.state_mut().findings.wait();
+    h.state_mut().session_mut().unwrap().findings.wait();
     h.run();
-    let full = h.state().waterfall.viewport.unwrap();
+    let full = h.state().session().unwrap().waterfall.viewport.unwrap();
     h.get_by_label_contains("doc-96k's prefill of 96,213 prompt tokens")
         .click();
     h.run();
     let app = h.state();
-    let trace = &app.shown().unwrap().view.trace;
+    let trace = &app.session().unwrap().view.trace;
     let doc = trace.request_row("doc-96k").unwrap();
-    assert_eq!(app.selected, Some(doc), "the monopolising request is selected");
-    assert_eq!(app.microscope.as_ref().map(|m| m.request), Some(doc));
+    assert_eq!(
+        app.session().unwrap().selected,
+        Some(doc),
+        "the monopolising request is selected"
+    );
+    assert_eq!(app.session().unwrap().microscope.as_ref().map(|m| m.request), Some(doc));
     // The finding's token, doc-96k's first (index 0), is selected under the microscope.
-    assert_eq!(app.microscope.as_ref().and_then(|m| m.token), Some(0));
+    assert_eq!(
+        app.session().unwrap().microscope.as_ref().and_then(|m| m.token),
+        Some(0)
+    );
     // The finding spans doc-96k's five prefill steps; the view shows them with a tenth of their length either side.
     let f = app
+        .session()
+        .unwrap()
         .findings
         .findings
         .as_ref()
@@ -349,7 +367,7 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
         .find(|f| f.kind == tokenscope::analysis::findings::Kind::PrefillMonopoly)
         .unwrap();
     assert_eq!(f.steps.len(), 5);
-    let vp = app.waterfall.viewport.unwrap();
+    let vp = app.session().unwrap().waterfall.viewport.unwrap();
     let span = f.to_ns - f.from_ns;
     assert!(
         vp.start_ns <= f.from_ns && vp.end_ns() >= f.to_ns,
@@ -357,15 +375,15 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     );
     assert!((vp.end_ns() - vp.start_ns) <= span + span / 4, "zoomed to it");
     assert!(vp.end_ns() - vp.start_ns < (full.end_ns() - full.start_ns) / 5);
-    assert_eq!(app.waterfall.range, Some((f.from_ns, f.to_ns)));
+    assert_eq!(app.session().unwrap().waterfall.range, Some((f.from_ns, f.to_ns)));
     // doc-96k's track is scrolled into view.
-    let k = app.shown().unwrap().view.rows.iter().position(|&r| r == doc).unwrap();
-    let height = app.waterfall.requests_rect.unwrap().height();
+    let k = app.session().unwrap().view.rows.iter().position(|&r| r == doc).unwrap();
+    let height = app.session().unwrap().waterfall.requests_rect.unwrap().height();
     let rows = tokenscope::view::layout::visible_rows(
-        app.waterfall.scroll_y,
+        app.session().unwrap().waterfall.scroll_y,
         tokenscope::ui::theme::ROW_HEIGHT,
         height,
-        app.shown().unwrap().view.rows.len(),
+        app.session().unwrap().view.rows.len(),
     );
     assert!(rows.contains(&k), "row {k} of doc-96k in {rows:?}");
 }
@@ -400,7 +418,7 @@ fn copy_2x_png_of_the_views_puts_the_offscreen_render_on_the_clipboard() {
 fn harness_on(path: &str) -> Harness<'static, App> {
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
-    assert!(app.shown().is_some(), "{path} opened");
+    assert!(app.session().is_some(), "{path} opened");
     harness(app)
 }
 
@@ -431,7 +449,7 @@ fn what_engines_and_tools_write_opens_in_the_app_and_says_what_it_lacks() {
     h.get_by_label_contains("2 requests · 7 tokens · no steps");
     assert!(h.query_by_label_contains("no candidates").is_none());
     // Under the microscope, the step load a trace without steps cannot give is said, not drawn empty.
-    h.state_mut().selected = Some(0);
+    h.state_mut().session_mut().unwrap().selected = Some(0);
     h.run();
     h.get_by_label_contains("Needs the engine's steps");
 }
@@ -441,15 +459,20 @@ fn a_range_analysis_of_one_trace_never_lands_on_the_next() {
     // Drag-select on the demo (the analysis runs on a thread), then open another trace before any frame takes its
     // result: the analysis belongs to the demo and is dropped with it.
     let mut app = demo_app();
-    let t0 = app.shown().unwrap().view.t0_ns;
+    let demo = app.session().unwrap().id;
+    let t0 = app.session().unwrap().view.t0_ns;
     app.go_to(t0 + 20 * SECOND, t0 + 25 * SECOND, None, None);
+    // How the findings panel is set carries over to the next trace; what was computed for the demo does not.
+    let hidden = tokenscope::analysis::findings::Kind::Truncation;
+    app.session_mut().unwrap().findings.hidden.push(hidden);
     app.open(TraceSource::Path("sample_traces/long_prefill.jsonl".into()));
     app.wait_loaded();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let h = harness(app);
-    assert!(
-        h.state().interference.is_none(),
-        "the demo's analysis reached long_prefill"
-    );
+    let next = h.state().session().unwrap();
+    assert_ne!(next.id, demo, "a new trace is a new session");
+    assert!(next.interference.is_none(), "the demo's analysis reached long_prefill");
+    assert_eq!(next.waterfall.range, None);
+    assert_eq!(next.findings.hidden, [hidden]);
     h.get_by_label_contains("long_prefill.jsonl");
 }

@@ -15,20 +15,20 @@ fn harness_on(path: &str) -> Harness<'static, App> {
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
     // The findings panel (tested in gui.rs) names the same tokens: closed here, the labels are the microscope's.
-    app.findings.open = false;
+    app.show_findings = false;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
     // The first frame starts the findings on a thread; on a busy machine they outlast the frames `run` allows.
     h.step();
-    h.state_mut().findings.wait();
+    h.state_mut().session_mut().unwrap().findings.wait();
     h.run();
     h
 }
 
 fn select(h: &mut Harness<'_, App>, id: &str) -> u32 {
-    let r = h.state().shown().unwrap().view.trace.request_row(id).unwrap();
-    h.state_mut().selected = Some(r);
+    let r = h.state().session().unwrap().view.trace.request_row(id).unwrap();
+    h.state_mut().session_mut().unwrap().selected = Some(r);
     h.run();
     r
 }
@@ -40,7 +40,7 @@ fn the_eos_that_ended_the_medical_answer_is_a_badge_with_rank_2_and_10_percent()
     // Its 38th and last token, in the output strip.
     h.get_by_label("⟨EOS⟩").click();
     h.run();
-    let m = h.state().microscope.as_ref().unwrap();
+    let m = h.state().session().unwrap().microscope.as_ref().unwrap();
     assert_eq!(m.token, Some(37));
     h.get_by_label_contains("token 37: ⟨EOS⟩");
     h.get_by_label_contains("rank 2");
@@ -52,7 +52,10 @@ fn the_eos_that_ended_the_medical_answer_is_a_badge_with_rank_2_and_10_percent()
     // Left goes back to token 36, which is an ordinary word, not a badge.
     h.key_press(Key::ArrowLeft);
     h.run();
-    assert_eq!(h.state().microscope.as_ref().unwrap().token, Some(36));
+    assert_eq!(
+        h.state().session().unwrap().microscope.as_ref().unwrap().token,
+        Some(36)
+    );
 }
 
 #[test]
@@ -61,7 +64,7 @@ fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
     select(&mut h, "chat-victim");
     h.get_by_label_contains("SLO missed: TPOT 58.9 ms > 50 ms");
     let (k, transform) = {
-        let m = h.state().microscope.as_ref().unwrap();
+        let m = h.state().session().unwrap().microscope.as_ref().unwrap();
         let k = (1..m.latencies.len()).max_by_key(|&k| m.latencies[k].total_ns).unwrap();
         let l = m.latencies[k];
         // The slow token's bar is schedule wait and compute: it waited through prefill-only steps, then its own.
@@ -71,11 +74,11 @@ fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
         (k, m.load_transform.unwrap())
     };
     // Hover the load chart at the token that waited behind the most prefill of others: the slow one.
-    let m = h.state().microscope.as_ref().unwrap();
+    let m = h.state().session().unwrap().microscope.as_ref().unwrap();
     let heaviest = (0..m.loads.len())
         .max_by_key(|&j| m.loads[j].others_prefill_tokens)
         .unwrap();
-    let trace = h.state().shown().unwrap().view.trace.clone();
+    let trace = h.state().session().unwrap().view.trace.clone();
     let names: Vec<&str> = m.loads[heaviest]
         .prefills
         .iter()
@@ -104,10 +107,16 @@ fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
 #[test]
 fn from_parquet_the_candidates_are_read_for_the_selected_request_only() {
     let mut h = harness_on("sample_traces/demo.parquet");
-    let trace = h.state().shown().unwrap().view.trace.clone();
+    let trace = h.state().session().unwrap().view.trace.clone();
     assert!(trace.candidates.is_empty(), "the app leaves Parquet candidates on disk");
     select(&mut h, "med-question");
-    h.state_mut().microscope.as_mut().unwrap().wait_candidates(&trace);
+    h.state_mut()
+        .session_mut()
+        .unwrap()
+        .microscope
+        .as_mut()
+        .unwrap()
+        .wait_candidates(&trace);
     h.run();
     h.get_by_label("⟨EOS⟩").click();
     h.run();

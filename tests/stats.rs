@@ -32,16 +32,16 @@ fn stats_harness(dir: &std::path::Path) -> Harness<'static, App> {
     let mut app = App::new(TraceSource::Demo, None);
     app.wait_loaded();
     app.save_dir = Some(dir.to_path_buf());
-    app.stats.prices = tokenscope::analysis::cost::Prices::from_json(PRICES).unwrap();
-    app.stats.grouping = Grouping::By(GroupBy::AppId);
-    app.stats.open = true;
+    app.session_mut().unwrap().stats.prices = tokenscope::analysis::cost::Prices::from_json(PRICES).unwrap();
+    app.session_mut().unwrap().stats.grouping = Grouping::By(GroupBy::AppId);
+    app.show_stats = true;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
     // The first frame starts the findings and the statistics on threads; wait for both before settling.
     h.step();
-    h.state_mut().findings.wait();
-    h.state_mut().stats.wait();
+    h.state_mut().session_mut().unwrap().findings.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
     h.run();
     h
 }
@@ -53,7 +53,7 @@ fn the_table_shows_the_figures_of_summary_by() {
     std::fs::write(&prices, PRICES).unwrap();
     let cli = summary_json(&prices);
     let h = stats_harness(dir.path());
-    let rows = h.state().stats.rows().expect("computed");
+    let rows = h.state().session().unwrap().stats.rows().expect("computed");
     let groups = cli["groups"].as_array().unwrap();
     assert_eq!(rows.len(), groups.len());
     assert_eq!(rows.len(), 4, "chat, code, medical, search");
@@ -94,8 +94,17 @@ fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
     // Requests per app: chat 171, search 91, code 46, medical 1. A click sorts descending, a second ascending.
     h.get_by_label("requests").click();
     h.run();
-    let order =
-        |h: &Harness<'_, App>| -> Vec<String> { h.state().stats.rows().unwrap().into_iter().map(|(k, _)| k).collect() };
+    let order = |h: &Harness<'_, App>| -> Vec<String> {
+        h.state()
+            .session()
+            .unwrap()
+            .stats
+            .rows()
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+    };
     assert_eq!(order(&h), ["chat", "search", "code", "medical"]);
     h.get_by_label("requests ↓").click();
     h.run();
@@ -126,7 +135,7 @@ fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
     assert!(header.ends_with(",cost,cache_savings"), "{header}");
     let firsts: Vec<&str> = lines.map(|l| l.split(',').next().unwrap()).collect();
     assert_eq!(firsts, ["medical", "code", "search", "chat"]);
-    let rows = h.state().stats.rows().unwrap();
+    let rows = h.state().session().unwrap().stats.rows().unwrap();
     assert_eq!(header.split(',').count(), 1 + columns_for(&rows).len());
     assert!(
         text.lines()
@@ -145,9 +154,9 @@ fn a_click_on_a_row_shows_that_groups_distributions() {
     h.get_by_label("medical").click();
     // The next frame starts computing the group's samples (a spinner meanwhile); wait for them.
     h.run_steps(2);
-    h.state_mut().stats.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
     h.run();
-    assert_eq!(h.state().stats.group.as_deref(), Some("medical"));
+    assert_eq!(h.state().session().unwrap().stats.group.as_deref(), Some("medical"));
     h.get_by_label("Distributions of app_id = medical (click a row to choose a group, again for all)");
     // Its one TTFT and one TPOT, in the two histograms' legends.
     assert_eq!(h.get_all_by_label("1 request").count(), 2);
@@ -155,9 +164,9 @@ fn a_click_on_a_row_shows_that_groups_distributions() {
     h.get_by_label("medical").click();
     // The next frame starts computing the group's samples (a spinner meanwhile); wait for them.
     h.run_steps(2);
-    h.state_mut().stats.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
     h.run();
-    assert_eq!(h.state().stats.group, None);
+    assert_eq!(h.state().session().unwrap().stats.group, None);
     h.get_by_label_contains("Distributions of every request");
 }
 
@@ -167,18 +176,18 @@ fn another_trace_replaces_the_table_and_forgets_the_group() {
     let mut h = stats_harness(dir.path());
     h.get_by_label("medical").click();
     h.run_steps(2);
-    h.state_mut().stats.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
     h.run_steps(2);
-    assert_eq!(h.state().stats.group.as_deref(), Some("medical"));
+    assert_eq!(h.state().session().unwrap().stats.group.as_deref(), Some("medical"));
     // The long-prefill sample: 10 requests, apps chat and search, no "medical".
     h.state_mut()
         .open(TraceSource::Path("sample_traces/long_prefill.jsonl".into()));
     h.state_mut().wait_loaded();
     h.run_steps(2);
-    h.state_mut().stats.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
     h.run_steps(2);
-    let rows = h.state().stats.rows().unwrap();
-    assert_eq!(h.state().stats.group, None);
+    let rows = h.state().session().unwrap().stats.rows().unwrap();
+    assert_eq!(h.state().session().unwrap().stats.group, None);
     assert_eq!(rows.iter().map(|(_, s)| s.requests).sum::<u64>(), 10);
     assert!(rows.iter().all(|(k, _)| k != "medical"), "{rows:?}");
 }

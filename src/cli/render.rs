@@ -10,7 +10,7 @@ use crate::analysis::summary::Slo;
 use crate::format::{self, LoadOptions, Progress};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
-use crate::ui::waterfall::TraceView;
+use crate::view::TraceView;
 use crate::view::layout::{TrackFilter, TrackOrder};
 
 /// What to render.

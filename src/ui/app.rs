@@ -1,6 +1,6 @@
-//! The app shell: the trace on screen and the one loading in the background, the menus, the toolbar of filters,
-//! the status bar, the load-problems panel and the side panel of the selection. Panels draw; the app applies what
-//! they report after the frame.
+//! The app shell: the session of the trace on screen and the load of the next one, the menus, the toolbar of
+//! filters, the status bar, the load-problems panel and the side panel of the selection. Panels draw and push
+//! [`Command`]s; the app applies them after the frame ([`App::apply`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,48 +10,26 @@ use std::time::{Duration, Instant};
 use eframe::egui::{self, RichText, Ui};
 
 use super::capture;
-use super::findings::{self as findings_panel, FindingsState};
+use super::command::Command;
+use super::findings as findings_panel;
 use super::job::Job;
-use super::microscope::{self, Microscope, microscope_ui};
+use super::microscope::microscope_ui;
 use super::panels;
 use super::render::{self, View};
-use super::stats::{self, StatsState};
-use super::waterfall::{self, TraceView, WaterfallState};
+use super::session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
+use super::stats;
+use super::waterfall;
 use crate::analysis::cost::Prices;
-use crate::analysis::interference::{Interference, interference};
+use crate::analysis::findings::Thresholds;
 use crate::analysis::summary::Slo;
 use crate::format::{self, LoadError, Loaded, Progress};
 use crate::trace::CandidateSource;
-use crate::trace::report::Report;
-use crate::view::layout::{TrackFilter, TrackOrder};
+use crate::view::layout::TrackOrder;
 
-/// The trace shown when the app starts without a path (embedded in the binary).
-pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/demo.parquet");
-/// The demo trace's file name.
-pub const DEMO_NAME: &str = "demo.parquet";
 /// Recent files kept.
 const MAX_RECENT: usize = 10;
 /// The key of the app's persisted settings.
 const STORAGE_KEY: &str = "tokenscope";
-
-/// Where a trace comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TraceSource {
-    /// A file or directory.
-    Path(PathBuf),
-    /// The embedded demo.
-    Demo,
-}
-
-impl TraceSource {
-    /// Its name for titles and the status bar.
-    pub fn name(&self) -> String {
-        match self {
-            TraceSource::Path(p) => p.display().to_string(),
-            TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
-        }
-    }
-}
 
 /// Settings kept between runs.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -67,6 +45,9 @@ struct Settings {
     /// The price table of the statistics window.
     #[serde(default)]
     prices: Prices,
+    /// The detectors' thresholds.
+    #[serde(default)]
+    thresholds: Thresholds,
 }
 
 fn default_caption() -> bool {
@@ -89,28 +70,20 @@ impl Default for Settings {
             slo: default_slo(),
             caption: true,
             prices: Prices::default(),
+            thresholds: Thresholds::default(),
         }
     }
-}
-
-/// The trace on screen.
-pub struct Shown {
-    /// Where it came from.
-    pub source: TraceSource,
-    /// What the waterfall draws.
-    pub view: TraceView,
-    /// What loading found wrong.
-    pub report: Report,
-    /// Reads a selected request's candidates when the load left them on disk.
-    pub candidates: Option<Arc<dyn CandidateSource>>,
 }
 
 /// A load in progress; the trace on screen stays usable meanwhile.
 struct Loading {
     source: TraceSource,
     progress: Arc<Progress>,
-    rx: Job<Result<(Loaded, Option<Arc<dyn CandidateSource>>), LoadError>>,
+    rx: Job<LoadResult>,
 }
+
+/// What a load gives: the trace and where to read its candidates from.
+type LoadResult = Result<(Loaded, Option<Arc<dyn CandidateSource>>), LoadError>;
 
 /// An open-file dialog running on its own thread.
 struct Dialog {
@@ -121,7 +94,8 @@ struct Dialog {
 /// The app.
 pub struct App {
     settings: Settings,
-    shown: Option<Shown>,
+    /// The trace on screen and everything that belongs to it.
+    session: Option<Session>,
     loading: Option<Loading>,
     dialog: Option<Dialog>,
     /// The last load error or hint, shown until dismissed.
@@ -132,20 +106,11 @@ pub struct App {
     path_input: String,
     show_path_input: bool,
     show_problems: bool,
-    filter: TrackFilter,
-    /// The waterfall's state.
-    pub waterfall: WaterfallState,
-    /// The selected request row.
-    pub selected: Option<u32>,
-    /// The analysis of the drag-selected range.
-    pub interference: Option<Interference>,
-    /// An analysis being computed on its own thread (a minute of a large trace takes a fifth of a second).
-    interference_job: Option<Job<Interference>>,
-    /// The selected request under the microscope (regenerated when the selection changes).
-    pub microscope: Option<Microscope>,
+    /// The findings panel is shown (open at start: what was found is the first thing to read).
+    pub show_findings: bool,
+    /// The statistics window is shown.
+    pub show_stats: bool,
     fonts_installed: bool,
-    /// A PNG asked for this frame: what and where.
-    capture_request: Option<(capture::Target, capture::Destination)>,
     /// A screenshot on its way from the renderer.
     pending_capture: Option<capture::Pending>,
     /// A PNG being saved (through a dialog) on its own thread.
@@ -156,12 +121,8 @@ pub struct App {
     panel_rects: [Option<egui::Rect>; 2],
     /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
     pub save_dir: Option<PathBuf>,
-    /// The statistics window.
-    pub stats: StatsState,
-    /// The findings panel.
-    pub findings: FindingsState,
-    /// A token to select once the microscope shows the selected request (a finding's).
-    pending_token: Option<usize>,
+    /// What was asked for during the frame, applied after it.
+    commands: Vec<Command>,
     /// The UI's context, for background jobs to wake it when their result is ready (set by the first frame).
     ctx: Option<egui::Context>,
 }
@@ -174,7 +135,7 @@ impl App {
             .unwrap_or_default();
         let mut app = App {
             settings,
-            shown: None,
+            session: None,
             loading: None,
             dialog: None,
             message: None,
@@ -182,25 +143,17 @@ impl App {
             path_input: String::new(),
             show_path_input: false,
             show_problems: false,
-            filter: TrackFilter::default(),
-            waterfall: WaterfallState::default(),
-            selected: None,
-            interference: None,
-            interference_job: None,
-            microscope: None,
+            show_findings: true,
+            show_stats: false,
             fonts_installed: false,
-            capture_request: None,
             pending_capture: None,
             saving: None,
             rendering: None,
             panel_rects: [None, None],
             save_dir: None,
-            stats: StatsState::default(),
-            findings: FindingsState::default(),
-            pending_token: None,
+            commands: Vec::new(),
             ctx: None,
         };
-        app.stats.prices = app.settings.prices.clone();
         app.open(source);
         app
     }
@@ -245,9 +198,14 @@ impl App {
         }
     }
 
-    /// The trace on screen.
-    pub fn shown(&self) -> Option<&Shown> {
-        self.shown.as_ref()
+    /// The session of the trace on screen.
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    /// The session of the trace on screen, to change (tests select, zoom and wait through it).
+    pub fn session_mut(&mut self) -> Option<&mut Session> {
+        self.session.as_mut()
     }
 
     fn poll_loading(&mut self) {
@@ -267,21 +225,13 @@ impl App {
                     self.settings.recent.insert(0, p);
                     self.settings.recent.truncate(MAX_RECENT);
                 }
-                self.filter = TrackFilter::default();
-                let view = TraceView::new(Arc::new(loaded.trace), self.settings.order, &self.filter);
                 self.show_problems = loaded.report.rejected_count() > 0;
-                self.shown = Some(Shown {
-                    source,
-                    view,
-                    report: loaded.report,
-                    candidates: reader,
-                });
-                self.waterfall = WaterfallState::default();
-                self.selected = None;
-                self.interference = None;
-                // An analysis of the previous trace's range still running must not land on this one.
-                self.interference_job = None;
-                self.microscope = None;
+                let mut session = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
+                if self.session.is_none() {
+                    session.stats.prices = self.settings.prices.clone();
+                }
+                // The previous session goes whole, with its jobs: nothing of it can land on this trace.
+                self.session = Some(session);
                 self.message = None;
             }
             Err(LoadError::Cancelled) => {}
@@ -328,46 +278,95 @@ impl App {
         }
     }
 
-    /// Re-orders or re-filters the request tracks.
-    fn refresh_rows(&mut self) {
-        if let Some(shown) = &mut self.shown {
-            shown.view.rows = crate::view::layout::track_rows(&shown.view.trace, self.settings.order, &self.filter);
+    /// The caption strip of a PNG (trace, time range on screen in UTC, selection), over the bottom of the captured
+    /// region in the frame that is captured.
+    fn caption_ui(&self, ctx: &egui::Context, region: egui::Rect) {
+        let Some(s) = &self.session else { return };
+        let trace = &s.view.trace;
+        let text = capture::caption_text(
+            &s.source.name(),
+            s.waterfall.viewport,
+            s.selected.map(|r| trace.request_id(r)),
+            s.microscope
+                .as_ref()
+                .and_then(|m| m.token_row(trace))
+                .map(|t| trace.tokens.index[t]),
+        );
+        let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
+        let strip = egui::Rect::from_min_max(
+            egui::pos2(region.left(), region.bottom() - capture::CAPTION_HEIGHT),
+            region.max,
+        );
+        capture::paint_caption(&painter, strip, text);
+    }
+
+    /// Applies what was asked for during the frame, in order.
+    pub fn apply(&mut self, ctx: &egui::Context, commands: Vec<Command>) {
+        for c in commands {
+            self.apply_one(ctx, c);
         }
     }
 
-    /// The caption strip of a PNG: trace, the time range on screen in UTC, the selection; drawn over the bottom of
-    /// the captured region in the frame that is captured.
-    fn caption_ui(&self, ctx: &egui::Context, region: egui::Rect) {
-        let Some(shown) = &self.shown else { return };
-        let text = capture::caption_text(
-            &shown.source.name(),
-            self.waterfall.viewport,
-            self.selected.map(|r| shown.view.trace.request_id(r)),
-            self.microscope
-                .as_ref()
-                .and_then(|m| m.token_row(&shown.view.trace))
-                .map(|t| shown.view.trace.tokens.index[t]),
-        );
-        let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
-        let strip = egui::Rect::from_min_max(egui::pos2(region.left(), region.bottom() - 20.0), region.max);
-        painter.rect_filled(strip, 0.0, super::theme::CAPTION_FILL);
-        painter.text(
-            egui::pos2(strip.left() + 8.0, strip.center().y),
-            egui::Align2::LEFT_CENTER,
-            text,
-            egui::FontId::proportional(12.0),
-            egui::Color32::WHITE,
-        );
+    fn apply_one(&mut self, ctx: &egui::Context, command: Command) {
+        let waker = self.ctx.clone();
+        match command {
+            Command::Open(path) => self.open(TraceSource::Path(path)),
+            Command::OpenDemo => self.open(TraceSource::Demo),
+            Command::OpenDialog => self.open_dialog(),
+            Command::RenderPng(which, destination) => self.render_png(which, ctx.content_rect().size(), destination),
+            Command::Capture(target, destination) => {
+                let crop = match target {
+                    capture::Target::Window => None,
+                    capture::Target::Waterfall => self.panel_rects[0],
+                    capture::Target::Microscope => self.panel_rects[1],
+                };
+                self.pending_capture = Some(capture::request(ctx, crop, destination));
+            }
+            Command::CopyText(text) => ctx.copy_text(text),
+            Command::ExportRange { chrome } => self.export_range(chrome),
+            Command::SaveCsv(text) => {
+                let name = chrono::Utc::now()
+                    .format("tokenscope-statistics-%Y%m%d-%H%M%S.csv")
+                    .to_string();
+                self.save_in_background(text.into_bytes(), "Export the statistics as CSV", name);
+            }
+            Command::Select { request, scroll } => {
+                if let Some(s) = &mut self.session {
+                    s.select(request, scroll);
+                }
+            }
+            Command::AnalyseRange(a, b) => {
+                if let Some(s) = &mut self.session {
+                    s.analyse_range(a, b, waker.as_ref());
+                }
+            }
+            Command::ClearRange => {
+                if let Some(s) = &mut self.session {
+                    s.clear_range();
+                }
+            }
+            Command::ZoomTo(a, b) => {
+                if let Some(s) = &mut self.session {
+                    s.zoom_to(a, b);
+                }
+            }
+            Command::GoTo {
+                from_ns,
+                to_ns,
+                request,
+                token,
+            } => self.go_to(from_ns, to_ns, request, token),
+        }
     }
 
     /// Writes the selected range as a slice on its own thread: the dialog asks where (without one, the current
     /// directory), candidates left on disk are read for the requests of the slice.
     fn export_range(&mut self, chrome: bool) {
-        let (Some(shown), Some((from, to))) = (&self.shown, self.waterfall.range) else {
+        let Some((s, (from, to))) = self.session.as_ref().and_then(|s| Some((s, s.waterfall.range?))) else {
             return;
         };
-        let trace = Arc::clone(&shown.view.trace);
-        let reader = shown.candidates.clone();
+        let trace = Arc::clone(&s.view.trace);
+        let reader = s.candidates.clone();
         let save_dir = self.save_dir.clone();
         self.save_job("export-slice", move || {
             let ext = if chrome { "json" } else { "parquet" };
@@ -377,8 +376,18 @@ impl App {
             let path = capture::destination(save_dir.as_deref(), "Export the selected range", &name)?;
             let part = match &reader {
                 Some(rd) => {
-                    let read = |r: u32| rd.candidates(&trace, r).unwrap_or_else(|_| trace.owned_candidates(r));
-                    crate::trace::slice::slice_with(&trace, from, to, None, Some(&read))
+                    let unread = std::cell::OnceCell::new();
+                    let read = |r: u32| {
+                        rd.candidates(&trace, r).unwrap_or_else(|e| {
+                            let _ = unread.set(e);
+                            Vec::new()
+                        })
+                    };
+                    let part = crate::trace::slice::slice_with(&trace, from, to, None, Some(&read));
+                    if let Some(e) = unread.get() {
+                        return Err(format!("cannot read the candidates of the slice: {e}"));
+                    }
+                    part
                 }
                 None => crate::trace::slice::slice(&trace, from, to, None),
             };
@@ -394,22 +403,27 @@ impl App {
     /// Draws the views as they are on screen (time range, scroll, selection, token) offscreen at 2 pixels per
     /// point on a thread of its own, and saves the PNG.
     fn render_png(&mut self, which: View, size: egui::Vec2, destination: capture::Destination) {
-        let Some(shown) = &self.shown else { return };
+        let Some(s) = &self.session else { return };
         if self.saving.is_some() || self.rendering.is_some() {
             self.notice = Some("A PNG is being made: wait for it before asking for another.".to_owned());
             return;
         }
+        let which = if which != View::Waterfall && s.microscope.is_none() {
+            View::Waterfall
+        } else {
+            which
+        };
         let scene = render::Scene {
-            view: shown.view.clone(),
-            candidates: shown.candidates.clone(),
-            source_name: shown.source.name(),
-            time_range: self.waterfall.viewport.map(|v| (v.start_ns, v.end_ns())),
-            selection: self.waterfall.range,
-            request: self.selected,
-            token: self.microscope.as_ref().and_then(|m| m.token),
+            view: s.view.clone(),
+            candidates: s.candidates.clone(),
+            source_name: s.source.name(),
+            time_range: s.waterfall.viewport.map(|v| (v.start_ns, v.end_ns())),
+            selection: s.waterfall.range,
+            request: s.selected,
+            token: s.microscope.as_ref().and_then(|m| m.token),
             slo: self.settings.slo,
             caption: self.settings.caption,
-            scroll_y: Some(self.waterfall.scroll_y),
+            scroll_y: Some(s.waterfall.scroll_y),
         };
         let (width, height) = (size.x.max(400.0), size.y.max(300.0));
         let size = render::Size {
@@ -435,18 +449,19 @@ impl App {
         });
     }
 
-    /// The findings panel (left), computed on a thread of its own once per trace and objectives.
+    /// The findings panel (left), computed on a thread of its own once per trace, objectives and thresholds.
     fn findings_panel(&mut self, ui: &mut Ui) {
-        let Some(shown) = &self.shown else { return };
-        let trace = Arc::clone(&shown.view.trace);
+        let Some(s) = &mut self.session else { return };
+        let trace = Arc::clone(&s.view.trace);
         // The findings wake the UI when they are done: no polling.
-        self.findings.refresh(&trace, self.settings.slo, Some(ui.ctx()));
-        if !self.findings.open {
+        s.findings
+            .refresh(&trace, self.settings.slo, self.settings.thresholds, Some(ui.ctx()));
+        if !self.show_findings {
             return;
         }
-        let t0 = shown.view.t0_ns;
-        let mut action = None;
+        let t0 = s.view.t0_ns;
         let mut open = true;
+        let out = &mut self.commands;
         egui::Panel::left("findings")
             .resizable(true)
             .default_size(330.0)
@@ -457,59 +472,29 @@ impl App {
                         open = false;
                     }
                 });
-                action = findings_panel::findings_ui(ui, &trace, t0, &mut self.findings);
+                findings_panel::findings_ui(ui, &trace, t0, &mut s.findings, out);
             });
-        self.findings.open = open;
-        if let Some(findings_panel::Action::GoTo {
-            from_ns,
-            to_ns,
-            request,
-            token,
-        }) = action
-        {
-            self.go_to(from_ns, to_ns, request, token);
-        }
+        self.show_findings = open;
     }
 
     /// Shows a time range with a margin, selects a request (scrolled into view) and a token, and analyses the range
     /// as if it had been drag-selected.
     pub fn go_to(&mut self, from_ns: i64, to_ns: i64, request: Option<u32>, token: Option<usize>) {
-        let Some(shown) = &self.shown else { return };
-        let pad = ((to_ns - from_ns) / 10).max(1_000_000);
-        self.waterfall.fit = Some((from_ns - pad, to_ns + pad));
-        match request {
-            Some(r) => waterfall::scroll_to_request(&mut self.waterfall, &shown.view, r),
-            None => waterfall::scroll_to_time(&mut self.waterfall, &shown.view, from_ns, to_ns),
-        }
-        if request.is_some() && request != self.selected {
-            self.pending_token = token;
-            self.selected = request;
-        } else if let Some(m) = &mut self.microscope {
-            m.token = token;
-        }
-        self.waterfall.range = Some((from_ns, to_ns));
-        self.analyse_range(from_ns, to_ns);
-    }
-
-    /// Computes the interference figures of a range on a thread of its own.
-    fn analyse_range(&mut self, a: i64, b: i64) {
-        let Some(shown) = &self.shown else { return };
-        let trace = Arc::clone(&shown.view.trace);
-        match Job::spawn("interference", self.ctx.as_ref(), move || interference(&trace, a, b)) {
-            Ok(job) => self.interference_job = Some(job),
-            Err(_) => self.interference = Some(interference(&shown.view.trace, a, b)),
+        let waker = self.ctx.clone();
+        if let Some(s) = &mut self.session {
+            s.go_to(from_ns, to_ns, request, token, waker.as_ref());
         }
     }
 
     /// The statistics window, when open.
     fn stats_window(&mut self, ctx: &egui::Context) {
-        let Some(shown) = &self.shown else { return };
-        if !self.stats.open {
+        let Some(s) = &mut self.session else { return };
+        if !self.show_stats {
             return;
         }
         let mut open = true;
-        let mut action = None;
         let screen = ctx.content_rect();
+        let (slo, out) = (self.settings.slo, &mut self.commands);
         egui::Window::new("Statistics")
             .open(&mut open)
             .default_pos(screen.min + egui::vec2(40.0, 70.0))
@@ -517,15 +502,9 @@ impl App {
             .max_width(screen.width() - 60.0)
             .resizable(true)
             .show(ctx, |ui| {
-                action = stats::stats_ui(ui, &shown.view, &mut self.stats, self.settings.slo);
+                stats::stats_ui(ui, &s.view, &mut s.stats, slo, out);
             });
-        self.stats.open = open;
-        if let Some(stats::Action::SaveCsv(text)) = action {
-            let name = chrono::Utc::now()
-                .format("tokenscope-statistics-%Y%m%d-%H%M%S.csv")
-                .to_string();
-            self.save_in_background(text.into_bytes(), "Export the statistics as CSV", name);
-        }
+        self.show_stats = open;
     }
 
     /// Saves bytes on a thread of their own (the dialog blocks), to `save_dir` when set.
@@ -613,29 +592,7 @@ impl App {
         }
     }
 
-    /// Takes the analysis of the selected range when it is ready.
-    fn poll_interference(&mut self) {
-        if let Some(rx) = &self.interference_job {
-            match rx.try_recv() {
-                Ok(x) => {
-                    self.interference = Some(x);
-                    self.interference_job = None;
-                }
-                Err(TryRecvError::Disconnected) => self.interference_job = None,
-                Err(TryRecvError::Empty) => {}
-            }
-        }
-    }
-
-    /// Waits for the analysis of the selected range (tests use this).
-    pub fn wait_interference(&mut self) {
-        while let Some(job) = &self.interference_job {
-            job.wait();
-            self.poll_interference();
-        }
-    }
-
-    /// The whole window.
+    /// The whole window: draws every panel, then applies what was asked for during the frame.
     pub fn ui(&mut self, ui: &mut Ui) {
         if !self.fonts_installed {
             super::theme::install_fonts(ui.ctx());
@@ -646,38 +603,39 @@ impl App {
         }
         self.poll_loading();
         self.poll_dialog();
-        self.poll_interference();
+        if let Some(s) = &mut self.session {
+            s.poll_interference();
+        }
         let dropped: Vec<PathBuf> = ui.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
         if let Some(p) = dropped.into_iter().next() {
-            self.open(TraceSource::Path(p));
+            self.commands.push(Command::Open(p));
         }
         self.poll_capture(ui.ctx());
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, egui::Key::S)) {
-            let which = if self.selected.is_some() {
-                View::Both
-            } else {
-                View::Waterfall
-            };
-            self.render_png(which, ui.ctx().content_rect().size(), capture::Destination::File);
+            self.commands
+                .push(Command::RenderPng(View::Both, capture::Destination::File));
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
         if self.show_problems
-            && let Some(shown) = &self.shown
+            && let Some(s) = &self.session
         {
             let mut open = true;
             egui::Panel::bottom("problems")
                 .resizable(true)
                 .default_size(160.0)
                 .show(ui, |ui| {
-                    panels::problems_ui(ui, &shown.report, &mut open);
+                    panels::problems_ui(ui, &s.report, &mut open);
                 });
             self.show_problems = open;
         }
         self.findings_panel(ui);
-        self.sync_microscope();
-        if self.microscope.is_some() {
+        let waker = self.ctx.clone();
+        if let Some(s) = &mut self.session {
+            s.sync_microscope(waker.as_ref());
+        }
+        if self.session.as_ref().is_some_and(|s| s.microscope.is_some()) {
             egui::Panel::bottom("microscope")
                 .resizable(true)
                 .default_size(340.0)
@@ -688,7 +646,11 @@ impl App {
         } else {
             self.panel_rects[1] = None;
         }
-        if self.interference.is_some() || self.interference_job.is_some() {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.interference.is_some() || s.analysing())
+        {
             egui::Panel::right("selection")
                 .resizable(true)
                 .default_size(380.0)
@@ -699,14 +661,8 @@ impl App {
             self.central_ui(ui);
         });
         self.stats_window(ui.ctx());
-        if let Some((target, destination)) = self.capture_request.take() {
-            let crop = match target {
-                capture::Target::Window => None,
-                capture::Target::Waterfall => self.panel_rects[0],
-                capture::Target::Microscope => self.panel_rects[1],
-            };
-            self.pending_capture = Some(capture::request(ui.ctx(), crop, destination));
-        }
+        let commands = std::mem::take(&mut self.commands);
+        self.apply(ui.ctx(), commands);
         // The renderer reads a frame drawn after the request: the caption stays until the pixels arrive.
         if self.settings.caption
             && let Some(p) = &self.pending_capture
@@ -721,15 +677,15 @@ impl App {
     }
 
     fn menu_ui(&mut self, ui: &mut Ui) {
+        let out = &mut self.commands;
         egui::MenuBar::new().ui(ui, |ui| {
             ui.menu_button("File", |ui| {
                 if ui.button("Open…").clicked() {
-                    self.open_dialog();
+                    out.push(Command::OpenDialog);
                     ui.close();
                 }
                 ui.separator();
-                let size = ui.ctx().content_rect().size();
-                let has_request = self.microscope.is_some();
+                let has_request = self.session.as_ref().is_some_and(|s| s.microscope.is_some());
                 let renders = [
                     ("Save 2x PNG of the views (Ctrl+Shift+S)", View::Both, true),
                     ("Save 2x PNG of the waterfall", View::Waterfall, true),
@@ -737,26 +693,23 @@ impl App {
                 ];
                 for (label, which, enabled) in renders {
                     if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
-                        let which = if which == View::Both && !has_request {
-                            View::Waterfall
-                        } else {
-                            which
-                        };
-                        self.render_png(which, size, capture::Destination::File);
+                        out.push(Command::RenderPng(which, capture::Destination::File));
                         ui.close();
                     }
                 }
                 if ui.button("Copy 2x PNG of the views").clicked() {
-                    let which = if has_request { View::Both } else { View::Waterfall };
-                    self.render_png(which, size, capture::Destination::Clipboard);
+                    out.push(Command::RenderPng(View::Both, capture::Destination::Clipboard));
                     ui.close();
                 }
                 if ui.button("Save PNG of the window as on screen").clicked() {
-                    self.capture_request = Some((capture::Target::Window, capture::Destination::File));
+                    out.push(Command::Capture(capture::Target::Window, capture::Destination::File));
                     ui.close();
                 }
                 if ui.button("Copy PNG of the window").clicked() {
-                    self.capture_request = Some((capture::Target::Window, capture::Destination::Clipboard));
+                    out.push(Command::Capture(
+                        capture::Target::Window,
+                        capture::Destination::Clipboard,
+                    ));
                     ui.close();
                 }
                 ui.checkbox(&mut self.settings.caption, "Caption strip on PNGs");
@@ -766,16 +719,16 @@ impl App {
                     ui.close();
                 }
                 if ui.button("Open the demo trace").clicked() {
-                    self.open(TraceSource::Demo);
+                    out.push(Command::OpenDemo);
                     ui.close();
                 }
                 ui.menu_button("Open recent", |ui| {
                     if self.settings.recent.is_empty() {
                         ui.weak("nothing yet");
                     }
-                    for r in self.settings.recent.clone() {
-                        if ui.button(&r).clicked() {
-                            self.open(TraceSource::Path(PathBuf::from(r)));
+                    for r in &self.settings.recent {
+                        if ui.button(r).clicked() {
+                            out.push(Command::Open(PathBuf::from(r)));
                             ui.close();
                         }
                     }
@@ -783,13 +736,15 @@ impl App {
             });
             ui.menu_button("View", |ui| {
                 if ui.button("Fit the whole trace (double-click)").clicked() {
-                    self.waterfall.viewport = None;
+                    if let Some(s) = &mut self.session {
+                        s.waterfall.viewport = None;
+                    }
                     ui.close();
                 }
-                if ui.checkbox(&mut self.findings.open, "Findings").clicked() {
+                if ui.checkbox(&mut self.show_findings, "Findings").clicked() {
                     ui.close();
                 }
-                if ui.checkbox(&mut self.stats.open, "Statistics").clicked() {
+                if ui.checkbox(&mut self.show_stats, "Statistics").clicked() {
                     ui.close();
                 }
                 if ui.button("Load problems").clicked() {
@@ -833,7 +788,7 @@ impl App {
                 let go =
                     ui.button("Open").clicked() || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)));
                 if go && !self.path_input.trim().is_empty() {
-                    self.open(TraceSource::Path(PathBuf::from(self.path_input.trim())));
+                    self.commands.push(Command::Open(PathBuf::from(self.path_input.trim())));
                     self.show_path_input = false;
                 }
                 if ui.button("Cancel").clicked() {
@@ -853,8 +808,8 @@ impl App {
                 }
                 ui.separator();
             }
-            let Some(shown) = &self.shown else { return };
-            let trace = Arc::clone(&shown.view.trace);
+            let Some(s) = &mut self.session else { return };
+            let trace = Arc::clone(&s.view.trace);
             let mut changed = false;
             let sort_label = ui.label("Sort");
             let order_label = TrackOrder::ALL
@@ -870,12 +825,12 @@ impl App {
                 })
                 .response
                 .labelled_by(sort_label.id);
-            let labels = &shown.view.filter_labels;
+            let labels = &s.view.filter_labels;
             for ((name, field), values) in [
-                ("model", &mut self.filter.model),
-                ("app", &mut self.filter.app_id),
-                ("user", &mut self.filter.user_id),
-                ("finish", &mut self.filter.finish_reason),
+                ("model", &mut s.filter.model),
+                ("app", &mut s.filter.app_id),
+                ("user", &mut s.filter.user_id),
+                ("finish", &mut s.filter.finish_reason),
             ]
             .into_iter()
             .zip(labels)
@@ -885,22 +840,22 @@ impl App {
             let search_label = ui.label("Search");
             changed |= ui
                 .add(
-                    egui::TextEdit::singleline(&mut self.filter.search)
+                    egui::TextEdit::singleline(&mut s.filter.search)
                         .hint_text("request id")
                         .desired_width(140.0),
                 )
                 .labelled_by(search_label.id)
                 .changed();
             if changed {
-                self.refresh_rows();
+                s.refresh_rows(self.settings.order);
             }
             ui.separator();
-            let findings = match self.findings.counts() {
+            let findings = match s.findings.counts() {
                 Some([c, w, i]) => format!("Findings {}", c + w + i),
                 None => "Findings …".to_owned(),
             };
-            ui.toggle_value(&mut self.findings.open, findings);
-            ui.toggle_value(&mut self.stats.open, "Statistics");
+            ui.toggle_value(&mut self.show_findings, findings);
+            ui.toggle_value(&mut self.show_stats, "Statistics");
         });
     }
 
@@ -920,19 +875,19 @@ impl App {
                 }
                 ui.separator();
             }
-            let Some(shown) = &self.shown else {
+            let Some(s) = &self.session else {
                 ui.label("No trace open. File > Open…, or drop a trace file on the window.");
                 return;
             };
-            panels::status_ui(ui, shown, self.waterfall.hover_ns);
-            if shown.report.rejected_count() > 0
+            panels::status_ui(ui, s, s.waterfall.hover_ns);
+            if s.report.rejected_count() > 0
                 && ui
-                    .link(format!("{} rejected records", shown.report.rejected_count()))
+                    .link(format!("{} rejected records", s.report.rejected_count()))
                     .clicked()
             {
                 self.show_problems = true;
             }
-            let notes = shown.report.notes.len();
+            let notes = s.report.notes.len();
             if notes > 0
                 && ui
                     .link(format!(
@@ -946,79 +901,43 @@ impl App {
         });
     }
 
-    /// Puts the selected request under the microscope when the selection changed.
-    fn sync_microscope(&mut self) {
-        let current = self.microscope.as_ref().map(|m| m.request);
-        if current == self.selected {
-            return;
-        }
-        self.microscope = match (self.selected, &self.shown) {
-            (Some(r), Some(shown)) => {
-                let mut m = Microscope::new(&shown.view.trace, shown.candidates.as_ref(), r, self.ctx.as_ref());
-                m.token = self.pending_token.take();
-                Some(m)
-            }
-            _ => None,
-        };
-    }
-
     fn microscope_ui(&mut self, ui: &mut Ui) {
-        let (Some(shown), Some(m)) = (&self.shown, &mut self.microscope) else {
-            return;
-        };
-        let trace = Arc::clone(&shown.view.trace);
+        let Some(s) = &mut self.session else { return };
+        let trace = Arc::clone(&s.view.trace);
+        let Some(m) = &mut s.microscope else { return };
         ui.horizontal(|ui| {
             ui.strong("Request under the microscope");
             if ui.small_button("Close").clicked() {
-                self.selected = None;
+                self.commands.push(Command::Select {
+                    request: None,
+                    scroll: false,
+                });
             }
         });
-        if let Some(microscope::Action::SelectRequest(r)) = microscope_ui(ui, &trace, m, self.settings.slo) {
-            self.select_request(r);
-        }
-    }
-
-    /// Selects a request named in a panel and scrolls its track into view.
-    fn select_request(&mut self, r: u32) {
-        self.selected = Some(r);
-        if let Some(shown) = &self.shown {
-            waterfall::scroll_to_request(&mut self.waterfall, &shown.view, r);
-        }
+        ui.push_id(s.id, |ui| {
+            microscope_ui(ui, &trace, m, self.settings.slo, &mut self.commands);
+        });
     }
 
     fn side_ui(&mut self, ui: &mut Ui) {
-        let Some(shown) = &self.shown else { return };
-        let trace = Arc::clone(&shown.view.trace);
-        let mut action = None;
+        let Some(s) = &self.session else { return };
+        let trace = &s.view.trace;
+        let out = &mut self.commands;
         egui::ScrollArea::vertical().show(ui, |ui| {
-            if self.interference_job.is_some() {
+            if s.analysing() {
                 ui.horizontal(|ui| {
                     ui.spinner();
                     ui.label("Analysing the selected range…");
                 });
-            } else if let Some(x) = &self.interference {
-                action = panels::interference_ui(ui, &trace, x, shown.view.t0_ns);
+            } else if let Some(x) = &s.interference {
+                panels::interference_ui(ui, trace, x, s.view.t0_ns, out);
                 ui.separator();
             }
         });
-        match action {
-            Some(panels::Action::ZoomTo(a, b)) => {
-                let pad = ((b - a) / 20).max(1_000);
-                self.waterfall.fit = Some((a - pad, b + pad));
-            }
-            Some(panels::Action::Select(r)) => self.select_request(r),
-            Some(panels::Action::Copy(text)) => ui.ctx().copy_text(text),
-            Some(panels::Action::Export { chrome }) => self.export_range(chrome),
-            Some(panels::Action::Close) => {
-                self.interference = None;
-                self.waterfall.range = None;
-            }
-            None => {}
-        }
     }
 
     fn central_ui(&mut self, ui: &mut Ui) {
-        let Some(shown) = &self.shown else {
+        let Some(s) = &mut self.session else {
             ui.centered_and_justified(|ui| {
                 if self.loading.is_some() {
                     ui.label(RichText::new("Loading…").size(18.0));
@@ -1028,17 +947,10 @@ impl App {
             });
             return;
         };
-        let events = waterfall::waterfall_ui(ui, &shown.view, &mut self.waterfall, self.selected);
-        for e in events {
-            match e {
-                waterfall::Event::SelectRequest(r) => self.selected = Some(r),
-                waterfall::Event::RangeSelected(a, b) => self.analyse_range(a, b),
-                waterfall::Event::RangeCleared => {
-                    self.interference = None;
-                    self.interference_job = None;
-                }
-            }
-        }
+        // Widgets' memory (scroll, hover) is kept per session: a new trace starts afresh.
+        ui.push_id(s.id, |ui| {
+            waterfall::waterfall_ui(ui, &s.view, &mut s.waterfall, s.selected, &mut self.commands);
+        });
     }
 }
 
@@ -1048,7 +960,9 @@ impl eframe::App for App {
     }
 
     fn save(&mut self, storage: &mut dyn eframe::Storage) {
-        self.settings.prices = self.stats.prices.clone();
+        if let Some(s) = &self.session {
+            self.settings.prices = s.stats.prices.clone();
+        }
         eframe::set_value(storage, STORAGE_KEY, &self.settings);
     }
 }

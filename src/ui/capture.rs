@@ -72,6 +72,21 @@ pub fn crop_image(image: &ColorImage, crop: Option<Rect>, pixels_per_point: f32)
     ColorImage::new([x1 - x0, y1 - y0], pixels)
 }
 
+/// The height of the caption strip, points.
+pub const CAPTION_HEIGHT: f32 = 22.0;
+
+/// Paints the caption strip over `strip`: the app's captures and the headless renders draw it with this one function.
+pub fn paint_caption(painter: &egui::Painter, strip: Rect, text: String) {
+    painter.rect_filled(strip, 0.0, super::theme::CAPTION_FILL);
+    painter.text(
+        egui::pos2(strip.left() + 8.0, strip.center().y),
+        egui::Align2::LEFT_CENTER,
+        text,
+        egui::FontId::proportional(12.0),
+        egui::Color32::WHITE,
+    );
+}
+
 /// The caption of a PNG: `tokenscope · TRACE · view FROM to TO (UTC) · request ID token N` (N: the token's index
 /// in the output).
 pub fn caption_text(source: &str, viewport: Option<Viewport>, request: Option<&str>, token: Option<u32>) -> String {

@@ -6,6 +6,7 @@ use std::sync::mpsc::TryRecvError;
 
 use eframe::egui::{self, Color32, RichText, Ui};
 
+use super::command::Command;
 use super::theme;
 use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
 use crate::analysis::summary::Slo;
@@ -18,51 +19,17 @@ struct Key {
     thresholds: Thresholds,
 }
 
-/// The panel's state.
+/// The findings of one trace, and how the panel shows them.
+#[derive(Default)]
 pub struct FindingsState {
-    /// Shown.
-    pub open: bool,
     /// The findings, when computed.
     pub findings: Option<Vec<Finding>>,
     /// The finding last clicked (index into `findings`).
     pub selected: Option<usize>,
     /// Kinds hidden from the list.
     pub hidden: Vec<Kind>,
-    /// The trace they belong to, to compute again for a new trace.
-    trace: Option<super::TraceRef>,
     key: Option<Key>,
     job: Option<(Key, super::job::Job<Vec<Finding>>)>,
-}
-
-impl Default for FindingsState {
-    /// Open: what was found is the first thing to read.
-    fn default() -> Self {
-        FindingsState {
-            open: true,
-            findings: None,
-            selected: None,
-            hidden: Vec::new(),
-            trace: None,
-            key: None,
-            job: None,
-        }
-    }
-}
-
-/// What the panel asks of the app.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Go to a finding: zoom to `from_ns..to_ns`, select `request` and its token (position among its tokens).
-    GoTo {
-        /// Range start, ns.
-        from_ns: i64,
-        /// Range end, ns.
-        to_ns: i64,
-        /// The subject.
-        request: Option<u32>,
-        /// The token to select, as a position among the request's tokens.
-        token: Option<usize>,
-    },
 }
 
 /// The colour of a severity.
@@ -75,12 +42,24 @@ pub fn severity_color(s: Severity) -> Color32 {
 }
 
 impl FindingsState {
-    /// Starts computing when the trace or the objectives changed; takes finished findings. True while computing.
-    pub fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo, waker: Option<&egui::Context>) -> bool {
-        let key = Key {
-            slo,
-            thresholds: Thresholds::default(),
-        };
+    /// The state for the next trace: no findings yet, the same kinds hidden.
+    pub fn carried(&self) -> Self {
+        FindingsState {
+            hidden: self.hidden.clone(),
+            ..FindingsState::default()
+        }
+    }
+
+    /// Starts computing when the objectives or thresholds changed (or never were computed); takes finished
+    /// findings. True while computing.
+    pub fn refresh(
+        &mut self,
+        trace: &Arc<Trace>,
+        slo: Slo,
+        thresholds: Thresholds,
+        waker: Option<&egui::Context>,
+    ) -> bool {
+        let key = Key { slo, thresholds };
         if let Some((_, rx)) = &self.job {
             match rx.try_recv() {
                 Ok(f) => {
@@ -91,13 +70,6 @@ impl FindingsState {
                 Err(TryRecvError::Disconnected) => self.job = None,
                 Err(TryRecvError::Empty) => {}
             }
-        }
-        if !self.trace.as_ref().is_some_and(|t| t.is(trace)) {
-            self.trace = Some(super::TraceRef::of(trace));
-            self.findings = None;
-            self.selected = None;
-            self.key = None;
-            self.job = None;
         }
         // One computation at a time: objectives changed meanwhile are computed when the last one finishes.
         if self.key == Some(key) || self.job.is_some() {
@@ -136,7 +108,7 @@ impl FindingsState {
 }
 
 /// Where a finding takes the view.
-pub fn go_to(trace: &Trace, f: &Finding) -> Action {
+pub fn go_to(trace: &Trace, f: &Finding) -> Command {
     let request = f.requests.first().copied();
     let token = match (request, f.tokens.first()) {
         (Some(r), Some(&t)) => {
@@ -145,7 +117,7 @@ pub fn go_to(trace: &Trace, f: &Finding) -> Action {
         }
         _ => None,
     };
-    Action::GoTo {
+    Command::GoTo {
         from_ns: f.from_ns,
         to_ns: f.to_ns,
         request,
@@ -189,19 +161,18 @@ fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> 
     inner.response.interact(egui::Sense::click())
 }
 
-/// The panel's contents; returns where to go when a finding was clicked.
-pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsState) -> Option<Action> {
-    let mut action = None;
+/// The panel's contents; a click on a finding asks to go there.
+pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsState, out: &mut Vec<Command>) {
     let Some(findings) = &state.findings else {
         ui.horizontal(|ui| {
             ui.spinner();
             ui.label("Looking for known incident patterns…");
         });
-        return None;
+        return;
     };
     if findings.is_empty() {
         ui.label("Nothing found: no known incident pattern in this trace under the current objectives.");
-        return None;
+        return;
     }
     let [c, w, i] = state.counts().unwrap_or_default();
     ui.label(format!("{c} critical · {w} warning · {i} info. Click one to go there."));
@@ -238,7 +209,6 @@ pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsS
     });
     if let Some(k) = clicked {
         state.selected = Some(k);
-        action = Some(go_to(trace, &findings[k]));
+        out.push(go_to(trace, &findings[k]));
     }
-    action
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Color32, RichText, Sense, Ui};
 use egui_plot::{Bar, BarChart, HLine, Plot};
 
+use super::command::Command;
 use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
 use crate::analysis::summary::Slo;
@@ -49,13 +50,6 @@ pub struct Microscope {
     pub color_by: ColorBy,
     /// Where the load chart put its bars on screen (regenerated each frame; tests hover through it).
     pub load_transform: Option<egui_plot::PlotTransform>,
-}
-
-/// What the view asks of the app.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Select another request (a co-scheduled prefill).
-    SelectRequest(u32),
 }
 
 impl Microscope {
@@ -174,8 +168,7 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
 }
 
 /// The whole view; returns what the app should do.
-pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: Slo) -> Option<Action> {
-    let mut action = None;
+pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: Slo, out: &mut Vec<Command>) {
     // A reader started with the UI's context wakes it; one started without (the headless renderer) is polled.
     if m.poll(trace) && !m.wakes_ui {
         ui.ctx().request_repaint_after(std::time::Duration::from_millis(10));
@@ -196,14 +189,13 @@ pub fn microscope_ui(ui: &mut Ui, trace: &Arc<Trace>, m: &mut Microscope, slo: S
     ui.separator();
     if tokens.is_empty() {
         ui.weak("No token records for this request: per-token latency and candidates need kind=\"token\" records.");
-        return None;
+        return;
     }
     ui.columns(3, |cols| {
         strip_ui(&mut cols[0], trace, m);
-        action = chart_ui(&mut cols[1], trace, m);
+        chart_ui(&mut cols[1], trace, m, out);
         candidates_ui(&mut cols[2], trace, m);
     });
-    action
 }
 
 fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
@@ -315,8 +307,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
         });
 }
 
-fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
-    let mut action = None;
+fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Command>) {
     ui.strong("Latency of each token (ms)");
     let bars = |part: fn(&Latency) -> Option<i64>, color: Color32| -> Vec<Bar> {
         m.latencies
@@ -402,7 +393,7 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
              server, or a source that gives none).",
         );
         m.load_transform = None;
-        return action;
+        return;
     }
     let load_bars: Vec<Bar> = m
         .loads
@@ -435,7 +426,10 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
         if load_plot.response.clicked()
             && let Some(&(r, _)) = load.prefills.iter().chain(&load.waited_behind).max_by_key(|p| p.1)
         {
-            action = Some(Action::SelectRequest(r));
+            out.push(Command::Select {
+                request: Some(r),
+                scroll: true,
+            });
         }
         load_plot.response.on_hover_ui(|ui| {
             ui.strong(format!(
@@ -448,7 +442,6 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) -> Option<Action> {
             }
         });
     }
-    action
 }
 
 fn step_load_ui(ui: &mut Ui, trace: &Trace, load: &StepLoad) {

@@ -3,32 +3,15 @@
 
 use eframe::egui::{self, RichText, Ui};
 
-use super::app::Shown;
+use super::command::Command;
+use super::session::Session;
 use crate::analysis::interference::Interference;
 use crate::trace::report::Report;
 use crate::trace::{NO_STR, Trace};
 use crate::view::ruler;
 
-/// What a panel asks the app to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Show this time range.
-    ZoomTo(i64, i64),
-    /// Select this request.
-    Select(u32),
-    /// Put this text on the clipboard.
-    Copy(String),
-    /// Close the interference panel.
-    Close,
-    /// Export the range as a trace slice (`false`) or as Chrome Trace Event JSON for Perfetto (`true`).
-    Export {
-        /// Chrome JSON rather than Parquet.
-        chrome: bool,
-    },
-}
-
 /// The status bar: trace, engine, model, counts, span in UTC, cursor time.
-pub fn status_ui(ui: &mut Ui, shown: &Shown, cursor_ns: Option<i64>) {
+pub fn status_ui(ui: &mut Ui, shown: &Session, cursor_ns: Option<i64>) {
     let t = &shown.view.trace;
     let m = &t.meta;
     ui.label(RichText::new(shown.source.name()).strong());
@@ -133,16 +116,8 @@ pub fn problems_ui(ui: &mut Ui, report: &Report, open: &mut bool) {
     });
 }
 
-/// The distinct labels of a column, sorted by label id.
-pub fn distinct_labels(column: &[u32]) -> Vec<u32> {
-    let mut values: Vec<u32> = column.iter().copied().filter(|&v| v != NO_STR).collect();
-    values.sort_unstable();
-    values.dedup();
-    values
-}
-
 /// A combo box filtering by one label column; returns true when the choice changed.
-/// `values` are the distinct labels of the column (computed once per trace: [`distinct_labels`]).
+/// `values` are the distinct labels of the column (computed once per trace: [`crate::view::trace_view::distinct_labels`]).
 pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, values: &[u32], trace: &Trace) -> bool {
     if values.len() < 2 && *field == NO_STR {
         return false;
@@ -168,18 +143,17 @@ pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, values: &[u32],
 }
 
 /// The interference panel of a drag-selected range.
-pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64) -> Option<Action> {
-    let mut action = None;
+pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64, out: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         ui.heading("Selected range");
         if ui.small_button("Zoom to selection").clicked() {
-            action = Some(Action::ZoomTo(x.from_ns, x.to_ns));
+            out.push(Command::ZoomTo(x.from_ns, x.to_ns));
         }
         if ui.small_button("Copy as text").clicked() {
-            action = Some(Action::Copy(x.to_text(trace)));
+            out.push(Command::CopyText(x.to_text(trace)));
         }
         if ui.small_button("Close").clicked() {
-            action = Some(Action::Close);
+            out.push(Command::ClearRange);
         }
     });
     ui.horizontal(|ui| {
@@ -188,14 +162,14 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
             .on_hover_text("the requests and steps of the range, as Parquet")
             .clicked()
         {
-            action = Some(Action::Export { chrome: false });
+            out.push(Command::ExportRange { chrome: false });
         }
         if ui
             .small_button("Export for Perfetto")
             .on_hover_text("Chrome Trace Event JSON")
             .clicked()
         {
-            action = Some(Action::Export { chrome: true });
+            out.push(Command::ExportRange { chrome: true });
         }
     });
     ui.label(format!(
@@ -234,7 +208,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
             .collect();
         for (_, h) in &shown {
             if ui.link(trace.request_id(h.request)).clicked() {
-                action = Some(Action::Select(h.request));
+                out.push(Command::Select {
+                    request: Some(h.request),
+                    scroll: true,
+                });
             }
             let source = trace
                 .label(trace.requests.source[h.request as usize])
@@ -261,7 +238,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
     egui::Grid::new("decoding").striped(true).num_columns(4).show(ui, |ui| {
         for d in x.decoding.iter().take(30) {
             if ui.link(trace.request_id(d.request)).clicked() {
-                action = Some(Action::Select(d.request));
+                out.push(Command::Select {
+                    request: Some(d.request),
+                    scroll: true,
+                });
             }
             ui.label(format!("{} tokens", d.tokens));
             ui.label(format!(
@@ -281,7 +261,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
     for p in x.prefilling.iter().take(20) {
         ui.horizontal(|ui| {
             if ui.link(trace.request_id(p.request)).clicked() {
-                action = Some(Action::Select(p.request));
+                out.push(Command::Select {
+                    request: Some(p.request),
+                    scroll: true,
+                });
             }
             ui.label(format!(
                 "{} tokens in {} step{}",
@@ -296,10 +279,12 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64)
     for w in x.waiting.iter().take(20) {
         ui.horizontal(|ui| {
             if ui.link(trace.request_id(w.request)).clicked() {
-                action = Some(Action::Select(w.request));
+                out.push(Command::Select {
+                    request: Some(w.request),
+                    scroll: true,
+                });
             }
             ui.label(format!("{:.1} ms in range", w.waited_ms));
         });
     }
-    action
 }

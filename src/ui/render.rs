@@ -11,8 +11,9 @@ use egui_kittest::Harness;
 use super::capture;
 use super::microscope::{Microscope, microscope_ui};
 use super::theme;
-use super::waterfall::{self, TraceView, WaterfallState};
+use super::waterfall::{self, WaterfallState};
 use crate::analysis::summary::Slo;
+use crate::view::TraceView;
 use crate::view::viewport::Viewport;
 
 /// Which views the image shows.
@@ -71,9 +72,6 @@ pub struct Size {
     pub pixels_per_point: f32,
 }
 
-/// The height of the caption strip, points.
-const CAPTION_HEIGHT: f32 = 22.0;
-
 /// The state the harness draws from each frame.
 struct State {
     scene: Scene,
@@ -95,35 +93,31 @@ fn draw(ui: &mut Ui, s: &mut State) {
                 .map(|t| trace.tokens.index[t]),
         );
         egui::Panel::bottom("caption")
-            .exact_size(CAPTION_HEIGHT)
-            .frame(egui::Frame::NONE.fill(theme::CAPTION_FILL))
-            .show(ui, |ui| {
-                ui.add_space(3.0);
-                ui.horizontal(|ui| {
-                    ui.add_space(8.0);
-                    ui.label(egui::RichText::new(text).color(egui::Color32::WHITE).size(12.0));
-                });
-            });
+            .exact_size(capture::CAPTION_HEIGHT)
+            .frame(egui::Frame::NONE)
+            .show(ui, |ui| capture::paint_caption(ui.painter(), ui.max_rect(), text));
     }
     let slo = s.scene.slo;
+    // A still image has nobody to act on what its widgets would ask for.
+    let ignored = &mut Vec::new();
     match (s.which, &mut s.microscope) {
         (View::Request, Some(m)) => {
             egui::CentralPanel::default().show(ui, |ui| {
-                microscope_ui(ui, &trace, m, slo);
+                microscope_ui(ui, &trace, m, slo, ignored);
             });
         }
         (View::Both, Some(m)) => {
             let height = ui.available_height() * 0.5;
             egui::Panel::bottom("microscope").exact_size(height).show(ui, |ui| {
-                microscope_ui(ui, &trace, m, slo);
+                microscope_ui(ui, &trace, m, slo, ignored);
             });
             egui::CentralPanel::default().show(ui, |ui| {
-                waterfall::waterfall_ui(ui, &s.scene.view, &mut s.waterfall, s.scene.request);
+                waterfall::waterfall_ui(ui, &s.scene.view, &mut s.waterfall, s.scene.request, ignored);
             });
         }
         _ => {
             egui::CentralPanel::default().show(ui, |ui| {
-                waterfall::waterfall_ui(ui, &s.scene.view, &mut s.waterfall, s.scene.request);
+                waterfall::waterfall_ui(ui, &s.scene.view, &mut s.waterfall, s.scene.request, ignored);
             });
         }
     }

@@ -10,13 +10,14 @@ use eframe::egui::{self, RichText, Ui};
 use egui_extras::{Column as TableColumn, TableBuilder};
 use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, VLine};
 
+use super::command::Command;
 use super::theme;
-use super::waterfall::TraceView;
 use crate::analysis::cost::{Price, Prices};
 use crate::analysis::metrics::{ms, request_metrics};
 use crate::analysis::stats;
 use crate::analysis::summary::{GroupBy, NO_LABEL, Slo, Summary, summarize_all, summarize_by};
 use crate::trace::Trace;
+use crate::view::TraceView;
 
 /// The grouping of the table: the whole trace, or one of the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,8 +74,6 @@ impl Samples {
 /// What the inputs of a computation were, to know when to compute again.
 #[derive(Debug, Clone, PartialEq)]
 struct Key {
-    /// The trace.
-    trace: super::TraceRef,
     grouping: Grouping,
     group: Option<String>,
     slo: Slo,
@@ -93,8 +92,6 @@ struct Computed {
 
 /// The window's state.
 pub struct StatsState {
-    /// Shown.
-    pub open: bool,
     /// Rows per label or one row.
     pub grouping: Grouping,
     /// The group clicked in the table: the plots show it (else the whole trace).
@@ -112,7 +109,6 @@ pub struct StatsState {
 impl Default for StatsState {
     fn default() -> Self {
         StatsState {
-            open: false,
             grouping: Grouping::By(GroupBy::Model),
             group: None,
             sort: None,
@@ -147,14 +143,17 @@ fn compute(trace: &Trace, key: Key) -> Computed {
     }
 }
 
-/// What the window asks of the app.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Save this CSV text.
-    SaveCsv(String),
-}
-
 impl StatsState {
+    /// The state for the next trace: nothing computed, no group clicked; the same grouping, sort and prices.
+    pub fn carried(&self) -> Self {
+        StatsState {
+            grouping: self.grouping,
+            sort: self.sort,
+            prices: self.prices.clone(),
+            ..StatsState::default()
+        }
+    }
+
     /// Waits for the computation in progress (tests use this).
     pub fn wait(&mut self) {
         if let Some((_, rx)) = self.job.take()
@@ -187,18 +186,12 @@ impl StatsState {
 
     /// Starts computing when the inputs changed; takes a finished computation.
     fn refresh(&mut self, trace: &Arc<Trace>, slo: Slo, waker: Option<&egui::Context>) {
-        if self.current.as_ref().is_some_and(|c| !c.key.trace.is(trace)) {
-            // Another trace: its groups are not this one's.
-            self.current = None;
-            self.group = None;
-        }
         // The currency is a label: changing it needs no computation.
         let prices = Prices {
             currency: String::new(),
             ..self.prices.clone()
         };
         let key = Key {
-            trace: super::TraceRef::of(trace),
             grouping: self.grouping,
             group: self.group.clone(),
             slo,
@@ -394,13 +387,12 @@ fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
     });
 }
 
-/// The window's contents.
-pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo) -> Option<Action> {
+/// The window's contents; "Export CSV…" asks the app to save the table.
+pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo, out: &mut Vec<Command>) {
     let trace = &view.trace;
     // The computation wakes the UI when it is done: no polling.
     state.refresh(trace, slo, Some(ui.ctx()));
     state.ensure_sorted();
-    let mut action = None;
     ui.horizontal(|ui| {
         let l = ui.label("Group by");
         egui::ComboBox::from_id_salt("stats-group")
@@ -422,7 +414,7 @@ pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo)
         {
             let columns = stats::columns_for(&c.groups);
             if let Ok(text) = stats::to_csv(state.grouping.key_header(), &c.groups, &columns) {
-                action = Some(Action::SaveCsv(text));
+                out.push(Command::SaveCsv(text));
             }
         }
         if state.job.is_some() {
@@ -446,7 +438,7 @@ pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo)
     }
     let Some(rows) = state.current.as_ref().map(|c| c.groups.as_slice()) else {
         ui.spinner();
-        return action;
+        return;
     };
     let columns = stats::columns_for(rows);
     let currency = state.prices.currency.clone();
@@ -541,5 +533,4 @@ pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo)
             cdf(&mut cols[3], "tpot", "TPOT CDF", &c.samples.tpot_ms, slo.tpot_ms);
         });
     }
-    action
 }

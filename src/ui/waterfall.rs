@@ -7,127 +7,16 @@
 //! What is drawn comes from `view` (viewport, level of detail, layout): this file turns it into shapes and input
 //! into state changes, and nothing else.
 
-use std::sync::Arc;
-
 use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
 
+use super::command::Command;
 use super::theme;
 use crate::trace::{StageKind, Trace};
-use crate::view::layout::{self, TrackFilter, TrackOrder};
+use crate::view::layout;
 use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
 use crate::view::ruler;
+use crate::view::trace_view::{COUNTERS, TraceView, counter_values};
 use crate::view::viewport::Viewport;
-
-/// Per-trace data the view draws from, computed once per trace (and per order or filter for `rows`).
-#[derive(Clone)]
-pub struct TraceView {
-    /// The trace.
-    pub trace: Arc<Trace>,
-    /// Earliest time in the trace (`Trace::start_ns`: the ruler's 0), ns.
-    pub t0_ns: i64,
-    /// Latest time in the trace, ns.
-    pub t1_ns: i64,
-    /// One engine track per source with steps.
-    pub engines: Vec<EngineTrack>,
-    /// The request rows shown, in order.
-    pub rows: Vec<u32>,
-    /// The distinct model, app, user and finish-reason labels, for the filters.
-    pub filter_labels: [Vec<u32>; 4],
-}
-
-/// A source's steps.
-#[derive(Clone)]
-pub struct EngineTrack {
-    /// Source label id.
-    pub source: u32,
-    /// Its steps as spans (class: prefill share).
-    pub spans: Vec<Span>,
-    /// Largest batch size, prefill tokens and waiting count over the source's steps (the counters' scale).
-    pub max_counters: [f32; 4],
-    /// Whether any step of the source has each counter (an engine's own output may lack some: absent, not zero).
-    pub present: [bool; 4],
-}
-
-/// Which counters a step has.
-fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
-    let it = &trace.iterations;
-    [
-        it.num_reqs[i].is_some(),
-        it.num_prefill_tokens[i].is_some(),
-        it.kv_usage[i].is_some(),
-        it.num_waiting[i].is_some(),
-    ]
-}
-
-/// The counters drawn under each engine track: label and value of a step.
-const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "waiting"];
-
-fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
-    let it = &trace.iterations;
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-    let f = |v: Option<u32>| v.unwrap_or(0) as f32;
-    #[allow(clippy::cast_possible_truncation)]
-    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
-    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
-}
-
-impl TraceView {
-    /// Prepares a trace for drawing.
-    pub fn new(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter) -> Self {
-        let t = &trace;
-        let t0_ns = t.start_ns();
-        let ends = t
-            .requests
-            .finished_ns
-            .iter()
-            .flatten()
-            .chain(t.iterations.end_ns.iter())
-            .chain(t.tokens.emitted_ns.iter())
-            .chain(t.requests.arrival_ns.iter());
-        let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
-        let engines = t
-            .sources_with_iterations()
-            .iter()
-            .map(|&(source, ref range)| {
-                let mut max_counters = [1.0f32, 1.0, 1.0, 1.0];
-                let mut present = [false; 4];
-                for i in range.start as usize..range.end as usize {
-                    for (m, v) in max_counters.iter_mut().zip(counter_values(t, i)) {
-                        *m = m.max(v);
-                    }
-                    for (p, has) in present.iter_mut().zip(counters_present(t, i)) {
-                        *p |= has;
-                    }
-                }
-                max_counters[2] = 1.0; // KV use is a fraction: scale 0..1
-                EngineTrack {
-                    source,
-                    spans: layout::engine_spans(t, source),
-                    max_counters,
-                    present,
-                }
-            })
-            .collect();
-        let rows = layout::track_rows(t, order, filter);
-        let q = &t.requests;
-        let filter_labels =
-            [&q.model, &q.app_id, &q.user_id, &q.finish_reason].map(|c| super::panels::distinct_labels(c));
-        TraceView {
-            trace,
-            t0_ns,
-            t1_ns,
-            engines,
-            rows,
-            filter_labels,
-        }
-    }
-
-    /// A viewport showing the whole trace across `width` points.
-    pub fn full_view(&self, width: f64) -> Viewport {
-        let pad = (self.t1_ns - self.t0_ns) / 50;
-        Viewport::fit(self.t0_ns - pad, self.t1_ns + pad, width)
-    }
-}
 
 /// A drag in progress.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -156,17 +45,6 @@ pub struct WaterfallState {
     /// Where the request tracks were drawn, screen points (regenerated each frame).
     pub requests_rect: Option<Rect>,
     drag: Option<Drag>,
-}
-
-/// What happened in the waterfall this frame, for the app to act on.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    /// A request track was clicked.
-    SelectRequest(u32),
-    /// A time range was drag-selected (ns, ordered).
-    RangeSelected(i64, i64),
-    /// The selection was cleared.
-    RangeCleared,
 }
 
 /// What the pointer is over, to describe in a tooltip.
@@ -199,8 +77,13 @@ fn engine_block_height() -> f32 {
 }
 
 /// Draws the waterfall in the remaining space of `ui` and handles its input.
-pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, selected: Option<u32>) -> Vec<Event> {
-    let mut events = Vec::new();
+pub fn waterfall_ui(
+    ui: &mut Ui,
+    view: &TraceView,
+    state: &mut WaterfallState,
+    selected: Option<u32>,
+    out: &mut Vec<Command>,
+) {
     let rect = ui.available_rect_before_wrap();
     let response = ui.allocate_rect(rect, Sense::click_and_drag());
     let painter = ui.painter_at(rect);
@@ -262,7 +145,7 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
             }
             if i.key_pressed(Key::Escape) && state.range.is_some() {
                 state.range = None;
-                events.push(Event::RangeCleared);
+                out.push(Command::ClearRange);
             }
         });
         if ui.input(|i| i.key_pressed(Key::F)) {
@@ -309,10 +192,10 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
     if response.drag_stopped() {
         if let (Some(Drag::Select { .. }), Some((a, b))) = (state.drag, state.range) {
             if vp.x_from_time(b) - vp.x_from_time(a) >= 3.0 {
-                events.push(Event::RangeSelected(a, b));
+                out.push(Command::AnalyseRange(a, b));
             } else {
                 state.range = None;
-                events.push(Event::RangeCleared);
+                out.push(Command::ClearRange);
             }
         }
         state.drag = None;
@@ -345,7 +228,10 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
         && let Some(p) = response.interact_pointer_pos()
         && let Some(r) = row_at(&frame, view, state.scroll_y, p)
     {
-        events.push(Event::SelectRequest(r));
+        out.push(Command::Select {
+            request: Some(r),
+            scroll: false,
+        });
     }
     state.viewport = Some(vp);
     state.time_rect = Some(time);
@@ -398,7 +284,6 @@ pub fn waterfall_ui(ui: &mut Ui, view: &TraceView, state: &mut WaterfallState, s
     {
         response.on_hover_ui_at_pointer(|ui| hover_ui(ui, view, h));
     }
-    events
 }
 
 /// True when request `r` is alive (arrived, not finished) at some time in `from_ns..=to_ns`.

@@ -4,4 +4,7 @@
 pub mod layout;
 pub mod lod;
 pub mod ruler;
+pub mod trace_view;
 pub mod viewport;
+
+pub use trace_view::TraceView;

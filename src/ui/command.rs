@@ -1,0 +1,56 @@
+//! What a user asked for. Widgets draw from the state they are given and push commands; the app applies them, in
+//! order, after the frame is drawn (`App::apply`). One list for every panel: the waterfall, the microscope, the
+//! findings, the statistics, the selection panel and the menus.
+
+use std::path::PathBuf;
+
+use super::capture;
+use super::render::View;
+
+/// One thing asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Select a request (`None`: clear the selection); `scroll` brings its track into view.
+    Select {
+        /// The request row.
+        request: Option<u32>,
+        /// Scroll the waterfall to its track (it was named in a panel, not clicked on its track).
+        scroll: bool,
+    },
+    /// Analyse a drag-selected time range, ns.
+    AnalyseRange(i64, i64),
+    /// Forget the selected range and its analysis.
+    ClearRange,
+    /// Fit a time range across the waterfall, with a margin, ns.
+    ZoomTo(i64, i64),
+    /// Go to a finding: zoom to `from_ns..to_ns`, select `request` and its token, and analyse the range.
+    GoTo {
+        /// Range start, ns.
+        from_ns: i64,
+        /// Range end, ns.
+        to_ns: i64,
+        /// The subject.
+        request: Option<u32>,
+        /// The token to select, as a position among the request's tokens.
+        token: Option<usize>,
+    },
+    /// Put this text on the clipboard.
+    CopyText(String),
+    /// Write the selected range as a slice (format v1 Parquet, or Chrome trace JSON).
+    ExportRange {
+        /// Chrome trace JSON for Perfetto, else Parquet.
+        chrome: bool,
+    },
+    /// Save the statistics table as CSV.
+    SaveCsv(String),
+    /// Open a trace file or directory.
+    Open(PathBuf),
+    /// Ask for a trace to open through the file dialog.
+    OpenDialog,
+    /// Open the embedded demo trace.
+    OpenDemo,
+    /// Draw views offscreen at 2x and save or copy the PNG.
+    RenderPng(View, capture::Destination),
+    /// Capture the window, or one of its panels, as on screen, with its caption.
+    Capture(capture::Target, capture::Destination),
+}

@@ -1,0 +1,216 @@
+//! One open trace: everything that belongs to it (its view, filters, selection, range analysis, microscope,
+//! findings, statistics and their background jobs) in one struct, replaced whole when another trace is shown. A
+//! job belongs to the session that started it: when the session goes, its jobs go with it, and their results can
+//! never land on another trace.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::TryRecvError;
+
+use eframe::egui;
+
+use super::findings::FindingsState;
+use super::job::Job;
+use super::microscope::Microscope;
+use super::stats::StatsState;
+use super::waterfall::{self, WaterfallState};
+use crate::analysis::interference::{Interference, interference};
+use crate::format::Loaded;
+use crate::trace::CandidateSource;
+use crate::trace::report::Report;
+use crate::view::TraceView;
+use crate::view::layout::{TrackFilter, TrackOrder};
+
+/// The trace shown when the app starts without a path (embedded in the binary).
+pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/demo.parquet");
+/// The demo trace's file name.
+pub const DEMO_NAME: &str = "demo.parquet";
+
+/// Where a trace comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TraceSource {
+    /// A file or directory.
+    Path(PathBuf),
+    /// The embedded demo.
+    Demo,
+}
+
+impl TraceSource {
+    /// Its name for titles and the status bar.
+    pub fn name(&self) -> String {
+        match self {
+            TraceSource::Path(p) => p.display().to_string(),
+            TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
+        }
+    }
+}
+
+/// Tells sessions apart: each trace shown gets the next number, also when the same file is opened again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(u64);
+
+/// One open trace and everything the app holds for it.
+pub struct Session {
+    /// Which session this is (widgets' memory is kept per session).
+    pub id: SessionId,
+    /// Where the trace came from.
+    pub source: TraceSource,
+    /// What the waterfall draws.
+    pub view: TraceView,
+    /// What loading found wrong, and the importers' notes.
+    pub report: Report,
+    /// Reads a selected request's candidates when the load left them on disk.
+    pub candidates: Option<Arc<dyn CandidateSource>>,
+    /// The request tracks' filter.
+    pub filter: TrackFilter,
+    /// The waterfall's viewport, scroll and range.
+    pub waterfall: WaterfallState,
+    /// The selected request row.
+    pub selected: Option<u32>,
+    /// The analysis of the drag-selected range.
+    pub interference: Option<Interference>,
+    /// An analysis being computed (a minute of a large trace takes a fifth of a second).
+    interference_job: Option<Job<Interference>>,
+    /// The selected request under the microscope (made again when the selection changes).
+    pub microscope: Option<Microscope>,
+    /// A token to select once the microscope shows the selected request (a finding's).
+    pending_token: Option<usize>,
+    /// The findings of this trace.
+    pub findings: FindingsState,
+    /// The statistics of this trace.
+    pub stats: StatsState,
+}
+
+impl Session {
+    /// A session for a trace just loaded. The findings' hidden kinds and the statistics' grouping, sort and prices
+    /// carry over from the session it replaces.
+    pub fn new(
+        source: TraceSource,
+        loaded: Loaded,
+        candidates: Option<Arc<dyn CandidateSource>>,
+        order: TrackOrder,
+        previous: Option<&Session>,
+    ) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let filter = TrackFilter::default();
+        let view = TraceView::new(Arc::new(loaded.trace), order, &filter);
+        Session {
+            id: SessionId(NEXT.fetch_add(1, Ordering::Relaxed)),
+            source,
+            view,
+            report: loaded.report,
+            candidates,
+            filter,
+            waterfall: WaterfallState::default(),
+            selected: None,
+            interference: None,
+            interference_job: None,
+            microscope: None,
+            pending_token: None,
+            findings: previous.map(|p| p.findings.carried()).unwrap_or_default(),
+            stats: previous.map(|p| p.stats.carried()).unwrap_or_default(),
+        }
+    }
+
+    /// Orders and filters the request tracks again.
+    pub fn refresh_rows(&mut self, order: TrackOrder) {
+        self.view.rows = crate::view::layout::track_rows(&self.view.trace, order, &self.filter);
+    }
+
+    /// Selects a request (or none); `scroll` brings its track into view.
+    pub fn select(&mut self, request: Option<u32>, scroll: bool) {
+        self.selected = request;
+        if let (Some(r), true) = (request, scroll) {
+            waterfall::scroll_to_request(&mut self.waterfall, &self.view, r);
+        }
+    }
+
+    /// Fits a time range across the waterfall with a margin of a twentieth on each side.
+    pub fn zoom_to(&mut self, a: i64, b: i64) {
+        let pad = ((b - a) / 20).max(1_000);
+        self.waterfall.fit = Some((a - pad, b + pad));
+    }
+
+    /// Shows a time range with a margin, selects a request (scrolled into view) and a token, and analyses the range
+    /// as if it had been drag-selected.
+    pub fn go_to(
+        &mut self,
+        from_ns: i64,
+        to_ns: i64,
+        request: Option<u32>,
+        token: Option<usize>,
+        waker: Option<&egui::Context>,
+    ) {
+        let pad = ((to_ns - from_ns) / 10).max(1_000_000);
+        self.waterfall.fit = Some((from_ns - pad, to_ns + pad));
+        match request {
+            Some(r) => waterfall::scroll_to_request(&mut self.waterfall, &self.view, r),
+            None => waterfall::scroll_to_time(&mut self.waterfall, &self.view, from_ns, to_ns),
+        }
+        if request.is_some() && request != self.selected {
+            self.pending_token = token;
+            self.selected = request;
+        } else if let Some(m) = &mut self.microscope {
+            m.token = token;
+        }
+        self.waterfall.range = Some((from_ns, to_ns));
+        self.analyse_range(from_ns, to_ns, waker);
+    }
+
+    /// Computes the interference figures of a range on a thread of its own.
+    pub fn analyse_range(&mut self, a: i64, b: i64, waker: Option<&egui::Context>) {
+        let trace = Arc::clone(&self.view.trace);
+        match Job::spawn("interference", waker, move || interference(&trace, a, b)) {
+            Ok(job) => self.interference_job = Some(job),
+            Err(_) => self.interference = Some(interference(&self.view.trace, a, b)),
+        }
+    }
+
+    /// Forgets the range, its analysis, and an analysis still running.
+    pub fn clear_range(&mut self) {
+        self.interference = None;
+        self.interference_job = None;
+        self.waterfall.range = None;
+    }
+
+    /// True while the range is being analysed.
+    pub fn analysing(&self) -> bool {
+        self.interference_job.is_some()
+    }
+
+    /// Takes the analysis of the selected range when it is ready.
+    pub fn poll_interference(&mut self) {
+        if let Some(rx) = &self.interference_job {
+            match rx.try_recv() {
+                Ok(x) => {
+                    self.interference = Some(x);
+                    self.interference_job = None;
+                }
+                Err(TryRecvError::Disconnected) => self.interference_job = None,
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+    }
+
+    /// Waits for the analysis of the selected range (tests use this).
+    pub fn wait_interference(&mut self) {
+        while let Some(job) = &self.interference_job {
+            job.wait();
+            self.poll_interference();
+        }
+    }
+
+    /// Puts the selected request under the microscope when the selection changed.
+    pub fn sync_microscope(&mut self, waker: Option<&egui::Context>) {
+        let current = self.microscope.as_ref().map(|m| m.request);
+        if current == self.selected {
+            return;
+        }
+        self.microscope = self.selected.map(|r| {
+            let mut m = Microscope::new(&self.view.trace, self.candidates.as_ref(), r, waker);
+            m.token = self.pending_token.take();
+            m
+        });
+    }
+}

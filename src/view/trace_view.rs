@@ -1,0 +1,128 @@
+//! What the waterfall draws from, computed once per trace without egui: the trace's time span, one engine track per
+//! source (its steps as spans, its counters' scales), the request rows in their order, and the labels the filters
+//! offer.
+
+use std::sync::Arc;
+
+use super::layout::{self, TrackFilter, TrackOrder};
+use super::lod::Span;
+use super::viewport::Viewport;
+use crate::trace::{NO_STR, Trace};
+
+/// Per-trace data the view draws from, computed once per trace (and per order or filter for `rows`).
+#[derive(Clone)]
+pub struct TraceView {
+    /// The trace.
+    pub trace: Arc<Trace>,
+    /// Earliest time in the trace (`Trace::start_ns`: the ruler's 0), ns.
+    pub t0_ns: i64,
+    /// Latest time in the trace, ns.
+    pub t1_ns: i64,
+    /// One engine track per source with steps.
+    pub engines: Vec<EngineTrack>,
+    /// The request rows shown, in order.
+    pub rows: Vec<u32>,
+    /// The distinct model, app, user and finish-reason labels, for the filters.
+    pub filter_labels: [Vec<u32>; 4],
+}
+
+/// A source's steps.
+#[derive(Clone)]
+pub struct EngineTrack {
+    /// Source label id.
+    pub source: u32,
+    /// Its steps as spans (class: prefill share).
+    pub spans: Vec<Span>,
+    /// Largest batch size, prefill tokens and waiting count over the source's steps (the counters' scale).
+    pub max_counters: [f32; 4],
+    /// Whether any step of the source has each counter (an engine's own output may lack some: absent, not zero).
+    pub present: [bool; 4],
+}
+
+/// Which counters a step has.
+pub fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
+    let it = &trace.iterations;
+    [
+        it.num_reqs[i].is_some(),
+        it.num_prefill_tokens[i].is_some(),
+        it.kv_usage[i].is_some(),
+        it.num_waiting[i].is_some(),
+    ]
+}
+
+/// The counters drawn under each engine track, by name; [`counter_values`] gives a step's.
+pub const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "waiting"];
+
+pub fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
+    let it = &trace.iterations;
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let f = |v: Option<u32>| v.unwrap_or(0) as f32;
+    #[allow(clippy::cast_possible_truncation)]
+    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
+    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
+}
+
+impl TraceView {
+    /// Prepares a trace for drawing.
+    pub fn new(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter) -> Self {
+        let t = &trace;
+        let t0_ns = t.start_ns();
+        let ends = t
+            .requests
+            .finished_ns
+            .iter()
+            .flatten()
+            .chain(t.iterations.end_ns.iter())
+            .chain(t.tokens.emitted_ns.iter())
+            .chain(t.requests.arrival_ns.iter());
+        let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
+        let engines = t
+            .sources_with_iterations()
+            .iter()
+            .map(|&(source, ref range)| {
+                let mut max_counters = [1.0f32, 1.0, 1.0, 1.0];
+                let mut present = [false; 4];
+                for i in range.start as usize..range.end as usize {
+                    for (m, v) in max_counters.iter_mut().zip(counter_values(t, i)) {
+                        *m = m.max(v);
+                    }
+                    for (p, has) in present.iter_mut().zip(counters_present(t, i)) {
+                        *p |= has;
+                    }
+                }
+                max_counters[2] = 1.0; // KV use is a fraction: scale 0..1
+                EngineTrack {
+                    source,
+                    spans: layout::engine_spans(t, source),
+                    max_counters,
+                    present,
+                }
+            })
+            .collect();
+        let rows = layout::track_rows(t, order, filter);
+        let q = &t.requests;
+        let filter_labels = [&q.model, &q.app_id, &q.user_id, &q.finish_reason].map(|c| distinct_labels(c));
+        TraceView {
+            trace,
+            t0_ns,
+            t1_ns,
+            engines,
+            rows,
+            filter_labels,
+        }
+    }
+
+    /// A viewport showing the whole trace across `width` points.
+    pub fn full_view(&self, width: f64) -> Viewport {
+        let pad = (self.t1_ns - self.t0_ns) / 50;
+        Viewport::fit(self.t0_ns - pad, self.t1_ns + pad, width)
+    }
+}
+
+/// The distinct labels of a column, sorted by label id.
+pub fn distinct_labels(column: &[u32]) -> Vec<u32> {
+    let mut values: Vec<u32> = column.iter().copied().filter(|&v| v != NO_STR).collect();
+    values.sort_unstable();
+    values.dedup();
+    values
+}
