@@ -302,7 +302,8 @@ pub struct Sink<'b> {
 }
 
 impl<'b> Sink<'b> {
-    pub(crate) fn new(b: &'b mut TraceBuilder, file: u32, kind: Kind) -> Self {
+    /// A sink adding to `b` the records of file `file`, read as `kind`.
+    pub fn new(b: &'b mut TraceBuilder, file: u32, kind: Kind) -> Self {
         Self {
             b,
             file,

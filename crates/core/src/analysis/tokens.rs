@@ -278,12 +278,7 @@ mod tests {
 
     #[test]
     fn a_token_that_waited_through_prefill_only_steps_names_them() {
-        let t = load(
-            std::path::Path::new("sample_traces/prefill_interrupts_decode.jsonl"),
-            &Progress::default(),
-        )
-        .unwrap()
-        .trace;
+        let t = crate::test_support::sample("prefill_interrupts_decode.jsonl");
         let victim = t.request_row("chat-victim").unwrap();
         let loads = step_loads(&t, victim);
         let lat: Vec<Latency> = t.tokens_of(victim).map(|k| latency(&t, victim, k)).collect();
