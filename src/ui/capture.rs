@@ -72,6 +72,26 @@ pub fn crop_image(image: &ColorImage, crop: Option<Rect>, pixels_per_point: f32)
     ColorImage::new([x1 - x0, y1 - y0], pixels)
 }
 
+/// Which views the image shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum View {
+    /// The wide-angle waterfall.
+    Waterfall,
+    /// The high-power view of one request.
+    Request,
+    /// The waterfall above the request's high-power view.
+    Both,
+}
+
+impl View {
+    /// Every view with its command-line name.
+    pub const ALL: [(View, &'static str); 3] = [
+        (View::Waterfall, "waterfall"),
+        (View::Request, "request"),
+        (View::Both, "both"),
+    ];
+}
+
 /// The height of the caption strip, points.
 pub const CAPTION_HEIGHT: f32 = 22.0;
 

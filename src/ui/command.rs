@@ -4,8 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::capture;
-use super::render::View;
+use super::capture::{self, View};
 
 /// One thing asked for.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,32 +9,13 @@ use eframe::egui::{self, ColorImage, Ui};
 use egui_kittest::Harness;
 
 use super::capture;
+pub use super::capture::View;
 use super::microscope::{Microscope, microscope_ui};
 use super::theme;
 use super::waterfall::{self, WaterfallState};
 use crate::analysis::summary::Slo;
 use crate::view::TraceView;
 use crate::view::viewport::Viewport;
-
-/// Which views the image shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum View {
-    /// The wide-angle waterfall.
-    Waterfall,
-    /// The high-power view of one request.
-    Request,
-    /// The waterfall above the request's high-power view.
-    Both,
-}
-
-impl View {
-    /// Every view with its command-line name.
-    pub const ALL: [(View, &'static str); 3] = [
-        (View::Waterfall, "waterfall"),
-        (View::Request, "request"),
-        (View::Both, "both"),
-    ];
-}
 
 /// What to draw: the same state the window holds.
 pub struct Scene {
