@@ -83,6 +83,61 @@ impl Cost {
     }
 }
 
+/// Why a price table was refused; the message names the field and says what a good value is.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    /// Not JSON, or not the shape of a price table.
+    #[error(
+        "{message} at {path}: a price table is {{\"currency\": \"USD\", \"default\": {{\"input\": 0.15, \
+         \"cached_input\": 0.075, \"output\": 0.6}}, \"models\": {{\"NAME\": {{...}}}}}}, per 1 M tokens"
+    )]
+    Malformed {
+        /// Where in the document (`models.m.input`).
+        path: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A price below 0, above the largest plausible one, or not a number.
+    #[error("{model}.{field} = {value}: a price is a number from 0 to {MAX_PRICE}, per 1 M tokens")]
+    OutOfRange {
+        /// `default` or the model's name.
+        model: String,
+        /// `input`, `cached_input` or `output`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A cached prompt token priced above an uncached one.
+    #[error(
+        "{model}.cached_input = {cached_input} is above {model}.input = {input}: a cached token costs at most an \
+         uncached one"
+    )]
+    CachedAboveInput {
+        /// `default` or the model's name.
+        model: String,
+        /// The cached-input price given.
+        cached_input: f64,
+        /// The input price given.
+        input: f64,
+    },
+    /// The file cannot be read.
+    #[error("cannot read {file}: {source}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file's table was refused.
+    #[error("{file}: {error}")]
+    InFile {
+        /// The file.
+        file: String,
+        /// Why.
+        error: Box<PriceError>,
+    },
+}
+
 impl Prices {
     /// The price of a model.
     pub fn for_model(&self, model: Option<&str>) -> Price {
@@ -93,15 +148,11 @@ impl Prices {
     ///
     /// # Errors
     /// Malformed JSON, an unknown field, a price that is negative or not a number.
-    pub fn from_json(text: &str) -> Result<Self, String> {
+    pub fn from_json(text: &str) -> Result<Self, PriceError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let prices: Prices = serde_path_to_error::deserialize(de).map_err(|e| {
-            format!(
-                "{} at {}: a price table is {{\"currency\": \"USD\", \"default\": {{\"input\": 0.15, \
-                 \"cached_input\": 0.075, \"output\": 0.6}}, \"models\": {{\"NAME\": {{...}}}}}}, per 1 M tokens",
-                e.inner(),
-                e.path()
-            )
+        let prices: Prices = serde_path_to_error::deserialize(de).map_err(|e| PriceError::Malformed {
+            path: e.path().to_string(),
+            message: e.inner().to_string(),
         })?;
         let all =
             std::iter::once(("default", &prices.default)).chain(prices.models.iter().map(|(k, p)| (k.as_str(), p)));
@@ -112,16 +163,19 @@ impl Prices {
                 ("output", p.output),
             ] {
                 if !(v.is_finite() && (0.0..=MAX_PRICE).contains(&v)) {
-                    return Err(format!(
-                        "{name}.{field} = {v}: a price is a number from 0 to {MAX_PRICE}, per 1 M tokens"
-                    ));
+                    return Err(PriceError::OutOfRange {
+                        model: name.to_owned(),
+                        field,
+                        value: v,
+                    });
                 }
             }
             if p.cached_input > p.input {
-                return Err(format!(
-                    "{name}.cached_input = {} is above {name}.input = {}: a cached token costs at most an uncached one",
-                    p.cached_input, p.input
-                ));
+                return Err(PriceError::CachedAboveInput {
+                    model: name.to_owned(),
+                    cached_input: p.cached_input,
+                    input: p.input,
+                });
             }
         }
         Ok(prices)
@@ -131,9 +185,16 @@ impl Prices {
     ///
     /// # Errors
     /// An unreadable file, or what [`Prices::from_json`] rejects; the message names the file.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        Self::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, PriceError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| PriceError::Read {
+            file: file.clone(),
+            source: e,
+        })?;
+        Self::from_json(&text).map_err(|e| PriceError::InFile {
+            file,
+            error: Box::new(e),
+        })
     }
 
     /// The cost of one request: uncached prompt tokens at the input price, cached ones at the cached-input price,
@@ -170,15 +231,25 @@ mod tests {
         let p = Prices::from_json(r#"{"default": {"input": 1, "cached_input": 0.5, "output": 2}}"#).unwrap();
         assert_eq!(p.currency, "USD");
         assert_eq!(p.for_model(Some("any")).output, 2.0);
-        let e = Prices::from_json(r#"{"default": {"input": 1, "cached": 0.5, "output": 2}}"#).unwrap_err();
+        let e = Prices::from_json(r#"{"default": {"input": 1, "cached": 0.5, "output": 2}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown field `cached`") && e.contains("default"), "{e}");
-        let e = Prices::from_json(r#"{"models": {"m": {"input": -1, "cached_input": 0, "output": 0}}}"#).unwrap_err();
+        let e = Prices::from_json(r#"{"models": {"m": {"input": -1, "cached_input": 0, "output": 0}}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("m.input = -1"), "{e}");
-        let e = Prices::from_json(r#"{"default": {"input": 1, "cached_input": 2, "output": 1}}"#).unwrap_err();
+        let e = Prices::from_json(r#"{"default": {"input": 1, "cached_input": 2, "output": 1}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("default.cached_input = 2 is above default.input = 1"), "{e}");
-        let e = Prices::from_json(r#"{"default": {"input": 1e308, "cached_input": 0, "output": 0}}"#).unwrap_err();
+        let e = Prices::from_json(r#"{"default": {"input": 1e308, "cached_input": 0, "output": 0}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("from 0 to 1000000"), "{e}");
-        let e = Prices::from_json(r#"{"default": {"input": "cheap"}}"#).unwrap_err();
+        let e = Prices::from_json(r#"{"default": {"input": "cheap"}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("default.input"), "{e}");
     }
 }

@@ -63,6 +63,18 @@ pub const DEFAULT_REPETITION_REPEATS: u32 = 4;
 /// the simulator's 40-word vocabulary; rarer still in a real one).
 pub const DEFAULT_REPETITION_MIN_TOKENS: u32 = 16;
 
+/// A threshold out of range: its field, command-line flag, value and what it should be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} (--{flag}) = {value}: {want}", flag = field.replace('_', "-"))]
+pub struct ThresholdError {
+    /// The field of [`Thresholds`].
+    pub field: &'static str,
+    /// The value given, as written.
+    pub value: String,
+    /// What it should be.
+    pub want: &'static str,
+}
+
 /// The thresholds of every detector; defaults are the `DEFAULT_*` constants (see them for the reasons).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
@@ -114,10 +126,8 @@ impl Thresholds {
     ///
     /// # Errors
     /// The first threshold out of range.
-    pub fn check(&self) -> Result<(), String> {
-        let bad = |field: &str, value: String, want: &str| {
-            Err(format!("{field} (--{}) = {value}: {want}", field.replace('_', "-")))
-        };
+    pub fn check(&self) -> Result<(), ThresholdError> {
+        let bad = |field: &'static str, value: String, want: &'static str| Err(ThresholdError { field, value, want });
         let t = self;
         if !(t.itl_factor.is_finite() && t.itl_factor > 1.0) {
             return bad(
@@ -228,7 +238,7 @@ mod tests {
     fn thresholds_out_of_range_are_named_with_their_flag() {
         let d = Thresholds::default();
         assert_eq!(d.check(), Ok(()));
-        let e = Thresholds { eos_min_rank: 0, ..d }.check().unwrap_err();
+        let e = Thresholds { eos_min_rank: 0, ..d }.check().unwrap_err().to_string();
         assert!(
             e.starts_with("eos_min_rank (--eos-min-rank) = 0: ranks start at 1"),
             "{e}"
@@ -238,7 +248,8 @@ mod tests {
             ..d
         }
         .check()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("itl_factor (--itl-factor) = NaN"), "{e}");
         assert!(Thresholds { monopoly_steps: 1, ..d }.check().is_err());
         assert!(
