@@ -189,12 +189,16 @@ enum Command {
         /// Only these kinds (comma-separated).
         #[arg(long, value_delimiter = ',', value_enum)]
         kind: Option<Vec<findings::Kind>>,
-        /// TTFT objective in ms, for the SLO-violation finding.
+        /// TTFT objective in ms, for the SLO-violation finding (without either objective: TTFT 1000 ms and TPOT
+        /// 50 ms, the app's defaults).
         #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms, for the SLO-violation finding.
         #[arg(long, value_name = "MS", value_parser = positive_ms)]
         slo_tpot_ms: Option<f64>,
+        /// Judge no objective: no SLO-violation finding.
+        #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+        no_slo: bool,
         #[command(flatten)]
         thresholds: findings::Thresholds,
     },
@@ -236,6 +240,10 @@ enum Command {
         /// TPOT objective for the request header, ms.
         #[arg(long, value_name = "MS", value_parser = positive_ms, default_value_t = 50.0)]
         slo_tpot_ms: f64,
+        /// Render the Nth finding of `tokenscope findings` (from 1; default objectives and thresholds): its time
+        /// range, its request and token selected, as a click on it shows in the app.
+        #[arg(long, value_name = "N", conflicts_with_all = ["from_ms", "to_ms", "request", "token"])]
+        finding: Option<usize>,
         /// The PNG to write.
         #[arg(short, long)]
         output: PathBuf,
@@ -338,13 +346,25 @@ fn main() -> ExitCode {
             kind,
             slo_ttft_ms,
             slo_tpot_ms,
+            no_slo,
             thresholds,
         }) => {
-            let slo = Slo {
+            let given = Slo {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
-            emit(&cli::findings::run(&trace, json, slo, &thresholds, kind.as_deref()))
+            let objectives = match (given.is_set(), no_slo) {
+                (true, _) => cli::findings::Objectives::Given(given),
+                (false, true) => cli::findings::Objectives::Given(Slo::default()),
+                (false, false) => cli::findings::Objectives::Default,
+            };
+            emit(&cli::findings::run(
+                &trace,
+                json,
+                objectives,
+                &thresholds,
+                kind.as_deref(),
+            ))
         }
         Some(Command::Render {
             trace,
@@ -359,9 +379,11 @@ fn main() -> ExitCode {
             no_caption,
             slo_ttft_ms,
             slo_tpot_ms,
+            finding,
             output,
         }) => {
             let options = cli::render::RenderOptions {
+                finding,
                 from_ms,
                 to_ms,
                 request,

@@ -149,6 +149,43 @@ fn findings_json_names_the_planted_eos_and_kinds_filter() {
 }
 
 #[test]
+fn findings_judge_the_default_objectives_unless_told_and_say_so() {
+    // Without objectives, TTFT 1 s and TPOT 50 ms (the app's): long_prefill's short-700 waited 8.5 s.
+    let (code, stdout, _) = tokenscope(&["findings", "sample_traces/long_prefill.jsonl"]);
+    assert_eq!(code, 0);
+    let second = stdout.lines().nth(1).unwrap();
+    assert_eq!(
+        second,
+        "objectives: TTFT <= 1000 ms, TPOT <= 50 ms (defaults; --slo-ttft-ms, --slo-tpot-ms or --no-slo to change)"
+    );
+    assert!(stdout.contains("missed the TTFT objective of 1000 ms"), "{stdout}");
+    // Given ones are judged alone; --no-slo judges none.
+    let (_, stdout, _) = tokenscope(&["findings", "sample_traces/long_prefill.jsonl", "--slo-ttft-ms", "20000"]);
+    assert_eq!(stdout.lines().nth(1), Some("objectives: TTFT <= 20000 ms"));
+    assert!(!stdout.contains("[slo-violations]"), "nobody waited 20 s: {stdout}");
+    let (_, stdout, _) = tokenscope(&["findings", "sample_traces/long_prefill.jsonl", "--no-slo", "--json"]);
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["slo"]["ttft_ms"], Value::Null);
+    assert_eq!(v["slo"]["defaults"], false);
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "slo-violations")
+    );
+    let (code, _, stderr) = tokenscope(&[
+        "findings",
+        "sample_traces/long_prefill.jsonl",
+        "--no-slo",
+        "--slo-ttft-ms",
+        "5",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
 fn findings_text_of_the_long_prefill_lists_the_monopoly_steps() {
     let (code, stdout, _) = tokenscope(&[
         "findings",

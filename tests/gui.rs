@@ -476,3 +476,39 @@ fn a_range_analysis_of_one_trace_never_lands_on_the_next() {
     assert_eq!(next.findings.hidden, [hidden]);
     h.get_by_label_contains("long_prefill.jsonl");
 }
+
+#[test]
+fn thresholds_edited_in_the_findings_panel_apply_at_once() {
+    use tokenscope::analysis::findings::Kind;
+    let mut h = harness(demo_app());
+    let monopoly = |h: &Harness<'static, App>| {
+        let s = h.state().session().unwrap();
+        s.findings
+            .findings
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(|f| f.kind == Kind::PrefillMonopoly)
+    };
+    assert!(monopoly(&h), "doc-96k's five prefill steps, at the default of 3");
+    h.get_by_label("Thresholds…").click();
+    h.run();
+    // Six consecutive steps asked for (as a screen reader sets a value): computed again, doc-96k's five are not.
+    h.get_by_label("monopoly steps").set_value_accesskit(6.0);
+    h.run();
+    h.state_mut().session_mut().unwrap().findings.wait();
+    h.run();
+    assert!(!monopoly(&h));
+    // A value that does not check is kept as a draft with the reason, and not applied.
+    h.get_by_label("monopoly steps").set_value_accesskit(1.0);
+    h.run();
+    h.get_by_label_contains("monopoly_steps (--monopoly-steps) = 1: give at least 2");
+    h.state_mut().session_mut().unwrap().findings.wait();
+    assert!(!monopoly(&h), "still 6: the draft was not applied");
+    // Defaults bring the finding back.
+    h.get_by_label("Defaults").click();
+    h.run();
+    h.state_mut().session_mut().unwrap().findings.wait();
+    h.run();
+    assert!(monopoly(&h));
+}

@@ -164,3 +164,33 @@ fn a_range_far_past_the_end_still_draws_the_trace() {
     );
     assert_eq!(img.dimensions(), (1400, 860));
 }
+
+#[test]
+fn a_finding_renders_as_a_click_on_it_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // long_prefill's second finding (in `tokenscope findings` order) is doc-96k's prefill monopoly: its five steps
+    // with a margin, doc-96k and its first token selected, both views.
+    let (code, stdout, _) = tokenscope(&["findings", LONG]);
+    assert_eq!(code, 0);
+    let second = stdout.split("\n\n").nth(2).unwrap();
+    assert!(second.contains("[prefill-monopoly]"), "{stdout}");
+    let finding = render(&[LONG, "--finding", "2"], &dir.path().join("f.png"));
+    assert_eq!(finding.dimensions(), (2800, 1720));
+    let request = render(
+        &[LONG, "--request", "doc-96k", "--token", "0"],
+        &dir.path().join("r.png"),
+    );
+    assert_ne!(finding, request, "the finding's range is zoomed to and selected");
+    // Beyond the count, and with a range given: clear errors.
+    let out = dir.path().join("x.png");
+    let out_s = out.to_string_lossy();
+    let (code, _, stderr) = tokenscope(&["render", LONG, "--finding", "9", "-o", &out_s]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("long_prefill.jsonl has 5 findings") && stderr.contains("give 1 to 5"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = tokenscope(&["render", LONG, "--finding", "1", "--from-ms", "0", "-o", &out_s]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}

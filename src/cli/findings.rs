@@ -102,8 +102,55 @@ pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &st
     out
 }
 
+/// The objectives SLO violations are judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Objectives {
+    /// As given on the command line (none with `--no-slo`).
+    Given(Slo),
+    /// None given: the app's defaults ([`Slo::DEFAULT`]), said in the output, so that a run missing every
+    /// reasonable objective is never "0 findings".
+    Default,
+}
+
+impl Objectives {
+    /// The objectives.
+    pub fn slo(self) -> Slo {
+        match self {
+            Objectives::Given(s) => s,
+            Objectives::Default => Slo::DEFAULT,
+        }
+    }
+
+    /// A line saying what requests were judged by.
+    fn line(self) -> String {
+        let slo = self.slo();
+        let judged = [
+            slo.ttft_ms.map(|t| format!("TTFT <= {t} ms")),
+            slo.tpot_ms.map(|t| format!("TPOT <= {t} ms")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+        match (self, judged.is_empty()) {
+            (_, true) => "objectives: none (--no-slo)".to_owned(),
+            (Objectives::Default, false) => format!(
+                "objectives: {} (defaults; --slo-ttft-ms, --slo-tpot-ms or --no-slo to change)",
+                judged.join(", ")
+            ),
+            (Objectives::Given(_), false) => format!("objectives: {}", judged.join(", ")),
+        }
+    }
+}
+
 /// Runs `findings`.
-pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds: Option<&[Kind]>) -> Output {
+pub fn run(
+    input: &Path,
+    as_json: bool,
+    objectives: Objectives,
+    thresholds: &Thresholds,
+    kinds: Option<&[Kind]>,
+) -> Output {
+    let slo = objectives.slo();
     if let Err(e) = thresholds.check() {
         return Output::error(e, 2);
     }
@@ -118,10 +165,20 @@ pub fn run(input: &Path, as_json: bool, slo: Slo, thresholds: &Thresholds, kinds
         let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();
         format!(
             "{:#}\n",
-            json!({"trace": input.display().to_string(), "thresholds": thresholds, "findings": list})
+            json!({
+                "trace": input.display().to_string(),
+                "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": objectives == Objectives::Default},
+                "thresholds": thresholds,
+                "findings": list,
+            })
         )
     } else {
-        findings_text(trace, origin, &findings, &input.display().to_string())
+        let text = findings_text(trace, origin, &findings, &input.display().to_string());
+        // The objectives right under the count: what the SLO findings (or their absence) mean.
+        match text.split_once('\n') {
+            Some((head, rest)) => format!("{head}\n{}\n{rest}", objectives.line()),
+            None => text,
+        }
     };
     let rejected = loaded.report.rejected_count();
     Output {

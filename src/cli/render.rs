@@ -1,13 +1,16 @@
-//! `tokenscope render TRACE -o out.png [--from-ms A --to-ms B] [--request ID] [--token N] [--width W --height H]
-//! [--view waterfall|request|both] [--scale S] [--no-caption]`: a PNG of the views with no display, drawn by the
-//! window's own code (see `ui::render`). Times are ms after the trace's start (the ruler's 0), as for `export`.
+//! `tokenscope render TRACE -o out.png [--from-ms A --to-ms B] [--request ID] [--token N] [--finding N]
+//! [--width W --height H] [--view waterfall|request|both] [--scale S] [--no-caption]`: a PNG of the views with no
+//! display, drawn by the window's own code (see `ui::render`). Times are ms after the trace's start (the ruler's
+//! 0), as for `export`. `--finding N` draws what a click on the Nth finding shows in the app, for CI reports.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use super::{Output, validate};
+use crate::analysis::findings::{Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::format::{self, LoadOptions, Progress};
+use crate::trace::{CandidateSource, Trace};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
 use crate::view::TraceView;
@@ -36,6 +39,9 @@ pub struct RenderOptions {
     pub caption: bool,
     /// Objectives the request is judged by.
     pub slo: Slo,
+    /// Render the Nth finding (from 1, in `tokenscope findings`' order, with these objectives and the default
+    /// thresholds): its time range selected with a margin, its subject request and token selected.
+    pub finding: Option<usize>,
 }
 
 fn usage(message: String) -> Output {
@@ -71,17 +77,21 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         }
         _ => return usage("give both --from-ms and --to-ms, or neither (the whole trace)".to_owned()),
     };
-    let which = options.view.unwrap_or(if options.request.is_some() {
-        View::Both
-    } else {
-        View::Waterfall
-    });
+    let which = options
+        .view
+        .unwrap_or(if options.request.is_some() || options.finding.is_some() {
+            View::Both
+        } else {
+            View::Waterfall
+        });
     let size = Size {
         width: options.width,
         height: options.height,
         pixels_per_point: options.scale,
     };
-    if let Err(e) = check(which, options.request.is_some(), size) {
+    if options.finding.is_none()
+        && let Err(e) = check(which, options.request.is_some(), size)
+    {
         return usage(e.to_string());
     }
     let progress = Progress::default();
@@ -101,6 +111,9 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         Err(e) => return validate::fatal(&e, false),
     };
     let trace = Arc::new(loaded.trace);
+    if let Some(n) = options.finding {
+        return render_finding(input, options, output, &trace, reader, n, size);
+    }
     let request = match &options.request {
         None => None,
         Some(id) => match trace.request_row(id) {
@@ -149,6 +162,11 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         caption: options.caption,
         scroll_y: None,
     };
+    write_png(scene, which, size, output)
+}
+
+/// Draws and writes the PNG.
+fn write_png(scene: Scene, which: View, size: Size, output: &Path) -> Output {
     let image = match render(scene, which, size) {
         Ok(i) => i,
         Err(e) => return Output::error(e, 1),
@@ -170,4 +188,58 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         stderr: String::new(),
         code: 0,
     }
+}
+
+/// `--finding N`: the Nth finding's range (with a tenth of its length, at least 1 ms, either side), its range
+/// selected, its subject request and token under the microscope.
+fn render_finding(
+    input: &Path,
+    options: &RenderOptions,
+    output: &Path,
+    trace: &Arc<Trace>,
+    reader: Option<Arc<dyn CandidateSource>>,
+    n: usize,
+    size: Size,
+) -> Output {
+    let found = find(trace, &options.slo, &Thresholds::default());
+    let Some(f) = n.checked_sub(1).and_then(|k| found.get(k)) else {
+        return usage(format!(
+            "--finding {n}: {} has {} finding{} (`tokenscope findings {}` lists them); give 1 to {}",
+            input.display(),
+            found.len(),
+            if found.len() == 1 { "" } else { "s" },
+            input.display(),
+            found.len().max(1)
+        ));
+    };
+    let request = f.requests.first().copied();
+    let token = match (request, f.tokens.first()) {
+        (Some(r), Some(&t)) => {
+            let rows = trace.tokens_of(r);
+            rows.contains(&t).then(|| t - rows.start)
+        }
+        _ => None,
+    };
+    let which = match (options.view, request) {
+        (Some(v), _) => v,
+        (None, Some(_)) => View::Both,
+        (None, None) => View::Waterfall,
+    };
+    if let Err(e) = check(which, request.is_some(), size) {
+        return usage(format!("--finding {n} ({}): {e}", f.kind.name()));
+    }
+    let pad = ((f.to_ns - f.from_ns) / 10).max(1_000_000);
+    let scene = Scene {
+        view: TraceView::new(Arc::clone(trace), TrackOrder::default(), &TrackFilter::default()),
+        candidates: reader,
+        source_name: input.display().to_string(),
+        time_range: Some((f.from_ns - pad, f.to_ns + pad)),
+        selection: Some((f.from_ns, f.to_ns)),
+        request,
+        token,
+        slo: options.slo,
+        caption: options.caption,
+        scroll_y: None,
+    };
+    write_png(scene, which, size, output)
 }

@@ -56,10 +56,7 @@ fn default_caption() -> bool {
 
 /// Objectives a chat service commonly sets: first token within a second, 50 ms per output token after it.
 fn default_slo() -> Slo {
-    Slo {
-        ttft_ms: Some(1000.0),
-        tpot_ms: Some(50.0),
-    }
+    Slo::DEFAULT
 }
 
 impl Default for Settings {
@@ -461,7 +458,7 @@ impl App {
         }
         let t0 = s.view.t0_ns;
         let mut open = true;
-        let out = &mut self.commands;
+        let (out, thresholds) = (&mut self.commands, &mut self.settings.thresholds);
         egui::Panel::left("findings")
             .resizable(true)
             .default_size(330.0)
@@ -472,7 +469,7 @@ impl App {
                         open = false;
                     }
                 });
-                findings_panel::findings_ui(ui, &trace, t0, &mut s.findings, out);
+                findings_panel::findings_ui(ui, &trace, t0, &mut s.findings, thresholds, out);
             });
         self.show_findings = open;
     }

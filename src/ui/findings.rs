@@ -8,7 +8,7 @@ use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::command::Command;
 use super::theme;
-use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::findings::{Finding, Kind, Severity, ThresholdValue, Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
@@ -28,6 +28,10 @@ pub struct FindingsState {
     pub selected: Option<usize>,
     /// Kinds hidden from the list.
     pub hidden: Vec<Kind>,
+    /// The thresholds' editor is open.
+    pub editing: bool,
+    /// The thresholds as edited, when they do not check yet (kept until they do, or are reset).
+    draft: Option<(Thresholds, String)>,
     key: Option<Key>,
     job: Option<(Key, super::job::Job<Vec<Finding>>)>,
 }
@@ -46,6 +50,7 @@ impl FindingsState {
     pub fn carried(&self) -> Self {
         FindingsState {
             hidden: self.hidden.clone(),
+            editing: self.editing,
             ..FindingsState::default()
         }
     }
@@ -161,8 +166,62 @@ fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> 
     inner.response.interact(egui::Sense::click())
 }
 
+/// The thresholds' editor: every threshold with its flag's help; a change that checks is applied at once (the
+/// findings are computed again), one that does not is kept as a draft with the reason shown.
+fn thresholds_ui(ui: &mut Ui, state: &mut FindingsState, thresholds: &mut Thresholds) {
+    let mut draft = state.draft.as_ref().map_or(*thresholds, |d| d.0);
+    let mut changed = false;
+    let help = Thresholds::help();
+    egui::Grid::new("thresholds")
+        .num_columns(2)
+        .striped(true)
+        .show(ui, |ui| {
+            for (name, value) in draft.values_mut() {
+                let text = help.iter().find(|(id, _)| id == name).map_or("", |(_, h)| h.as_str());
+                let label = ui.label(name.replace('_', " ")).on_hover_text(text);
+                let response = match value {
+                    ThresholdValue::Real(v) => ui.add(egui::DragValue::new(v).speed(0.01).max_decimals(3)),
+                    ThresholdValue::Count(v) => ui.add(egui::DragValue::new(v).speed(0.2)),
+                };
+                changed |= response.labelled_by(label.id).on_hover_text(text).changed();
+                ui.end_row();
+            }
+        });
+    ui.horizontal(|ui| {
+        if ui.button("Defaults").clicked() {
+            draft = Thresholds::default();
+            changed = true;
+        }
+        if let Some((_, why)) = &state.draft {
+            ui.colored_label(ui.visuals().error_fg_color, why);
+        }
+    });
+    if changed {
+        match draft.check() {
+            Ok(()) => {
+                *thresholds = draft;
+                state.draft = None;
+            }
+            Err(e) => state.draft = Some((draft, e.to_string())),
+        }
+    }
+}
+
 /// The panel's contents; a click on a finding asks to go there.
-pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsState, out: &mut Vec<Command>) {
+pub fn findings_ui(
+    ui: &mut Ui,
+    trace: &Trace,
+    t0_ns: i64,
+    state: &mut FindingsState,
+    thresholds: &mut Thresholds,
+    out: &mut Vec<Command>,
+) {
+    ui.toggle_value(&mut state.editing, "Thresholds…")
+        .on_hover_text("What each detector needs to report a finding; kept between runs");
+    if state.editing {
+        thresholds_ui(ui, state, thresholds);
+        ui.separator();
+    }
     let Some(findings) = &state.findings else {
         ui.horizontal(|ui| {
             ui.spinner();
@@ -171,7 +230,7 @@ pub fn findings_ui(ui: &mut Ui, trace: &Trace, t0_ns: i64, state: &mut FindingsS
         return;
     };
     if findings.is_empty() {
-        ui.label("Nothing found: no known incident pattern in this trace under the current objectives.");
+        ui.label("Nothing found: no known incident pattern in this trace under the current objectives and thresholds.");
         return;
     }
     let [c, w, i] = state.counts().unwrap_or_default();

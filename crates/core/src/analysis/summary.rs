@@ -20,6 +20,13 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// Objectives a chat service commonly sets, used when none are given (the app's defaults, and `tokenscope
+    /// findings` without `--slo-*`): the first token within a second, 50 ms per output token after it.
+    pub const DEFAULT: Slo = Slo {
+        ttft_ms: Some(1000.0),
+        tpot_ms: Some(50.0),
+    };
+
     /// The objectives a request misses, as sentences with figures ("TTFT 612.0 ms > 500 ms"); empty when it meets
     /// every one.
     pub fn misses(&self, m: &RequestMetrics) -> Vec<String> {

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::words::{duration, names, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
+use crate::analysis::stats::thousands;
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
@@ -51,6 +52,10 @@ impl Detector for KvSaturation {
                     let _ = write!(summary, "; {preempted} preemptions");
                     if !requests.is_empty() {
                         let _ = write!(summary, " ({})", names(trace, &requests));
+                    }
+                    let recomputed = cx.recomputed_tokens(source, from_ns, to_ns);
+                    if recomputed > 0 {
+                        let _ = write!(summary, ", {} tokens computed again", thousands(recomputed));
                     }
                 }
                 requests.truncate(MAX_LISTED_REQUESTS);

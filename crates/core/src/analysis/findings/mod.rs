@@ -6,10 +6,12 @@
 //! KV-saturation run, per SLO objective, one for all truncations and one for all token-count mismatches. The
 //! detectors of one run work in parallel (rayon).
 
+mod chronic_interference;
 mod context;
 mod decode_interrupted;
 mod eos_mistrigger;
 mod kv_saturation;
+mod overload;
 mod preemption_burst;
 mod prefill_monopoly;
 mod repetition_loop;
@@ -24,10 +26,12 @@ use rayon::prelude::*;
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
+pub use chronic_interference::chronic_interference;
 pub use context::Context;
 pub use decode_interrupted::decode_interrupted;
 pub use eos_mistrigger::eos_mistrigger;
 pub use kv_saturation::kv_saturation;
+pub use overload::overload;
 pub use preemption_burst::preemption_bursts;
 pub use prefill_monopoly::prefill_monopoly;
 pub use repetition_loop::repetition_loops;
@@ -52,7 +56,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 9] = [
+pub const DETECTORS: [&dyn Detector; 11] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -62,6 +66,8 @@ pub const DETECTORS: [&dyn Detector; 9] = [
     &repetition_loop::RepetitionLoop,
     &truncation::Truncation,
     &token_mismatch::TokenMismatch,
+    &overload::Overload,
+    &chronic_interference::ChronicInterference,
 ];
 
 /// What a finding is about.
@@ -86,11 +92,15 @@ pub enum Kind {
     Truncation,
     /// `output_tokens` disagrees with the token records.
     TokenMismatch,
+    /// Requests arrived faster than an instance scheduled them, long enough that its queue never emptied.
+    Overload,
+    /// Decodes spent a large share of their time behind other requests' prefill, minute after minute.
+    ChronicInterference,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -100,6 +110,8 @@ impl Kind {
         Kind::RepetitionLoop,
         Kind::Truncation,
         Kind::TokenMismatch,
+        Kind::Overload,
+        Kind::ChronicInterference,
     ];
 
     /// The kebab-case name (command line, JSON).
@@ -114,6 +126,8 @@ impl Kind {
             Kind::RepetitionLoop => "repetition-loop",
             Kind::Truncation => "truncation",
             Kind::TokenMismatch => "token-mismatch",
+            Kind::Overload => "overload",
+            Kind::ChronicInterference => "chronic-interference",
         }
     }
 
@@ -134,6 +148,8 @@ impl Kind {
             Kind::RepetitionLoop => "Repetition loop",
             Kind::Truncation => "Truncated at the token limit",
             Kind::TokenMismatch => "Token count mismatch",
+            Kind::Overload => "Overload: the queue kept growing",
+            Kind::ChronicInterference => "Decodes chronically slowed by prefill",
         }
     }
 }

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::words::{duration, names, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
+use crate::analysis::stats::thousands;
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
@@ -48,6 +49,10 @@ impl Detector for PreemptionBurst {
                     );
                     if !requests.is_empty() {
                         let _ = write!(summary, ": {} recomputed", names(trace, &requests));
+                        let recomputed = cx.recomputed_tokens(source, from_ns, to_ns);
+                        if recomputed > 0 {
+                            let _ = write!(summary, " ({} tokens computed again)", thousands(recomputed));
+                        }
                     }
                     if let Some(peak) = cluster.iter().filter_map(|&i| it.kv_usage[i]).reduce(f64::max) {
                         let _ = write!(summary, " (KV cache up to {:.1} %)", 100.0 * peak);

@@ -75,6 +75,27 @@ pub struct ThresholdError {
     pub want: &'static str,
 }
 
+/// Overload: a queue that never emptied for this long, seconds. A burst the engine absorbs in a few seconds is not
+/// overload; a queue that stays ten seconds is, on any hardware.
+pub const DEFAULT_OVERLOAD_MIN_S: f64 = 10.0;
+
+/// Overload: the median queue time of the requests that arrived meanwhile, ms, at least. A second in the queue is
+/// what a user notices before anything happens; it also keeps an engine that schedules every step, with a request
+/// or two waiting a few ms each time, from being called overloaded.
+pub const DEFAULT_OVERLOAD_QUEUE_MS: f64 = 1_000.0;
+
+/// Chronic interference: the share of the decode tokens' time owed to other requests' prefill, in a minute, at
+/// least. On `steady` (ordinary chat prompts at 1.5 req/s an instance) it is 4 to 8 %; a third of the decode time
+/// is a condition worth acting on (a smaller chunk budget, disaggregation).
+pub const DEFAULT_CHRONIC_PREFILL_SHARE: f64 = 0.3;
+
+/// Chronic interference: the share of the decode tokens, in a minute, that waited through another request's prompt
+/// computation, at least. What makes it chronic rather than one incident: a 24k-token prompt stalling a decode for
+/// 1.6 s in a short trace owes a large share of the decode time to prefill, but through a handful of tokens (under
+/// 3 % in `prefill-interrupts-decode`), where a condition slows a tenth of the tokens or more (20 % when every fifth
+/// step carries a chunk; 53 % in the Azure conversations replayed twice as fast).
+pub const DEFAULT_CHRONIC_TOKEN_SHARE: f64 = 0.1;
+
 /// The thresholds of every detector; defaults are the `DEFAULT_*` constants (see them for the reasons).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
@@ -118,6 +139,19 @@ pub struct Thresholds {
     /// Repetition loop: tokens in the loop, at least.
     #[arg(long, default_value_t = DEFAULT_REPETITION_MIN_TOKENS)]
     pub repetition_min_tokens: u32,
+    /// Overload: a queue that never emptied for this long, s.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_OVERLOAD_MIN_S)]
+    pub overload_min_s: f64,
+    /// Overload: the median queue time of the requests that arrived meanwhile, ms, at least.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_OVERLOAD_QUEUE_MS)]
+    pub overload_queue_ms: f64,
+    /// Chronic interference: the share (0..1) of decode time owed to other requests' prefill, at least.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_CHRONIC_PREFILL_SHARE)]
+    pub chronic_prefill_share: f64,
+    /// Chronic interference: the share (0..1) of decode tokens that waited through another request's prompt, at
+    /// least.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_CHRONIC_TOKEN_SHARE)]
+    pub chronic_token_share: f64,
 }
 
 impl Thresholds {
@@ -206,7 +240,84 @@ impl Thresholds {
                 "a loop repeats at least 2 times",
             );
         }
+        if !(t.overload_min_s.is_finite() && t.overload_min_s > 0.0) {
+            return bad(
+                "overload_min_s",
+                t.overload_min_s.to_string(),
+                "give a duration above 0 s (the default is 10)",
+            );
+        }
+        if !(t.overload_queue_ms.is_finite() && t.overload_queue_ms >= 0.0) {
+            return bad(
+                "overload_queue_ms",
+                t.overload_queue_ms.to_string(),
+                "give a queue time of 0 ms or more (the default is 1000)",
+            );
+        }
+        if !(t.chronic_prefill_share > 0.0 && t.chronic_prefill_share <= 1.0) {
+            return bad(
+                "chronic_prefill_share",
+                t.chronic_prefill_share.to_string(),
+                "give a share of the decode time above 0, at most 1",
+            );
+        }
+        if !(t.chronic_token_share >= 0.0 && t.chronic_token_share <= 1.0) {
+            return bad(
+                "chronic_token_share",
+                t.chronic_token_share.to_string(),
+                "give a share of the decode tokens from 0 to 1",
+            );
+        }
         Ok(())
+    }
+}
+
+/// A threshold's value, to edit as the type it has.
+#[derive(Debug)]
+pub enum ThresholdValue<'a> {
+    /// A factor, share, probability or duration.
+    Real(&'a mut f64),
+    /// A count of tokens, steps, requests or preemptions.
+    Count(&'a mut u32),
+}
+
+impl Thresholds {
+    /// Every threshold by its field name, to edit (the app's findings panel); in the flags' order.
+    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 17] {
+        use ThresholdValue::{Count, Real};
+        [
+            ("itl_factor", Real(&mut self.itl_factor)),
+            ("large_prefill_tokens", Count(&mut self.large_prefill_tokens)),
+            ("eos_max_probability", Real(&mut self.eos_max_probability)),
+            ("eos_min_rank", Count(&mut self.eos_min_rank)),
+            ("early_eos_factor", Real(&mut self.early_eos_factor)),
+            ("early_eos_min_peers", Count(&mut self.early_eos_min_peers)),
+            ("monopoly_steps", Count(&mut self.monopoly_steps)),
+            ("kv_saturation", Real(&mut self.kv_saturation)),
+            ("preemption_burst_count", Count(&mut self.preemption_burst_count)),
+            ("preemption_burst_window_ms", Real(&mut self.preemption_burst_window_ms)),
+            ("repetition_ngram", Count(&mut self.repetition_ngram)),
+            ("repetition_repeats", Count(&mut self.repetition_repeats)),
+            ("repetition_min_tokens", Count(&mut self.repetition_min_tokens)),
+            ("overload_min_s", Real(&mut self.overload_min_s)),
+            ("overload_queue_ms", Real(&mut self.overload_queue_ms)),
+            ("chronic_prefill_share", Real(&mut self.chronic_prefill_share)),
+            ("chronic_token_share", Real(&mut self.chronic_token_share)),
+        ]
+    }
+
+    /// What each threshold means, by field name: the help of its command-line flag, so the app and
+    /// `tokenscope findings --help` say the same.
+    pub fn help() -> Vec<(String, String)> {
+        use clap::Args as _;
+        let command = Thresholds::augment_args(clap::Command::new("findings"));
+        command
+            .get_arguments()
+            .map(|a| {
+                let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+                (a.get_id().as_str().to_owned(), help)
+            })
+            .collect()
     }
 }
 
@@ -226,6 +337,10 @@ impl Default for Thresholds {
             repetition_ngram: DEFAULT_REPETITION_NGRAM,
             repetition_repeats: DEFAULT_REPETITION_REPEATS,
             repetition_min_tokens: DEFAULT_REPETITION_MIN_TOKENS,
+            overload_min_s: DEFAULT_OVERLOAD_MIN_S,
+            overload_queue_ms: DEFAULT_OVERLOAD_QUEUE_MS,
+            chronic_prefill_share: DEFAULT_CHRONIC_PREFILL_SHARE,
+            chronic_token_share: DEFAULT_CHRONIC_TOKEN_SHARE,
         }
     }
 }
@@ -233,6 +348,22 @@ impl Default for Thresholds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_threshold_is_editable_and_explained() {
+        let mut t = Thresholds::default();
+        let help = Thresholds::help();
+        assert_eq!(help.len(), 17, "one flag per threshold");
+        for ((name, _), (id, text)) in t.values_mut().into_iter().zip(&help) {
+            assert_eq!(name, id, "the editor lists the thresholds in the flags' order");
+            assert!(!text.is_empty(), "{id} has no help");
+        }
+        // An edit through the editor changes the threshold.
+        if let (_, ThresholdValue::Real(v)) = &mut t.values_mut()[14] {
+            **v = 250.0;
+        }
+        assert_eq!(t.overload_queue_ms, 250.0);
+    }
 
     #[test]
     fn thresholds_out_of_range_are_named_with_their_flag() {

@@ -3,8 +3,15 @@
 use crate::analysis::metrics::ms;
 use crate::trace::Trace;
 
+/// A row index as the model's `u32` row id.
 pub(super) fn row_u32(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+/// A rate or count with thousands separators, rounded: "5,210".
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // rounded, clamped at 0
+pub(super) fn thousands_f(x: f64) -> String {
+    crate::analysis::stats::thousands(x.max(0.0).round() as u64)
 }
 
 /// A duration for a sentence: "3.71 s" from one second, else "12.6 ms".
