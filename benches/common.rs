@@ -27,6 +27,9 @@ pub fn large_files(requests: usize) -> (PathBuf, PathBuf) {
             replay: ReplayOptions::default(),
             sources: 4,
             prefix_cache_tokens: None,
+            profile: tokenscope::synth::Profile::default(),
+            chunked_prefill: None,
+            plant: None,
         };
         let trace = generate(&options).unwrap_or_else(|e| panic!("{e}"));
         eprintln!("simulated in {:.1} s", start.elapsed().as_secs_f64());

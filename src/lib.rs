@@ -4,7 +4,7 @@
 //! The GUI-free core (format, import, trace, analysis, view, synth) is the `tokenscope-core` crate, re-exported
 //! here under the same names; this crate adds the recorder, the app and the command line.
 
-pub use tokenscope_core::{analysis, format, import, synth, trace, view};
+pub use tokenscope_core::{analysis, corpus, format, import, synth, trace, view};
 
 pub mod cli;
 pub mod record;

@@ -84,6 +84,17 @@ enum Command {
         /// CPU memory, as Mooncake serves from.
         #[arg(long, value_name = "TOKENS")]
         prefix_cache_tokens: Option<u64>,
+        /// The hardware and model every instance stands for: h100-8b, l4-8b (a slower GPU) or cpu-270m (a small
+        /// model on two CPU cores, as `record` ran one here).
+        #[arg(long, value_enum, default_value = "h100-8b")]
+        profile: tokenscope::synth::Profile,
+        /// Chunked prefill on or off on every instance (default: as the scenario sets it).
+        #[arg(long, value_name = "on|off", value_parser = cli::synth::parse_on_off)]
+        chunked_prefill: Option<bool>,
+        /// Plant an incident in the traffic at this time, on the first instance: prefill-interrupts-decode,
+        /// long-prefill or eos-mistrigger, `@` seconds after the start.
+        #[arg(long, value_name = "KIND@SECONDS", value_parser = cli::synth::parse_plant)]
+        plant: Option<(tokenscope::synth::Incident, f64)>,
         /// Write the run as an engine would have traced it instead of as a tokenscope trace: `sglang-otlp`
         /// (SGLang's OTLP JSON, as the Collector's file exporter writes it).
         #[arg(long = "as", value_name = "ENGINE_OUTPUT")]
@@ -248,6 +259,21 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Measure the detectors on the diagnosis corpus: simulated runs on three hardware profiles, chunked prefill on
+    /// and off, chat traffic and real arrivals below and above capacity, with and without each planted incident.
+    Corpus {
+        /// The repository's root (the replays read tests/data/real/).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Only this profile's cases.
+        #[arg(long, value_enum)]
+        profile: Option<tokenscope::synth::Profile>,
+        /// Replace the tables of this file (docs/FINDINGS.md) between its markers instead of printing them.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+        #[command(flatten)]
+        thresholds: findings::Thresholds,
+    },
     /// Write a trace in format v1 (Parquet or JSONL, by the output's extension), from a trace or from what an
     /// engine or tool wrote; several files of one run become one trace.
     Convert {
@@ -306,6 +332,9 @@ fn main() -> ExitCode {
             window,
             sources,
             prefix_cache_tokens,
+            profile,
+            chunked_prefill,
+            plant,
             as_output,
             output,
         }) => {
@@ -321,6 +350,9 @@ fn main() -> ExitCode {
                 },
                 sources,
                 prefix_cache_tokens,
+                profile,
+                chunked_prefill,
+                plant,
             };
             emit(&cli::synth::run(&options, as_output, &output))
         }
@@ -400,6 +432,12 @@ fn main() -> ExitCode {
             };
             emit(&cli::render::run(&trace, &options, &output))
         }
+        Some(Command::Corpus {
+            root,
+            profile,
+            write,
+            thresholds,
+        }) => emit(&cli::corpus::run(&root, profile, &thresholds, write.as_deref())),
         Some(Command::Record {
             url,
             prompts,

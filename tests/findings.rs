@@ -212,6 +212,9 @@ fn steady_traffic_sets_off_none_of_the_incident_detectors() {
             replay: ReplayOptions::default(),
             sources: 1,
             prefix_cache_tokens: None,
+            profile: tokenscope::synth::Profile::default(),
+            chunked_prefill: None,
+            plant: None,
         })
         .unwrap();
         assert_eq!(t.request_count(), 300);
@@ -899,6 +902,9 @@ fn decodes_slowed_by_prefill_minute_after_minute_are_chronic_interference() {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
+        profile: tokenscope::synth::Profile::default(),
+        chunked_prefill: None,
+        plant: None,
     })
     .unwrap();
     assert!(chronic_interference(&steady, &th()).is_empty());
@@ -935,6 +941,9 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         },
         sources: 1,
         prefix_cache_tokens: None,
+        profile: tokenscope::synth::Profile::default(),
+        chunked_prefill: None,
+        plant: None,
     })
     .unwrap();
     assert_eq!(t.request_count(), 2867);

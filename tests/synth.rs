@@ -24,6 +24,9 @@ fn options(scenario: Scenario) -> SynthOptions {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
+        profile: tokenscope::synth::Profile::default(),
+        chunked_prefill: None,
+        plant: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! `main.rs` only parses arguments and dispatches here.
 
 pub mod convert;
+pub mod corpus;
 pub mod export;
 pub mod findings;
 pub mod record;

@@ -7,6 +7,37 @@ use super::{Output, thousands};
 use crate::format;
 use crate::synth::{SynthOptions, generate};
 
+/// Parses `on` or `off` for `--chunked-prefill`.
+pub fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("--chunked-prefill {s:?}: give on or off")),
+    }
+}
+
+/// Parses `KIND@SECONDS` for `--plant`.
+pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
+    use clap::ValueEnum as _;
+    let kinds = || {
+        crate::synth::Incident::ALL
+            .map(crate::synth::Incident::name)
+            .join(", ")
+    };
+    let (kind, at) = s
+        .split_once('@')
+        .ok_or_else(|| format!("--plant {s:?}: expected KIND@SECONDS, e.g. long-prefill@30 (kinds: {})", kinds()))?;
+    let incident = crate::synth::Incident::from_str(kind, false)
+        .map_err(|_| format!("--plant {s:?}: unknown incident {kind:?} (kinds: {})", kinds()))?;
+    let at: f64 = at
+        .parse()
+        .map_err(|e| format!("--plant {s:?}: {at:?} is not a number of seconds ({e})"))?;
+    if !(at.is_finite() && at >= 0.0) {
+        return Err(format!("--plant {s:?}: give a time of 0 s or more"));
+    }
+    Ok((incident, at))
+}
+
 /// Parses `A..B` (seconds) for `--window`.
 pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
     let (a, b) = s
@@ -96,6 +127,19 @@ pub fn run(options: &SynthOptions, as_output: Option<EngineOutput>, output: &Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plants_and_switches_parse_or_say_why() {
+        assert_eq!(
+            parse_plant("long-prefill@30"),
+            Ok((crate::synth::Incident::LongPrefill, 30.0))
+        );
+        assert!(parse_plant("long-prefill").unwrap_err().contains("KIND@SECONDS"));
+        assert!(parse_plant("oops@3").unwrap_err().contains("unknown incident"));
+        assert!(parse_plant("eos-mistrigger@-1").unwrap_err().contains("0 s or more"));
+        assert_eq!(parse_on_off("off"), Ok(false));
+        assert!(parse_on_off("yes").is_err());
+    }
 
     #[test]
     fn windows_parse_or_say_why() {

@@ -49,6 +49,72 @@ impl Default for StepCost {
     }
 }
 
+/// The hardware and model an engine of the simulator stands for: its step costs and its KV cache. The findings must
+/// hold on all of them (`docs/FINDINGS.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Profile {
+    /// A 7-8 B dense model on one H100-class GPU: the constants of [`StepCost::default`], 26,000 KV blocks.
+    #[default]
+    #[value(name = "h100-8b")]
+    H100,
+    /// The same model on an L4-class GPU (~300 GB/s, ~120 dense bf16 TFLOP/s): reading the weights takes ~53 ms a
+    /// step, a prompt token ~0.4 ms (a third of the peak), a context token's KV 0.44 µs; 8 GB left for the KV cache
+    /// (62k tokens: 3,900 blocks).
+    #[value(name = "l4-8b")]
+    L4,
+    /// A 270 M model on two CPU cores (llama.cpp, as `record` ran Gemma 3 270M here: ITL 28 ms alone, 104 ms for
+    /// each of 8 streams, TTFT ~100 ms for a short prompt): 25 ms a step, 10 ms per decoding sequence, 0.7 ms per
+    /// prompt token; 8 sequences at most.
+    #[value(name = "cpu-270m")]
+    Cpu,
+}
+
+impl Profile {
+    /// Every profile, for the corpus.
+    pub const ALL: [Profile; 3] = [Profile::H100, Profile::L4, Profile::Cpu];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::H100 => "h100-8b",
+            Profile::L4 => "l4-8b",
+            Profile::Cpu => "cpu-270m",
+        }
+    }
+
+    /// Its step-time model.
+    pub fn cost(self) -> StepCost {
+        match self {
+            Profile::H100 => StepCost::default(),
+            Profile::L4 => StepCost {
+                base_ms: 55.0,
+                prefill_token_ms: 0.4,
+                decode_seq_ms: 0.2,
+                context_token_ms: 4.4e-4,
+                attention_pair_ms: 4.3e-6,
+                noise: 0.03,
+            },
+            Profile::Cpu => StepCost {
+                base_ms: 25.0,
+                prefill_token_ms: 0.7,
+                decode_seq_ms: 10.0,
+                context_token_ms: 1e-4,
+                attention_pair_ms: 2e-6,
+                noise: 0.05,
+            },
+        }
+    }
+
+    /// KV-cache blocks (of 16 tokens) and most sequences in a step.
+    pub fn capacity(self) -> (u32, u32) {
+        match self {
+            Profile::H100 => (26_000, 256),
+            Profile::L4 => (3_900, 128),
+            Profile::Cpu => (2_048, 8),
+        }
+    }
+}
+
 /// The work of one step, as the cost model sees it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StepWork {

@@ -19,6 +19,8 @@ use std::path::PathBuf;
 
 use crate::trace::Trace;
 use arrivals::{ArrivalsError, ReplayOptions};
+pub use cost::Profile;
+pub use scenarios::Incident;
 
 /// A named scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,6 +89,12 @@ pub struct SynthOptions {
     /// Prefix-cache capacity per instance in tokens (default: the KV cache's size). Larger values model a KV
     /// pool in CPU memory or on SSD, as Mooncake serves from.
     pub prefix_cache_tokens: Option<u64>,
+    /// The hardware and model every instance stands for.
+    pub profile: Profile,
+    /// Chunked prefill on or off on every instance (`None`: as the scenario sets it).
+    pub chunked_prefill: Option<bool>,
+    /// An incident planted in the traffic, this many seconds after the start, on the first instance.
+    pub plant: Option<(Incident, f64)>,
 }
 
 /// Why a scenario could not be generated.
@@ -128,6 +136,32 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
             scenarios::replay(seed, arrivals, options.sources)
         }
     };
+    if options.profile != Profile::default() {
+        let (kv_blocks, max_num_seqs) = options.profile.capacity();
+        for e in &mut config.engines {
+            e.cost = options.profile.cost();
+            e.kv_blocks = kv_blocks;
+            e.max_num_seqs = max_num_seqs;
+            e.prefix_cache_blocks = kv_blocks as usize * engine::KV_BLOCK_TOKENS as usize
+                / arrivals::PREFIX_BLOCK_TOKENS as usize;
+        }
+    }
+    if let Some(on) = options.chunked_prefill {
+        for e in &mut config.engines {
+            e.chunked_prefill = on;
+        }
+    }
+    let mut arrivals = arrivals;
+    if let Some((incident, at_s)) = options.plant {
+        if !(at_s.is_finite() && at_s >= 0.0) {
+            return Err(SynthError::BadOption(format!(
+                "--plant {}@{at_s}: give a time of 0 s or more",
+                incident.name()
+            )));
+        }
+        arrivals.extend(incident.requests(at_s));
+        arrivals.sort_by(|a, b| a.at_ns.cmp(&b.at_ns).then_with(|| a.id.cmp(&b.id)));
+    }
     if let Some(tokens) = options.prefix_cache_tokens {
         let blocks = usize::try_from(tokens / u64::from(arrivals::PREFIX_BLOCK_TOKENS)).unwrap_or(usize::MAX);
         for e in &mut config.engines {

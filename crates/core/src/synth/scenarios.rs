@@ -54,7 +54,7 @@ fn planted(id: &str, at_s: f64, input: u32, output: u32, app: &str, user: &str, 
 }
 
 /// Chat-like background traffic: short prompts and answers.
-fn light_traffic(rate_per_s: f64) -> Traffic {
+pub fn light_traffic(rate_per_s: f64) -> Traffic {
     Traffic {
         rate_per_s,
         input: LengthDist {
@@ -109,6 +109,68 @@ fn long_prefill(at_s: f64, source: Option<usize>) -> Vec<Arrival> {
     ]
 }
 
+/// An incident to plant in other traffic (`synth --plant KIND@SECONDS`): the requests of one of the incident
+/// scenarios, on the first instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Incident {
+    /// A chat answer decoding while a 24k-token prompt and four 6k-token prompts arrive.
+    #[value(name = "prefill-interrupts-decode")]
+    Interrupts,
+    /// A 96k-token document, and a 700-token question 50 ms behind it.
+    #[value(name = "long-prefill")]
+    LongPrefill,
+    /// A medical question whose answer stops on a low-probability stop token.
+    #[value(name = "eos-mistrigger")]
+    Mistrigger,
+}
+
+impl Incident {
+    /// Every incident, for the corpus.
+    pub const ALL: [Incident; 3] = [Incident::Interrupts, Incident::LongPrefill, Incident::Mistrigger];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Incident::Interrupts => "prefill-interrupts-decode",
+            Incident::LongPrefill => "long-prefill",
+            Incident::Mistrigger => "eos-mistrigger",
+        }
+    }
+
+    /// The planted requests, `at_s` seconds after the scenarios' start, on the first instance.
+    pub fn requests(self, at_s: f64) -> Vec<Arrival> {
+        match self {
+            Incident::Interrupts => interrupts(at_s, Some(0)),
+            Incident::LongPrefill => long_prefill(at_s, Some(0)),
+            Incident::Mistrigger => vec![mistrigger(at_s, Some(0))],
+        }
+    }
+
+    /// The planted requests with their large prompts scaled (a 96k-token prompt does not fit a smaller GPU's or a
+    /// CPU's KV cache; the incident on that hardware is the same with other numbers). Chat-sized prompts stay.
+    pub fn requests_scaled(self, at_s: f64, scale: f64) -> Vec<Arrival> {
+        let mut v = self.requests(at_s);
+        for a in &mut v {
+            if a.input_tokens > 4_000 {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a prompt length, scaled down
+                let n = (f64::from(a.input_tokens) * scale).round().max(1.0) as u32;
+                a.input_tokens = n;
+                a.prefix_blocks.truncate(n.div_ceil(PREFIX_BLOCK_TOKENS) as usize);
+            }
+        }
+        v
+    }
+
+    /// The request a finding of the incident must name first (its subject).
+    pub fn subject(self) -> &'static str {
+        match self {
+            Incident::Interrupts => VICTIM_ID,
+            Incident::LongPrefill => LONG_ID,
+            Incident::Mistrigger => MISTRIGGER_ID,
+        }
+    }
+}
+
 fn engine(name: &str, chunked: bool, budget: u32) -> EngineConfig {
     EngineConfig {
         chunked_prefill: chunked,
@@ -122,7 +184,8 @@ fn sorted(mut v: Vec<Arrival>) -> Vec<Arrival> {
     v
 }
 
-fn config(engines: Vec<EngineConfig>, seed: u64) -> SimConfig {
+/// The engines of a scenario, with the top-5 candidates and the synthetic model of every scenario.
+pub fn config(engines: Vec<EngineConfig>, seed: u64) -> SimConfig {
     SimConfig {
         engines,
         routing: Routing::LeastLoaded,
