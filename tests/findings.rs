@@ -185,11 +185,20 @@ fn mixed_yields_all_three_kinds_naming_the_planted_requests() {
     assert_eq!(ids(&t, &eos[0].requests), ["med-question"]);
     assert_eq!(t.tokens.index[eos[0].tokens[0]], 37);
 
+    // Two prompts held their instance while others waited: rag-24k in one step of vllm-0 (no chunked prefill: the
+    // 6k prompts behind it queued), doc-96k in five chunks of vllm-1.
     let monopoly = of(Kind::PrefillMonopoly);
-    assert_eq!(monopoly.len(), 1, "{monopoly:#?}");
-    assert_eq!(t.request_id(monopoly[0].requests[0]), "doc-96k");
-    assert_eq!(monopoly[0].steps.len(), 5);
-    assert_eq!(t.request_id(monopoly[0].requests[1]), "short-700");
+    assert_eq!(monopoly.len(), 2, "{monopoly:#?}");
+    assert_eq!(t.request_id(monopoly[0].requests[0]), "rag-24k");
+    assert_eq!(monopoly[0].steps.len(), 1);
+    assert!(
+        monopoly[0].summary.contains("took a whole step of vllm-0"),
+        "{}",
+        monopoly[0].summary
+    );
+    assert_eq!(t.request_id(monopoly[1].requests[0]), "doc-96k");
+    assert_eq!(monopoly[1].steps.len(), 5);
+    assert_eq!(t.request_id(monopoly[1].requests[1]), "short-700");
 
     // Sorted by severity, then start.
     assert!(
@@ -826,11 +835,20 @@ fn a_queue_that_grows_for_half_a_minute_is_overload_with_its_figures() {
         ..th()
     };
     assert!(overload(&t, &longer).is_empty());
+    // Only waits of 12 s or more count: q12..q19 waited 12..19 s, from 12 s to 38 s (26 s): still overload.
     let patient = Thresholds {
-        overload_queue_ms: 10_001.0,
+        overload_queue_ms: 12_000.0,
         ..th()
     };
-    assert!(overload(&t, &patient).is_empty());
+    let found = overload(&t, &patient);
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].from_ns, found[0].to_ns), (at(12_000), at(38_000)));
+    // None waited 20 s: none.
+    let more = Thresholds {
+        overload_queue_ms: 20_000.0,
+        ..th()
+    };
+    assert!(overload(&t, &more).is_empty());
 }
 
 /// One instance decoding `v` for `cycles` cycles of 90 ms: four decode-only steps of 10 ms, then one of 50 ms that

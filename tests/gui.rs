@@ -364,7 +364,7 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
         .as_ref()
         .unwrap()
         .iter()
-        .find(|f| f.kind == tokenscope::analysis::findings::Kind::PrefillMonopoly)
+        .find(|f| f.kind == tokenscope::analysis::findings::Kind::PrefillMonopoly && f.requests[0] == doc)
         .unwrap();
     assert_eq!(f.steps.len(), 5);
     let vp = app.session().unwrap().waterfall.viewport.unwrap();
@@ -490,21 +490,24 @@ fn thresholds_edited_in_the_findings_panel_apply_at_once() {
             .iter()
             .any(|f| f.kind == Kind::PrefillMonopoly)
     };
-    assert!(monopoly(&h), "doc-96k's five prefill steps, at the default of 3");
+    assert!(
+        monopoly(&h),
+        "doc-96k's prompt, far above the demo's ordinary ones at the default factor of 6"
+    );
     h.get_by_label("Thresholds…").click();
     h.run();
-    // Six consecutive steps asked for (as a screen reader sets a value): computed again, doc-96k's five are not.
-    h.get_by_label("monopoly steps").set_value_accesskit(6.0);
+    // A prompt outsized only at 1000x the ordinary (as a screen reader sets a value): computed again, none is.
+    h.get_by_label("outsized prefill factor").set_value_accesskit(1000.0);
     h.run();
     h.state_mut().session_mut().unwrap().findings.wait();
     h.run();
     assert!(!monopoly(&h));
     // A value that does not check is kept as a draft with the reason, and not applied.
-    h.get_by_label("monopoly steps").set_value_accesskit(1.0);
+    h.get_by_label("outsized prefill factor").set_value_accesskit(0.5);
     h.run();
-    h.get_by_label_contains("monopoly_steps (--monopoly-steps) = 1: give at least 2");
+    h.get_by_label_contains("outsized_prefill_factor (--outsized-prefill-factor) = 0.5: give a factor above 1");
     h.state_mut().session_mut().unwrap().findings.wait();
-    assert!(!monopoly(&h), "still 6: the draft was not applied");
+    assert!(!monopoly(&h), "still 1000: the draft was not applied");
     // Defaults bring the finding back.
     h.get_by_label("Defaults").click();
     h.run();

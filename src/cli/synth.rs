@@ -19,14 +19,13 @@ pub fn parse_on_off(s: &str) -> Result<bool, String> {
 /// Parses `KIND@SECONDS` for `--plant`.
 pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
     use clap::ValueEnum as _;
-    let kinds = || {
-        crate::synth::Incident::ALL
-            .map(crate::synth::Incident::name)
-            .join(", ")
-    };
-    let (kind, at) = s
-        .split_once('@')
-        .ok_or_else(|| format!("--plant {s:?}: expected KIND@SECONDS, e.g. long-prefill@30 (kinds: {})", kinds()))?;
+    let kinds = || crate::synth::Incident::ALL.map(crate::synth::Incident::name).join(", ");
+    let (kind, at) = s.split_once('@').ok_or_else(|| {
+        format!(
+            "--plant {s:?}: expected KIND@SECONDS, e.g. long-prefill@30 (kinds: {})",
+            kinds()
+        )
+    })?;
     let incident = crate::synth::Incident::from_str(kind, false)
         .map_err(|_| format!("--plant {s:?}: unknown incident {kind:?} (kinds: {})", kinds()))?;
     let at: f64 = at

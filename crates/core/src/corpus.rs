@@ -26,7 +26,7 @@ const PLANT_AT_S: f64 = 20.0;
 /// Which traffic a case carries.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Load {
-    /// Chat-like Poisson traffic at the profile's ordinary rate, 120 s of it.
+    /// Chat-like Poisson traffic at the profile's ordinary rate, 120 s of it (100 requests at least).
     Chat,
     /// The Azure conversations, the first `requests` of them, arrivals stretched (`time_scale` > 1: below
     /// capacity) or compressed (< 1: above).
@@ -63,14 +63,10 @@ impl Profile {
         }
     }
 
-    /// How much the planted prompts shrink to fit the KV cache (96k tokens on an H100, 48k on an L4, 12k on a CPU
-    /// with a 270 M model).
-    fn prompt_scale(self) -> f64 {
-        match self {
-            Profile::H100 => 1.0,
-            Profile::L4 => 0.5,
-            Profile::Cpu => 0.125,
-        }
+    /// The longest planted prompt: three quarters of the KV cache (96k tokens fit an H100's; an L4's takes 46,800,
+    /// a CPU's 24,576), so that others still run beside it.
+    fn max_prompt(self) -> u32 {
+        self.capacity().0 * KV_BLOCK_TOKENS * 3 / 4
     }
 
     /// The token budget of a step with chunked prefill: the incident scenarios' 20,480 on a GPU (a 96k prompt in
@@ -88,7 +84,7 @@ impl Profile {
         let (below, above, requests) = match self {
             Profile::H100 => (2.0, 0.5, 1_200),
             Profile::L4 => (8.0, 1.0, 400),
-            Profile::Cpu => (200.0, 20.0, 60),
+            Profile::Cpu => (200.0, 5.0, 150),
         };
         [
             Load::Azure {
@@ -122,7 +118,13 @@ impl Case {
 
     /// True when the load is meant to exceed the instance's capacity.
     pub fn overloaded(&self) -> bool {
-        matches!(self.load, Load::Azure { above_capacity: true, .. })
+        matches!(
+            self.load,
+            Load::Azure {
+                above_capacity: true,
+                ..
+            }
+        )
     }
 
     /// Simulates the case. `root` is the repository's root (for the replayed arrivals).
@@ -134,9 +136,11 @@ impl Case {
         let mut arrivals = match self.load {
             Load::Chat => {
                 let rate = p.chat_rate();
+                // Two minutes of it, or 100 requests on slow hardware: enough for an ordinary prefill to show, the planted
+                // requests a few percent of them.
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small count
                 let n = (rate * 120.0).round() as usize;
-                arrivals::poisson(&scenarios::light_traffic(rate), n.max(4), T0_NS, "req-", seed)
+                arrivals::poisson(&scenarios::light_traffic(rate), n.max(100), T0_NS, "req-", seed)
             }
             Load::Azure {
                 time_scale, requests, ..
@@ -151,7 +155,7 @@ impl Case {
             )?,
         };
         if let Some(incident) = self.plant {
-            arrivals.extend(incident.requests_scaled(PLANT_AT_S, p.prompt_scale()));
+            arrivals.extend(incident.requests_fitting(PLANT_AT_S, p.max_prompt()));
         }
         arrivals.sort_by(|a, b| a.at_ns.cmp(&b.at_ns).then_with(|| a.id.cmp(&b.id)));
         let (kv_blocks, max_num_seqs) = p.capacity();
@@ -160,8 +164,7 @@ impl Case {
             max_num_batched_tokens: if self.chunked { p.budget() } else { 32_768 },
             max_num_seqs,
             kv_blocks,
-            prefix_cache_blocks: kv_blocks as usize * KV_BLOCK_TOKENS as usize
-                / arrivals::PREFIX_BLOCK_TOKENS as usize,
+            prefix_cache_blocks: kv_blocks as usize * KV_BLOCK_TOKENS as usize / arrivals::PREFIX_BLOCK_TOKENS as usize,
             cost: p.cost(),
             ..EngineConfig::new("engine-0")
         };
@@ -217,11 +220,17 @@ pub struct Outcome {
     pub chronic: bool,
     /// Requests in the trace.
     pub requests: usize,
+    /// The largest prefill of a request not planted, over its instance's ordinary one.
+    pub largest_ordinary_ratio: f64,
+    /// The largest prefill of a planted request, over its instance's ordinary one.
+    pub planted_ratio: Option<f64>,
 }
 
 /// True when a finding names one of the planted requests.
 fn names_planted(trace: &Trace, f: &Finding, planted: &[String]) -> bool {
-    f.requests.iter().any(|&r| planted.iter().any(|p| p == trace.request_id(r)))
+    f.requests
+        .iter()
+        .any(|&r| planted.iter().any(|p| p == trace.request_id(r)))
 }
 
 /// Runs every case on rayon and judges the findings (default objectives, these thresholds).
@@ -248,7 +257,19 @@ pub fn run(cases: &[Case], root: &Path, th: &Thresholds) -> Result<Vec<Outcome>,
                 .filter(|f| INCIDENT_KINDS.contains(&f.kind) && !names_planted(&trace, f, &planted))
                 .map(|f| f.kind)
                 .collect();
+            let ratios = crate::analysis::findings::prefill_ratios(&trace);
+            let is_planted = |r: usize| planted.iter().any(|p| p == trace.request_id(r as u32));
+            let largest = |planted_side: bool| {
+                ratios
+                    .iter()
+                    .enumerate()
+                    .filter(|&(r, _)| is_planted(r) == planted_side)
+                    .filter_map(|(_, x)| *x)
+                    .reduce(f64::max)
+            };
             Ok(Outcome {
+                largest_ordinary_ratio: largest(false).unwrap_or(0.0),
+                planted_ratio: largest(true),
                 case: case.clone(),
                 found,
                 false_findings,
@@ -309,18 +330,23 @@ pub fn report(outcomes: &[Outcome]) -> String {
             below.iter().filter(|o| o.overload).count(),
         ));
     }
-    out.push_str("\n| case | requests | planted found | false incident findings | overload | chronic interference |\n");
-    out.push_str("|---|---:|---|---|---|---|\n");
+    out.push_str(
+        "\n| case | requests | largest prefill / ordinary: others, planted | planted found | false incident findings \
+         | overload | chronic interference |\n",
+    );
+    out.push_str("|---|---:|---|---|---|---|---|\n");
     for o in outcomes {
         let falses = if o.false_findings.is_empty() {
             "none".to_owned()
         } else {
             o.false_findings.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
         };
+        let planted_ratio = o.planted_ratio.map_or("-".to_owned(), |x| format!("{x:.1}"));
         out.push_str(&format!(
-            "| {} | {} | {} | {falses} | {} | {} |\n",
+            "| {} | {} | {:.1}, {planted_ratio} | {} | {falses} | {} | {} |\n",
             o.case.name(),
             o.requests,
+            o.largest_ordinary_ratio,
             match o.found {
                 None => "-",
                 Some(true) => "yes",

@@ -142,8 +142,8 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
             e.cost = options.profile.cost();
             e.kv_blocks = kv_blocks;
             e.max_num_seqs = max_num_seqs;
-            e.prefix_cache_blocks = kv_blocks as usize * engine::KV_BLOCK_TOKENS as usize
-                / arrivals::PREFIX_BLOCK_TOKENS as usize;
+            e.prefix_cache_blocks =
+                kv_blocks as usize * engine::KV_BLOCK_TOKENS as usize / arrivals::PREFIX_BLOCK_TOKENS as usize;
         }
     }
     if let Some(on) = options.chunked_prefill {

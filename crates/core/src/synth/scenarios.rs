@@ -146,16 +146,15 @@ impl Incident {
         }
     }
 
-    /// The planted requests with their large prompts scaled (a 96k-token prompt does not fit a smaller GPU's or a
-    /// CPU's KV cache; the incident on that hardware is the same with other numbers). Chat-sized prompts stay.
-    pub fn requests_scaled(self, at_s: f64, scale: f64) -> Vec<Arrival> {
+    /// The planted requests with their prompts cut to `max_prompt` tokens (a 96k-token prompt does not fit a smaller
+    /// GPU's or a CPU's KV cache; the incident on that hardware is the same with other numbers).
+    pub fn requests_fitting(self, at_s: f64, max_prompt: u32) -> Vec<Arrival> {
         let mut v = self.requests(at_s);
         for a in &mut v {
-            if a.input_tokens > 4_000 {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a prompt length, scaled down
-                let n = (f64::from(a.input_tokens) * scale).round().max(1.0) as u32;
-                a.input_tokens = n;
-                a.prefix_blocks.truncate(n.div_ceil(PREFIX_BLOCK_TOKENS) as usize);
+            if a.input_tokens > max_prompt {
+                a.input_tokens = max_prompt.max(1);
+                a.prefix_blocks
+                    .truncate(a.input_tokens.div_ceil(PREFIX_BLOCK_TOKENS) as usize);
             }
         }
         v

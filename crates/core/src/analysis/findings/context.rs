@@ -24,6 +24,106 @@ pub struct Context<'a> {
     prefills: OnceLock<PrefillIndex>,
     waits: OnceLock<WaitIndex>,
     preempted: OnceLock<HashMap<u32, Vec<(i64, u32)>>>,
+    prefill_times: OnceLock<PrefillTimes>,
+}
+
+/// How long each request's prompt held its instance, and what is ordinary per instance: the yardstick of an outsized
+/// prefill, in time, on any hardware. What a step took beyond a decode-only step of its instance (their median) is
+/// the prompts' work, shared among the prompts it computed in proportion to their tokens (a 600-token prompt sharing
+/// a step with a chunk of 20,000 tokens held 3 % of that, not all of it); prefill stages that name no step count
+/// whole.
+pub(super) struct PrefillTimes {
+    by_request: Vec<i64>,
+    /// Per source: a decode-only step's duration (median).
+    base: HashMap<u32, i64>,
+    /// Per source: the 90th percentile (nearest rank) over its requests with a prefill, and how many there are.
+    ordinary: HashMap<u32, (i64, usize)>,
+}
+
+/// Requests with a prefill an instance needs before its median says what an ordinary prefill takes; with fewer,
+/// the detectors fall back to counts (`large_prefill_tokens`, `monopoly_steps`).
+pub(super) const MIN_PREFILL_PEERS: usize = 20;
+
+impl PrefillTimes {
+    fn new(trace: &Trace, prefills: &PrefillIndex) -> Self {
+        let (st, it) = (&trace.stages, &trace.iterations);
+        let mut by_request = vec![0i64; trace.request_count()];
+        // A decode-only step per source: the part of every step that is not the prompts' work.
+        let mut decode_only: HashMap<u32, Vec<i64>> = HashMap::default();
+        for row in 0..it.len() {
+            if prefills.of(trace, row).next().is_none() {
+                decode_only
+                    .entry(it.source[row])
+                    .or_default()
+                    .push(it.end_ns[row] - it.start_ns[row]);
+            }
+        }
+        let base: HashMap<u32, i64> = decode_only
+            .into_iter()
+            .filter_map(|(s, mut v)| crate::analysis::metrics::median(&mut v).map(|m| (s, m)))
+            .collect();
+        for row in 0..it.len() {
+            let total: u64 = prefills.of(trace, row).map(|(_, n)| u64::from(n)).sum();
+            if total == 0 {
+                continue;
+            }
+            let step = it.end_ns[row] - it.start_ns[row];
+            let duration = (step - base.get(&it.source[row]).copied().unwrap_or(0)).max(0);
+            for (q, n) in prefills.of(trace, row) {
+                if let Some(t) = by_request.get_mut(q as usize) {
+                    *t += share_of(duration, u64::from(n), total);
+                }
+            }
+        }
+        for s in 0..st.len() {
+            if st.kind[s] == StageKind::Prefill
+                && st.iter_row[s].is_none()
+                && let Some(t) = by_request.get_mut(st.request[s] as usize)
+            {
+                *t += (st.end_ns[s] - st.start_ns[s]).max(0);
+            }
+        }
+        let mut per_source: HashMap<u32, Vec<i64>> = HashMap::default();
+        for (r, &t) in by_request.iter().enumerate() {
+            if t > 0 {
+                per_source.entry(trace.requests.source[r]).or_default().push(t);
+            }
+        }
+        // The large end of ordinary traffic: most prompts share a cached prefix and compute little, so a median says
+        // what a cached prompt takes; the 90th percentile says what the largest ordinary ones take.
+        let ordinary = per_source
+            .into_iter()
+            .map(|(s, mut v)| {
+                v.sort_unstable();
+                let n = v.len();
+                (s, (v[(n * 9).div_ceil(10).max(1) - 1], n))
+            })
+            .collect();
+        PrefillTimes {
+            by_request,
+            base,
+            ordinary,
+        }
+    }
+
+    /// The time `request`'s prompt took to compute, ns (0 when unknown).
+    pub(super) fn of(&self, request: u32) -> i64 {
+        self.by_request.get(request as usize).copied().unwrap_or(0)
+    }
+
+    /// The prompts' work in step `row`: its duration beyond a decode-only step of its instance, ns.
+    pub(super) fn work_of_step(&self, trace: &Trace, row: usize) -> i64 {
+        let it = &trace.iterations;
+        (it.end_ns[row] - it.start_ns[row] - self.base.get(&it.source[row]).copied().unwrap_or(0)).max(0)
+    }
+
+    /// An ordinary prefill on `source`, ns, when it has enough requests to say.
+    pub(super) fn ordinary(&self, source: u32) -> Option<i64> {
+        self.ordinary
+            .get(&source)
+            .filter(|(m, n)| *n >= MIN_PREFILL_PEERS && *m > 0)
+            .map(|(m, _)| *m)
+    }
 }
 
 impl<'a> Context<'a> {
@@ -37,6 +137,7 @@ impl<'a> Context<'a> {
             prefills: OnceLock::new(),
             waits: OnceLock::new(),
             preempted: OnceLock::new(),
+            prefill_times: OnceLock::new(),
         }
     }
 
@@ -53,6 +154,12 @@ impl<'a> Context<'a> {
     /// The spans during which requests waited (queued or preempted), per source.
     pub(super) fn waits(&self) -> &WaitIndex {
         self.waits.get_or_init(|| WaitIndex::new(self.trace))
+    }
+
+    /// Each request's prefill time, and an ordinary one per instance.
+    pub(super) fn prefill_times(&self) -> &PrefillTimes {
+        self.prefill_times
+            .get_or_init(|| PrefillTimes::new(self.trace, self.prefills()))
     }
 
     /// The explicit preempted stages per source: (start, request), sorted.
@@ -104,6 +211,12 @@ impl<'a> Context<'a> {
             })
             .sum()
     }
+}
+
+/// `part / whole` of a duration, ns.
+pub(super) fn share_of(duration: i64, part: u64, whole: u64) -> i64 {
+    let share = i128::from(duration) * i128::from(part) / i128::from(whole.max(1));
+    i64::try_from(share).unwrap_or(i64::MAX)
 }
 
 /// The iteration rows of each source (label id), sorted by start.

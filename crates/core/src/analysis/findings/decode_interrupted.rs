@@ -35,11 +35,16 @@ impl Detector for DecodeInterrupted {
         Kind::DecodeInterrupted
     }
 
-    /// Decode tokens whose ITL exceeds `itl_factor` × their request's median while other requests prefilled at least
-    /// `large_prefill_tokens` prompt tokens in the token's step and the steps it waited through (its instance's steps
-    /// that started after the previous token). Stalls whose prefill steps overlap or follow each other form one finding
-    /// per episode: the worst-stalled victim (longest ITL, then largest multiple of its median) is the subject, the
-    /// other victims follow, then the prefilling requests (the culprits), most prompt tokens first.
+    /// Decode tokens whose ITL exceeds `itl_factor` × their request's median while another request's outsized prompt
+    /// was computed in the token's step or the steps it waited through (its instance's steps that started after the
+    /// previous token): a prompt whose prefill took `outsized_prefill_factor` × the instance's ordinary one (the
+    /// median over its requests) or more, in time, so on any hardware. Ordinary prompts batched together (an
+    /// overloaded engine without chunked prefill) are a condition, the chronic-interference finding's, not an
+    /// incident. An instance with too few requests to know an ordinary prefill falls back to a count: other requests'
+    /// prompt tokens in those steps, `large_prefill_tokens` or more. Stalls whose prefill steps overlap or follow
+    /// each other form one finding per episode: the worst-stalled victim (longest ITL, then largest multiple of its
+    /// median) is the subject, the other victims follow, then the prefilling requests (the culprits), most prompt
+    /// tokens first.
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
         let rows_of = cx.source_rows();
@@ -47,6 +52,7 @@ impl Detector for DecodeInterrupted {
             return Vec::new();
         }
         let prefills = cx.prefills();
+        let times = cx.prefill_times();
         let it = &trace.iterations;
         let tk = &trace.tokens;
         let mut stalls: Vec<Stall> = Vec::new();
@@ -89,12 +95,21 @@ impl Detector for DecodeInterrupted {
                     _ => first..rows.start + starts.partition_point(|&s| s < emitted),
                 };
                 let mut others = 0u64;
+                let mut outsized = false;
                 let mut steps = Vec::new();
+                let ordinary = times.ordinary(source);
                 for row in window {
                     let mut in_step = 0u64;
                     for (q, n) in prefills.of(trace, row) {
                         if q != r {
                             in_step += u64::from(n);
+                            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                            if let Some(o) = ordinary
+                                && q != NULL_U32
+                                && times.of(q) as f64 >= th.outsized_prefill_factor * o as f64
+                            {
+                                outsized = true;
+                            }
                         }
                     }
                     if in_step > 0 {
@@ -102,7 +117,11 @@ impl Detector for DecodeInterrupted {
                         steps.push(row_u32(row));
                     }
                 }
-                if others == 0 || others < u64::from(th.large_prefill_tokens) {
+                let decided = match ordinary {
+                    Some(_) => outsized,
+                    None => others > 0 && others >= u64::from(th.large_prefill_tokens),
+                };
+                if !decided {
                     continue;
                 }
                 stalls.push(Stall {

@@ -216,6 +216,26 @@ pub fn find_kinds(trace: &Trace, slo: &Slo, th: &Thresholds, kinds: &[Kind]) -> 
     out
 }
 
+/// How far each request's prefill was from an ordinary one of its instance: its prompts' share of the steps' work
+/// over the instance's median, the measure `outsized_prefill_factor` is compared with (`None` for requests without a
+/// prefill, or on an instance with too few requests to say). For the corpus' report.
+pub fn prefill_ratios(trace: &Trace) -> Vec<Option<f64>> {
+    let (slo, th) = (Slo::default(), Thresholds::default());
+    let cx = Context::new(trace, &slo, &th);
+    let times = cx.prefill_times();
+    (0..trace.request_count())
+        .map(|r| {
+            let r = u32::try_from(r).unwrap_or(u32::MAX);
+            let t = times.of(r);
+            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            times
+                .ordinary(trace.requests.source[r as usize])
+                .filter(|_| t > 0)
+                .map(|o| t as f64 / o as f64)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

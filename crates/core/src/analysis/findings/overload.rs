@@ -1,7 +1,7 @@
-//! Overload: requests arrived faster than an instance could schedule them, for long enough that its queue never
-//! emptied. A condition that lasts, not an incident: one finding per episode, with the arrival and service rates,
-//! the queue's growth and peak, the queue time and TTFT it caused, and the throughput the instance kept up while
-//! saturated (the capacity the trace shows).
+//! Overload: requests arrived faster than an instance could schedule them, for long enough that requests kept
+//! waiting a second or more in its queue. A condition that lasts, not an incident: one finding per episode, with the
+//! arrival and service rates, the queue's growth and peak, the queue time and TTFT it caused, and the throughput the
+//! instance kept up while saturated (the capacity the trace shows).
 //!
 //! The queue of a request is arrival to scheduling (`scheduled_ns`, else the server's own queue time); traces that
 //! have neither (client-side recordings) cannot show it, and this detector says nothing of them.
@@ -31,17 +31,23 @@ impl Detector for Overload {
         Kind::Overload
     }
 
-    /// Per instance (source; one group when the trace names none): the stretches during which at least one
-    /// request was waiting to be scheduled, stretches less than a second apart merged. One lasting
-    /// `overload_min_s` or more, whose requests waited `overload_queue_ms` or more (median), is an episode.
+    /// Per instance (source; one group when the trace names none): the stretches during which a request that waited
+    /// `overload_queue_ms` or more was in the queue, stretches less than a second apart merged (a busy engine
+    /// always has someone waiting a few ms; what matters is how long). One lasting `overload_min_s` or more, whose
+    /// arrivals waited `overload_queue_ms` or more (median), is an episode, unless one request's prefill held the
+    /// instance for half of it (the prefill monopoly's finding).
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
         #[allow(clippy::cast_possible_truncation)] // seconds and ms of a trace
         let (min_ns, wait_ns) = ((th.overload_min_s * 1e9) as i64, (th.overload_queue_ms * 1e6) as i64);
         let mut out = Vec::new();
         for (source, waits) in queue_spans(trace) {
-            for (from, to) in busy_periods(&waits) {
+            for (from, to) in busy_periods(&waits, wait_ns) {
                 if to - from < min_ns {
+                    continue;
+                }
+                if held_by_one(trace, source, from, to) {
+                    // One prompt held the instance: the prefill monopoly's finding, not a lasting overload.
                     continue;
                 }
                 let inside: Vec<&Wait> = waits.iter().filter(|w| (from..=to).contains(&w.arrival)).collect();
@@ -96,11 +102,31 @@ fn queue_spans(trace: &Trace) -> Vec<(u32, Vec<Wait>)> {
     out
 }
 
-/// The stretches during which the queue held at least one request, those less than [`MERGE_GAP_NS`] apart merged.
-fn busy_periods(waits: &[Wait]) -> Vec<(i64, i64)> {
+/// True when one request's prefill took half of `[from, to]` or more on `source`: the queue grew behind one prompt.
+fn held_by_one(trace: &Trace, source: u32, from: i64, to: i64) -> bool {
+    let st = &trace.stages;
+    let mut by_request: HashMap<u32, i64> = HashMap::default();
+    for s in 0..st.len() {
+        let r = st.request[s];
+        if st.kind[s] == crate::trace::StageKind::Prefill && trace.requests.source.get(r as usize) == Some(&source) {
+            let overlap = st.end_ns[s].min(to) - st.start_ns[s].max(from);
+            if overlap > 0 {
+                *by_request.entry(r).or_default() += overlap;
+            }
+        }
+    }
+    by_request.values().any(|&t| 2 * t >= to - from)
+}
+
+/// The stretches during which the queue held a request that waited `long` or more, those less than
+/// [`MERGE_GAP_NS`] apart merged.
+fn busy_periods(waits: &[Wait], long: i64) -> Vec<(i64, i64)> {
     // Waits sorted by arrival: a stretch grows while the next arrival comes before the stretch's last scheduling.
     let mut out: Vec<(i64, i64)> = Vec::new();
-    for w in waits.iter().filter(|w| w.scheduled > w.arrival) {
+    for w in waits
+        .iter()
+        .filter(|w| w.scheduled > w.arrival && w.scheduled - w.arrival >= long)
+    {
         match out.last_mut() {
             Some(last) if w.arrival <= last.1 + MERGE_GAP_NS => last.1 = last.1.max(w.scheduled),
             _ => out.push((w.arrival, w.scheduled)),
@@ -257,9 +283,11 @@ mod tests {
         // 0-2 s, 2.5-4 s (0.5 s apart: merged), then 6-7 s (2 s later: its own); an instant wait makes none.
         let waits = [w(0, 0.0, 2.0), w(1, 2.5, 4.0), w(2, 5.0, 5.0), w(3, 6.0, 7.0)];
         assert_eq!(
-            busy_periods(&waits),
+            busy_periods(&waits, 1),
             [(0, 4_000_000_000), (6_000_000_000, 7_000_000_000)]
         );
+        // Only waits of 1.5 s or more: 0-2 s and 2.5-4 s.
+        assert_eq!(busy_periods(&waits, 1_500_000_000), [(0, 4_000_000_000)]);
     }
 
     #[test]

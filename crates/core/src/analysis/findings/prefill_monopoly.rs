@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::context::WaitIndex;
+use super::context::{WaitIndex, share_of};
 use super::words::{duration, names, range, row_u32};
 use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::metrics::ms;
@@ -19,16 +19,20 @@ impl Detector for PrefillMonopoly {
         Kind::PrefillMonopoly
     }
 
-    /// Requests whose prefill chunks ran in `monopoly_steps` or more consecutive steps of their instance while other
-    /// requests waited (queued or preempted during those steps; without queue times in the trace, `num_waiting` after
-    /// the first step). Names the waiting requests and the queue time the steps added to each (their wait inside the
-    /// steps' span). One finding per run of steps; the monopolising request is the subject.
+    /// Requests whose prompt held their instance for an outsized time while other requests waited (queued or
+    /// preempted during those steps; without queue times in the trace, `num_waiting` after the first step): a run
+    /// of consecutive steps computing it (one step without chunked prefill) that lasted `outsized_prefill_factor` ×
+    /// the instance's ordinary prefill time (the median over its requests) or more. An instance with too few
+    /// requests to know an ordinary prefill falls back to a count: `monopoly_steps` consecutive steps. Names the
+    /// waiting requests and the queue time the steps added to each (their wait inside the steps' span). One finding
+    /// per run of steps; the monopolising request is the subject.
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
         let waits = cx.waits();
         let it = &trace.iterations;
         let st = &trace.stages;
         let min_steps = th.monopoly_steps.max(1) as usize;
+        let times = cx.prefill_times();
         let mut out = Vec::new();
         for r in 0..row_u32(trace.request_count()) {
             // Prefill chunks in step order: runs of consecutive rows of one source.
@@ -37,10 +41,11 @@ impl Detector for PrefillMonopoly {
                 .filter(|&s| st.kind[s] == StageKind::Prefill)
                 .filter_map(|s| st.iter_row[s].map(|row| (row, st.tokens[s].unwrap_or(0))))
                 .collect();
-            if chunks.len() < min_steps {
+            if chunks.is_empty() {
                 continue;
             }
             chunks.sort_unstable();
+            let ordinary = times.ordinary(trace.requests.source[r as usize]);
             let mut a = 0;
             while a < chunks.len() {
                 let mut b = a + 1;
@@ -50,9 +55,22 @@ impl Detector for PrefillMonopoly {
                 {
                     b += 1;
                 }
-                if b - a >= min_steps
-                    && let Some(f) = monopoly_finding(trace, waits, r, &chunks[a..b])
-                {
+                // An outsized prefill in time, where the instance shows what an ordinary one takes; else a count. The
+                // run's time is its share of each step's (its tokens among the step's prompt tokens).
+                let run_time: i64 = chunks[a..b]
+                    .iter()
+                    .map(|&(row, n)| {
+                        let row = row as usize;
+                        let total: u64 = cx.prefills().of(trace, row).map(|(_, k)| u64::from(k)).sum();
+                        share_of(times.work_of_step(trace, row), u64::from(n), total.max(u64::from(n)))
+                    })
+                    .sum();
+                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                let held = match ordinary {
+                    Some(o) => run_time as f64 >= th.outsized_prefill_factor * o as f64,
+                    None => b - a >= min_steps,
+                };
+                if held && let Some(f) = monopoly_finding(trace, waits, r, &chunks[a..b]) {
                     out.push(f);
                 }
                 a = b;
@@ -85,10 +103,14 @@ fn monopoly_finding(trace: &Trace, waits: &WaitIndex, request: u32, run: &[(u32,
     let tokens: u64 = run.iter().map(|&(_, n)| u64::from(n)).sum();
     let id = trace.request_id(request);
     let on = trace.label(source).map_or(String::new(), |s| format!(" of {s}"));
+    let steps = if run.len() == 1 {
+        "a whole step".to_owned()
+    } else {
+        format!("{} consecutive steps", run.len())
+    };
     let mut summary = format!(
-        "{id}'s prefill of {} prompt tokens took {} consecutive steps{on} ({})",
+        "{id}'s prefill of {} prompt tokens took {steps}{on} ({})",
         thousands(tokens),
-        run.len(),
         duration(to_ns - from_ns)
     );
     let longest = waiting.first().map_or(0, |w| w.1);

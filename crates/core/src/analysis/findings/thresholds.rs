@@ -96,6 +96,13 @@ pub const DEFAULT_CHRONIC_PREFILL_SHARE: f64 = 0.3;
 /// step carries a chunk; 53 % in the Azure conversations replayed twice as fast).
 pub const DEFAULT_CHRONIC_TOKEN_SHARE: f64 = 0.1;
 
+/// Decode interrupted and prefill monopoly: a prompt is outsized when its share of its instance's work took this
+/// many times what the large end of ordinary traffic takes there (the 90th percentile over the instance's requests),
+/// in time, so on any hardware. Measured on the corpus (`docs/FINDINGS.md`): ordinary prompts reach at most 5.2x
+/// (the largest chat prompts on the H100 profile; the Azure conversations' largest stay under 3.4x), the planted
+/// large ones are at least 7.1x (a 24k-token prompt among real conversations on the CPU profile) and up to 800x.
+pub const DEFAULT_OUTSIZED_PREFILL_FACTOR: f64 = 6.0;
+
 /// The thresholds of every detector; defaults are the `DEFAULT_*` constants (see them for the reasons).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
@@ -103,7 +110,8 @@ pub struct Thresholds {
     /// Decode interrupted: ITL > this × the request's median ITL.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_ITL_FACTOR)]
     pub itl_factor: f64,
-    /// Decode interrupted: other requests' prompt tokens in the stall's steps, at least.
+    /// Decode interrupted, on an instance with under 20 requests (no ordinary prefill to compare with): other
+    /// requests' prompt tokens in the stall's steps, at least.
     #[arg(long, default_value_t = DEFAULT_LARGE_PREFILL_TOKENS)]
     pub large_prefill_tokens: u32,
     /// EOS mis-trigger: stop-token probability below this.
@@ -118,7 +126,8 @@ pub struct Thresholds {
     /// EOS mis-trigger without logprobs: requests of the app and model needed for a median.
     #[arg(long, default_value_t = DEFAULT_EARLY_EOS_MIN_PEERS)]
     pub early_eos_min_peers: u32,
-    /// Prefill monopoly: consecutive prefill steps of one request, at least.
+    /// Prefill monopoly, on an instance with under 20 requests (no ordinary prefill to compare with): consecutive
+    /// prefill steps of one request, at least.
     #[arg(long, default_value_t = DEFAULT_MONOPOLY_STEPS)]
     pub monopoly_steps: u32,
     /// KV saturation: KV-cache use (0..1) at least.
@@ -152,6 +161,10 @@ pub struct Thresholds {
     /// least.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_CHRONIC_TOKEN_SHARE)]
     pub chronic_token_share: f64,
+    /// Decode interrupted and prefill monopoly: a prompt that took this many times its instance's ordinary (median)
+    /// prefill time is outsized.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_OUTSIZED_PREFILL_FACTOR)]
+    pub outsized_prefill_factor: f64,
 }
 
 impl Thresholds {
@@ -261,6 +274,13 @@ impl Thresholds {
                 "give a share of the decode time above 0, at most 1",
             );
         }
+        if !(t.outsized_prefill_factor.is_finite() && t.outsized_prefill_factor > 1.0) {
+            return bad(
+                "outsized_prefill_factor",
+                t.outsized_prefill_factor.to_string(),
+                "give a factor above 1 (the default is 6)",
+            );
+        }
         if !(t.chronic_token_share >= 0.0 && t.chronic_token_share <= 1.0) {
             return bad(
                 "chronic_token_share",
@@ -283,7 +303,7 @@ pub enum ThresholdValue<'a> {
 
 impl Thresholds {
     /// Every threshold by its field name, to edit (the app's findings panel); in the flags' order.
-    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 17] {
+    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 18] {
         use ThresholdValue::{Count, Real};
         [
             ("itl_factor", Real(&mut self.itl_factor)),
@@ -303,6 +323,7 @@ impl Thresholds {
             ("overload_queue_ms", Real(&mut self.overload_queue_ms)),
             ("chronic_prefill_share", Real(&mut self.chronic_prefill_share)),
             ("chronic_token_share", Real(&mut self.chronic_token_share)),
+            ("outsized_prefill_factor", Real(&mut self.outsized_prefill_factor)),
         ]
     }
 
@@ -341,6 +362,7 @@ impl Default for Thresholds {
             overload_queue_ms: DEFAULT_OVERLOAD_QUEUE_MS,
             chronic_prefill_share: DEFAULT_CHRONIC_PREFILL_SHARE,
             chronic_token_share: DEFAULT_CHRONIC_TOKEN_SHARE,
+            outsized_prefill_factor: DEFAULT_OUTSIZED_PREFILL_FACTOR,
         }
     }
 }
@@ -353,7 +375,7 @@ mod tests {
     fn every_threshold_is_editable_and_explained() {
         let mut t = Thresholds::default();
         let help = Thresholds::help();
-        assert_eq!(help.len(), 17, "one flag per threshold");
+        assert_eq!(help.len(), 18, "one flag per threshold");
         for ((name, _), (id, text)) in t.values_mut().into_iter().zip(&help) {
             assert_eq!(name, id, "the editor lists the thresholds in the flags' order");
             assert!(!text.is_empty(), "{id} has no help");
