@@ -1016,3 +1016,29 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
     let first = f.requests[0] as usize;
     assert_eq!(q.scheduled_ns[first].unwrap() - q.arrival_ns[first], longest);
 }
+
+#[test]
+fn an_outsized_prompt_is_decided_at_the_factor_on_its_instance() {
+    use tokenscope::analysis::findings::prefill_ratios;
+    // The demo: rag-24k's prompt on vllm-0 (no chunked prefill) against that instance's ordinary prompts.
+    let t = sample("demo.parquet");
+    let rag = t.request_row("rag-24k").unwrap();
+    let ratio = prefill_ratios(&t)[rag as usize].unwrap();
+    assert!(ratio > 6.0, "outsized at the default: {ratio}");
+    let names_rag = |found: &[Finding]| found.iter().any(|f| f.requests.contains(&rag));
+    // Just under its ratio it is outsized (its monopoly and the stall it caused are found), just over it is not.
+    let under = Thresholds {
+        outsized_prefill_factor: ratio * 0.99,
+        ..th()
+    };
+    assert!(names_rag(&prefill_monopoly(&t, &under)));
+    assert!(names_rag(&decode_interrupted(&t, &under)));
+    let over = Thresholds {
+        outsized_prefill_factor: ratio * 1.01,
+        ..th()
+    };
+    assert!(!names_rag(&prefill_monopoly(&t, &over)));
+    // The 6k prompts that followed it are ordinary there: the stalls they caused are not incidents alone.
+    let six = t.request_row("rag-6k-1").unwrap();
+    assert!(prefill_ratios(&t)[six as usize].unwrap() < ratio / 2.0);
+}
