@@ -48,17 +48,17 @@ fn the_detectors_hold_on_every_profile_of_the_corpus() {
         .collect();
     assert_eq!(missed, ["l4-8b chunked azure x1 + long-prefill"]);
     // The planted prompts stand out from ordinary traffic on every profile: the measure the detectors compare with
-    // `outsized_prefill_factor` (6) is at most 5.2 for an ordinary prompt and at least 7 for a planted large one.
+    // `outsized_prefill_factor` (3) is under 2 for every ordinary prompt and over 3.3 for every planted large one.
     for o in &all {
         assert!(
-            o.largest_ordinary_ratio < 6.0,
+            o.largest_ordinary_ratio < 2.0,
             "{}: {}",
             o.case.name(),
             o.largest_ordinary_ratio
         );
         if matches!(o.case.plant, Some(Incident::Interrupts | Incident::LongPrefill)) {
             assert!(
-                o.planted_ratio.unwrap() > 6.0,
+                o.planted_ratio.unwrap() > 3.3,
                 "{}: {:?}",
                 o.case.name(),
                 o.planted_ratio

@@ -26,7 +26,7 @@ const PLANT_AT_S: f64 = 20.0;
 /// Which traffic a case carries.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Load {
-    /// Chat-like Poisson traffic at the profile's ordinary rate, 120 s of it (100 requests at least).
+    /// Chat-like Poisson traffic at the profile's ordinary rate, 120 s of it (150 requests at least).
     Chat,
     /// The Azure conversations, the first `requests` of them, arrivals stretched (`time_scale` > 1: below
     /// capacity) or compressed (< 1: above).
@@ -136,11 +136,11 @@ impl Case {
         let mut arrivals = match self.load {
             Load::Chat => {
                 let rate = p.chat_rate();
-                // Two minutes of it, or 100 requests on slow hardware: enough for an ordinary prefill to show, the planted
+                // Two minutes of it, or 150 requests on slow hardware: enough for an ordinary prefill to show, the planted
                 // requests a few percent of them.
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small count
                 let n = (rate * 120.0).round() as usize;
-                arrivals::poisson(&scenarios::light_traffic(rate), n.max(100), T0_NS, "req-", seed)
+                arrivals::poisson(&scenarios::light_traffic(rate), n.max(150), T0_NS, "req-", seed)
             }
             Load::Azure {
                 time_scale, requests, ..

@@ -44,11 +44,15 @@ impl Detector for ChronicInterference {
         Kind::ChronicInterference
     }
 
-    /// Per instance with steps, in windows of a minute: a window whose decode tokens (at least 200) owe
-    /// `chronic_prefill_share` or more of their time to other requests' prefill, through `chronic_token_share` or
-    /// more of them (many tokens slowed, not a few stalled), is interfered; consecutive ones make an episode.
+    /// Per instance with steps, in windows of a minute from the trace's start: a window whose decode tokens (at
+    /// least 200) owe `chronic_prefill_share` or more of their time to other requests' prefill, through
+    /// `chronic_token_share` or more of them (many tokens slowed, not a few stalled), is interfered; consecutive
+    /// ones make an episode. Two passes over the tokens, the second only when there is an episode; nothing is
+    /// sorted or kept per token.
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
+        let origin = trace.start_ns();
+        let window_of = |g: &Gap| usize::try_from((trace.tokens.emitted_ns[g.token] - origin) / WINDOW_NS).unwrap_or(0);
         let mut out = Vec::new();
         let mut sources: Vec<(&u32, &std::ops::Range<usize>)> = cx.source_rows().iter().collect();
         sources.sort_by_key(|(s, _)| **s);
@@ -56,49 +60,102 @@ impl Detector for ChronicInterference {
             let Some(base) = decode_only_step(cx, rows.clone()) else {
                 continue;
             };
-            let gaps = gaps_of(cx, source, rows.clone(), base);
-            let Some(first) = gaps.first().map(|g| trace.tokens.emitted_ns[g.token]) else {
-                continue;
-            };
-            let window = |g: &Gap| (trace.tokens.emitted_ns[g.token] - first) / WINDOW_NS;
-            // Windows: (index, first gap, end gap), gaps being in time order.
-            let mut a = 0;
-            let mut episode: Vec<usize> = Vec::new();
-            let flush = |episode: &mut Vec<usize>, out: &mut Vec<Finding>| {
-                if !episode.is_empty() {
-                    let chosen: Vec<&Gap> = episode.iter().map(|&k| &gaps[k]).collect();
-                    out.push(finding(trace, source, base, &chosen));
-                    episode.clear();
+            let mut windows: Vec<Window> = Vec::new();
+            visit_gaps(cx, source, rows.clone(), base, |g| {
+                let w = window_of(&g);
+                if windows.len() <= w {
+                    windows.resize(w + 1, Window::default());
                 }
-            };
-            while a < gaps.len() {
-                let w = window(&gaps[a]);
-                let mut b = a;
-                while b < gaps.len() && window(&gaps[b]) == w {
-                    b += 1;
+                windows[w].add(&g);
+            });
+            // Episodes: runs of consecutive interfered windows, as ranges of window indices.
+            let mut episodes: Vec<std::ops::Range<usize>> = Vec::new();
+            for (w, win) in windows.iter().enumerate() {
+                if !win.interfered(th) {
+                    continue;
                 }
-                let total: i64 = gaps[a..b].iter().map(|g| g.itl).sum();
-                let owed: i64 = gaps[a..b].iter().map(|g| g.owed).sum();
-                let slowed = gaps[a..b].iter().filter(|g| g.owed > 0).count();
-                #[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
-                let interfered = b - a >= MIN_TOKENS
-                    && total > 0
-                    && owed as f64 >= th.chronic_prefill_share * total as f64
-                    && slowed as f64 >= th.chronic_token_share * (b - a) as f64;
-                let follows = episode.last().is_some_and(|&k| window(&gaps[k]) + 1 == w);
-                if interfered {
-                    if !follows {
-                        flush(&mut episode, &mut out);
-                    }
-                    episode.extend(a..b);
-                } else {
-                    flush(&mut episode, &mut out);
+                match episodes.last_mut() {
+                    Some(e) if e.end == w => e.end = w + 1,
+                    _ => episodes.push(w..w + 1),
                 }
-                a = b;
             }
-            flush(&mut episode, &mut out);
+            if episodes.is_empty() {
+                continue;
+            }
+            let mut found: Vec<Episode> = episodes.iter().map(|_| Episode::default()).collect();
+            visit_gaps(cx, source, rows.clone(), base, |g| {
+                let w = window_of(&g);
+                let k = episodes.partition_point(|e| e.end <= w);
+                if let (Some(e), Some(f)) = (episodes.get(k), found.get_mut(k))
+                    && e.contains(&w)
+                {
+                    f.add(trace, &g);
+                }
+            });
+            out.extend(found.into_iter().map(|e| finding(trace, source, base, e)));
         }
         out
+    }
+}
+
+/// What a window of a minute adds up to.
+#[derive(Debug, Clone, Copy, Default)]
+struct Window {
+    tokens: usize,
+    slowed: usize,
+    total: i64,
+    owed: i64,
+}
+
+impl Window {
+    fn add(&mut self, g: &Gap) {
+        self.tokens += 1;
+        self.total += g.itl;
+        self.owed += g.owed;
+        if g.owed > 0 {
+            self.slowed += 1;
+        }
+    }
+
+    /// Enough tokens, a large enough share of the time owed, through a large enough share of the tokens.
+    #[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
+    fn interfered(&self, th: &super::Thresholds) -> bool {
+        self.tokens >= MIN_TOKENS
+            && self.total > 0
+            && self.owed as f64 >= th.chronic_prefill_share * self.total as f64
+            && self.slowed as f64 >= th.chronic_token_share * self.tokens as f64
+    }
+}
+
+/// What an episode's finding says, gathered in one pass.
+#[derive(Debug, Default)]
+struct Episode {
+    window: Window,
+    slowed_itls: Vec<i64>,
+    mixed: usize,
+    /// Per request: the time it owed, and its token that owed the most (owed, token).
+    by_request: HashMap<u32, (i64, (i64, usize))>,
+    from: Option<i64>,
+    to: Option<i64>,
+}
+
+impl Episode {
+    fn add(&mut self, trace: &Trace, g: &Gap) {
+        self.window.add(g);
+        if g.owed > 0 {
+            self.slowed_itls.push(g.itl);
+        }
+        if g.mixed {
+            self.mixed += 1;
+        }
+        let e = self.by_request.entry(g.request).or_insert((0, (-1, g.token)));
+        e.0 += g.owed;
+        if g.owed > e.1.0 || (g.owed == e.1.0 && g.token < e.1.1) {
+            e.1 = (g.owed, g.token);
+        }
+        let emitted = trace.tokens.emitted_ns[g.token];
+        self.from = Some(self.from.map_or(emitted - g.itl, |f| f.min(emitted - g.itl)));
+        self.to = Some(self.to.map_or(emitted, |t| t.max(emitted)));
     }
 }
 
@@ -120,12 +177,12 @@ fn decode_only_step(cx: &Context<'_>, rows: std::ops::Range<usize>) -> Option<i6
     median(&mut d)
 }
 
-/// The decode tokens of the instance's requests, in time order, with what they owe to other requests' prefill.
-fn gaps_of(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base: i64) -> Vec<Gap> {
+/// Visits the decode tokens of the instance's requests (request by request) with what they owe to other requests'
+/// prefill.
+fn visit_gaps(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base: i64, mut visit: impl FnMut(Gap)) {
     let trace = cx.trace;
     let (it, tk) = (&trace.iterations, &trace.tokens);
     let starts = &it.start_ns[rows.clone()];
-    let mut out = Vec::new();
     for r in 0..row_u32(trace.request_count()) {
         if trace.requests.source[r as usize] != source {
             continue;
@@ -148,7 +205,7 @@ fn gaps_of(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base: i6
             };
             let other = |row: usize| cx.prefills().of(trace, row).any(|(q, _)| q != r);
             let prefilled = window.clone().any(other);
-            out.push(Gap {
+            visit(Gap {
                 request: r,
                 token: t,
                 itl,
@@ -157,26 +214,25 @@ fn gaps_of(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base: i6
             });
         }
     }
-    out.sort_by_key(|g| (tk.emitted_ns[g.token], g.token));
-    out
 }
 
 /// The finding of one episode.
 #[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
-fn finding(trace: &Trace, source: u32, base: i64, gaps: &[&Gap]) -> Finding {
-    let total: i64 = gaps.iter().map(|g| g.itl).sum();
-    let owed: i64 = gaps.iter().map(|g| g.owed).sum();
+fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
+    let Episode {
+        window,
+        mut slowed_itls,
+        mixed,
+        by_request,
+        from,
+        to,
+    } = e;
+    let (total, owed) = (window.total, window.owed);
     let share = 100.0 * owed as f64 / total.max(1) as f64;
-    let mut slowed: Vec<i64> = gaps.iter().filter(|g| g.owed > 0).map(|g| g.itl).collect();
-    let n_slowed = slowed.len();
-    let slowed_median = median(&mut slowed).unwrap_or(0);
-    let mixed = gaps.iter().filter(|g| g.mixed).count();
+    let n_slowed = slowed_itls.len();
+    let slowed_median = median(&mut slowed_itls).unwrap_or(0);
     // The requests hurt most: the most time owed to prefill.
-    let mut owed_by: HashMap<u32, i64> = HashMap::default();
-    for g in gaps {
-        *owed_by.entry(g.request).or_default() += g.owed;
-    }
-    let mut merged: Vec<(u32, i64)> = owed_by.into_iter().collect();
+    let mut merged: Vec<(u32, i64)> = by_request.iter().map(|(&r, &(o, _))| (r, o)).collect();
     merged.sort_by_key(|&(r, o)| (std::cmp::Reverse(o), r));
     let mut tpots: Vec<i64> = merged
         .iter()
@@ -184,15 +240,14 @@ fn finding(trace: &Trace, source: u32, base: i64, gaps: &[&Gap]) -> Finding {
         .map(|t| t.round() as i64)
         .collect();
     let tpot = median(&mut tpots);
-    let from = gaps.first().map_or(0, |g| trace.tokens.emitted_ns[g.token] - g.itl);
-    let to = gaps.last().map_or(0, |g| trace.tokens.emitted_ns[g.token]);
+    let (from, to) = (from.unwrap_or(0), to.unwrap_or(0));
     let on = trace.label(source).map_or(String::new(), |s| format!(" on {s}"));
     let mut summary = format!(
         "Decodes{on} spent {share:.0} % of their time behind other requests' prefill for {}: {} of {} tokens waited \
          through a prompt's computation and took {} (median) where a decode-only step takes {} ({}×)",
         duration(to - from),
         thousands(n_slowed as u64),
-        thousands(gaps.len() as u64),
+        thousands(window.tokens as u64),
         duration(slowed_median),
         duration(base),
         multiple(slowed_median as f64 / base.max(1) as f64),
@@ -217,12 +272,7 @@ fn finding(trace: &Trace, source: u32, base: i64, gaps: &[&Gap]) -> Finding {
     let _ = write!(summary, ". {advice}");
     let requests: Vec<u32> = merged.iter().take(MAX_LISTED_REQUESTS).map(|&(r, _)| r).collect();
     // The subject's token that owed the most.
-    let token = requests.first().and_then(|&s| {
-        gaps.iter()
-            .filter(|g| g.request == s)
-            .max_by_key(|g| (g.owed, std::cmp::Reverse(g.token)))
-            .map(|g| g.token)
-    });
+    let token = requests.first().and_then(|s| by_request.get(s)).map(|&(_, (_, t))| t);
     let (from_ns, to_ns) = range(from, to);
     Finding {
         kind: Kind::ChronicInterference,

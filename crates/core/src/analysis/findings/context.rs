@@ -36,13 +36,14 @@ pub(super) struct PrefillTimes {
     by_request: Vec<i64>,
     /// Per source: a decode-only step's duration (median).
     base: HashMap<u32, i64>,
-    /// Per source: the 90th percentile (nearest rank) over its requests with a prefill, and how many there are.
+    /// Per source: the 99th percentile (nearest rank) over its requests with a prefill, and how many there are.
     ordinary: HashMap<u32, (i64, usize)>,
 }
 
-/// Requests with a prefill an instance needs before its median says what an ordinary prefill takes; with fewer,
-/// the detectors fall back to counts (`large_prefill_tokens`, `monopoly_steps`).
-pub(super) const MIN_PREFILL_PEERS: usize = 20;
+/// Requests with a prefill an instance needs before its 99th percentile says what a large ordinary prefill takes
+/// (with fewer it is the largest, the culprit itself); with fewer, the detectors fall back to counts
+/// (`large_prefill_tokens`, `monopoly_steps`).
+pub(super) const MIN_PREFILL_PEERS: usize = 100;
 
 impl PrefillTimes {
     fn new(trace: &Trace, prefills: &PrefillIndex) -> Self {
@@ -90,13 +91,14 @@ impl PrefillTimes {
             }
         }
         // The large end of ordinary traffic: most prompts share a cached prefix and compute little, so a median says
-        // what a cached prompt takes; the 90th percentile says what the largest ordinary ones take.
+        // what a cached prompt takes; the 99th percentile says what the largest ordinary ones take, heavy tails
+        // included, and a few outsized prompts among a hundred requests do not move it.
         let ordinary = per_source
             .into_iter()
             .map(|(s, mut v)| {
                 v.sort_unstable();
                 let n = v.len();
-                (s, (v[(n * 9).div_ceil(10).max(1) - 1], n))
+                (s, (v[(n * 99).div_ceil(100).max(1) - 1], n))
             })
             .collect();
         PrefillTimes {
