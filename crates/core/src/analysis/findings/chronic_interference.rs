@@ -17,7 +17,7 @@ use super::words::{duration, multiple, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
 use crate::analysis::metrics::{median, request_metrics};
 use crate::analysis::stats::thousands;
-use crate::trace::{Trace, opt_u32};
+use crate::trace::{NULL_U32, Trace, opt_u32};
 
 /// The window episodes are made of.
 const WINDOW_NS: i64 = 60_000_000_000;
@@ -183,6 +183,24 @@ fn visit_gaps(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base:
     let trace = cx.trace;
     let (it, tk) = (&trace.iterations, &trace.tokens);
     let starts = &it.start_ns[rows.clone()];
+    // Per step of the instance: how many requests' prompts it computed, and which when one (so that "another
+    // request's prompt" is a lookup, not a walk, for each of millions of tokens).
+    let prompts: Vec<(u32, u32)> = rows
+        .clone()
+        .map(|row| {
+            let mut count = 0u32;
+            let mut only = NULL_U32;
+            for (q, _) in cx.prefills().of(trace, row) {
+                count += 1;
+                only = q;
+            }
+            (count, only)
+        })
+        .collect();
+    let other = |row: usize, r: u32| {
+        let (count, only) = prompts[row - rows.start];
+        count > 1 || (count == 1 && only != r)
+    };
     for r in 0..row_u32(trace.request_count()) {
         if trace.requests.source[r as usize] != source {
             continue;
@@ -203,14 +221,13 @@ fn visit_gaps(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base:
                 Some(own) => first.min(own)..own + 1,
                 None => first..rows.start + starts.partition_point(|&s| s < emitted),
             };
-            let other = |row: usize| cx.prefills().of(trace, row).any(|(q, _)| q != r);
-            let prefilled = window.clone().any(other);
+            let prefilled = window.clone().any(|row| other(row, r));
             visit(Gap {
                 request: r,
                 token: t,
                 itl,
                 owed: if prefilled { (itl - base).max(0) } else { 0 },
-                mixed: prefilled && own.is_some_and(other),
+                mixed: prefilled && own.is_some_and(|row| other(row, r)),
             });
         }
     }

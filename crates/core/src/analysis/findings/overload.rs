@@ -46,16 +46,13 @@ impl Detector for Overload {
                 if to - from < min_ns {
                     continue;
                 }
-                if held_by_one(trace, source, from, to) {
-                    // One prompt held the instance: the prefill monopoly's finding, not a lasting overload.
-                    continue;
-                }
                 let inside: Vec<&Wait> = waits.iter().filter(|w| (from..=to).contains(&w.arrival)).collect();
                 let mut queued: Vec<i64> = inside.iter().map(|w| w.scheduled - w.arrival).collect();
                 let Some(median_wait) = median(&mut queued) else {
                     continue;
                 };
-                if median_wait < wait_ns {
+                if median_wait < wait_ns || held_by_one(trace, source, from, to) {
+                    // Short waits; or one prompt held the instance: the prefill monopoly's finding, not overload.
                     continue;
                 }
                 out.push(episode(trace, source, &waits, &inside, (from, to), median_wait));
