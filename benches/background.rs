@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokenscope::analysis::cost::Prices;
-use tokenscope::analysis::findings::{Thresholds, find};
+use tokenscope::analysis::findings::{Kind, Thresholds, find, find_kinds};
 use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
 use tokenscope::format::{LoadOptions, Progress, load_with};
 use tokenscope::ui::render::{Scene, Size, View, render};
@@ -54,15 +54,17 @@ fn main() {
         trace.token_count(),
         trace.iterations.len()
     );
-    let slo = Slo {
-        ttft_ms: Some(1000.0),
-        tpot_ms: Some(50.0),
-    };
+    let slo = Slo::DEFAULT;
     let (median, max, found) = time(runs, || find(&trace, &slo, &Thresholds::default()));
     println!(
         "findings (every detector): {median:.0} / {max:.0} ms, {} findings",
         found.len()
     );
+    // Each detector alone, with the indexes it builds (shared ones are built once in a run of all of them).
+    for kind in Kind::ALL {
+        let (median, _, found) = time(runs, || find_kinds(&trace, &slo, &Thresholds::default(), &[kind]));
+        println!("  {}: {median:.0} ms, {} findings", kind.name(), found.len());
+    }
 
     let prices = Prices::default();
     for by in GroupBy::ALL {

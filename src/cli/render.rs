@@ -212,14 +212,7 @@ fn render_finding(
             found.len().max(1)
         ));
     };
-    let request = f.requests.first().copied();
-    let token = match (request, f.tokens.first()) {
-        (Some(r), Some(&t)) => {
-            let rows = trace.tokens_of(r);
-            rows.contains(&t).then(|| t - rows.start)
-        }
-        _ => None,
-    };
+    let (request, token) = f.subject(trace);
     let which = match (options.view, request) {
         (Some(v), _) => v,
         (None, Some(_)) => View::Both,

@@ -114,14 +114,7 @@ impl FindingsState {
 
 /// Where a finding takes the view.
 pub fn go_to(trace: &Trace, f: &Finding) -> Command {
-    let request = f.requests.first().copied();
-    let token = match (request, f.tokens.first()) {
-        (Some(r), Some(&t)) => {
-            let rows = trace.tokens_of(r);
-            rows.contains(&t).then(|| t - rows.start)
-        }
-        _ => None,
-    };
+    let (request, token) = f.subject(trace);
     Command::GoTo {
         from_ns: f.from_ns,
         to_ns: f.to_ns,

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use rustc_hash::FxHashMap as HashMap;
+use rayon::prelude::*;
 
 use super::words::{duration, multiple, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
@@ -53,12 +53,12 @@ impl Detector for ChronicInterference {
         let (trace, th) = (cx.trace, cx.th);
         let origin = trace.start_ns();
         let window_of = |g: &Gap| usize::try_from((trace.tokens.emitted_ns[g.token] - origin) / WINDOW_NS).unwrap_or(0);
-        let mut out = Vec::new();
         let mut sources: Vec<(&u32, &std::ops::Range<usize>)> = cx.source_rows().iter().collect();
         sources.sort_by_key(|(s, _)| **s);
-        for (&source, rows) in sources {
+        // Each instance on its own core.
+        let per_source = |(&source, rows): (&u32, &std::ops::Range<usize>)| -> Vec<Finding> {
             let Some(base) = decode_only_step(cx, rows.clone()) else {
-                continue;
+                return Vec::new();
             };
             let mut windows: Vec<Window> = Vec::new();
             visit_gaps(cx, source, rows.clone(), base, |g| {
@@ -80,7 +80,7 @@ impl Detector for ChronicInterference {
                 }
             }
             if episodes.is_empty() {
-                continue;
+                return Vec::new();
             }
             let mut found: Vec<Episode> = episodes.iter().map(|_| Episode::default()).collect();
             visit_gaps(cx, source, rows.clone(), base, |g| {
@@ -92,9 +92,9 @@ impl Detector for ChronicInterference {
                     f.add(trace, &g);
                 }
             });
-            out.extend(found.into_iter().map(|e| finding(trace, source, base, e)));
-        }
-        out
+            found.into_iter().map(|e| finding(trace, source, base, e)).collect()
+        };
+        sources.into_par_iter().flat_map_iter(per_source).collect()
     }
 }
 
@@ -134,7 +134,8 @@ struct Episode {
     slowed_itls: Vec<i64>,
     mixed: usize,
     /// Per request: the time it owed, and its token that owed the most (owed, token).
-    by_request: HashMap<u32, (i64, (i64, usize))>,
+    /// Indexed by request row (a lookup for each of millions of tokens); untouched requests have no token.
+    by_request: Vec<(i64, (i64, usize))>,
     from: Option<i64>,
     to: Option<i64>,
 }
@@ -148,7 +149,12 @@ impl Episode {
         if g.mixed {
             self.mixed += 1;
         }
-        let e = self.by_request.entry(g.request).or_insert((0, (-1, g.token)));
+        if self.by_request.is_empty() {
+            self.by_request = vec![(0, (-1, usize::MAX)); trace.request_count()];
+        }
+        let Some(e) = self.by_request.get_mut(g.request as usize) else {
+            return;
+        };
         e.0 += g.owed;
         if g.owed > e.1.0 || (g.owed == e.1.0 && g.token < e.1.1) {
             e.1 = (g.owed, g.token);
@@ -249,7 +255,12 @@ fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
     let n_slowed = slowed_itls.len();
     let slowed_median = median(&mut slowed_itls).unwrap_or(0);
     // The requests hurt most: the most time owed to prefill.
-    let mut merged: Vec<(u32, i64)> = by_request.iter().map(|(&r, &(o, _))| (r, o)).collect();
+    let mut merged: Vec<(u32, i64)> = by_request
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, (_, t)))| *t != usize::MAX)
+        .map(|(r, &(o, _))| (row_u32(r), o))
+        .collect();
     merged.sort_by_key(|&(r, o)| (std::cmp::Reverse(o), r));
     let mut tpots: Vec<i64> = merged
         .iter()
@@ -289,7 +300,10 @@ fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
     let _ = write!(summary, ". {advice}");
     let requests: Vec<u32> = merged.iter().take(MAX_LISTED_REQUESTS).map(|&(r, _)| r).collect();
     // The subject's token that owed the most.
-    let token = requests.first().and_then(|s| by_request.get(s)).map(|&(_, (_, t))| t);
+    let token = requests
+        .first()
+        .and_then(|&s| by_request.get(s as usize))
+        .map(|&(_, (_, t))| t);
     let (from_ns, to_ns) = range(from, to);
     Finding {
         kind: Kind::ChronicInterference,

@@ -198,6 +198,22 @@ pub struct Finding {
     pub tokens: Vec<usize>,
 }
 
+impl Finding {
+    /// What a click on it selects: its subject request, and the subject's token as a position among the request's
+    /// tokens (when the first token named is one of its).
+    pub fn subject(&self, trace: &Trace) -> (Option<u32>, Option<usize>) {
+        let request = self.requests.first().copied();
+        let token = match (request, self.tokens.first()) {
+            (Some(r), Some(&t)) => {
+                let rows = trace.tokens_of(r);
+                rows.contains(&t).then(|| t - rows.start)
+            }
+            _ => None,
+        };
+        (request, token)
+    }
+}
+
 /// Every finding, sorted by severity, then `from_ns`, then kind.
 pub fn find(trace: &Trace, slo: &Slo, th: &Thresholds) -> Vec<Finding> {
     find_kinds(trace, slo, th, &Kind::ALL)
