@@ -225,12 +225,11 @@ fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]
     let named: Vec<u32> = culprits.iter().map(|c| c.0).filter(|&q| q != NULL_U32).collect();
     let who = culprit_phrase(trace, &culprits, total);
     let mut summary = format!(
-        "{}'s token {} waited {} (ITL {}× its median {}) while {who} prefilled {} prompt tokens in {} step{}",
+        "{}'s token {} waited {}, {}× its median, while {who} prefilled {} prompt tokens in {} step{}",
         trace.request_id(worst.victim),
         trace.tokens.index[worst.token],
         duration(worst.itl_ns),
         multiple(worst.itl_ns as f64 / worst.median_ns as f64),
-        duration(worst.median_ns),
         thousands(total),
         steps.len(),
         if steps.len() == 1 { "" } else { "s" },
@@ -238,6 +237,12 @@ fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]
     if let Some(source) = trace.label(worst.source) {
         let _ = write!(summary, " on {source}");
     }
+    // The counterfactual, in figures: what the token takes when nothing is prefilled in its way.
+    let _ = write!(
+        summary,
+        ": without those prefills it would have taken about {}, its median",
+        duration(worst.median_ns)
+    );
     if victims.len() > 1 {
         let _ = write!(summary, "; {} stalled too", names(trace, &victims[1..]));
     }
