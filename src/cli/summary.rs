@@ -108,6 +108,13 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
     head.push(vec!["finish reasons".to_owned(), reasons.join(", ")]);
     head.push(vec!["token mismatches".to_owned(), thousands(s.token_mismatches)]);
     head.push(vec!["rejected records".to_owned(), thousands(rejected)]);
+    if trace.candidates_on_disk.is_some() {
+        // The figures need no candidate: a Parquet trace's are left on disk (most of its bytes) and not checked.
+        head.push(vec![
+            "candidates".to_owned(),
+            "left on disk, not read (`tokenscope validate` checks them)".to_owned(),
+        ]);
+    }
     for row in &head {
         out.push_str(&format!("{:<18}{}\n", row[0], row[1]));
     }
@@ -171,7 +178,12 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
         Some(Ok(p)) => Some(p),
         Some(Err(e)) => return Output::error(e, 2),
     };
-    let loaded = match super::load(&[path], crate::format::LoadOptions::default()) {
+    // No figure of the summary needs a candidate: a Parquet trace's stay on disk, as the app leaves them.
+    let options = crate::format::LoadOptions {
+        lazy_candidates: true,
+        ..crate::format::LoadOptions::default()
+    };
+    let loaded = match super::load(&[path], options) {
         Ok(l) => l,
         Err(e) => return fatal(&e, as_json),
     };
@@ -181,6 +193,7 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
     let groups = by.map(|by| (by, summarize_by(trace, by, slo, prices.as_ref())));
     let stdout = if as_json {
         let mut v = summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())));
+        v["candidates_checked"] = json!(trace.candidates_on_disk.is_none());
         if let Some(p) = &prices {
             v["currency"] = json!(p.currency);
         }
