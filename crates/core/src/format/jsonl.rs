@@ -71,7 +71,14 @@ pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -
     read_from(f, path, file, b, progress)
 }
 
-/// Reads JSONL (plain or compressed) from any reader; `path` names it in messages.
+/// Bytes of whole lines parsed by one task: large enough that a task outweighs its merge, small enough that a window
+/// of them stays a few tens of MB.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// Reads JSONL (plain or compressed) from any reader; `path` names it in messages. The text is cut into chunks of
+/// whole lines as it is read (and decompressed, on this thread); the chunks are parsed and validated on all cores,
+/// each into a builder of its own, and merged in file order, so the result is the one reading line by line gives,
+/// duplicates and rejections included.
 pub fn read_from(
     input: impl Read,
     path: &Path,
@@ -79,24 +86,164 @@ pub fn read_from(
     b: &mut TraceBuilder,
     progress: &Progress,
 ) -> Result<(), LoadError> {
-    for_each_line(input, path, file, b, progress, |text, place, b| {
-        if text[0] != b'{' {
+    read_chunked(input, path, file, b, progress, CHUNK_BYTES)
+}
+
+/// One line: what it holds goes into the builder, or is rejected with its place.
+fn read_line(text: &[u8], place: Place, b: &mut TraceBuilder) {
+    if text[0] != b'{' {
+        b.report.records += 1;
+        b.report.reject(Rejection {
+            place,
+            problem: Problem::Malformed,
+            record: None,
+            field: None,
+            reason: "not a JSON object; each line must be one {\"kind\": ...} object".to_owned(),
+        });
+        return;
+    }
+    match serde_json::from_slice::<RawRecord<'_>>(text) {
+        Ok(record) => ingest(&record, place, b),
+        Err(e) => {
             b.report.records += 1;
-            b.report.reject(Rejection {
-                place,
-                problem: Problem::Malformed,
-                record: None,
-                field: None,
-                reason: "not a JSON object; each line must be one {\"kind\": ...} object".to_owned(),
-            });
-            return;
+            b.report.reject(malformed(text, &e, place));
         }
-        match serde_json::from_slice::<RawRecord<'_>>(text) {
-            Ok(record) => ingest(&record, place, b),
-            Err(e) => {
-                b.report.records += 1;
-                b.report.reject(malformed(text, &e, place));
+    }
+}
+
+/// Whole lines read in one piece, and the number of the first.
+struct Chunk {
+    first_line: u64,
+    text: Vec<u8>,
+}
+
+impl Chunk {
+    /// Parses its lines into a builder of its own.
+    fn parse(&self, file: u32, progress: &Progress) -> Result<TraceBuilder, LoadError> {
+        let mut b = TraceBuilder::default();
+        let mut line_no = self.first_line;
+        for (k, line) in self.text.split(|&c| c == b'\n').enumerate() {
+            if k > 0 {
+                line_no += 1;
             }
+            if k % 4096 == 4095 && progress.is_cancelled() {
+                return Err(LoadError::Cancelled);
+            }
+            let text = line.trim_ascii();
+            // A byte-order mark some editors put at the start of a UTF-8 file is not part of the first record.
+            let text = if line_no == 1 {
+                text.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(text)
+            } else {
+                text
+            };
+            if !text.is_empty() {
+                read_line(text, Place { file, at: line_no }, &mut b);
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// [`read_from`] with chunks of about `chunk_bytes` (tests make them tiny to cut the text everywhere).
+pub fn read_chunked(
+    input: impl Read,
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    chunk_bytes: usize,
+) -> Result<(), LoadError> {
+    use rayon::prelude::*;
+    let mut reader = open_lines(input, path, progress)?;
+    let window = 2 * rayon::current_num_threads() + 2;
+    let mut next_line: u64 = 1;
+    let mut broken: Option<Rejection> = None;
+    let mut pending: Vec<Result<TraceBuilder, LoadError>> = Vec::new();
+    loop {
+        // Read a window of chunks on this thread while the previous window's builders are merged.
+        let mut chunks: Vec<Chunk> = Vec::new();
+        while broken.is_none() && chunks.len() < window {
+            if progress.is_cancelled() {
+                return Err(LoadError::Cancelled);
+            }
+            let mut text = Vec::with_capacity(chunk_bytes.min(CHUNK_BYTES).saturating_add(4096));
+            let first_line = next_line;
+            while text.len() < chunk_bytes {
+                match reader.read_until(b'\n', &mut text) {
+                    Ok(0) => break,
+                    Ok(_) => next_line += 1,
+                    Err(e) => {
+                        // A truncated or corrupt compressed stream: keep what was read, report where it broke.
+                        let read = next_line - 1;
+                        broken = Some(Rejection {
+                            place: Place { file, at: next_line },
+                            problem: Problem::Malformed,
+                            record: None,
+                            field: None,
+                            reason: format!("the file cannot be read past line {read}: {e} (truncated or corrupt?)"),
+                        });
+                        // A partial line is not a record.
+                        if let Some(end) = text.iter().rposition(|&c| c == b'\n') {
+                            text.truncate(end + 1);
+                        } else {
+                            text.clear();
+                        }
+                        break;
+                    }
+                }
+            }
+            if text.is_empty() {
+                break;
+            }
+            if text.last() == Some(&b'\n') {
+                text.pop();
+            }
+            chunks.push(Chunk { first_line, text });
+        }
+        let done = chunks.is_empty();
+        let previous = std::mem::take(&mut pending);
+        let (merged, parsed) = rayon::join(
+            || -> Result<(), LoadError> {
+                for part in previous {
+                    b.merge(part?);
+                }
+                Ok(())
+            },
+            || -> Vec<Result<TraceBuilder, LoadError>> { chunks.par_iter().map(|c| c.parse(file, progress)).collect() },
+        );
+        merged?;
+        pending = parsed;
+        if done {
+            break;
+        }
+    }
+    for part in pending {
+        b.merge(part?);
+    }
+    if let Some(rejection) = broken {
+        b.report.records += 1;
+        b.report.reject(rejection);
+    }
+    Ok(())
+}
+
+/// The text of a file, decompressed when its first bytes say gzip or zstd, counted into `progress` as read.
+fn open_lines<'a>(
+    input: impl Read + 'a,
+    path: &Path,
+    progress: &'a Progress,
+) -> Result<Box<dyn BufRead + 'a>, LoadError> {
+    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: input, progress });
+    let head = raw.fill_buf().map_err(|e| io_error(path, e))?;
+    Ok(match Compression::sniff(head) {
+        Compression::None => Box::new(raw),
+        Compression::Gzip => Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(raw),
+        )),
+        Compression::Zstd => {
+            let dec = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(path, e))?;
+            Box::new(BufReader::with_capacity(1 << 20, dec))
         }
     })
 }
@@ -112,19 +259,7 @@ pub fn for_each_line(
     progress: &Progress,
     mut each: impl FnMut(&[u8], Place, &mut TraceBuilder),
 ) -> Result<(), LoadError> {
-    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: input, progress });
-    let head = raw.fill_buf().map_err(|e| io_error(path, e))?;
-    let mut reader: Box<dyn BufRead + '_> = match Compression::sniff(head) {
-        Compression::None => Box::new(raw),
-        Compression::Gzip => Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::bufread::MultiGzDecoder::new(raw),
-        )),
-        Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| io_error(path, e))?;
-            Box::new(BufReader::with_capacity(1 << 20, dec))
-        }
-    };
+    let mut reader = open_lines(input, path, progress)?;
     let mut line = Vec::with_capacity(4096);
     let mut line_no: u64 = 0;
     loop {
@@ -311,4 +446,57 @@ fn write_to<W: Write>(trace: &Trace, w: W) -> io::Result<W> {
     let mut w = BufWriter::with_capacity(1 << 20, w);
     for_each_record(trace, |r| write_record(&mut w, r))?;
     w.into_inner().map_err(io::IntoInnerError::into_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::report::Report;
+
+    /// A file with what a reader must keep in order: a byte-order mark, blank lines, a duplicate request (the first
+    /// wins), lines that are not objects or not JSON, tokens before and after, CRLF endings.
+    const TEXT: &str = "\u{feff}{\"kind\":\"meta\",\"format\":\"tokenscope\",\"version\":1}\n\
+        {\"kind\":\"request\",\"request_id\":\"a\",\"arrival_ns\":1764403200000001000,\"output_tokens\":2}\n\
+        \n\
+        [1, 2]\n\
+        {\"kind\":\"token\",\"request_id\":\"a\",\"index\":0,\"emitted_ns\":1764403200000002000}\r\n\
+        {\"kind\":\"request\",\"request_id\":\"a\",\"arrival_ns\":1764403200000005000}\n\
+        {\"kind\":\"request\",\"request_id\":\"b\",\"arrival_ns\":1764403200000001500,\n\
+        {\"kind\":\"request\",\"request_id\":\"b\",\"arrival_ns\":1764403200000001500}\n\
+        {\"kind\":\"token\",\"request_id\":\"a\",\"index\":1,\"emitted_ns\":1764403200000003000}\n\
+        {\"kind\":\"token\",\"request_id\":\"b\",\"index\":0,\"emitted_ns\":\"soon\"}\n\
+        \n";
+
+    fn read_with(chunk_bytes: usize) -> (String, Report) {
+        let mut b = TraceBuilder::default();
+        read_chunked(
+            TEXT.as_bytes(),
+            Path::new("t.jsonl"),
+            0,
+            &mut b,
+            &Progress::default(),
+            chunk_bytes,
+        )
+        .unwrap();
+        let (trace, report) = b.finish();
+        let written = write_to(&trace, Vec::new()).unwrap();
+        (String::from_utf8(written).unwrap(), report)
+    }
+
+    #[test]
+    fn chunks_parsed_apart_give_what_one_reading_gives() {
+        let (whole, report) = read_with(usize::MAX);
+        // 2 requests, 3 tokens kept; the duplicate of a, the array, the broken line and the bad time rejected, at
+        // their lines (1-based, blank lines counted).
+        assert!(whole.contains("\"request_id\":\"b\""), "{whole}");
+        let lines: Vec<u64> = report.rejected.iter().map(|r| r.place.at).collect();
+        assert_eq!(lines, [4, 6, 7, 10]);
+        // A chunk a line, and chunks of a few lines: the same trace, the same rejections.
+        for size in [1, 100, 300] {
+            let (cut, cut_report) = read_with(size);
+            assert_eq!(cut, whole, "chunks of {size} bytes");
+            assert_eq!(cut_report.rejected, report.rejected, "chunks of {size} bytes");
+            assert_eq!(cut_report.records, report.records);
+        }
+    }
 }
