@@ -57,7 +57,7 @@ impl Detector for ChronicInterference {
         sources.sort_by_key(|(s, _)| **s);
         // Each instance on its own core.
         let per_source = |(&source, rows): (&u32, &std::ops::Range<usize>)| -> Vec<Finding> {
-            let Some(base) = decode_only_step(cx, rows.clone()) else {
+            let Some(base) = cx.prefill_times().decode_only_step(source) else {
                 return Vec::new();
             };
             let mut windows: Vec<Window> = Vec::new();
@@ -168,19 +168,6 @@ impl Episode {
 /// [`Kind::ChronicInterference`]'s findings alone, unsorted.
 pub fn chronic_interference(trace: &Trace, th: &super::Thresholds) -> Vec<Finding> {
     ChronicInterference.detect(&Context::new(trace, &crate::analysis::summary::Slo::default(), th))
-}
-
-/// The median duration of the instance's steps that computed no prompt: what a decode token takes without prefill
-/// in its way. `None` when every step computed one (nothing to compare with).
-fn decode_only_step(cx: &Context<'_>, rows: std::ops::Range<usize>) -> Option<i64> {
-    let it = &cx.trace.iterations;
-    let mut d: Vec<i64> = rows
-        .filter(|&row| cx.prefills().of(cx.trace, row).next().is_none())
-        .filter(|&row| it.num_decode_reqs[row].is_none_or(|n| n > 0))
-        .map(|row| it.end_ns[row] - it.start_ns[row])
-        .filter(|&d| d > 0)
-        .collect();
-    median(&mut d)
 }
 
 /// Visits the decode tokens of the instance's requests (request by request) with what they owe to other requests'

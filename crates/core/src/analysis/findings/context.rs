@@ -48,34 +48,33 @@ pub(super) const MIN_PREFILL_PEERS: usize = 100;
 impl PrefillTimes {
     fn new(trace: &Trace, prefills: &PrefillIndex) -> Self {
         let (st, it) = (&trace.stages, &trace.iterations);
-        let mut by_request = vec![0i64; trace.request_count()];
-        // A decode-only step per source: the part of every step that is not the prompts' work.
+        // A decode-only step per source (one that computed no prompt and decoded): what a decode token takes
+        // without prefill in its way, and the part of every step that is not the prompts' work.
         let mut decode_only: HashMap<u32, Vec<i64>> = HashMap::default();
         for row in 0..it.len() {
-            if prefills.of(trace, row).next().is_none() {
-                decode_only
-                    .entry(it.source[row])
-                    .or_default()
-                    .push(it.end_ns[row] - it.start_ns[row]);
+            let d = it.end_ns[row] - it.start_ns[row];
+            if prefills.of(trace, row).next().is_none() && it.num_decode_reqs[row].is_none_or(|n| n > 0) && d > 0 {
+                decode_only.entry(it.source[row]).or_default().push(d);
             }
         }
         let base: HashMap<u32, i64> = decode_only
             .into_iter()
             .filter_map(|(s, mut v)| crate::analysis::metrics::median(&mut v).map(|m| (s, m)))
             .collect();
+        let mut times = PrefillTimes {
+            by_request: vec![0i64; trace.request_count()],
+            base,
+            ordinary: HashMap::default(),
+        };
         for row in 0..it.len() {
-            let total: u64 = prefills.of(trace, row).map(|(_, n)| u64::from(n)).sum();
-            if total == 0 {
-                continue;
-            }
-            let step = it.end_ns[row] - it.start_ns[row];
-            let duration = (step - base.get(&it.source[row]).copied().unwrap_or(0)).max(0);
             for (q, n) in prefills.of(trace, row) {
-                if let Some(t) = by_request.get_mut(q as usize) {
-                    *t += share_of(duration, u64::from(n), total);
+                let work = times.work_of_chunk(trace, prefills, row, n);
+                if let Some(t) = times.by_request.get_mut(q as usize) {
+                    *t += work;
                 }
             }
         }
+        let by_request = &mut times.by_request;
         for s in 0..st.len() {
             if st.kind[s] == StageKind::Prefill
                 && st.iter_row[s].is_none()
@@ -93,7 +92,7 @@ impl PrefillTimes {
         // The large end of ordinary traffic: most prompts share a cached prefix and compute little, so a median says
         // what a cached prompt takes; the 99th percentile says what the largest ordinary ones take, heavy tails
         // included, and a few outsized prompts among a hundred requests do not move it.
-        let ordinary = per_source
+        times.ordinary = per_source
             .into_iter()
             .map(|(s, mut v)| {
                 v.sort_unstable();
@@ -101,11 +100,7 @@ impl PrefillTimes {
                 (s, (v[(n * 99).div_ceil(100).max(1) - 1], n))
             })
             .collect();
-        PrefillTimes {
-            by_request,
-            base,
-            ordinary,
-        }
+        times
     }
 
     /// The time `request`'s prompt took to compute, ns (0 when unknown).
@@ -113,10 +108,19 @@ impl PrefillTimes {
         self.by_request.get(request as usize).copied().unwrap_or(0)
     }
 
-    /// The prompts' work in step `row`: its duration beyond a decode-only step of its instance, ns.
-    pub(super) fn work_of_step(&self, trace: &Trace, row: usize) -> i64 {
+    /// A decode-only step of `source` (the median duration of its steps that computed no prompt and decoded), ns;
+    /// `None` when every step computed a prompt.
+    pub(super) fn decode_only_step(&self, source: u32) -> Option<i64> {
+        self.base.get(&source).copied()
+    }
+
+    /// The work of a chunk of `tokens` prompt tokens in step `row`: the step's duration beyond a decode-only step of
+    /// its instance, shared among the step's prompt tokens, ns.
+    pub(super) fn work_of_chunk(&self, trace: &Trace, prefills: &PrefillIndex, row: usize, tokens: u32) -> i64 {
         let it = &trace.iterations;
-        (it.end_ns[row] - it.start_ns[row] - self.base.get(&it.source[row]).copied().unwrap_or(0)).max(0)
+        let total: u64 = prefills.of(trace, row).map(|(_, n)| u64::from(n)).sum();
+        let work = (it.end_ns[row] - it.start_ns[row] - self.base.get(&it.source[row]).copied().unwrap_or(0)).max(0);
+        share_of(work, u64::from(tokens), total.max(u64::from(tokens)))
     }
 
     /// An ordinary prefill on `source`, ns, when it has enough requests to say.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::context::{WaitIndex, share_of};
+use super::context::WaitIndex;
 use super::words::{duration, names, range, row_u32};
 use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::metrics::ms;
@@ -59,11 +59,7 @@ impl Detector for PrefillMonopoly {
                 // run's time is its share of each step's (its tokens among the step's prompt tokens).
                 let run_time: i64 = chunks[a..b]
                     .iter()
-                    .map(|&(row, n)| {
-                        let row = row as usize;
-                        let total: u64 = cx.prefills().of(trace, row).map(|(_, k)| u64::from(k)).sum();
-                        share_of(times.work_of_step(trace, row), u64::from(n), total.max(u64::from(n)))
-                    })
+                    .map(|&(row, n)| times.work_of_chunk(trace, cx.prefills(), row as usize, n))
                     .sum();
                 #[allow(clippy::cast_precision_loss)] // ns far below 2^53
                 let held = match ordinary {

@@ -329,16 +329,19 @@ impl Thresholds {
 
     /// What each threshold means, by field name: the help of its command-line flag, so the app and
     /// `tokenscope findings --help` say the same.
-    pub fn help() -> Vec<(String, String)> {
+    /// Built once (the app's editor asks every frame).
+    pub fn help() -> &'static [(String, String)] {
         use clap::Args as _;
-        let command = Thresholds::augment_args(clap::Command::new("findings"));
-        command
-            .get_arguments()
-            .map(|a| {
-                let help = a.get_help().map(ToString::to_string).unwrap_or_default();
-                (a.get_id().as_str().to_owned(), help)
-            })
-            .collect()
+        static HELP: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+        HELP.get_or_init(|| {
+            Thresholds::augment_args(clap::Command::new("findings"))
+                .get_arguments()
+                .map(|a| {
+                    let help = a.get_help().map(ToString::to_string).unwrap_or_default();
+                    (a.get_id().as_str().to_owned(), help)
+                })
+                .collect()
+        })
     }
 }
 
@@ -376,7 +379,7 @@ mod tests {
         let mut t = Thresholds::default();
         let help = Thresholds::help();
         assert_eq!(help.len(), 18, "one flag per threshold");
-        for ((name, _), (id, text)) in t.values_mut().into_iter().zip(&help) {
+        for ((name, _), (id, text)) in t.values_mut().into_iter().zip(help) {
             assert_eq!(name, id, "the editor lists the thresholds in the flags' order");
             assert!(!text.is_empty(), "{id} has no help");
         }
