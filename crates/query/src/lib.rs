@@ -1,0 +1,18 @@
+//! tokenscope's questions in SQL and its metrics over time, through polars.
+//!
+//! - [`tables`]: the trace as the tables `requests`, `tokens`, `steps`, `stages` and `candidates`.
+//! - [`sql`]: a SQL query over them ([`run`]), with errors that name the table or column at fault.
+//! - [`timeline`]: request rate, throughput, goodput, latency percentiles, queue and KV use per time bucket.
+//! - [`result`]: a result as plain cells, and its CSV and JSON.
+//!
+//! The crate is the app's `query` feature: the viewer builds without it, and without polars.
+
+pub mod result;
+pub mod sql;
+pub mod tables;
+pub mod timeline;
+
+pub use result::{Cell, Rows};
+pub use sql::{QueryError, run};
+pub use tables::Table;
+pub use timeline::{TimelineOptions, auto_every, timeline};

@@ -1,0 +1,296 @@
+//! Metrics over time, as a serving team watches them on Grafana: per time bucket (and per label), request rate,
+//! output tokens/s, goodput, TTFT and TPOT percentiles, queue length, KV use and preemptions.
+//!
+//! Which bucket an event lands in follows what each figure measures, as engines' own metrics do: a request counts
+//! towards the rate when it arrives, its TTFT when its first token comes, its TPOT and goodput when it finishes; a
+//! token when it is emitted; a step's queue, KV use and preemptions when the step starts. Percentiles are by nearest
+//! rank (`QuantileMethod::Equiprobable`: the value at rank ceil(p × n)), the same figures as `summary`'s. Rates divide
+//! by the bucket's width, the last bucket's too, which may be partial.
+
+use polars::prelude::*;
+use tokenscope_core::analysis::metrics::request_metrics;
+use tokenscope_core::analysis::summary::{GroupBy, NO_LABEL, Slo};
+use tokenscope_core::trace::Trace;
+
+use crate::sql::QueryError;
+
+/// What a timeline is computed over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimelineOptions {
+    /// Bucket width, ns (> 0).
+    pub every_ns: i64,
+    /// One series per value of this label; one series for the whole trace when `None`.
+    pub by: Option<GroupBy>,
+    /// The objectives goodput counts against; no goodput when none is set.
+    pub slo: Slo,
+}
+
+/// Bucket widths a timeline picks from, ns: 1-2-5 steps of seconds, then minutes and hours.
+const NICE_NS: [i64; 16] = [
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    15_000_000_000,
+    30_000_000_000,
+    60_000_000_000,
+    120_000_000_000,
+    300_000_000_000,
+    600_000_000_000,
+    900_000_000_000,
+    1_800_000_000_000,
+    3_600_000_000_000,
+];
+
+const HOUR: i64 = 3_600_000_000_000;
+
+/// The bucket width that cuts `span_ns` into at most about `buckets` buckets: the smallest of 1 ms, 10 ms, 100 ms,
+/// 1 s, 2 s, 5 s, 10 s, 15 s, 30 s, 1 min, 2 min, 5 min, 10 min, 15 min, 30 min, then whole hours.
+pub fn auto_every(span_ns: i64, buckets: u32) -> i64 {
+    let buckets = i64::from(buckets.max(1));
+    let wanted = (span_ns.max(1) + buckets - 1) / buckets;
+    NICE_NS
+        .iter()
+        .copied()
+        .find(|&w| w >= wanted)
+        .unwrap_or_else(|| (wanted + HOUR - 1) / HOUR * HOUR)
+}
+
+/// The series' column names, in order (after `t_s` and the label column).
+pub const SERIES: [&str; 13] = [
+    "requests",
+    "request_rate",
+    "output_tok_s",
+    "goodput_tok_s",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
+    "queue_len",
+    "kv_usage",
+    "preemptions",
+];
+
+/// The timeline of `trace`: one row per bucket (per label value with `by`), sorted by label then time. Columns:
+/// `t_s` (bucket start, seconds since the trace's start), the label (named as `by`), then [`SERIES`].
+pub fn timeline(trace: &Trace, options: &TimelineOptions) -> Result<DataFrame, QueryError> {
+    if options.every_ns <= 0 {
+        return Err(QueryError(format!(
+            "the bucket width must be positive, not {} ns",
+            options.every_ns
+        )));
+    }
+    build(trace, options).map_err(|e| QueryError(format!("computing the timeline: {e}")))
+}
+
+fn label_of(trace: &Trace, by: Option<GroupBy>, request: usize) -> &str {
+    by.map_or("", |by| {
+        trace.label(by.label_column(trace)[request]).unwrap_or(NO_LABEL)
+    })
+}
+
+#[allow(clippy::cast_precision_loss, clippy::too_many_lines)]
+fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
+    let by = options.by;
+    let start = trace.start_ns();
+    let every = options.every_ns;
+    let every_s = every as f64 / 1e9;
+    let n = trace.request_count();
+
+    // Requests: their label, times and figures.
+    let mut g = Vec::with_capacity(n);
+    let (mut arrival, mut first, mut finish) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut ttft, mut tpot, mut out, mut good) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let mut last = start;
+    for r in 0..n {
+        #[allow(clippy::cast_possible_truncation)] // request rows are u32
+        let m = request_metrics(trace, r as u32);
+        let a = trace.requests.arrival_ns[r];
+        g.push(label_of(trace, by, r));
+        arrival.push(a);
+        first.push(m.ttft_ns.map(|t| a + t));
+        finish.push(m.e2e_ns.map(|t| a + t));
+        last = last.max(a).max(m.e2e_ns.map_or(a, |t| a + t));
+        ttft.push(m.ttft_ns.map(|t| t as f64 / 1e6));
+        tpot.push(m.tpot_ns.map(|t| t / 1e6));
+        out.push(i64::from(m.output_tokens));
+        good.push(options.slo.is_set() && options.slo.misses(&m).is_empty());
+    }
+    let requests = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), g),
+        Column::new("arrival_ns".into(), arrival),
+        Column::new("first_ns".into(), first),
+        Column::new("finish_ns".into(), finish),
+        Column::new("ttft_ms".into(), ttft),
+        Column::new("tpot_ms".into(), tpot),
+        Column::new("out".into(), out),
+        Column::new("good".into(), good),
+    ])?
+    .lazy();
+
+    // Tokens, with their request's label.
+    let mut token_g = Vec::with_capacity(trace.token_count());
+    for r in 0..n {
+        #[allow(clippy::cast_possible_truncation)]
+        let count = trace.tokens_of(r as u32).len();
+        token_g.extend(std::iter::repeat_n(label_of(trace, by, r), count));
+    }
+    if let Some(&t) = trace.tokens.emitted_ns.iter().max() {
+        last = last.max(t);
+    }
+    let tokens = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), token_g),
+        Column::new("emitted_ns".into(), &trace.tokens.emitted_ns),
+    ])?
+    .lazy();
+
+    // Steps carry their source only: their series exist for the whole trace and per source.
+    let steps_apply = matches!(by, None | Some(GroupBy::Source));
+    let it = &trace.iterations;
+    let step_g: Vec<&str> = it
+        .source
+        .iter()
+        .map(|&s| {
+            if by.is_some() {
+                trace.label(s).unwrap_or(NO_LABEL)
+            } else {
+                ""
+            }
+        })
+        .collect();
+    if steps_apply && let Some(&t) = it.start_ns.iter().max() {
+        last = last.max(t);
+    }
+    let steps = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), step_g),
+        Column::new("start_ns".into(), &it.start_ns),
+        Column::new("num_waiting".into(), &it.num_waiting),
+        Column::new("kv_usage".into(), &it.kv_usage),
+        Column::new("num_preempted".into(), &it.num_preempted),
+    ])?
+    .lazy();
+
+    let bucket = |time: &str| (col(time) - lit(start)).floor_div(lit(every)).alias("bucket");
+    let keys = |time: &str| [col("g"), bucket(time)];
+    let q = |p: f64, c: &str, name: &str| col(c).quantile(lit(p), QuantileMethod::Equiprobable).alias(name);
+
+    let arrivals = requests
+        .clone()
+        .group_by(keys("arrival_ns"))
+        .agg([len().alias("requests")]);
+    let firsts = requests
+        .clone()
+        .filter(col("first_ns").is_not_null())
+        .group_by(keys("first_ns"))
+        .agg([
+            q(0.50, "ttft_ms", "ttft_p50_ms"),
+            q(0.95, "ttft_ms", "ttft_p95_ms"),
+            q(0.99, "ttft_ms", "ttft_p99_ms"),
+        ]);
+    let finishes = requests
+        .filter(col("finish_ns").is_not_null())
+        .group_by(keys("finish_ns"))
+        .agg([
+            q(0.50, "tpot_ms", "tpot_p50_ms"),
+            q(0.95, "tpot_ms", "tpot_p95_ms"),
+            q(0.99, "tpot_ms", "tpot_p99_ms"),
+            col("out").filter(col("good")).sum().alias("good_tokens"),
+            col("out").sum().alias("finished_tokens"),
+        ]);
+    let emitted = tokens.group_by(keys("emitted_ns")).agg([len().alias("tokens")]);
+    let stepped = steps.group_by(keys("start_ns")).agg([
+        col("num_waiting").mean().alias("queue_len"),
+        col("kv_usage").mean().alias("kv_usage"),
+        col("num_preempted").sum().alias("preemptions"),
+    ]);
+
+    // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
+    let buckets = (last - start) / every + 1;
+    let mut labels: Vec<&str> = (0..n).map(|r| label_of(trace, by, r)).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    if by == Some(GroupBy::Source) {
+        // A source with steps but no request of its own still has a queue and KV use to show.
+        for &s in &it.source {
+            let name = trace.label(s).unwrap_or(NO_LABEL);
+            if let Err(i) = labels.binary_search(&name) {
+                labels.insert(i, name);
+            }
+        }
+    }
+    if labels.is_empty() {
+        labels.push("");
+    }
+    let grid_g: Vec<&str> = labels
+        .iter()
+        .flat_map(|&l| std::iter::repeat_n(l, usize::try_from(buckets).unwrap_or(0)))
+        .collect();
+    let grid_b: Vec<i64> = labels.iter().flat_map(|_| 0..buckets).collect();
+    let grid = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), grid_g),
+        Column::new("bucket".into(), grid_b),
+    ])?
+    .lazy();
+
+    let on = || [col("g"), col("bucket")];
+    let join = |l: LazyFrame, r: LazyFrame| l.join(r, on(), on(), JoinArgs::new(JoinType::Left));
+    let mut lf = join(grid, arrivals);
+    lf = join(lf, firsts);
+    lf = join(lf, finishes);
+    lf = join(lf, emitted);
+    if steps_apply {
+        lf = join(lf, stepped);
+    } else {
+        lf = lf.with_columns([
+            lit(NULL).cast(DataType::Float64).alias("queue_len"),
+            lit(NULL).cast(DataType::Float64).alias("kv_usage"),
+            lit(NULL).cast(DataType::UInt32).alias("preemptions"),
+        ]);
+    }
+    // Output tokens from token records when the trace has them, else from the usage of the requests finishing.
+    let output = if trace.tokens.is_empty() {
+        col("finished_tokens")
+    } else {
+        col("tokens")
+    };
+    let goodput = if options.slo.is_set() {
+        col("good_tokens").fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)
+    } else {
+        lit(NULL).cast(DataType::Float64)
+    };
+    let mut select = vec![(col("bucket").cast(DataType::Float64) * lit(every_s)).alias("t_s")];
+    if let Some(by) = by {
+        select.push(col("g").alias(by.name()));
+    }
+    select.extend([
+        col("requests")
+            .fill_null(lit(0))
+            .cast(DataType::UInt64)
+            .alias("requests"),
+        (col("requests").fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)).alias("request_rate"),
+        (output.fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)).alias("output_tok_s"),
+        goodput.alias("goodput_tok_s"),
+        col("ttft_p50_ms"),
+        col("ttft_p95_ms"),
+        col("ttft_p99_ms"),
+        col("tpot_p50_ms"),
+        col("tpot_p95_ms"),
+        col("tpot_p99_ms"),
+        col("queue_len"),
+        col("kv_usage"),
+        col("preemptions").cast(DataType::UInt64),
+    ]);
+    lf.sort(["g", "bucket"], SortMultipleOptions::default())
+        .select(select)
+        .collect()
+}

@@ -1,0 +1,176 @@
+//! Timeline buckets on a hand-built trace, every figure worked out by hand, and the nearest-rank percentiles checked
+//! against `summary`'s on a bigger trace.
+
+use std::path::Path;
+
+use tokenscope_core::analysis::summary::{GroupBy, Slo, summarize_all};
+use tokenscope_core::format::{Progress, load, load_bytes};
+use tokenscope_core::trace::Trace;
+use tokenscope_query::{Cell, Rows, TimelineOptions, auto_every, timeline};
+
+/// Three requests and three steps; times in seconds after the first arrival (t0 = 2025-11-29 08:00 UTC).
+///
+/// | request | app | arrival | tokens emitted | TTFT | E2E | TPOT |
+/// |---|---|---|---|---|---|---|
+/// | a1 | chat | 0.0 | 0.5, 0.85, 1.2 | 500 ms | 1200 ms | (1200 − 500) / 2 = 350 ms |
+/// | a2 | chat | 0.4 | 0.6, 0.7 | 200 ms | 300 ms | 100 ms |
+/// | a3 | code | 1.5 | 2.1, 2.3, 2.5, 2.7 | 600 ms | 1200 ms | 200 ms |
+///
+/// Steps start at 0.1 (2 waiting, KV 0.2, 0 preempted), 0.6 (0 waiting, KV 0.4, 1 preempted), 1.6 (1 waiting,
+/// KV 0.1, 0 preempted).
+const HAND: &str = r#"{"kind":"request","request_id":"a1","app_id":"chat","arrival_ns":1764403200000000000}
+{"kind":"request","request_id":"a2","app_id":"chat","arrival_ns":1764403200400000000}
+{"kind":"request","request_id":"a3","app_id":"code","arrival_ns":1764403201500000000}
+{"kind":"token","request_id":"a1","index":0,"emitted_ns":1764403200500000000}
+{"kind":"token","request_id":"a1","index":1,"emitted_ns":1764403200850000000}
+{"kind":"token","request_id":"a1","index":2,"emitted_ns":1764403201200000000}
+{"kind":"token","request_id":"a2","index":0,"emitted_ns":1764403200600000000}
+{"kind":"token","request_id":"a2","index":1,"emitted_ns":1764403200700000000}
+{"kind":"token","request_id":"a3","index":0,"emitted_ns":1764403202100000000}
+{"kind":"token","request_id":"a3","index":1,"emitted_ns":1764403202300000000}
+{"kind":"token","request_id":"a3","index":2,"emitted_ns":1764403202500000000}
+{"kind":"token","request_id":"a3","index":3,"emitted_ns":1764403202700000000}
+{"kind":"iteration","iteration":1,"start_ns":1764403200100000000,"end_ns":1764403200150000000,"num_waiting":2,"kv_usage":0.2,"num_preempted":0}
+{"kind":"iteration","iteration":2,"start_ns":1764403200600000000,"end_ns":1764403200650000000,"num_waiting":0,"kv_usage":0.4,"num_preempted":1}
+{"kind":"iteration","iteration":3,"start_ns":1764403201600000000,"end_ns":1764403201650000000,"num_waiting":1,"kv_usage":0.1,"num_preempted":0}
+"#;
+
+fn hand() -> Trace {
+    match load_bytes("hand.jsonl", HAND.as_bytes()) {
+        Ok(l) => {
+            assert_eq!(l.report.rejected_count(), 0, "{:?}", l.report);
+            l.trace
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// TTFT within 550 ms and TPOT within 300 ms: a1 misses (TPOT 350), a3 misses (TTFT 600), a2 meets both.
+const SLO: Slo = Slo {
+    ttft_ms: Some(550.0),
+    tpot_ms: Some(300.0),
+};
+
+fn rows(trace: &Trace, every_ns: i64, by: Option<GroupBy>) -> Rows {
+    match timeline(trace, &TimelineOptions { every_ns, by, slo: SLO }) {
+        Ok(df) => Rows::of(&df),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn column(r: &Rows, name: &str) -> Vec<Option<f64>> {
+    let c = r.column(name).unwrap_or_else(|| panic!("no {name} in {:?}", r.columns));
+    r.rows.iter().map(|row| row[c].as_f64()).collect()
+}
+
+#[test]
+fn one_second_buckets_of_the_whole_trace() {
+    let r = rows(&hand(), 1_000_000_000, None);
+    let mut expected = vec!["t_s"];
+    expected.extend(tokenscope_query::timeline::SERIES);
+    assert_eq!(r.columns, expected);
+    // Buckets [0, 1), [1, 2), [2, 3): the last event is a3's last token at 2.7 s.
+    assert_eq!(column(&r, "t_s"), [Some(0.0), Some(1.0), Some(2.0)]);
+    // Arrivals: a1, a2 | a3 | none.
+    assert_eq!(column(&r, "requests"), [Some(2.0), Some(1.0), Some(0.0)]);
+    assert_eq!(column(&r, "request_rate"), [Some(2.0), Some(1.0), Some(0.0)]);
+    // Tokens: 0.5, 0.85, 0.6, 0.7 | 1.2 | 2.1, 2.3, 2.5, 2.7.
+    assert_eq!(column(&r, "output_tok_s"), [Some(4.0), Some(1.0), Some(4.0)]);
+    // Goodput counts a request's tokens when it finishes: a2 (2 tokens) finishes at 0.7 and met both objectives;
+    // a1 (finishing at 1.2) and a3 (at 2.7) missed one.
+    assert_eq!(column(&r, "goodput_tok_s"), [Some(2.0), Some(0.0), Some(0.0)]);
+    // First tokens: a1 (500) and a2 (200) at 0.5 and 0.6 | none | a3 (600). Nearest rank of {200, 500}: p50 is rank
+    // ceil(0.5 × 2) = 1, 200 ms; p95 and p99 rank 2, 500 ms.
+    assert_eq!(column(&r, "ttft_p50_ms"), [Some(200.0), None, Some(600.0)]);
+    assert_eq!(column(&r, "ttft_p99_ms"), [Some(500.0), None, Some(600.0)]);
+    // Finishes: a2 (TPOT 100) | a1 (350) | a3 (200).
+    assert_eq!(column(&r, "tpot_p50_ms"), [Some(100.0), Some(350.0), Some(200.0)]);
+    // Steps: 0.1 and 0.6 (waiting 2 and 0, KV 0.2 and 0.4, 1 preempted) | 1.6 | none.
+    assert_eq!(column(&r, "queue_len"), [Some(1.0), Some(1.0), None]);
+    let kv = column(&r, "kv_usage");
+    assert!(
+        (kv[0].unwrap_or(0.0) - 0.3).abs() < 1e-12 && kv[1] == Some(0.1) && kv[2].is_none(),
+        "{kv:?}"
+    );
+    assert_eq!(column(&r, "preemptions"), [Some(1.0), Some(0.0), None]);
+}
+
+#[test]
+fn by_app_each_label_has_every_bucket_and_no_step_series() {
+    let r = rows(&hand(), 1_000_000_000, Some(GroupBy::AppId));
+    assert_eq!(&r.columns[..2], ["t_s", "app_id"]);
+    let apps: Vec<Cell> = r.rows.iter().map(|row| row[1].clone()).collect();
+    let chat = Cell::Text("chat".into());
+    let code = Cell::Text("code".into());
+    assert_eq!(
+        apps,
+        [chat.clone(), chat.clone(), chat, code.clone(), code.clone(), code]
+    );
+    assert_eq!(
+        column(&r, "requests"),
+        [Some(2.0), Some(0.0), Some(0.0), Some(0.0), Some(1.0), Some(0.0)]
+    );
+    assert_eq!(
+        column(&r, "output_tok_s"),
+        [Some(4.0), Some(1.0), Some(0.0), Some(0.0), Some(0.0), Some(4.0)]
+    );
+    assert_eq!(
+        column(&r, "tpot_p99_ms"),
+        [Some(100.0), Some(350.0), None, None, None, Some(200.0)]
+    );
+    // Steps have no app: their series are empty, not the engine's figures repeated under each app.
+    assert!(column(&r, "queue_len").iter().all(Option::is_none));
+}
+
+#[test]
+fn half_second_buckets_split_the_rates() {
+    // Buckets of 0.5 s: [0, 0.5) holds a1 and a2's arrivals, so 2 requests in half a second, 4 per second.
+    let r = rows(&hand(), 500_000_000, None);
+    assert_eq!(column(&r, "t_s").len(), 6);
+    assert_eq!(column(&r, "request_rate")[0], Some(4.0));
+    // [0.5, 1.0) holds the tokens at 0.5, 0.6, 0.7 and 0.85: 8 per second.
+    assert_eq!(column(&r, "output_tok_s")[1], Some(8.0));
+}
+
+#[test]
+fn a_bucket_of_the_whole_trace_has_summarys_percentiles() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet");
+    let trace = match load(&path, &Progress::default()) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{e}"),
+    };
+    let s = summarize_all(&trace, Slo::default(), None);
+    assert!(s.ttft_ms.count > 100, "a trace big enough for the ranks to matter");
+    let r = rows(&trace, 1_000_000_000_000_000, None);
+    assert_eq!(r.rows.len(), 1);
+    assert_eq!(column(&r, "ttft_p50_ms")[0], s.ttft_ms.p50);
+    assert_eq!(column(&r, "ttft_p95_ms")[0], s.ttft_ms.p95);
+    assert_eq!(column(&r, "ttft_p99_ms")[0], s.ttft_ms.p99);
+    assert_eq!(column(&r, "tpot_p50_ms")[0], s.tpot_ms.p50);
+    assert_eq!(column(&r, "tpot_p99_ms")[0], s.tpot_ms.p99);
+}
+
+#[test]
+fn automatic_buckets_are_round() {
+    // 10 minutes in at most 100 buckets: 6 s wanted, 10 s given; 3 s in 100: 30 ms wanted, 100 ms given.
+    assert_eq!(auto_every(600_000_000_000, 100), 10_000_000_000);
+    assert_eq!(auto_every(3_000_000_000, 100), 100_000_000);
+    // A day in 10 buckets: 2.4 h wanted, 3 h given.
+    assert_eq!(auto_every(86_400_000_000_000, 10), 3 * 3_600_000_000_000);
+}
+
+#[test]
+fn a_width_of_zero_is_refused() {
+    let e = timeline(
+        &hand(),
+        &TimelineOptions {
+            every_ns: 0,
+            by: None,
+            slo: SLO,
+        },
+    );
+    assert!(
+        matches!(e, Err(ref e) if e.to_string().contains("must be positive")),
+        "{e:?}"
+    );
+}
