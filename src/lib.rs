@@ -5,6 +5,9 @@
 //! here under the same names; this crate adds the recorder, the app and the command line.
 
 pub use tokenscope_core::{analysis, corpus, format, import, synth, trace, view};
+/// SQL over a trace and metrics over time (the `query` feature, through polars).
+#[cfg(feature = "query")]
+pub use tokenscope_query as query;
 
 pub mod cli;
 pub mod record;

@@ -274,6 +274,43 @@ enum Command {
         #[command(flatten)]
         thresholds: findings::Thresholds,
     },
+    /// Run SQL over the trace's tables: requests, tokens, steps, stages, candidates (docs/QUERY.md), e.g.
+    /// "SELECT app_id, QUANTILE_DISC(ttft_ms, 0.99) FROM requests WHERE input_tokens > 4000 GROUP BY app_id".
+    #[cfg(feature = "query")]
+    Query {
+        /// The trace.
+        trace: PathBuf,
+        /// The query.
+        sql: String,
+        /// How to print the result.
+        #[arg(long, value_enum, default_value_t)]
+        format: cli::query::Format,
+    },
+    /// Metrics over time: request rate, output tokens/s, goodput, TTFT and TPOT p50/p95/p99, queue length, KV use
+    /// and preemptions per time bucket (docs/QUERY.md).
+    #[cfg(feature = "query")]
+    Timeline {
+        /// The trace.
+        trace: PathBuf,
+        /// Bucket width (10s, 500ms, 5m); by default the round width that makes at most 60 buckets.
+        #[arg(long, value_name = "WIDTH", value_parser = cli::timeline::parse_every)]
+        every: Option<std::time::Duration>,
+        /// One series per value of this request label (steps' series only by source).
+        #[arg(long, value_enum)]
+        by: Option<GroupBy>,
+        /// How to print the series.
+        #[arg(long, value_enum, default_value_t)]
+        format: cli::query::Format,
+        /// TTFT objective in ms for goodput (default 1000 with the TPOT default, unless --no-slo).
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        slo_ttft_ms: Option<f64>,
+        /// TPOT objective in ms for goodput (default 50 with the TTFT default, unless --no-slo).
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        slo_tpot_ms: Option<f64>,
+        /// No objectives: no goodput.
+        #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+        no_slo: bool,
+    },
     /// Write a trace in format v1 (Parquet or JSONL, by the output's extension), from a trace or from what an
     /// engine or tool wrote; several files of one run become one trace.
     Convert {
@@ -371,6 +408,29 @@ fn main() -> ExitCode {
                 redact,
             };
             emit(&cli::export::run(&trace, &options, &output))
+        }
+        #[cfg(feature = "query")]
+        Some(Command::Query { trace, sql, format }) => emit(&cli::query::run(&trace, &sql, format)),
+        #[cfg(feature = "query")]
+        Some(Command::Timeline {
+            trace,
+            every,
+            by,
+            format,
+            slo_ttft_ms,
+            slo_tpot_ms,
+            no_slo,
+        }) => {
+            let given = Slo {
+                ttft_ms: slo_ttft_ms,
+                tpot_ms: slo_tpot_ms,
+            };
+            let slo = match (given.is_set(), no_slo) {
+                (true, _) => given,
+                (false, true) => Slo::default(),
+                (false, false) => Slo::DEFAULT,
+            };
+            emit(&cli::timeline::run(&trace, every, by, slo, format))
         }
         Some(Command::Findings {
             trace,

@@ -264,3 +264,109 @@ fn summary_prices_errors_name_the_file_and_field() {
         "{stdout}"
     );
 }
+
+#[cfg(feature = "query")]
+#[test]
+fn query_prints_an_aligned_table_csv_or_json() {
+    // chat: r1, r3, r4 (TTFT 150, 500, 60: mean 236.667, nearest-rank p99 500); search: r2 (200).
+    let sql = "SELECT app_id, count(*) AS n, avg(ttft_ms) AS ttft, QUANTILE_DISC(ttft_ms, 0.99) AS p99 \
+               FROM requests GROUP BY app_id ORDER BY app_id";
+    let (code, out, err) = tokenscope(&["query", "sample_traces/four_requests.jsonl", sql]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        out,
+        "app_id  n     ttft  p99\nchat    3  236.667  500\nsearch  1      200  200\n(2 rows)\n"
+    );
+    let (_, out, _) = tokenscope(&["query", "sample_traces/four_requests.jsonl", sql, "--format", "csv"]);
+    assert_eq!(
+        out,
+        "app_id,n,ttft,p99\nchat,3,236.66666666666666,500\nsearch,1,200,200\n"
+    );
+    let (_, out, _) = tokenscope(&["query", "sample_traces/four_requests.jsonl", sql, "--format", "json"]);
+    let v = json(&out);
+    assert_eq!(v[1]["app_id"], "search");
+    assert_eq!(v[1]["p99"], 200.0);
+}
+
+#[cfg(feature = "query")]
+#[test]
+fn query_errors_exit_2_naming_the_column() {
+    let (code, out, err) = tokenscope(&[
+        "query",
+        "sample_traces/four_requests.jsonl",
+        "SELECT tpot FROM requests",
+    ]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.starts_with("error: no column \"tpot\" in requests (did you mean tpot_ms?)"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "query")]
+#[test]
+fn query_reads_a_parquet_traces_candidates_only_when_asked() {
+    // The demo's candidates stay on disk for a query of requests, and are read for one of candidates: the count
+    // of candidates equals that of the sum over tokens of their candidates, which `tokens` alone cannot give.
+    let (code, out, err) = tokenscope(&[
+        "query",
+        "sample_traces/demo.parquet",
+        "SELECT count(*) AS n FROM candidates WHERE position = 1",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (_, tokens, _) = tokenscope(&[
+        "query",
+        "sample_traces/demo.parquet",
+        "SELECT count(*) AS n FROM tokens",
+        "--format",
+        "csv",
+    ]);
+    // Every token of the demo has candidates, so the first-placed candidates are as many as the tokens.
+    assert_eq!(out, tokens);
+    assert!(out.starts_with("n\n") && out.trim_end().len() > 2, "{out}");
+}
+
+#[cfg(feature = "query")]
+#[test]
+fn timeline_csv_of_the_four_requests_in_half_seconds() {
+    let (code, out, err) = tokenscope(&[
+        "timeline",
+        "sample_traces/four_requests.jsonl",
+        "--every",
+        "500ms",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let mut reader = csv::Reader::from_reader(out.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
+    let rows: Vec<Vec<String>> = reader
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_owned).collect())
+        .collect();
+    let at = |row: usize, name: &str| rows[row][header.iter().position(|h| h == name).unwrap()].clone();
+    // Three buckets: the last event is r3's finish at 1.0 s.
+    assert_eq!(rows.len(), 3);
+    assert_eq!([at(0, "t_s"), at(1, "t_s"), at(2, "t_s")], ["0", "0.5", "1"]);
+    // All four arrive in the first half second: 8 per second.
+    assert_eq!(at(0, "request_rate"), "8");
+    // Tokens at 0.15, 0.2, 0.25 (r1), 0.3 (r2), 0.36, 0.42, 0.48 (r4) | 0.6 (r4), 0.7, 0.8, 0.9 (r3) | 1.0 (r3).
+    assert_eq!(
+        [at(0, "output_tok_s"), at(1, "output_tok_s"), at(2, "output_tok_s")],
+        ["14", "8", "2"]
+    );
+    // Default objectives (TTFT 1 s, TPOT 50 ms): r1 (TPOT 50) and r2 (one token) meet them; r3 (100) and r4 (60)
+    // do not. Their 3 + 1 tokens all come in the first bucket.
+    assert_eq!([at(0, "goodput_tok_s"), at(1, "goodput_tok_s")], ["8", "0"]);
+    // First tokens of r1 (150), r2 (200), r4 (60) in the first bucket: nearest-rank p50 of {60, 150, 200} is rank 2.
+    assert_eq!(
+        [at(0, "ttft_p50_ms"), at(0, "ttft_p99_ms"), at(1, "ttft_p50_ms")],
+        ["150", "200", "500"]
+    );
+    assert_eq!(at(2, "ttft_p50_ms"), "");
+    // Steps 7, 8, 9 start in the first bucket with 0, 0 and 1 waiting; none says how many it preempted.
+    assert!(at(0, "queue_len").starts_with("0.333"), "{}", at(0, "queue_len"));
+    assert_eq!([at(0, "preemptions"), at(1, "queue_len")], ["", ""]);
+}

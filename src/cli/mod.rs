@@ -5,10 +5,14 @@ pub mod convert;
 pub mod corpus;
 pub mod export;
 pub mod findings;
+#[cfg(feature = "query")]
+pub mod query;
 pub mod record;
 pub mod render;
 pub mod summary;
 pub mod synth;
+#[cfg(feature = "query")]
+pub mod timeline;
 pub mod validate;
 
 use std::fmt::Write as _;

@@ -75,6 +75,31 @@ impl Table {
     }
 }
 
+/// The tables and their columns as the Markdown of `docs/QUERY.md` (a test keeps the two equal).
+pub fn markdown() -> String {
+    let mut out = String::new();
+    for t in Table::ALL {
+        out.push_str(&format!(
+            "### `{}`\n\n{}.\n\n| column | type | meaning |\n|---|---|---|\n",
+            t.name(),
+            capitalised(t.about())
+        ));
+        for c in t.columns() {
+            out.push_str(&format!("| `{}` | {} | {} |\n", c.name, c.ty, c.about));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 /// One column: its name, SQL type and meaning, and how it is built from the trace.
 pub struct Col {
     /// Name in SQL.

@@ -2,8 +2,8 @@
 //! output tokens/s, goodput, TTFT and TPOT percentiles, queue length, KV use and preemptions.
 //!
 //! Which bucket an event lands in follows what each figure measures, as engines' own metrics do: a request counts
-//! towards the rate when it arrives, its TTFT when its first token comes, its TPOT and goodput when it finishes; a
-//! token when it is emitted; a step's queue, KV use and preemptions when the step starts. Percentiles are by nearest
+//! towards the rate when it arrives, its TTFT when its first token comes, its TPOT when it finishes; a token when it
+//! is emitted, towards goodput too if its request met every objective (so goodput never exceeds throughput); a step's queue, KV use and preemptions when the step starts. Percentiles are by nearest
 //! rank (`QuantileMethod::Equiprobable`: the value at rank ceil(p × n)), the same figures as `summary`'s. Rates divide
 //! by the bucket's width, the last bucket's too, which may be partial.
 
@@ -134,16 +134,18 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         Column::new("ttft_ms".into(), ttft),
         Column::new("tpot_ms".into(), tpot),
         Column::new("out".into(), out),
-        Column::new("good".into(), good),
+        Column::new("good".into(), good.clone()),
     ])?
     .lazy();
 
-    // Tokens, with their request's label.
+    // Tokens, with their request's label and whether it met the objectives.
     let mut token_g = Vec::with_capacity(trace.token_count());
-    for r in 0..n {
+    let mut token_good = Vec::with_capacity(trace.token_count());
+    for (r, &met) in good.iter().enumerate() {
         #[allow(clippy::cast_possible_truncation)]
         let count = trace.tokens_of(r as u32).len();
         token_g.extend(std::iter::repeat_n(label_of(trace, by, r), count));
+        token_good.extend(std::iter::repeat_n(met, count));
     }
     if let Some(&t) = trace.tokens.emitted_ns.iter().max() {
         last = last.max(t);
@@ -151,6 +153,7 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
     let tokens = DataFrame::new_infer_height(vec![
         Column::new("g".into(), token_g),
         Column::new("emitted_ns".into(), &trace.tokens.emitted_ns),
+        Column::new("good".into(), token_good),
     ])?
     .lazy();
 
@@ -204,14 +207,20 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
             q(0.50, "tpot_ms", "tpot_p50_ms"),
             q(0.95, "tpot_ms", "tpot_p95_ms"),
             q(0.99, "tpot_ms", "tpot_p99_ms"),
-            col("out").filter(col("good")).sum().alias("good_tokens"),
+            col("out").filter(col("good")).sum().alias("good_finished_tokens"),
             col("out").sum().alias("finished_tokens"),
         ]);
-    let emitted = tokens.group_by(keys("emitted_ns")).agg([len().alias("tokens")]);
+    let emitted = tokens
+        .group_by(keys("emitted_ns"))
+        .agg([len().alias("tokens"), col("good").sum().alias("good_tokens")]);
     let stepped = steps.group_by(keys("start_ns")).agg([
         col("num_waiting").mean().alias("queue_len"),
         col("kv_usage").mean().alias("kv_usage"),
-        col("num_preempted").sum().alias("preemptions"),
+        // A sum of nothing known is unknown, not zero: null unless some step of the bucket says.
+        when(col("num_preempted").count().gt(lit(0)))
+            .then(col("num_preempted").sum())
+            .otherwise(lit(NULL))
+            .alias("preemptions"),
     ]);
 
     // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
@@ -258,13 +267,13 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         ]);
     }
     // Output tokens from token records when the trace has them, else from the usage of the requests finishing.
-    let output = if trace.tokens.is_empty() {
-        col("finished_tokens")
+    let (output, good_output) = if trace.tokens.is_empty() {
+        (col("finished_tokens"), col("good_finished_tokens"))
     } else {
-        col("tokens")
+        (col("tokens"), col("good_tokens"))
     };
     let goodput = if options.slo.is_set() {
-        col("good_tokens").fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)
+        good_output.fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)
     } else {
         lit(NULL).cast(DataType::Float64)
     };

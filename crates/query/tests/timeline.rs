@@ -76,8 +76,8 @@ fn one_second_buckets_of_the_whole_trace() {
     assert_eq!(column(&r, "request_rate"), [Some(2.0), Some(1.0), Some(0.0)]);
     // Tokens: 0.5, 0.85, 0.6, 0.7 | 1.2 | 2.1, 2.3, 2.5, 2.7.
     assert_eq!(column(&r, "output_tok_s"), [Some(4.0), Some(1.0), Some(4.0)]);
-    // Goodput counts a request's tokens when it finishes: a2 (2 tokens) finishes at 0.7 and met both objectives;
-    // a1 (finishing at 1.2) and a3 (at 2.7) missed one.
+    // Goodput counts the tokens of requests that met both objectives when they are emitted: a2's two, at 0.6 and
+    // 0.7; a1 and a3 each missed one.
     assert_eq!(column(&r, "goodput_tok_s"), [Some(2.0), Some(0.0), Some(0.0)]);
     // First tokens: a1 (500) and a2 (200) at 0.5 and 0.6 | none | a3 (600). Nearest rank of {200, 500}: p50 is rank
     // ceil(0.5 × 2) = 1, 200 ms; p95 and p99 rank 2, 500 ms.
@@ -148,6 +148,12 @@ fn a_bucket_of_the_whole_trace_has_summarys_percentiles() {
     assert_eq!(column(&r, "ttft_p99_ms")[0], s.ttft_ms.p99);
     assert_eq!(column(&r, "tpot_p50_ms")[0], s.tpot_ms.p50);
     assert_eq!(column(&r, "tpot_p99_ms")[0], s.tpot_ms.p99);
+    // Goodput is the part of throughput whose requests met the objectives, bucket by bucket.
+    let r = rows(&trace, 5_000_000_000, None);
+    let output = column(&r, "output_tok_s");
+    let good = column(&r, "goodput_tok_s");
+    assert!(output.iter().zip(&good).all(|(o, g)| g <= o), "{output:?} {good:?}");
+    assert!(good.iter().any(|g| g.is_some_and(|g| g > 0.0)));
 }
 
 #[test]

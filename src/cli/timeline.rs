@@ -1,0 +1,81 @@
+//! `tokenscope timeline TRACE [--every 10s] [--by LABEL] [--format table|csv|json]`: request rate, throughput,
+//! goodput, latency percentiles, queue, KV use and preemptions per time bucket (`docs/QUERY.md`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::Output;
+use super::query::{Format, print};
+use super::validate::fatal;
+use crate::analysis::summary::{GroupBy, Slo};
+use crate::query::{Rows, TimelineOptions, auto_every, timeline};
+
+/// Buckets a timeline is cut into when no width is given (at most).
+pub const AUTO_BUCKETS: u32 = 60;
+
+/// A bucket width from the command line: `10s`, `500ms`, `5m`, `1h` (humantime's units), more than zero.
+pub fn parse_every(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("{text}: a bucket is wider than zero")),
+        Err(e) => Err(format!("{text}: {e}; write a width like 10s, 500ms, 5m or 1h")),
+    }
+}
+
+/// Computes the timeline of the trace at `path`; buckets of `every`, or the round width that makes at most
+/// [`AUTO_BUCKETS`] of them.
+pub fn run(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, format: Format) -> Output {
+    let options = crate::format::LoadOptions {
+        lazy_candidates: true,
+        ..crate::format::LoadOptions::default()
+    };
+    let loaded = match super::load(&[path], options) {
+        Ok(l) => l,
+        Err(e) => return fatal(&e, false),
+    };
+    let trace = &loaded.trace;
+    let every_ns = match every {
+        Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        None => {
+            let end = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX))
+                .filter_map(|r| trace.finish_ns(r))
+                .max()
+                .unwrap_or_else(|| trace.start_ns());
+            auto_every(end - trace.start_ns(), AUTO_BUCKETS)
+        }
+    };
+    match timeline(trace, &TimelineOptions { every_ns, by, slo }) {
+        Ok(df) => {
+            let mut out = print(&Rows::of(&df), format);
+            if format == Format::Table {
+                let width = humantime::format_duration(Duration::from_nanos(u64::try_from(every_ns).unwrap_or(0)));
+                let objectives = match (slo.ttft_ms, slo.tpot_ms) {
+                    (None, None) => "no objectives, no goodput".to_owned(),
+                    (t, p) => {
+                        let mut parts = Vec::new();
+                        parts.extend(t.map(|t| format!("TTFT <= {t} ms")));
+                        parts.extend(p.map(|p| format!("TPOT <= {p} ms")));
+                        format!("goodput against {}", parts.join(" and "))
+                    }
+                };
+                out.stdout = format!("buckets of {width}; {objectives}\n{}", out.stdout);
+            }
+            out
+        }
+        Err(e) => Output::error(e, 2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths_in_human_units() {
+        assert_eq!(parse_every("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_every("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_every("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_every("0s").is_err_and(|e| e.contains("wider than zero")));
+        assert!(parse_every("ten").is_err_and(|e| e.contains("10s, 500ms")));
+    }
+}
