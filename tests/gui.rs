@@ -515,3 +515,42 @@ fn thresholds_edited_in_the_findings_panel_apply_at_once() {
     h.run();
     assert!(monopoly(&h));
 }
+
+#[cfg(feature = "query")]
+#[test]
+fn a_query_typed_and_run_with_ctrl_enter_lists_rows_and_a_click_selects_the_request() {
+    use tokenscope::analysis::metrics::request_metrics;
+    let mut h = harness(demo_app());
+    // The request with the longest TTFT, computed here from the model.
+    let trace = std::sync::Arc::clone(&h.state().session().unwrap().view.trace);
+    let slowest = (0..trace.request_count() as u32)
+        .max_by_key(|&r| request_metrics(&trace, r).ttft_ns.unwrap_or(i64::MIN))
+        .unwrap();
+    let slowest_id = trace.request_id(slowest).to_owned();
+    h.get_by_label("Query").click();
+    h.run();
+    h.get_by_label("SQL").focus();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, Key::A);
+    h.get_by_label("SQL")
+        .type_text("SELECT request_id, ttft_ms FROM requests ORDER BY ttft_ms DESC LIMIT 3");
+    h.run();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, Key::Enter);
+    h.run();
+    h.state_mut().session_mut().unwrap().query.wait();
+    h.run();
+    h.get_by_label_contains("3 rows in");
+    assert_eq!(h.state().session().unwrap().selected, None);
+    h.get_by_label(&slowest_id).click();
+    h.run();
+    assert_eq!(h.state().session().unwrap().selected, Some(slowest));
+    // A mistake is explained in the window, and the query stays in the history.
+    h.get_by_label("SQL").focus();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, Key::A);
+    h.get_by_label("SQL").type_text("SELECT ttft FROM requests");
+    h.run();
+    h.get_by_label("Run").click();
+    h.run();
+    h.state_mut().session_mut().unwrap().query.wait();
+    h.run();
+    h.get_by_label_contains("no column \"ttft\" in requests (did you mean ttft_ms?)");
+}

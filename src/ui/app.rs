@@ -48,6 +48,9 @@ struct Settings {
     /// The detectors' thresholds.
     #[serde(default)]
     thresholds: Thresholds,
+    /// Queries run in the Query window, most recent first.
+    #[serde(default)]
+    query_history: Vec<String>,
 }
 
 fn default_caption() -> bool {
@@ -68,6 +71,7 @@ impl Default for Settings {
             caption: true,
             prices: Prices::default(),
             thresholds: Thresholds::default(),
+            query_history: Vec::new(),
         }
     }
 }
@@ -107,6 +111,8 @@ pub struct App {
     pub show_findings: bool,
     /// The statistics window is shown.
     pub show_stats: bool,
+    /// The Query window is shown.
+    pub show_query: bool,
     fonts_installed: bool,
     /// A screenshot on its way from the renderer.
     pending_capture: Option<capture::Pending>,
@@ -142,6 +148,7 @@ impl App {
             show_problems: false,
             show_findings: true,
             show_stats: false,
+            show_query: false,
             fonts_installed: false,
             pending_capture: None,
             saving: None,
@@ -321,11 +328,13 @@ impl App {
             }
             Command::CopyText(text) => ctx.copy_text(text),
             Command::ExportRange { chrome } => self.export_range(chrome),
-            Command::SaveCsv(text) => {
-                let name = chrono::Utc::now()
-                    .format("tokenscope-statistics-%Y%m%d-%H%M%S.csv")
-                    .to_string();
-                self.save_in_background(text.into_bytes(), "Export the statistics as CSV", name);
+            Command::SaveCsv { csv, what } => {
+                let name = format!("tokenscope-{what}-{}.csv", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
+                let title = match what {
+                    "statistics" => "Export the statistics as CSV",
+                    _ => "Export the query's result as CSV",
+                };
+                self.save_in_background(csv.into_bytes(), title, name);
             }
             Command::Select { request, scroll } => {
                 if let Some(s) = &mut self.session {
@@ -504,6 +513,29 @@ impl App {
         self.show_stats = open;
     }
 
+    /// The Query window, when open.
+    #[cfg(feature = "query")]
+    fn query_window(&mut self, ctx: &egui::Context) {
+        let Some(s) = &mut self.session else { return };
+        if !self.show_query {
+            return;
+        }
+        let mut open = true;
+        let screen = ctx.content_rect();
+        let trace = Arc::clone(&s.view.trace);
+        let (history, out) = (&mut self.settings.query_history, &mut self.commands);
+        egui::Window::new("Query")
+            .open(&mut open)
+            .default_pos(screen.min + egui::vec2(60.0, 90.0))
+            .default_size([900.0, 560.0])
+            .max_width(screen.width() - 60.0)
+            .resizable(true)
+            .show(ctx, |ui| {
+                super::query::query_ui(ui, &trace, &mut s.query, history, out);
+            });
+        self.show_query = open;
+    }
+
     /// Saves bytes on a thread of their own (the dialog blocks), to `save_dir` when set.
     fn save_in_background(&mut self, bytes: Vec<u8>, title: &'static str, name: String) {
         let save_dir = self.save_dir.clone();
@@ -658,6 +690,8 @@ impl App {
             self.central_ui(ui);
         });
         self.stats_window(ui.ctx());
+        #[cfg(feature = "query")]
+        self.query_window(ui.ctx());
         let commands = std::mem::take(&mut self.commands);
         self.apply(ui.ctx(), commands);
         // The renderer reads a frame drawn after the request: the caption stays until the pixels arrive.
@@ -742,6 +776,10 @@ impl App {
                     ui.close();
                 }
                 if ui.checkbox(&mut self.show_stats, "Statistics").clicked() {
+                    ui.close();
+                }
+                #[cfg(feature = "query")]
+                if ui.checkbox(&mut self.show_query, "Query (SQL)").clicked() {
                     ui.close();
                 }
                 if ui.button("Load problems").clicked() {
@@ -853,6 +891,8 @@ impl App {
             };
             ui.toggle_value(&mut self.show_findings, findings);
             ui.toggle_value(&mut self.show_stats, "Statistics");
+            #[cfg(feature = "query")]
+            ui.toggle_value(&mut self.show_query, "Query");
         });
     }
 

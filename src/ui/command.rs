@@ -40,8 +40,13 @@ pub enum Command {
         /// Chrome trace JSON for Perfetto, else Parquet.
         chrome: bool,
     },
-    /// Save the statistics table as CSV.
-    SaveCsv(String),
+    /// Save a table as CSV.
+    SaveCsv {
+        /// The CSV text.
+        csv: String,
+        /// What it is, for the file's name and the dialog's title ("statistics", "query").
+        what: &'static str,
+    },
     /// Open a trace file or directory.
     Open(PathBuf),
     /// Ask for a trace to open through the file dialog.

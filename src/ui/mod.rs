@@ -7,6 +7,8 @@ pub mod findings;
 pub mod job;
 pub mod microscope;
 pub mod panels;
+#[cfg(feature = "query")]
+pub mod query;
 pub mod render;
 pub mod session;
 pub mod stats;

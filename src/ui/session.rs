@@ -80,6 +80,9 @@ pub struct Session {
     pub findings: FindingsState,
     /// The statistics of this trace.
     pub stats: StatsState,
+    /// The Query window's editor and result.
+    #[cfg(feature = "query")]
+    pub query: super::query::QueryState,
 }
 
 impl Session {
@@ -110,6 +113,8 @@ impl Session {
             pending_token: None,
             findings: previous.map(|p| p.findings.carried()).unwrap_or_default(),
             stats: previous.map(|p| p.stats.carried()).unwrap_or_default(),
+            #[cfg(feature = "query")]
+            query: previous.map(|p| p.query.carried()).unwrap_or_default(),
         }
     }
 

@@ -414,7 +414,10 @@ pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo,
         {
             let columns = stats::columns_for(&c.groups);
             if let Ok(text) = stats::to_csv(state.grouping.key_header(), &c.groups, &columns) {
-                out.push(Command::SaveCsv(text));
+                out.push(Command::SaveCsv {
+                    csv: text,
+                    what: "statistics",
+                });
             }
         }
         if state.job.is_some() {

@@ -115,6 +115,15 @@ impl Rows {
         Rows { columns, rows }
     }
 
+    /// The cells of a frame's first `n` rows.
+    pub fn head(df: &DataFrame, n: usize) -> Rows {
+        if df.height() > n {
+            Rows::of(&df.head(Some(n)))
+        } else {
+            Rows::of(df)
+        }
+    }
+
     /// The index of the column called `name`.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c == name)
