@@ -554,3 +554,51 @@ fn a_query_typed_and_run_with_ctrl_enter_lists_rows_and_a_click_selects_the_requ
     h.run();
     h.get_by_label_contains("no column \"ttft\" in requests (did you mean ttft_ms?)");
 }
+
+#[cfg(feature = "query")]
+#[test]
+fn the_timeline_follows_the_waterfall_and_a_drag_across_it_selects_a_range() {
+    let mut h = harness(demo_app());
+    h.get_by_label("Timeline").click();
+    h.run();
+    h.state_mut().session_mut().unwrap().timeline.wait();
+    h.run();
+    // The whole demo (100.3 s, shown with a margin) in at most 100 round buckets: 2 s, 51 of them.
+    let s = h.state().session().unwrap();
+    assert_eq!(s.timeline.shown_width(), Some(2 * SECOND));
+    assert_eq!(s.timeline.rows().unwrap().rows.len(), 51);
+    // One time is at one x on both: hovering a plot at the x of 40 s marks 40 s across the waterfall.
+    let base = t0(&h);
+    // The plot's name in its gutter (the other "output tok/s" is its checkbox, above).
+    let y = h
+        .get_all_by_label("output tok/s")
+        .map(|n| n.rect())
+        .max_by(|a, b| a.top().total_cmp(&b.top()))
+        .unwrap()
+        .center()
+        .y;
+    h.hover_at(pos2(x_of(&h, base + 40 * SECOND), y));
+    h.run();
+    let marked = h.state().session().unwrap().waterfall.linked_hover_ns.unwrap();
+    let per_point = h.state().session().unwrap().waterfall.viewport.unwrap().ns_per_point;
+    assert!(
+        ((marked - base - 40 * SECOND) as f64).abs() <= 2.0 * per_point,
+        "{marked}"
+    );
+    // A drag across the plot from 20 s to 30 s selects that range in the waterfall and analyses it.
+    let (from, to) = (x_of(&h, base + 20 * SECOND), x_of(&h, base + 30 * SECOND));
+    drag(&mut h, pos2(from, y), pos2(to, y));
+    let (a, b) = h.state().session().unwrap().waterfall.range.expect("a range selected");
+    assert!(((a - base - 20 * SECOND) as f64).abs() <= 2.0 * per_point, "{a}");
+    assert!(((b - base - 30 * SECOND) as f64).abs() <= 2.0 * per_point, "{b}");
+    h.state_mut().session_mut().unwrap().wait_interference();
+    assert!(h.state().session().unwrap().interference.is_some());
+    // Zoomed in to 10 s of the demo, the automatic buckets follow: 100 ms.
+    let width = h.state().session().unwrap().waterfall.viewport.unwrap().width;
+    h.state_mut().session_mut().unwrap().waterfall.viewport =
+        Some(Viewport::fit(base + 20 * SECOND, base + 30 * SECOND, width));
+    h.step();
+    h.state_mut().session_mut().unwrap().timeline.wait();
+    h.run();
+    assert_eq!(h.state().session().unwrap().timeline.shown_width(), Some(SECOND / 10));
+}

@@ -113,6 +113,8 @@ pub struct App {
     pub show_stats: bool,
     /// The Query window is shown.
     pub show_query: bool,
+    /// The Timeline panel is shown.
+    pub show_timeline: bool,
     fonts_installed: bool,
     /// A screenshot on its way from the renderer.
     pending_capture: Option<capture::Pending>,
@@ -149,6 +151,7 @@ impl App {
             show_findings: true,
             show_stats: false,
             show_query: false,
+            show_timeline: false,
             fonts_installed: false,
             pending_capture: None,
             saving: None,
@@ -346,6 +349,12 @@ impl App {
                     s.analyse_range(a, b, waker.as_ref());
                 }
             }
+            Command::SelectRange(a, b) => {
+                if let Some(s) = &mut self.session {
+                    s.waterfall.range = Some((a, b));
+                    s.analyse_range(a, b, waker.as_ref());
+                }
+            }
             Command::ClearRange => {
                 if let Some(s) = &mut self.session {
                     s.clear_range();
@@ -513,6 +522,26 @@ impl App {
         self.show_stats = open;
     }
 
+    /// The Timeline panel (under the waterfall, on its time axis), when shown.
+    #[cfg(feature = "query")]
+    fn timeline_panel(&mut self, ui: &mut Ui) {
+        if !self.show_timeline {
+            if let Some(s) = &mut self.session {
+                s.waterfall.linked_hover_ns = None;
+            }
+            return;
+        }
+        let Some(s) = &mut self.session else { return };
+        let trace = Arc::clone(&s.view.trace);
+        let (slo, out) = (self.settings.slo, &mut self.commands);
+        egui::Panel::bottom("timeline")
+            .resizable(true)
+            .default_size(380.0)
+            .show(ui, |ui| {
+                super::timeline::timeline_ui(ui, &trace, &mut s.waterfall, &mut s.timeline, slo, out);
+            });
+    }
+
     /// The Query window, when open.
     #[cfg(feature = "query")]
     fn query_window(&mut self, ctx: &egui::Context) {
@@ -675,6 +704,8 @@ impl App {
         } else {
             self.panel_rects[1] = None;
         }
+        #[cfg(feature = "query")]
+        self.timeline_panel(ui);
         if self
             .session
             .as_ref()
@@ -780,6 +811,10 @@ impl App {
                 }
                 #[cfg(feature = "query")]
                 if ui.checkbox(&mut self.show_query, "Query (SQL)").clicked() {
+                    ui.close();
+                }
+                #[cfg(feature = "query")]
+                if ui.checkbox(&mut self.show_timeline, "Timeline").clicked() {
                     ui.close();
                 }
                 if ui.button("Load problems").clicked() {
@@ -891,6 +926,8 @@ impl App {
             };
             ui.toggle_value(&mut self.show_findings, findings);
             ui.toggle_value(&mut self.show_stats, "Statistics");
+            #[cfg(feature = "query")]
+            ui.toggle_value(&mut self.show_timeline, "Timeline");
             #[cfg(feature = "query")]
             ui.toggle_value(&mut self.show_query, "Query");
         });

@@ -18,6 +18,8 @@ pub enum Command {
     },
     /// Analyse a drag-selected time range, ns.
     AnalyseRange(i64, i64),
+    /// Select a time range (ns) as a drag across the waterfall does, and analyse it.
+    SelectRange(i64, i64),
     /// Forget the selected range and its analysis.
     ClearRange,
     /// Fit a time range across the waterfall, with a margin, ns.

@@ -13,6 +13,8 @@ pub mod render;
 pub mod session;
 pub mod stats;
 pub mod theme;
+#[cfg(feature = "query")]
+pub mod timeline;
 pub mod waterfall;
 
 pub use app::App;

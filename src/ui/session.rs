@@ -83,6 +83,9 @@ pub struct Session {
     /// The Query window's editor and result.
     #[cfg(feature = "query")]
     pub query: super::query::QueryState,
+    /// The Timeline panel's choices and series.
+    #[cfg(feature = "query")]
+    pub timeline: super::timeline::TimelineState,
 }
 
 impl Session {
@@ -115,6 +118,8 @@ impl Session {
             stats: previous.map(|p| p.stats.carried()).unwrap_or_default(),
             #[cfg(feature = "query")]
             query: previous.map(|p| p.query.carried()).unwrap_or_default(),
+            #[cfg(feature = "query")]
+            timeline: previous.map(|p| p.timeline.carried()).unwrap_or_default(),
         }
     }
 

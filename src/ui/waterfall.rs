@@ -40,6 +40,8 @@ pub struct WaterfallState {
     pub fit: Option<(i64, i64)>,
     /// Time under the pointer, for the status bar (regenerated each frame).
     pub hover_ns: Option<i64>,
+    /// Time under the pointer in a panel on the same axis (the timeline), marked across the tracks.
+    pub linked_hover_ns: Option<i64>,
     /// Where the time axis was drawn, screen points (regenerated each frame).
     pub time_rect: Option<Rect>,
     /// Where the request tracks were drawn, screen points (regenerated each frame).
@@ -260,6 +262,12 @@ pub fn waterfall_ui(
         pointer,
         &mut hover,
     );
+    if let Some(t) = state.linked_hover_ns.filter(|_| state.hover_ns.is_none()) {
+        let x = x_at(t);
+        if time.x_range().contains(x) {
+            painter.vline(x, time.y_range(), Stroke::new(1.0, theme::SELECTION_EDGE));
+        }
+    }
     if let Some((a, b)) = state.range {
         let (x0, x1) = (x_at(a).max(time.left()), x_at(b).min(time.right()));
         if x1 > x0 {
