@@ -535,7 +535,7 @@ fn a_query_typed_and_run_with_ctrl_enter_lists_rows_and_a_click_selects_the_requ
         .type_text("SELECT request_id, ttft_ms FROM requests ORDER BY ttft_ms DESC LIMIT 3");
     h.run();
     h.key_press_modifiers(egui::Modifiers::COMMAND, Key::Enter);
-    h.run();
+    h.step();
     h.state_mut().session_mut().unwrap().query.wait();
     h.run();
     h.get_by_label_contains("3 rows in");
@@ -549,7 +549,7 @@ fn a_query_typed_and_run_with_ctrl_enter_lists_rows_and_a_click_selects_the_requ
     h.get_by_label("SQL").type_text("SELECT ttft FROM requests");
     h.run();
     h.get_by_label("Run").click();
-    h.run();
+    h.step();
     h.state_mut().session_mut().unwrap().query.wait();
     h.run();
     h.get_by_label_contains("no column \"ttft\" in requests (did you mean ttft_ms?)");
@@ -560,7 +560,8 @@ fn a_query_typed_and_run_with_ctrl_enter_lists_rows_and_a_click_selects_the_requ
 fn the_timeline_follows_the_waterfall_and_a_drag_across_it_selects_a_range() {
     let mut h = harness(demo_app());
     h.get_by_label("Timeline").click();
-    h.run();
+    // step, not run: the timeline computes on a thread, with a spinner meanwhile.
+    h.step();
     h.state_mut().session_mut().unwrap().timeline.wait();
     h.run();
     // The whole demo (100.3 s, shown with a margin) in at most 100 round buckets: 2 s, 51 of them.
