@@ -52,6 +52,11 @@ enum Command {
         /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
         #[arg(long, value_name = "FILE")]
         prices: Option<PathBuf>,
+        /// Compute the figures without loading the trace: sql/tokenscope.sql on polars' streaming engine over the
+        /// Parquet files (a file, a directory, a partitioned dataset), in bounded memory. Records are not validated.
+        #[cfg(feature = "query")]
+        #[arg(long, conflicts_with_all = ["by", "prices"])]
+        out_of_core: bool,
     },
     /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
     /// request trace (Mooncake JSONL, Azure CSV).
@@ -320,7 +325,11 @@ enum Command {
         /// Read every input with this importer instead of recognising it.
         #[arg(long, value_enum)]
         from: Option<tokenscope::import::Kind>,
-        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
+        /// Write a hive-partitioned dataset under OUTPUT (a folder): key=value folders of Parquet files, outermost
+        /// first (e.g. date,hour,source).
+        #[arg(long, value_enum, value_delimiter = ',', value_name = "KEY,..")]
+        partition_by: Vec<tokenscope::format::partition::PartitionKey>,
+        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst), or the dataset's folder.
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -352,11 +361,17 @@ fn main() -> ExitCode {
             slo_tpot_ms,
             by,
             prices,
+            #[cfg(feature = "query")]
+            out_of_core,
         }) => {
             let slo = Slo {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
+            #[cfg(feature = "query")]
+            if out_of_core {
+                return emit(&cli::summary::run_out_of_core(&trace, json, slo));
+            }
             emit(&cli::summary::run(&trace, json, slo, by, prices.as_deref()))
         }
         Some(Command::Synth {
@@ -562,7 +577,12 @@ fn main() -> ExitCode {
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             emit(&cli::record::run(&options, &prompts, raw.as_ref(), &output, progress))
         }
-        Some(Command::Convert { input, from, output }) => emit(&cli::convert::run(&input, from, &output)),
+        Some(Command::Convert {
+            input,
+            from,
+            partition_by,
+            output,
+        }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
         None => {
             let source = args.trace.map_or(TraceSource::Demo, TraceSource::Path);
             match ui::run(source) {

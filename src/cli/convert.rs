@@ -1,13 +1,20 @@
-//! `tokenscope convert IN [IN...] [--from KIND] -o OUT`: writes a trace in format v1, from a trace of another
-//! encoding or from what an engine or tool wrote (several files of one run become one trace).
+//! `tokenscope convert IN [IN...] [--from KIND] [--partition-by KEY,..] -o OUT`: writes a trace in format v1, from a
+//! trace of another encoding or from what an engine or tool wrote (several files of one run become one trace); with
+//! `--partition-by`, as a hive-partitioned dataset (`OUT/date=../hour=../source=../part-0.parquet`).
 
 use super::{Output, thousands, validate};
 use crate::format::LoadOptions;
+use crate::format::partition::{PartitionKey, write_partitioned};
 use crate::import::Kind;
 
 /// `tokenscope convert`: reads the inputs as one trace and writes it; rejected records are reported on stderr and
 /// not written, and what the importers noted is printed.
-pub fn run(inputs: &[std::path::PathBuf], from: Option<Kind>, output: &std::path::Path) -> Output {
+pub fn run(
+    inputs: &[std::path::PathBuf],
+    from: Option<Kind>,
+    partition_by: &[PartitionKey],
+    output: &std::path::Path,
+) -> Output {
     let paths: Vec<&std::path::Path> = inputs.iter().map(std::path::PathBuf::as_path).collect();
     let options = LoadOptions {
         from,
@@ -18,11 +25,21 @@ pub fn run(inputs: &[std::path::PathBuf], from: Option<Kind>, output: &std::path
         Err(e) => return validate::fatal(&e, false),
     };
     let rejected = loaded.report.rejected_count();
-    match crate::format::write(&loaded.trace, output) {
-        Ok(()) => Output {
+    let written = if partition_by.is_empty() {
+        crate::format::write(&loaded.trace, output).map(|()| format!("wrote {}", output.display()))
+    } else {
+        write_partitioned(&loaded.trace, output, partition_by, None).map(|files| {
+            format!(
+                "wrote {} files under {}",
+                thousands(files.len() as u64),
+                output.display()
+            )
+        })
+    };
+    match written {
+        Ok(what) => Output {
             stdout: format!(
-                "wrote {} ({} requests, {} tokens)\n",
-                output.display(),
+                "{what} ({} requests, {} tokens)\n",
                 thousands(loaded.trace.request_count() as u64),
                 thousands(loaded.trace.token_count() as u64)
             ),

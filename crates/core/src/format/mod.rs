@@ -5,6 +5,7 @@
 pub mod chrome;
 pub mod jsonl;
 pub mod parquet;
+pub mod partition;
 pub mod raw;
 pub mod records;
 pub mod schema;
@@ -69,6 +70,15 @@ pub enum LoadError {
     /// The user cancelled the load.
     #[error("loading was cancelled")]
     Cancelled,
+    /// A file that only a full load reads, given to a path that reads Parquet alone.
+    #[error(
+        "{path}: the figures of a dataset are computed from Parquet files only; convert it first: tokenscope \
+         convert {path} -o OUT.parquet"
+    )]
+    NotParquet {
+        /// The path.
+        path: String,
+    },
 }
 
 /// Shared between a loading thread and the UI: bytes done of bytes total, and a cancel flag.
@@ -186,6 +196,34 @@ fn format_of(path: &Path, from: Option<Kind>) -> Result<Option<Format>, LoadErro
     }
 }
 
+/// The trace files of a directory, and those of its `key=value` folders (a hive-partitioned dataset), at any
+/// depth; hidden files and other folders are left out.
+fn trace_files_in(dir: &Path, from: Option<Kind>, files: &mut Vec<(PathBuf, Format)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let p = entry?.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            if name.contains('=') {
+                trace_files_in(&p, from, files)?;
+            }
+        } else if p.is_file() {
+            let format = match encoding_of(&p) {
+                Some(Encoding::Parquet) => Some(Format::Native(Encoding::Parquet)),
+                _ => format_of(&p, from).ok().flatten(),
+            };
+            if let Some(format) = format {
+                files.push((p, format));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The files of a trace path with their formats: the file itself, or a directory's trace files sorted by name
 /// (the files of one run: partitions of a trace, or an engine's outputs to be opened together).
 fn files_of(path: &Path, from: Option<Kind>) -> Result<Vec<(PathBuf, Format)>, LoadError> {
@@ -196,22 +234,7 @@ fn files_of(path: &Path, from: Option<Kind>) -> Result<Vec<(PathBuf, Format)>, L
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
         let mut files = Vec::new();
-        for entry in std::fs::read_dir(path).map_err(io)? {
-            let p = entry.map_err(io)?.path();
-            let hidden = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'));
-            if p.is_file() && !hidden {
-                let format = match encoding_of(&p) {
-                    Some(Encoding::Parquet) => Some(Format::Native(Encoding::Parquet)),
-                    _ => format_of(&p, from).ok().flatten(),
-                };
-                if let Some(format) = format {
-                    files.push((p, format));
-                }
-            }
-        }
+        trace_files_in(path, from, &mut files).map_err(io)?;
         files.sort_by(|a, b| a.0.cmp(&b.0));
         if files.is_empty() {
             return Err(LoadError::EmptyDirectory {
@@ -226,6 +249,23 @@ fn files_of(path: &Path, from: Option<Kind>) -> Result<Vec<(PathBuf, Format)>, L
             path: path.display().to_string(),
         }),
     }
+}
+
+/// The Parquet files of a trace path, in the order a load reads them: the file itself, or a directory's files and
+/// those of its `key=value` folders (a hive-partitioned dataset).
+///
+/// # Errors
+/// The path cannot be read, holds no trace file, or holds one that is not Parquet.
+pub fn parquet_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    files_of(path, None)?
+        .into_iter()
+        .map(|(p, format)| match format {
+            Format::Native(Encoding::Parquet) => Ok(p),
+            _ => Err(LoadError::NotParquet {
+                path: p.display().to_string(),
+            }),
+        })
+        .collect()
 }
 
 /// How to load.
@@ -340,6 +380,14 @@ pub enum WriteError {
         path: String,
         /// The system's reason.
         source: std::io::Error,
+    },
+    /// A dataset cannot be partitioned as asked.
+    #[error("cannot partition {path}: {reason}")]
+    Partition {
+        /// The dataset's folder.
+        path: String,
+        /// Why.
+        reason: String,
     },
     /// The Parquet writer failed.
     #[error("cannot write {path}: {source}")]

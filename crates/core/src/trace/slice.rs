@@ -23,6 +23,33 @@ pub fn slice_with(
     only: Option<&[u32]>,
     candidates: Option<&dyn Fn(u32) -> Vec<Vec<super::OwnedCandidate>>>,
 ) -> Trace {
+    let requests: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX))
+        .filter(|&r| {
+            let arrival = trace.requests.arrival_ns[r as usize];
+            let finish = trace.finish_ns(r).unwrap_or(arrival);
+            match only {
+                Some(list) => list.contains(&r),
+                None => finish >= from_ns && arrival <= to_ns,
+            }
+        })
+        .collect();
+    let steps: Vec<usize> = trace
+        .sources_with_iterations()
+        .iter()
+        .flat_map(|&(source, _)| trace.iterations_overlapping(source, from_ns, to_ns))
+        .collect();
+    subset(trace, &requests, &steps, candidates)
+}
+
+/// The requests `requests` of `trace` (rows, ascending) with their stages, tokens and candidates whole, and the
+/// steps `steps` (rows), as a trace of their own with the same meta. Candidates come from `candidates` when given
+/// (a trace loaded with its candidates left on disk: the caller reads them).
+pub fn subset(
+    trace: &Trace,
+    requests: &[u32],
+    steps: &[usize],
+    candidates: Option<&dyn Fn(u32) -> Vec<Vec<super::OwnedCandidate>>>,
+) -> Trace {
     let mut b = TraceBuilder::default();
     let label = |b: &mut TraceBuilder, id: u32| {
         if id == NO_STR {
@@ -39,16 +66,7 @@ pub fn slice_with(
         }
     };
     let place = Place::default();
-    for r in 0..trace.request_count() as u32 {
-        let arrival = trace.requests.arrival_ns[r as usize];
-        let finish = trace.finish_ns(r).unwrap_or(arrival);
-        let wanted = match only {
-            Some(list) => list.contains(&r),
-            None => finish >= from_ns && arrival <= to_ns,
-        };
-        if !wanted {
-            continue;
-        }
+    for &r in requests {
         let mut row = trace.requests.row(r as usize);
         row.map_labels(|id| label(&mut b, id));
         let id = row.id;
@@ -80,12 +98,10 @@ pub fn slice_with(
             b.add_token(tok, cands, place);
         }
     }
-    for &(source, _) in trace.sources_with_iterations() {
-        for i in trace.iterations_overlapping(source, from_ns, to_ns) {
-            let mut it = trace.iterations.row(i);
-            it.source = label(&mut b, it.source);
-            b.add_iteration(it, place);
-        }
+    for &i in steps {
+        let mut it = trace.iterations.row(i);
+        it.source = label(&mut b, it.source);
+        b.add_iteration(it, place);
     }
     if trace.meta.present {
         b.set_meta(trace.meta.clone(), place);

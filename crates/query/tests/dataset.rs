@@ -1,0 +1,120 @@
+//! The figures of a dataset computed by `sql/tokenscope.sql` on polars' streaming engine are those of the in-memory
+//! path, on the demo as one file and as a hive-partitioned dataset.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use tokenscope_core::analysis::metrics::Distribution;
+use tokenscope_core::analysis::summary::{Slo, Summary, summarize_all};
+use tokenscope_core::format::partition::{PartitionKey, write_partitioned};
+use tokenscope_core::format::{Progress, load, parquet_files};
+use tokenscope_query::dataset::summarize_files;
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet")
+}
+
+fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Counts, percentiles, maxima, totals and the span exactly; means and rates to 1e-9 (a sum's order differs).
+fn assert_same(sql: &Summary, memory: &Summary) {
+    let dist = |name: &str, a: &Distribution, b: &Distribution| {
+        assert_eq!(
+            (a.count, a.p50, a.p90, a.p95, a.p99, a.max),
+            (b.count, b.p50, b.p90, b.p95, b.p99, b.max),
+            "{name}"
+        );
+        assert!(close(a.mean, b.mean), "{name} mean {:?} {:?}", a.mean, b.mean);
+    };
+    assert_eq!(
+        (
+            sql.requests,
+            sql.input_tokens,
+            sql.cached_tokens,
+            sql.output_tokens,
+            sql.span_ms
+        ),
+        (
+            memory.requests,
+            memory.input_tokens,
+            memory.cached_tokens,
+            memory.output_tokens,
+            memory.span_ms
+        )
+    );
+    assert!(close(sql.throughput_tok_s, memory.throughput_tok_s));
+    dist("ttft", &sql.ttft_ms, &memory.ttft_ms);
+    dist("tpot", &sql.tpot_ms, &memory.tpot_ms);
+    dist("e2e", &sql.e2e_ms, &memory.e2e_ms);
+    dist("queue", &sql.queue_ms, &memory.queue_ms);
+    dist("itl", &sql.itl_ms, &memory.itl_ms);
+    assert_eq!(sql.finish_reasons, memory.finish_reasons);
+    assert_eq!(sql.token_mismatches, memory.token_mismatches);
+    let (a, b) = (
+        sql.slo.expect("objectives given"),
+        memory.slo.expect("objectives given"),
+    );
+    assert_eq!(a.attainment, b.attainment);
+    assert!(close(a.goodput_tok_s, b.goodput_tok_s));
+}
+
+#[test]
+fn the_sql_figures_of_one_file_are_the_in_memory_ones() {
+    let memory = match load(&demo(), &Progress::default()) {
+        Ok(l) => summarize_all(&l.trace, Slo::DEFAULT, None),
+        Err(e) => panic!("{e}"),
+    };
+    let sql = summarize_files(&[demo()], Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    // The demo is big enough for ranks to matter: 309 requests, 39,769 inter-token gaps.
+    assert_eq!((sql.requests, sql.itl_ms.count), (309, 39_769));
+    assert_same(&sql, &memory);
+}
+
+#[test]
+fn a_partitioned_dataset_gives_the_figures_of_the_trace_it_was_cut_from() {
+    let trace = match load(&demo(), &Progress::default()) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{e}"),
+    };
+    let memory = summarize_all(&trace, Slo::DEFAULT, None);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let written = write_partitioned(&trace, dir.path(), &[PartitionKey::Hour, PartitionKey::Source], None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The demo's 100 s are in one hour, on two instances: two folders.
+    let folders: Vec<String> = written
+        .iter()
+        .map(|(p, _, _)| {
+            p.strip_prefix(dir.path())
+                .map_or_else(|_| String::new(), |r| r.display().to_string())
+        })
+        .collect();
+    assert_eq!(
+        folders,
+        [
+            "hour=2025-11-29T08/source=vllm-0/part-0.parquet",
+            "hour=2025-11-29T08/source=vllm-1/part-0.parquet"
+        ]
+    );
+    assert_eq!(written.iter().map(|(_, r, _)| r).sum::<usize>(), 309);
+    let files = parquet_files(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(files.len(), 2);
+    let sql = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    assert_same(&sql, &memory);
+    // The folder opens as one trace again, with the same figures.
+    let reloaded = match load(dir.path(), &Progress::default()) {
+        Ok(l) => {
+            assert_eq!(l.report.rejected_count(), 0);
+            summarize_all(&l.trace, Slo::DEFAULT, None)
+        }
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(reloaded, memory);
+}

@@ -1,0 +1,103 @@
+//! The fleet path: `sql/tokenscope.sql` run unchanged on Apache Spark (local mode) over a hive-partitioned dataset
+//! gives the figures of `tokenscope summary --json`, and so does `summary --out-of-core` (polars' streaming engine).
+//! Spark needs PySpark and a JDK (`.ci/run` installs both); without them this test fails and says what to install,
+//! unless TOKENSCOPE_SKIP_SPARK=1 is set.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(feature = "query")]
+
+mod common;
+
+use std::process::Command;
+
+use common::tokenscope;
+use serde_json::Value;
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON ({e}): {text}"))
+}
+
+/// Counts and percentiles equal; means and rates to 1e-9 relative (sums run in another order).
+fn assert_figures_equal(what: &str, got: &Value, want: &Value) {
+    for key in [
+        "requests",
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+        "span_ms",
+        "token_mismatches",
+    ] {
+        assert_eq!(got[key], want[key], "{what}: {key}");
+    }
+    assert_eq!(got["finish_reasons"], want["finish_reasons"], "{what}: finish_reasons");
+    let close = |a: &Value, b: &Value| match (a.as_f64(), b.as_f64()) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+        _ => a == b,
+    };
+    assert!(
+        close(&got["throughput_tok_s"], &want["throughput_tok_s"]),
+        "{what}: throughput"
+    );
+    for figure in ["ttft_ms", "tpot_ms", "e2e_ms", "queue_ms", "itl_ms"] {
+        for key in ["count", "p50", "p90", "p95", "p99", "max"] {
+            assert_eq!(got[figure][key], want[figure][key], "{what}: {figure}.{key}");
+        }
+        assert!(
+            close(&got[figure]["mean"], &want[figure]["mean"]),
+            "{what}: {figure}.mean"
+        );
+    }
+}
+
+#[test]
+fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("dataset");
+    let dataset = dataset.to_str().unwrap();
+    let (code, out, err) = tokenscope(&[
+        "convert",
+        "sample_traces/demo.parquet",
+        "--partition-by",
+        "hour,source",
+        "-o",
+        dataset,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("wrote 2 files under"), "{out}");
+    let (code, memory, err) = tokenscope(&["summary", dataset, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let memory = json(&memory);
+    assert_eq!(memory["requests"], 309);
+
+    let (code, streaming, err) = tokenscope(&["summary", dataset, "--json", "--out-of-core"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("computed out of core by sql/tokenscope.sql over 2 Parquet file(s)"),
+        "{err}"
+    );
+    assert_figures_equal("out of core", &json(&streaming), &memory);
+
+    if std::env::var("TOKENSCOPE_SKIP_SPARK").as_deref() == Ok("1") {
+        eprintln!("TOKENSCOPE_SKIP_SPARK=1: the Spark half of this test was skipped");
+        return;
+    }
+    let has_spark = Command::new("python3")
+        .args(["-c", "import pyspark"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_spark,
+        "PySpark is not installed: pip install pyspark (and a JDK: apt-get install openjdk-17-jre-headless); \
+         .ci/run installs both. TOKENSCOPE_SKIP_SPARK=1 skips this half."
+    );
+    let spark = Command::new("python3")
+        .args(["sql/spark_summary.py", dataset, "--master", "local[2]"])
+        .env("PYSPARK_PYTHON", "python3")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&spark.stdout);
+    let stderr = String::from_utf8_lossy(&spark.stderr);
+    assert!(spark.status.success(), "Spark failed:\n{stderr}");
+    assert_figures_equal("Spark", &json(&stdout), &memory);
+}
