@@ -7,7 +7,6 @@
 //! `benches/common.rs`).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokenscope::analysis::cost::Prices;
 use tokenscope::analysis::findings::{Kind, Thresholds, find, find_kinds};
@@ -20,19 +19,7 @@ use tokenscope::view::layout::{TrackFilter, TrackOrder};
 
 mod common;
 
-/// Runs `f` `runs` times; returns the median and the slowest time in ms, and the last result.
-fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
-    let mut times = Vec::with_capacity(runs);
-    let mut last = None;
-    for _ in 0..runs {
-        let t = Instant::now();
-        last = Some(f());
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    let out = last.unwrap_or_else(|| panic!("at least one run"));
-    (times[times.len() / 2], times[times.len() - 1], out)
-}
+use common::time;
 
 fn main() {
     let requests = common::flag("--requests", 50_000);

@@ -41,6 +41,20 @@ pub fn large_files(requests: usize) -> (PathBuf, PathBuf) {
     (parquet, jsonl)
 }
 
+/// Runs `f` `runs` times; returns the median and the slowest time in ms, and the last result.
+pub fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs {
+        let t = Instant::now();
+        last = Some(f());
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let out = last.unwrap_or_else(|| panic!("at least one run"));
+    (times[times.len() / 2], times[times.len() - 1], out)
+}
+
 /// A flag's value from the command line, or its default.
 pub fn flag(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();

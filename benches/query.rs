@@ -14,7 +14,6 @@
 
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
 use tokenscope::format::{LoadOptions, Progress, load_with};
@@ -22,19 +21,7 @@ use tokenscope::query::{TimelineOptions, run, timeline};
 
 mod common;
 
-/// Runs `f` `runs` times; returns the median and the slowest time in ms, and the last result.
-fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
-    let mut times = Vec::with_capacity(runs);
-    let mut last = None;
-    for _ in 0..runs {
-        let t = Instant::now();
-        last = Some(f());
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    let out = last.unwrap_or_else(|| panic!("at least one run"));
-    (times[times.len() / 2], times[times.len() - 1], out)
-}
+use common::time;
 
 /// Python polars grouping the token rows of the file by request: the median of `runs` times in ms.
 fn polars_tokens(path: &std::path::Path, runs: usize) -> Option<f64> {
