@@ -50,7 +50,7 @@ def main():
 
     totals = spark.sql("SELECT * FROM totals").collect()[0]
     rows = spark.sql("SELECT * FROM summary").collect()
-    reasons = spark.sql("SELECT finish_reason, COUNT(*) AS n FROM request_figures GROUP BY finish_reason").collect()
+    reasons = spark.sql("SELECT finish_reason, COUNT(*) AS n FROM requests GROUP BY finish_reason").collect()
     mismatches = spark.sql("SELECT COUNT(*) AS n FROM token_mismatches").collect()[0]["n"]
 
     def ms(ns):

@@ -39,7 +39,7 @@ SELECT t.request_id AS request_id, t.emitted_ns AS last_emitted_ns
 FROM tokens t
 JOIN token_counts c ON t.request_id = c.request_id AND t.index = c.last_index
 
--- view: requests
+-- view: request_times
 SELECT r.request_id AS request_id, r.source AS source, r.model AS model, r.app_id AS app_id, r.user_id AS user_id,
        r.arrival_ns AS arrival_ns, r.input_tokens AS input_tokens, r.cached_tokens AS cached_tokens,
        COALESCE(r.finish_reason, '(none)') AS finish_reason,
@@ -53,7 +53,7 @@ LEFT JOIN token_counts c ON r.request_id = c.request_id
 LEFT JOIN first_tokens f ON r.request_id = f.request_id
 LEFT JOIN last_tokens l ON r.request_id = l.request_id
 
--- view: request_figures
+-- view: requests
 SELECT request_id, source, model, app_id, user_id, arrival_ns, end_ns, input_tokens, cached_tokens, finish_reason,
        output_tokens, queue_ns, ttft_ns, e2e_ns,
        CASE WHEN output_tokens >= 2
@@ -63,7 +63,7 @@ SELECT request_id, source, model, app_id, user_id, arrival_ns, end_ns, input_tok
        CAST(e2e_ns AS DOUBLE) / 1000000.0 AS e2e_ms,
        CASE WHEN output_tokens >= 2
             THEN CAST(e2e_ns - ttft_ns AS DOUBLE) / CAST(output_tokens - 1 AS DOUBLE) / 1000000.0 END AS tpot_ms
-FROM requests
+FROM request_times
 
 -- view: token_mismatches
 SELECT r.request_id AS request_id, r.output_tokens AS output_tokens, c.token_records AS token_records
@@ -77,10 +77,10 @@ FROM tokens a
 JOIN tokens b ON a.request_id = b.request_id AND a.next_index = b.index
 
 -- view: latencies
-SELECT 'ttft' AS figure, CAST(ttft_ns AS DOUBLE) AS v FROM request_figures WHERE ttft_ns IS NOT NULL
-UNION ALL SELECT 'tpot' AS figure, tpot_ns AS v FROM request_figures WHERE tpot_ns IS NOT NULL
-UNION ALL SELECT 'e2e' AS figure, CAST(e2e_ns AS DOUBLE) AS v FROM request_figures WHERE e2e_ns IS NOT NULL
-UNION ALL SELECT 'queue' AS figure, CAST(queue_ns AS DOUBLE) AS v FROM request_figures WHERE queue_ns IS NOT NULL
+SELECT 'ttft' AS figure, CAST(ttft_ns AS DOUBLE) AS v FROM requests WHERE ttft_ns IS NOT NULL
+UNION ALL SELECT 'tpot' AS figure, tpot_ns AS v FROM requests WHERE tpot_ns IS NOT NULL
+UNION ALL SELECT 'e2e' AS figure, CAST(e2e_ns AS DOUBLE) AS v FROM requests WHERE e2e_ns IS NOT NULL
+UNION ALL SELECT 'queue' AS figure, CAST(queue_ns AS DOUBLE) AS v FROM requests WHERE queue_ns IS NOT NULL
 UNION ALL SELECT 'itl' AS figure, CAST(itl_ns AS DOUBLE) AS v FROM itl
 
 -- view: ranked
@@ -106,7 +106,7 @@ SELECT COUNT(*) AS requests,
        SUM(COALESCE(cached_tokens, 0)) AS cached_tokens,
        SUM(output_tokens) AS output_tokens,
        MAX(end_ns) - MIN(arrival_ns) AS span_ns
-FROM request_figures
+FROM requests
 
 -- view: summary
 SELECT t.requests AS requests, t.input_tokens AS input_tokens, t.cached_tokens AS cached_tokens,

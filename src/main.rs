@@ -290,6 +290,10 @@ enum Command {
         /// How to print the result.
         #[arg(long, value_enum, default_value_t)]
         format: cli::query::Format,
+        /// Query the Parquet files (a file, a directory, a partitioned dataset) without loading them: the views of
+        /// sql/tokenscope.sql (requests, tokens, itl, trace, ...) on polars' streaming engine.
+        #[arg(long)]
+        out_of_core: bool,
     },
     /// Metrics over time: request rate, output tokens/s, goodput, TTFT and TPOT p50/p95/p99, queue length, KV use
     /// and preemptions per time bucket (docs/QUERY.md).
@@ -425,7 +429,16 @@ fn main() -> ExitCode {
             emit(&cli::export::run(&trace, &options, &output))
         }
         #[cfg(feature = "query")]
-        Some(Command::Query { trace, sql, format }) => emit(&cli::query::run(&trace, &sql, format)),
+        Some(Command::Query {
+            trace,
+            sql,
+            format,
+            out_of_core,
+        }) => emit(&if out_of_core {
+            cli::query::run_out_of_core(&trace, &sql, format)
+        } else {
+            cli::query::run(&trace, &sql, format)
+        }),
         #[cfg(feature = "query")]
         Some(Command::Timeline {
             trace,

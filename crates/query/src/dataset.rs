@@ -120,6 +120,27 @@ fn collect(ctx: &mut SQLContext, sql: &str) -> Result<DataFrame, QueryError> {
         .map_err(|e| QueryError(format!("{e}\n(in {sql})")))
 }
 
+/// Runs `sql` over the views of [`SQL`] on a dataset, out of core: `requests` (one row per request with `ttft_ms`,
+/// `tpot_ms`, `e2e_ms`, `queue_ms`, their `_ns` forms, labels and token counts), `tokens`, `itl`, `trace` (the raw
+/// records) and the others the file defines (`docs/QUERY.md`).
+///
+/// # Errors
+/// A file cannot be read, or the query fails (the error lists the tables).
+pub fn query_files(files: &[PathBuf], sql: &str) -> Result<DataFrame, QueryError> {
+    let mut ctx = context(scan(files)?)?;
+    ctx.execute(sql)
+        .and_then(|lf| lf.collect_with_engine(Engine::Streaming))
+        .map(|r| r.unwrap_single())
+        .map_err(|e| {
+            let mut names: Vec<&str> = vec!["trace"];
+            names.extend(statements().iter().map(|(n, _)| *n));
+            QueryError(format!(
+                "in the query: {e}; out of core, the tables are the views of sql/tokenscope.sql: {}",
+                names.join(", ")
+            ))
+        })
+}
+
 fn number(rows: &Rows, row: usize, name: &str) -> Option<f64> {
     rows.column(name).and_then(|c| rows.rows.get(row)?.get(c)?.as_f64())
 }
@@ -188,7 +209,7 @@ pub fn summarize_files(files: &[PathBuf], slo: Slo) -> Result<Summary, QueryErro
     }
     let reasons = Rows::of(&collect(
         &mut ctx,
-        "SELECT finish_reason, COUNT(*) AS n FROM request_figures GROUP BY finish_reason",
+        "SELECT finish_reason, COUNT(*) AS n FROM requests GROUP BY finish_reason",
     )?);
     for row in 0..reasons.rows.len() {
         if let Cell::Text(reason) = &reasons.rows[row][0] {
@@ -211,7 +232,7 @@ pub fn summarize_files(files: &[PathBuf], slo: Slo) -> Result<Summary, QueryErro
         });
         let good = Rows::of(&collect(
             &mut ctx,
-            &format!("SELECT COUNT(*) AS n, SUM(output_tokens) AS tokens FROM request_figures WHERE {ttft} AND {tpot}"),
+            &format!("SELECT COUNT(*) AS n, SUM(output_tokens) AS tokens FROM requests WHERE {ttft} AND {tpot}"),
         )?);
         let (n, tokens) = (count(&good, 0, "n"), count(&good, 0, "tokens"));
         s.slo = Some(slo_result(slo, s.requests, n, tokens, s.span_ms));

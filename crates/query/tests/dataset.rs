@@ -118,3 +118,38 @@ fn a_partitioned_dataset_gives_the_figures_of_the_trace_it_was_cut_from() {
     };
     assert_eq!(reloaded, memory);
 }
+
+#[test]
+fn a_query_out_of_core_answers_as_the_loaded_trace_does() {
+    use tokenscope_query::{Rows, dataset::query_files, run};
+    let trace = match load(&demo(), &Progress::default()) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{e}"),
+    };
+    let sql = "SELECT app_id, count(*) AS n, sum(output_tokens) AS tokens, QUANTILE_DISC(ttft_ms, 0.99) AS p99, \
+               max(e2e_ms) AS worst FROM requests GROUP BY app_id ORDER BY app_id";
+    let memory = Rows::of(&run(&trace, sql).unwrap_or_else(|e| panic!("{e}")));
+    let streamed = Rows::of(&query_files(&[demo()], sql).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(memory.columns, streamed.columns);
+    assert_eq!(memory.rows.len(), streamed.rows.len());
+    assert!(memory.rows.len() > 1, "several apps");
+    for (a, b) in memory.rows.iter().zip(&streamed.rows) {
+        assert_eq!(a[0], b[0]);
+        for (x, y) in a[1..].iter().zip(&b[1..]) {
+            // The same values; a ms figure may differ in its last bit (the streaming engine multiplies by 1e-6).
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0), "{a:?} {b:?}");
+        }
+    }
+    // Out of core, the raw records are there too, and the inter-token gaps.
+    let gaps = Rows::of(&query_files(&[demo()], "SELECT count(*) AS n FROM itl").unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(gaps.rows[0][0].as_f64(), Some(39_769.0));
+    let err = query_files(&[demo()], "SELECT * FROM nothing")
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the tables are the views of sql/tokenscope.sql: trace, requests_raw"),
+        "{err}"
+    );
+}
