@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tokenscope::format::write;
+use tokenscope::format::{LoadOptions, Progress, load_with, write};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions, generate};
+use tokenscope::trace::Trace;
 
 /// The `large` scenario with `requests` requests (seed 1) as Parquet and JSONL, generated when missing.
 pub fn large_files(requests: usize) -> (PathBuf, PathBuf) {
@@ -53,6 +54,18 @@ pub fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
     times.sort_by(f64::total_cmp);
     let out = last.unwrap_or_else(|| panic!("at least one run"));
     (times[times.len() / 2], times[times.len() - 1], out)
+}
+
+/// A trace file loaded as the app loads it: candidates left on disk, read per request when one is selected.
+pub fn load_lazily(path: &Path) -> Trace {
+    let options = LoadOptions {
+        lazy_candidates: true,
+        ..LoadOptions::default()
+    };
+    match load_with(path, &Progress::default(), options) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
 
 /// A flag's value from the command line, or its default.

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use eframe::egui::{self, Pos2, RawInput, Rect, vec2};
-use tokenscope::format::{LoadOptions, Progress, load_with};
 use tokenscope::ui::microscope::Microscope;
 use tokenscope::ui::theme::ROW_HEIGHT;
 use tokenscope::ui::waterfall::{WaterfallState, waterfall_ui};
@@ -29,19 +28,10 @@ fn main() {
     let frames = common::flag("--frames", 200).max(10);
     let (path, _) = common::large_files(requests);
     let start = Instant::now();
-    // As the app loads it: candidates left on disk, read per request when one is selected.
-    let loaded = load_with(
-        &path,
-        &Progress::default(),
-        LoadOptions {
-            lazy_candidates: true,
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let trace = common::load_lazily(&path);
     let load_s = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let view = TraceView::new(Arc::new(loaded.trace), TrackOrder::Arrival, &TrackFilter::default());
+    let view = TraceView::new(Arc::new(trace), TrackOrder::Arrival, &TrackFilter::default());
     let view_s = start.elapsed().as_secs_f64();
     let trace = Arc::clone(&view.trace);
     println!(

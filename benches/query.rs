@@ -16,7 +16,6 @@ use std::process::Command;
 use std::sync::Arc;
 
 use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
-use tokenscope::format::{LoadOptions, Progress, load_with};
 use tokenscope::query::{TimelineOptions, run, timeline};
 
 mod common;
@@ -49,16 +48,7 @@ fn main() {
     let requests = common::flag("--requests", 50_000);
     let runs = common::flag("--runs", 5).max(1);
     let (path, _) = common::large_files(requests);
-    let loaded = load_with(
-        &path,
-        &Progress::default(),
-        LoadOptions {
-            lazy_candidates: true,
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let trace = Arc::new(loaded.trace);
+    let trace = Arc::new(common::load_lazily(&path));
     println!(
         "query benchmark: {} requests, {} tokens, {} steps; {runs} runs each (median / max)",
         trace.request_count(),
