@@ -532,13 +532,12 @@ impl App {
             return;
         }
         let Some(s) = &mut self.session else { return };
-        let trace = Arc::clone(&s.view.trace);
         let (slo, out) = (self.settings.slo, &mut self.commands);
         egui::Panel::bottom("timeline")
             .resizable(true)
             .default_size(380.0)
             .show(ui, |ui| {
-                super::timeline::timeline_ui(ui, &trace, &mut s.waterfall, &mut s.timeline, slo, out);
+                super::timeline::timeline_ui(ui, &s.view, &mut s.waterfall, &mut s.timeline, slo, out);
             });
     }
 

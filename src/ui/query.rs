@@ -31,7 +31,12 @@ pub struct Outcome {
     pub total: usize,
     /// How long it took.
     pub elapsed: Duration,
+    /// The columns with a number in some row: those the plot offers.
+    pub numeric: Vec<String>,
 }
+
+/// A plot's lines: an optional label (the first text column's value) and its points.
+type Lines = Vec<(Option<String>, Vec<[f64; 2]>)>;
 
 /// The window's state, per trace.
 pub struct QueryState {
@@ -44,6 +49,8 @@ pub struct QueryState {
     pub plot: Option<String>,
     /// The row clicked last.
     pub selected_row: Option<usize>,
+    /// The lines of the plotted column, made once per result and column (not every frame).
+    plotted: Option<(String, Lines)>,
 }
 
 impl Default for QueryState {
@@ -54,6 +61,7 @@ impl Default for QueryState {
             job: None,
             plot: None,
             selected_row: None,
+            plotted: None,
         }
     }
 }
@@ -73,8 +81,14 @@ impl QueryState {
         let work = move || {
             let start = Instant::now();
             let df = crate::query::run(&trace, &sql).map_err(|e| e.to_string())?;
+            let rows = Rows::head(&df, SHOWN_ROWS);
+            let numeric = (0..rows.columns.len())
+                .filter(|&c| rows.rows.iter().any(|r| r[c].as_f64().is_some()))
+                .map(|c| rows.columns[c].clone())
+                .collect();
             Ok(Outcome {
-                rows: Rows::head(&df, SHOWN_ROWS),
+                rows,
+                numeric,
                 total: df.height(),
                 elapsed: start.elapsed(),
                 sql,
@@ -125,6 +139,7 @@ impl QueryState {
             self.plot = None;
         }
         self.selected_row = None;
+        self.plotted = None;
         self.result = Some(r);
     }
 }
@@ -199,18 +214,30 @@ pub fn query_ui(
         Some(Err(e)) => {
             ui.colored_label(ui.visuals().error_fg_color, e);
         }
-        Some(Ok(o)) => result_ui(ui, trace, o, &mut state.plot, &mut state.selected_row, out),
+        Some(Ok(o)) => {
+            let shown = Shown {
+                plot: &mut state.plot,
+                plotted: &mut state.plotted,
+                selected: &mut state.selected_row,
+            };
+            result_ui(ui, trace, o, shown, out);
+        }
     }
 }
 
-fn result_ui(
-    ui: &mut Ui,
-    trace: &Trace,
-    o: &Outcome,
-    plot: &mut Option<String>,
-    selected: &mut Option<usize>,
-    out: &mut Vec<Command>,
-) {
+/// What the window shows of a result: the plotted column, its lines, the row clicked.
+struct Shown<'a> {
+    plot: &'a mut Option<String>,
+    plotted: &'a mut Option<(String, Lines)>,
+    selected: &'a mut Option<usize>,
+}
+
+fn result_ui(ui: &mut Ui, trace: &Trace, o: &Outcome, shown: Shown<'_>, out: &mut Vec<Command>) {
+    let Shown {
+        plot,
+        plotted,
+        selected,
+    } = shown;
     let rows = &o.rows;
     ui.horizontal(|ui| {
         let shown = if o.total > rows.rows.len() {
@@ -225,13 +252,6 @@ fn result_ui(
                 what: "query",
             });
         }
-        let numeric: Vec<&String> = rows
-            .columns
-            .iter()
-            .enumerate()
-            .filter(|(c, _)| rows.rows.iter().any(|r| r[*c].as_f64().is_some()))
-            .map(|(_, name)| name)
-            .collect();
         let label = ui.label("Plot");
         egui::ComboBox::from_id_salt("query-plot")
             .selected_text(plot.as_deref().unwrap_or("none"))
@@ -239,7 +259,7 @@ fn result_ui(
                 if ui.selectable_label(plot.is_none(), "none").clicked() {
                     *plot = None;
                 }
-                for name in numeric {
+                for name in &o.numeric {
                     if ui
                         .selectable_label(plot.as_ref() == Some(name), name.as_str())
                         .clicked()
@@ -311,7 +331,10 @@ fn result_ui(
         && let Some(y) = rows.column(name)
     {
         let x = TIME_COLUMNS.iter().filter(|&&t| t != name).find_map(|t| rows.column(t));
-        let series = series_of(rows, x, y);
+        if plotted.as_ref().is_none_or(|(column, _)| column != name) {
+            *plotted = Some((name.to_owned(), series_of(rows, x, y)));
+        }
+        let series = plotted.as_ref().map(|(_, s)| s.as_slice()).unwrap_or_default();
         let x_name = x.map_or("row", |x| rows.columns[x].as_str());
         Plot::new(("query-plot", &o.sql))
             .height(plot_height)
@@ -319,8 +342,9 @@ fn result_ui(
             .y_axis_label(name)
             .legend(Legend::default())
             .show(ui, |p| {
-                for (k, (label, points)) in series.into_iter().enumerate() {
-                    let line = Line::new(label.unwrap_or_else(|| name.to_owned()), PlotPoints::from(points));
+                for (k, (label, points)) in series.iter().enumerate() {
+                    let label = label.clone().unwrap_or_else(|| name.to_owned());
+                    let line = Line::new(label, PlotPoints::from(points.clone()));
                     p.line(if k == 0 { line.color(theme::COUNTER_COLOR) } else { line });
                 }
             });
@@ -333,14 +357,14 @@ pub const MAX_SERIES: usize = 12;
 
 /// The plot's lines: `(x, y)` of every row with both, split by the first text column when it has few values (a
 /// query by time and source draws a line per source), else one line. Rows without an `x` column are numbered.
-fn series_of(rows: &Rows, x: Option<usize>, y: usize) -> Vec<(Option<String>, Vec<[f64; 2]>)> {
+fn series_of(rows: &Rows, x: Option<usize>, y: usize) -> Lines {
     let key = rows
         .columns
         .iter()
         .enumerate()
         .find(|(c, _)| rows.rows.iter().any(|r| matches!(r[*c], Cell::Text(_))))
         .map(|(c, _)| c);
-    let mut out: Vec<(Option<String>, Vec<[f64; 2]>)> = Vec::new();
+    let mut out: Lines = Vec::new();
     for (i, r) in rows.rows.iter().enumerate() {
         #[allow(clippy::cast_precision_loss)] // row numbers of a shown result
         let Some(xv) = x.map_or(Some(i as f64), |x| r[x].as_f64()) else {

@@ -15,6 +15,7 @@ use super::waterfall::WaterfallState;
 use crate::analysis::summary::{GroupBy, Slo};
 use crate::query::{Rows, TimelineOptions, auto_every, timeline};
 use crate::trace::Trace;
+use crate::view::TraceView;
 
 /// Buckets across the view when the width is automatic.
 pub const VIEW_BUCKETS: u32 = 100;
@@ -280,28 +281,24 @@ pub fn lines(rows: &Rows, metric: &Metric, by: Option<GroupBy>, every_ns: i64) -
     out.into_iter().map(Series::finish).collect()
 }
 
-/// The panel's contents, under the waterfall whose axis it follows.
+/// The panel's contents, under the waterfall (showing `view`) whose axis it follows.
 pub fn timeline_ui(
     ui: &mut Ui,
-    trace: &Arc<Trace>,
+    view: &TraceView,
     waterfall: &mut WaterfallState,
     state: &mut TimelineState,
     slo: Slo,
     out: &mut Vec<Command>,
 ) {
     state.poll();
-    let t0 = trace.start_ns();
+    let t0 = view.t0_ns;
     let (view_from, view_to) = waterfall.viewport.map_or((t0, t0 + 1), |vp| (vp.start_ns, vp.end_ns()));
-    let trace_ns = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX))
-        .filter_map(|r| trace.finish_ns(r))
-        .max()
-        .map_or(1, |end| end - t0);
     let key = Key {
-        every_ns: state.width_for(view_to - view_from, trace_ns),
+        every_ns: state.width_for(view_to - view_from, view.t1_ns - view.t0_ns),
         by: state.by,
         slo,
     };
-    state.refresh(trace, key, Some(ui.ctx()));
+    state.refresh(&view.trace, key, Some(ui.ctx()));
 
     ui.horizontal(|ui| {
         ui.strong("Timeline");

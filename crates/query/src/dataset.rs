@@ -10,6 +10,7 @@ use polars::prelude::*;
 use polars::sql::SQLContext;
 use tokenscope_core::analysis::metrics::Distribution;
 use tokenscope_core::analysis::summary::{Slo, SloResult, Summary};
+use tokenscope_core::format::schema::{SCALAR_FIELDS, Scalar};
 
 use crate::result::{Cell, Rows};
 use crate::sql::QueryError;
@@ -83,10 +84,11 @@ pub fn scan(files: &[PathBuf]) -> Result<LazyFrame, QueryError> {
             if schema.contains(c) {
                 col(c)
             } else {
-                let ty = if c.ends_with("_ns") || c.ends_with("_tokens") || c == "index" {
-                    DataType::Int64
-                } else {
-                    DataType::String
+                let ty = match SCALAR_FIELDS.iter().find(|(name, _)| *name == c).map(|(_, ty)| ty) {
+                    Some(Scalar::Int) => DataType::Int64,
+                    Some(Scalar::Float) => DataType::Float64,
+                    Some(Scalar::Bool) => DataType::Boolean,
+                    Some(Scalar::Str) | None => DataType::String,
                 };
                 lit(NULL).cast(ty).alias(c)
             }
