@@ -220,27 +220,38 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
 }
 
 /// Runs `summary --out-of-core`: the figures of the Parquet files at `path` (a file, a directory, a partitioned
-/// dataset) by `sql/tokenscope.sql` on polars' streaming engine, without loading the trace. Records are not
-/// validated on this path; a valid trace gives the in-memory path's figures (tested).
+/// dataset) by the views of `sql/tokenscope.sql` on polars' streaming engine, one file at a time when each holds its
+/// requests whole, without loading the trace. Records are not validated on this path; a valid trace gives the
+/// in-memory path's figures (tested).
 #[cfg(feature = "query")]
 pub fn run_out_of_core(path: &Path, as_json: bool, slo: Slo) -> Output {
     let files = match crate::format::parquet_files(path) {
         Ok(f) => f,
         Err(e) => return fatal(&e, as_json),
     };
-    let s = match crate::query::dataset::summarize_files(&files, slo) {
+    let done = match crate::query::dataset::summarize_files(&files, slo) {
         Ok(s) => s,
         Err(e) => return Output::error(format!("{}: {e}", path.display()), 1),
     };
+    let s = &done.summary;
+    let how = if done.file_by_file {
+        "one file at a time (each holds its requests whole), memory bounded by the largest file"
+    } else if files.len() > 1 {
+        "over all files at once (a file holds tokens of a request recorded in another), memory not bounded"
+    } else {
+        "over the one file"
+    };
     let stdout = if as_json {
-        let mut v = summary_json(&s, 0, None);
+        let mut v = summary_json(s, 0, None);
         v["candidates_checked"] = json!(false);
         v["computed_by"] = json!("sql/tokenscope.sql on polars' streaming engine");
         v["files"] = json!(files.len());
+        v["file_by_file"] = json!(done.file_by_file);
+        v["passes"] = json!(done.passes);
         format!("{v:#}\n")
     } else {
         // No record was validated: the table says so rather than "0 rejected".
-        summary_text(&crate::trace::TraceBuilder::default().finish().0, &s, 0, "")
+        summary_text(&crate::trace::TraceBuilder::default().finish().0, s, 0, "")
             .lines()
             .map(|l| {
                 if l.starts_with("rejected records") {
@@ -256,9 +267,10 @@ pub fn run_out_of_core(path: &Path, as_json: bool, slo: Slo) -> Output {
     Output {
         stdout,
         stderr: format!(
-            "note: computed out of core by sql/tokenscope.sql over {} Parquet file(s); records are not validated on \
-             this path (`tokenscope validate` checks them)\n",
-            thousands(files.len() as u64)
+            "note: computed out of core by sql/tokenscope.sql over {} Parquet file(s), {how}, in {} pass(es); \
+             records are not validated on this path (`tokenscope validate` checks them)\n",
+            thousands(files.len() as u64),
+            done.passes
         ),
         code: 0,
     }

@@ -10,7 +10,7 @@ use tokenscope_core::analysis::metrics::Distribution;
 use tokenscope_core::analysis::summary::{Slo, Summary, summarize_all};
 use tokenscope_core::format::partition::{PartitionKey, write_partitioned};
 use tokenscope_core::format::{Progress, load, parquet_files};
-use tokenscope_query::dataset::summarize_files;
+use tokenscope_query::dataset::{summarize_files, summarize_files_keeping};
 
 fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet")
@@ -72,7 +72,9 @@ fn the_sql_figures_of_one_file_are_the_in_memory_ones() {
         Ok(l) => summarize_all(&l.trace, Slo::DEFAULT, None),
         Err(e) => panic!("{e}"),
     };
-    let sql = summarize_files(&[demo()], Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    let sql = summarize_files(&[demo()], Slo::DEFAULT)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .summary;
     // The demo is big enough for ranks to matter: 309 requests, 39,769 inter-token gaps.
     assert_eq!((sql.requests, sql.itl_ms.count), (309, 39_769));
     assert_same(&sql, &memory);
@@ -106,8 +108,14 @@ fn a_partitioned_dataset_gives_the_figures_of_the_trace_it_was_cut_from() {
     assert_eq!(written.iter().map(|(_, r, _)| r).sum::<usize>(), 309);
     let files = parquet_files(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(files.len(), 2);
-    let sql = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
-    assert_same(&sql, &memory);
+    let done = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    // Each file holds its requests whole: read one at a time, each figure's values few enough to keep.
+    assert_eq!((done.file_by_file, done.passes), (true, 1));
+    assert_same(&done.summary, &memory);
+    // Keeping at most 1,000 values per figure, the percentiles are found in a second pass, exactly.
+    let two = summarize_files_keeping(&files, Slo::DEFAULT, 1_000).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((two.file_by_file, two.passes), (true, 2));
+    assert_same(&two.summary, &memory);
     // The folder opens as one trace again, with the same figures.
     let reloaded = match load(dir.path(), &Progress::default()) {
         Ok(l) => {
@@ -152,4 +160,41 @@ fn a_query_out_of_core_answers_as_the_loaded_trace_does() {
         err.contains("the tables are the views of sql/tokenscope.sql: trace, requests_raw"),
         "{err}"
     );
+}
+
+#[test]
+fn a_dataset_whose_files_split_requests_from_their_tokens_is_read_as_one() {
+    use polars::prelude::*;
+    let memory = match load(&demo(), &Progress::default()) {
+        Ok(l) => summarize_all(&l.trace, Slo::DEFAULT, None),
+        Err(e) => panic!("{e}"),
+    };
+    // The demo's request records in one file, every other record in another: neither file holds whole requests.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let all = LazyFrame::scan_parquet(
+        PlRefPath::from(demo().to_string_lossy().as_ref()),
+        ScanArgsParquet::default(),
+    )
+    .and_then(LazyFrame::collect)
+    .unwrap_or_else(|e| panic!("{e}"));
+    for (name, requests) in [("a.parquet", true), ("b.parquet", false)] {
+        let kind = col("kind").eq(lit("request"));
+        let mut part = all
+            .clone()
+            .lazy()
+            .filter(if requests { kind } else { kind.not() })
+            .collect()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let file = std::fs::File::create(dir.path().join(name)).unwrap_or_else(|e| panic!("{e}"));
+        ParquetWriter::new(file)
+            .finish(&mut part)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let files = parquet_files(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let done = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        !done.file_by_file,
+        "b.parquet holds tokens of requests recorded in a.parquet"
+    );
+    assert_same(&done.summary, &memory);
 }
