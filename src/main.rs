@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use tokenscope::analysis::findings;
 use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
+use tokenscope::format::window::{self, Window};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions};
 use tokenscope::ui::render::View;
@@ -21,6 +22,18 @@ struct Args {
     command: Option<Command>,
     /// Trace to open in the app (.parquet, .jsonl[.gz|.zst], or a directory of them).
     trace: Option<PathBuf>,
+    /// Only the part of the trace from this time: requests arriving and steps starting at or after it. A dataset's
+    /// `date=`/`hour=` folders before it are not read. RFC 3339 (2025-11-29T08:15:00Z), a UTC date and time
+    /// (2025-11-29T08:15), a UTC date, or ns since 1970.
+    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    from_time: Option<i64>,
+    /// Only the part of the trace before this time (same forms as --from-time).
+    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    to_time: Option<i64>,
+    /// Only requests whose label has this value (source, model, app_id, user_id), and only a dataset's folders
+    /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
+    #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
+    filters: Vec<(String, String)>,
 }
 
 #[derive(Subcommand)]
@@ -319,6 +332,10 @@ enum Command {
         /// No objectives: no goodput.
         #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
         no_slo: bool,
+        /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: the
+        /// requests' figures by sql/tokenscope.sql and the tokens streamed, on polars' streaming engine.
+        #[arg(long)]
+        out_of_core: bool,
     },
     /// Write a trace in format v1 (Parquet or JSONL, by the output's extension), from a trace or from what an
     /// engine or tool wrote; several files of one run become one trace.
@@ -356,6 +373,21 @@ fn emit(out: &Output) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let window = Window {
+        from_ns: args.from_time,
+        to_ns: args.to_time,
+        filters: args.filters.clone(),
+    };
+    if let (Some(from), Some(to)) = (window.from_ns, window.to_ns)
+        && from >= to
+    {
+        eprintln!(
+            "error: --from-time must come before --to-time: the window {} holds nothing",
+            window.describe()
+        );
+        return ExitCode::from(2);
+    }
+    cli::set_window(window.clone());
     match args.command {
         Some(Command::Validate { trace, json }) => emit(&cli::validate::run(&trace, json)),
         Some(Command::Summary {
@@ -448,6 +480,7 @@ fn main() -> ExitCode {
             slo_ttft_ms,
             slo_tpot_ms,
             no_slo,
+            out_of_core,
         }) => {
             let given = Slo {
                 ttft_ms: slo_ttft_ms,
@@ -458,7 +491,11 @@ fn main() -> ExitCode {
                 (false, true) => Slo::default(),
                 (false, false) => Slo::DEFAULT,
             };
-            emit(&cli::timeline::run(&trace, every, by, slo, format))
+            emit(&if out_of_core {
+                cli::timeline::run_out_of_core(&trace, every, by, slo, format)
+            } else {
+                cli::timeline::run(&trace, every, by, slo, format)
+            })
         }
         Some(Command::Findings {
             trace,
@@ -597,7 +634,11 @@ fn main() -> ExitCode {
             output,
         }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
         None => {
-            let source = args.trace.map_or(TraceSource::Demo, TraceSource::Path);
+            let source = match args.trace {
+                None => TraceSource::Demo,
+                Some(p) if window.is_all() => TraceSource::Path(p),
+                Some(p) => TraceSource::Part(p, window),
+            };
             match ui::run(source) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -90,6 +90,30 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "source,n\nvllm-0,172\nvllm-1,137\n");
 
+    // The timeline of the dataset, out of core, is the loaded one's: per source, in 10 s buckets.
+    let timeline = |extra: &[&str]| {
+        let mut args = vec![
+            "timeline", dataset, "--every", "10s", "--by", "source", "--format", "csv",
+        ];
+        args.extend(extra);
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let (memory_csv, streamed_csv) = (timeline(&[]), timeline(&["--out-of-core"]));
+    let (a, b): (Vec<&str>, Vec<&str>) = (memory_csv.lines().collect(), streamed_csv.lines().collect());
+    // 100 s of two sources: 11 buckets each, and the header.
+    assert_eq!((a.len(), b.len()), (23, 23), "{streamed_csv}");
+    for (x, y) in a.iter().zip(&b) {
+        for (p, q) in x.split(',').zip(y.split(',')) {
+            match (p.parse::<f64>(), q.parse::<f64>()) {
+                // A mean over steps may sum in another order: its last digit may differ.
+                (Ok(p), Ok(q)) => assert!((p - q).abs() <= 1e-12 * p.abs().max(1.0), "{x}\n{y}"),
+                _ => assert_eq!(p, q, "{x}\n{y}"),
+            }
+        }
+    }
+
     if std::env::var("TOKENSCOPE_SKIP_SPARK").as_deref() == Ok("1") {
         eprintln!("TOKENSCOPE_SKIP_SPARK=1: the Spark half of this test was skipped");
         return;
@@ -112,4 +136,73 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
     let stderr = String::from_utf8_lossy(&spark.stderr);
     assert!(spark.status.success(), "Spark failed:\n{stderr}");
     assert_figures_equal("Spark", &json(&stdout), &memory);
+}
+
+#[test]
+fn a_window_and_filters_choose_the_part_of_a_dataset_each_path_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("dataset");
+    let dataset = dataset.to_str().unwrap();
+    let (code, _, err) = tokenscope(&[
+        "convert",
+        "sample_traces/demo.parquet",
+        "--partition-by",
+        "hour,source",
+        "-o",
+        dataset,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let summary = |extra: &[&str]| {
+        let mut args = vec!["summary", dataset, "--json"];
+        args.extend(extra);
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        (json(&out), err)
+    };
+    // One instance: its folder alone is read; 172 of the demo's 309 requests are vllm-0's.
+    let (one, _) = summary(&["--where", "source=vllm-0"]);
+    assert_eq!(one["requests"], 172);
+    // Up to 08:00:50 UTC (the demo's first request arrives at 08:00:00.466): the requests arriving before, as a
+    // query of the whole trace counts them independently.
+    let (code, n, err) = tokenscope(&[
+        "query",
+        "sample_traces/demo.parquet",
+        "SELECT count(*) AS n FROM requests WHERE arrival_ns < 1764403250000000000",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let first_50: u64 = n.trim_start_matches("n\n").trim().parse().unwrap();
+    assert!(first_50 > 100 && first_50 < 309, "{first_50}");
+    let (window, err) = summary(&["--to-time", "2025-11-29T08:00:50Z"]);
+    assert_eq!(window["requests"], first_50);
+    assert!(err.is_empty() || !err.contains("error"), "{err}");
+    // Out of core, the same window and filter give the same figures.
+    let both = [
+        "--where",
+        "source=vllm-0",
+        "--from-time",
+        "2025-11-29T08:00:20",
+        "--to-time",
+        "2025-11-29T08:01:10",
+    ];
+    let (memory, _) = summary(&both);
+    let mut args = both.to_vec();
+    args.push("--out-of-core");
+    let (streamed, _) = summary(&args);
+    assert!(memory["requests"].as_u64().unwrap() > 20, "{memory}");
+    assert_figures_equal("a window out of core", &streamed, &memory);
+    // A key the dataset has no folder or label for, and a window no folder can hold, are explained.
+    let (code, _, err) = tokenscope(&["summary", dataset, "--where", "region=eu"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no key \"region\"") && err.contains("hour"), "{err}");
+    let (code, _, err) = tokenscope(&["summary", dataset, "--from-time", "2025-11-30"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("no file of") && err.contains("hour (1 value: 2025-11-29T08)"),
+        "{err}"
+    );
+    let (code, _, err) = tokenscope(&["summary", dataset, "--from-time", "yesterday"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("RFC 3339"), "{err}");
 }

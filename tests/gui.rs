@@ -613,3 +613,59 @@ fn the_timeline_follows_the_waterfall_and_a_drag_across_it_selects_a_range() {
     }
     assert_eq!(h.state().session().unwrap().timeline.shown_width(), Some(SECOND / 10));
 }
+
+#[test]
+fn a_dataset_shows_what_it_holds_and_opens_the_part_chosen() {
+    use tokenscope::format::partition::{PartitionKey, write_partitioned};
+    use tokenscope::format::{Progress, load};
+    // The demo cut by hour and source: one hour, two instances, two files.
+    let demo = load(std::path::Path::new("sample_traces/demo.parquet"), &Progress::default())
+        .unwrap()
+        .trace;
+    let dir = tempfile::tempdir().unwrap();
+    write_partitioned(&demo, dir.path(), &[PartitionKey::Hour, PartitionKey::Source], None).unwrap();
+    let mut app = App::new(TraceSource::Path(dir.path().into()), None);
+    assert!(
+        app.session().is_none(),
+        "a dataset is not loaded before its part is chosen"
+    );
+    assert_eq!(
+        app.dataset_dialog().unwrap().wait(),
+        None,
+        "a dataset: the dialog stays"
+    );
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.run();
+    h.get_by_label("Open a dataset");
+    h.get_by_label("source (2 values)");
+    h.get_by_label("hour (1 value)");
+    h.get_by_label_contains("reads 2 of 2 files");
+    // Unchecking an instance leaves one file to read.
+    h.get_by_label("vllm-1").click();
+    h.run();
+    h.get_by_label_contains("reads 1 of 2 files");
+    h.get_by_label_contains("where source=vllm-0");
+    // Up to 08:00:50 UTC (the demo's first request arrives at 08:00:00.466).
+    let to = 1_764_403_250_000_000_000;
+    h.state_mut().dataset_dialog().unwrap().to = "2025-11-29T08:00:50".to_owned();
+    h.run();
+    h.get_by_label_contains("to 2025-11-29T08:00:50");
+    h.get_by_label("Open").click();
+    h.run();
+    h.state_mut().wait_loaded();
+    h.step();
+    h.state_mut().session_mut().unwrap().findings.wait();
+    h.run();
+    // What a filter written independently keeps: vllm-0's requests arriving in the first 50 s.
+    let vllm0 = demo.labels.lookup("vllm-0").unwrap();
+    let want = (0..demo.request_count())
+        .filter(|&r| demo.requests.source[r] == vllm0 && demo.requests.arrival_ns[r] < to)
+        .count();
+    assert!(want > 50 && want < 172, "{want}");
+    let shown = h.state().session().expect("the part is shown");
+    assert_eq!(shown.view.trace.request_count(), want);
+    assert_eq!(shown.view.engines.len(), 1, "one instance's steps");
+    assert!(h.state_mut().dataset_dialog().is_none(), "the dialog closed");
+}

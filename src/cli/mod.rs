@@ -18,11 +18,47 @@ pub mod validate;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use std::sync::{Arc, OnceLock};
+
+use crate::format::window::Window;
 use crate::format::{LoadError, LoadOptions, Loaded, Progress};
+
+/// The window of this run (`--from-time`, `--to-time`, `--where`): every load of a command reads only it.
+static WINDOW: OnceLock<Window> = OnceLock::new();
+
+/// Sets the window of this run (once, from the command line); a window that chooses nothing out is none.
+pub fn set_window(window: Window) {
+    if !window.is_all() {
+        let _ = WINDOW.set(window);
+    }
+}
+
+/// The window of this run, if one was given.
+pub fn window() -> Option<&'static Window> {
+    WINDOW.get()
+}
+
+/// The Parquet files of `path` a command reads out of core: those of the run's window.
+///
+/// # Errors
+/// As [`crate::format::parquet_files`], or the window's filters name no key of the dataset or leave no file.
+pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
+    let files = crate::format::parquet_files(path)?;
+    match window() {
+        Some(w) if path.is_dir() => w.choose_files(path, files).map_err(|message| LoadError::Window {
+            path: path.display().to_string(),
+            message,
+        }),
+        _ => Ok(files),
+    }
+}
 
 /// Loads the files of a trace for a subcommand. On a terminal, a load that takes over a second shows a progress bar
 /// on standard error, fed by the loader's own byte count; elsewhere (pipes, tests) nothing is drawn.
-pub fn load(paths: &[&Path], options: LoadOptions) -> Result<Loaded, LoadError> {
+pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadError> {
+    if options.window.is_none() {
+        options.window = window().map(|w| Arc::new(w.clone()));
+    }
     let progress = Progress::default();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         return crate::format::load_many(paths, &progress, options);

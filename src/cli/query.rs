@@ -65,11 +65,11 @@ pub fn print(rows: &Rows, format: Format) -> Output {
 /// Runs `sql` over the views of `sql/tokenscope.sql` on the Parquet files at `path` (a file, a directory, a
 /// partitioned dataset), out of core on polars' streaming engine, without loading the trace.
 pub fn run_out_of_core(path: &Path, sql_text: &str, format: Format) -> Output {
-    let files = match crate::format::parquet_files(path) {
+    let files = match super::window_files(path) {
         Ok(f) => f,
         Err(e) => return fatal(&e, false),
     };
-    match crate::query::dataset::query_files(&files, sql_text) {
+    match crate::query::dataset::query_files(&files, super::window(), sql_text) {
         Ok(df) => print(&Rows::of(&df), format),
         Err(e) => Output::error(e, 2),
     }

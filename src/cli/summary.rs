@@ -225,21 +225,21 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
 /// in-memory path's figures (tested).
 #[cfg(feature = "query")]
 pub fn run_out_of_core(path: &Path, as_json: bool, slo: Slo) -> Output {
-    let files = match crate::format::parquet_files(path) {
+    let files = match super::window_files(path) {
         Ok(f) => f,
         Err(e) => return fatal(&e, as_json),
     };
-    let done = match crate::query::dataset::summarize_files(&files, slo) {
+    let done = match crate::query::dataset::summarize_files(&files, super::window(), slo) {
         Ok(s) => s,
         Err(e) => return Output::error(format!("{}: {e}", path.display()), 1),
     };
     let s = &done.summary;
-    let how = if done.file_by_file {
-        "one file at a time (each holds its requests whole), memory bounded by the largest file"
-    } else if files.len() > 1 {
-        "over all files at once (a file holds tokens of a request recorded in another), memory not bounded"
-    } else {
+    let how = if files.len() <= 1 {
         "over the one file"
+    } else if done.file_by_file {
+        "one file at a time (each holds its requests whole), memory bounded by the largest file"
+    } else {
+        "over all files at once (a file holds tokens of a request recorded in another), memory not bounded"
     };
     let stdout = if as_json {
         let mut v = summary_json(s, 0, None);

@@ -45,25 +45,54 @@ pub fn run(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, 
         }
     };
     match timeline(trace, &TimelineOptions { every_ns, by, slo }) {
-        Ok(df) => {
-            let mut out = print(&Rows::of(&df), format);
-            if format == Format::Table {
-                let width = humantime::format_duration(Duration::from_nanos(u64::try_from(every_ns).unwrap_or(0)));
-                let objectives = match (slo.ttft_ms, slo.tpot_ms) {
-                    (None, None) => "no objectives, no goodput".to_owned(),
-                    (t, p) => {
-                        let mut parts = Vec::new();
-                        parts.extend(t.map(|t| format!("TTFT <= {t} ms")));
-                        parts.extend(p.map(|p| format!("TPOT <= {p} ms")));
-                        format!("goodput against {}", parts.join(" and "))
-                    }
-                };
-                out.stdout = format!("buckets of {width}; {objectives}\n{}", out.stdout);
-            }
-            out
-        }
+        Ok(df) => present(&Rows::of(&df), every_ns, slo, format),
         Err(e) => Output::error(e, 2),
     }
+}
+
+/// Computes the timeline of the Parquet files at `path` (a file, a directory, a partitioned dataset) without
+/// loading them, on polars' streaming engine: the figures of [`run`] on the loaded trace.
+pub fn run_out_of_core(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, format: Format) -> Output {
+    let files = match super::window_files(path) {
+        Ok(f) => f,
+        Err(e) => return fatal(&e, false),
+    };
+    let options = TimelineOptions {
+        every_ns: every.map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+        by,
+        slo,
+    };
+    let auto = every.is_none().then_some(AUTO_BUCKETS);
+    match crate::query::dataset::timeline_files(&files, super::window(), &options, auto) {
+        Ok((df, every_ns)) => {
+            let mut out = present(&Rows::of(&df), every_ns, slo, format);
+            out.stderr = format!(
+                "note: computed out of core over {} Parquet file(s); records are not validated on this path\n",
+                files.len()
+            );
+            out
+        }
+        Err(e) => Output::error(format!("{}: {e}", path.display()), 2),
+    }
+}
+
+/// The timeline as printed: a table says its bucket width and objectives first.
+fn present(rows: &Rows, every_ns: i64, slo: Slo, format: Format) -> Output {
+    let mut out = print(rows, format);
+    if format == Format::Table {
+        let width = humantime::format_duration(Duration::from_nanos(u64::try_from(every_ns).unwrap_or(0)));
+        let objectives = match (slo.ttft_ms, slo.tpot_ms) {
+            (None, None) => "no objectives, no goodput".to_owned(),
+            (t, p) => {
+                let mut parts = Vec::new();
+                parts.extend(t.map(|t| format!("TTFT <= {t} ms")));
+                parts.extend(p.map(|p| format!("TPOT <= {p} ms")));
+                format!("goodput against {}", parts.join(" and "))
+            }
+        };
+        out.stdout = format!("buckets of {width}; {objectives}\n{}", out.stdout);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::capture;
 use super::command::Command;
+use super::dataset::{Answer, DatasetDialog};
 use super::findings as findings_panel;
 use super::job::Job;
 use super::microscope::microscope_ui;
@@ -99,6 +100,8 @@ pub struct App {
     session: Option<Session>,
     loading: Option<Loading>,
     dialog: Option<Dialog>,
+    /// The dataset dialog, open while a dataset's window is being chosen.
+    dataset: Option<DatasetDialog>,
     /// The last load error or hint, shown until dismissed.
     message: Option<String>,
     /// The last success worth saying ("Saved …"), shown until dismissed.
@@ -147,6 +150,7 @@ impl App {
             notice: None,
             path_input: String::new(),
             show_path_input: false,
+            dataset: None,
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -165,8 +169,38 @@ impl App {
         app
     }
 
-    /// Starts loading a trace on a background thread.
+    /// Opens a trace: a directory of several Parquet files (a dataset) through the dataset dialog, which shows what
+    /// it holds and lets a window of it be chosen; anything else is loaded at once.
     pub fn open(&mut self, source: TraceSource) {
+        if let TraceSource::Path(p) = &source
+            && p.is_dir()
+        {
+            match DatasetDialog::start(p.clone(), self.ctx.as_ref()) {
+                Ok(d) => {
+                    self.dataset = Some(d);
+                    return;
+                }
+                Err(e) => self.message = Some(e),
+            }
+        }
+        self.load(source);
+    }
+
+    /// What the dataset dialog answered.
+    fn answer(&mut self, answer: Answer) {
+        self.dataset = None;
+        if let Answer::Open(source) = answer {
+            self.load(source);
+        }
+    }
+
+    /// The dataset dialog, while it is open (tests fill it in).
+    pub fn dataset_dialog(&mut self) -> Option<&mut DatasetDialog> {
+        self.dataset.as_mut()
+    }
+
+    /// Starts loading a trace on a background thread.
+    fn load(&mut self, source: TraceSource) {
         if let Some(old) = self.loading.take() {
             old.progress.cancel();
         }
@@ -180,6 +214,15 @@ impl App {
                     &progress,
                     format::LoadOptions {
                         lazy_candidates: true,
+                        ..format::LoadOptions::default()
+                    },
+                ),
+                TraceSource::Part(p, window) => format::load_with(
+                    &p,
+                    &progress,
+                    format::LoadOptions {
+                        lazy_candidates: true,
+                        window: Some(Arc::new(window)),
                         ..format::LoadOptions::default()
                     },
                 ),
@@ -199,6 +242,10 @@ impl App {
 
     /// Waits for the load in progress (tests and the headless renderer use this).
     pub fn wait_loaded(&mut self) {
+        // A directory's survey first: when it is no dataset, the load starts here.
+        if let Some(answer) = self.dataset.as_mut().and_then(DatasetDialog::wait) {
+            self.answer(answer);
+        }
         while let Some(loading) = &self.loading {
             loading.rx.wait();
             self.poll_loading();
@@ -226,7 +273,7 @@ impl App {
         self.loading = None;
         match result {
             Ok((loaded, reader)) => {
-                if let TraceSource::Path(p) = &source {
+                if let TraceSource::Path(p) | TraceSource::Part(p, _) = &source {
                     let p = p.display().to_string();
                     self.settings.recent.retain(|r| *r != p);
                     self.settings.recent.insert(0, p);
@@ -660,6 +707,9 @@ impl App {
         }
         self.poll_loading();
         self.poll_dialog();
+        if let Some(answer) = self.dataset.as_mut().and_then(|d| d.ui(ui.ctx())) {
+            self.answer(answer);
+        }
         if let Some(s) = &mut self.session {
             s.poll_interference();
         }

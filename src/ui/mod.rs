@@ -3,6 +3,7 @@
 pub mod app;
 pub mod capture;
 pub mod command;
+pub mod dataset;
 pub mod findings;
 pub mod job;
 pub mod microscope;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::TryRecvError;
 
 use eframe::egui;
+use tokenscope_core::format::window::Window;
 
 use super::findings::FindingsState;
 use super::job::Job;
@@ -32,6 +33,8 @@ pub const DEMO_NAME: &str = "demo.parquet";
 pub enum TraceSource {
     /// A file or directory.
     Path(PathBuf),
+    /// The part of a file or dataset in a window (`--from-time`, `--where`, the dataset dialog).
+    Part(PathBuf, Window),
     /// The embedded demo.
     Demo,
 }
@@ -41,6 +44,7 @@ impl TraceSource {
     pub fn name(&self) -> String {
         match self {
             TraceSource::Path(p) => p.display().to_string(),
+            TraceSource::Part(p, w) => format!("{} ({})", p.display(), w.describe()),
             TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
         }
     }

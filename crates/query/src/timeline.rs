@@ -78,14 +78,44 @@ pub const SERIES: [&str; 13] = [
 
 /// The timeline of `trace`: one row per bucket (per label value with `by`), sorted by label then time. Columns:
 /// `t_s` (bucket start, seconds since the trace's start), the label (named as `by`), then [`SERIES`].
+///
+/// # Errors
+/// The bucket width is not positive.
 pub fn timeline(trace: &Trace, options: &TimelineOptions) -> Result<DataFrame, QueryError> {
+    check(options)?;
+    frames_of(trace, options)
+        .and_then(|f| compute(f, options))
+        .map_err(|e| QueryError(format!("computing the timeline: {e}")))
+}
+
+pub(crate) fn check(options: &TimelineOptions) -> Result<(), QueryError> {
     if options.every_ns <= 0 {
         return Err(QueryError(format!(
             "the bucket width must be positive, not {} ns",
             options.every_ns
         )));
     }
-    build(trace, options).map_err(|e| QueryError(format!("computing the timeline: {e}")))
+    Ok(())
+}
+
+/// What a timeline is computed from, whether a loaded trace or a dataset's files.
+pub(crate) struct Frames {
+    /// A row per request: `g` (its label), `arrival_ns`, `first_ns`, `finish_ns` (null when unknown), `ttft_ns` and
+    /// `tpot_ns` (f64), `out` (output tokens), `good` (met every objective).
+    pub requests: LazyFrame,
+    /// Tokens: `g`, `emitted_ns`, `n` (tokens at that time) and `good_n` (those of requests that met every
+    /// objective); a row per token, or per label and bucket already counted (`emitted_ns` the bucket's start).
+    pub tokens: LazyFrame,
+    /// A row per step: `g` (its source, or "" for the whole trace), `start_ns`, `num_waiting`, `kv_usage`,
+    /// `num_preempted`.
+    pub steps: LazyFrame,
+    /// The trace's start (first arrival, step or token) and last event, ns.
+    pub start: i64,
+    pub last: i64,
+    /// Every label value a series is given for, sorted ("" alone for the whole trace).
+    pub labels: Vec<String>,
+    /// The trace has token records (else output is counted from the requests finishing).
+    pub has_tokens: bool,
 }
 
 fn label_of(trace: &Trace, by: Option<GroupBy>, request: usize) -> &str {
@@ -94,12 +124,15 @@ fn label_of(trace: &Trace, by: Option<GroupBy>, request: usize) -> &str {
     })
 }
 
-#[allow(clippy::cast_precision_loss, clippy::too_many_lines)]
-fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
+/// Whether the steps' series apply: steps carry their source only.
+pub(crate) fn steps_apply(by: Option<GroupBy>) -> bool {
+    matches!(by, None | Some(GroupBy::Source))
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let by = options.by;
     let start = trace.start_ns();
-    let every = options.every_ns;
-    let every_s = every as f64 / 1e9;
     let n = trace.request_count();
 
     // Requests: their label, times and figures.
@@ -121,8 +154,8 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         first.push(m.ttft_ns.map(|t| a + t));
         finish.push(m.e2e_ns.map(|t| a + t));
         last = last.max(a).max(m.e2e_ns.map_or(a, |t| a + t));
-        ttft.push(m.ttft_ns.map(|t| t as f64 / 1e6));
-        tpot.push(m.tpot_ns.map(|t| t / 1e6));
+        ttft.push(m.ttft_ns.map(|t| t as f64));
+        tpot.push(m.tpot_ns);
         out.push(i64::from(m.output_tokens));
         good.push(options.slo.is_set() && options.slo.misses(&m).is_empty());
     }
@@ -131,8 +164,8 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         Column::new("arrival_ns".into(), arrival),
         Column::new("first_ns".into(), first),
         Column::new("finish_ns".into(), finish),
-        Column::new("ttft_ms".into(), ttft),
-        Column::new("tpot_ms".into(), tpot),
+        Column::new("ttft_ns".into(), ttft),
+        Column::new("tpot_ns".into(), tpot),
         Column::new("out".into(), out),
         Column::new("good".into(), good.clone()),
     ])?
@@ -145,20 +178,20 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         #[allow(clippy::cast_possible_truncation)]
         let count = trace.tokens_of(r as u32).len();
         token_g.extend(std::iter::repeat_n(label_of(trace, by, r), count));
-        token_good.extend(std::iter::repeat_n(met, count));
+        token_good.extend(std::iter::repeat_n(u32::from(met), count));
     }
     if let Some(&t) = trace.tokens.emitted_ns.iter().max() {
         last = last.max(t);
     }
+    let ones = vec![1u32; token_good.len()];
     let tokens = DataFrame::new_infer_height(vec![
         Column::new("g".into(), token_g),
         Column::new("emitted_ns".into(), &trace.tokens.emitted_ns),
-        Column::new("good".into(), token_good),
+        Column::new("n".into(), ones),
+        Column::new("good_n".into(), token_good),
     ])?
     .lazy();
 
-    // Steps carry their source only: their series exist for the whole trace and per source.
-    let steps_apply = matches!(by, None | Some(GroupBy::Source));
     let it = &trace.iterations;
     let step_g: Vec<&str> = it
         .source
@@ -171,7 +204,9 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
             }
         })
         .collect();
-    if steps_apply && let Some(&t) = it.start_ns.iter().max() {
+    if steps_apply(by)
+        && let Some(&t) = it.start_ns.iter().max()
+    {
         last = last.max(t);
     }
     let steps = DataFrame::new_infer_height(vec![
@@ -183,8 +218,50 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
     ])?
     .lazy();
 
+    let mut labels: Vec<String> = (0..n).map(|r| label_of(trace, by, r).to_owned()).collect();
+    if by == Some(GroupBy::Source) {
+        // A source with steps but no request of its own still has a queue and KV use to show.
+        labels.extend(it.source.iter().map(|&s| trace.label(s).unwrap_or(NO_LABEL).to_owned()));
+    }
+    Ok(Frames {
+        requests,
+        tokens,
+        steps,
+        start,
+        last,
+        labels,
+        has_tokens: !trace.tokens.is_empty(),
+    })
+}
+
+/// The percentile columns, computed in ns and given in ms.
+const PERCENTILE_COLUMNS: [&str; 6] = [
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
+];
+
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult<DataFrame> {
+    let Frames {
+        requests,
+        tokens,
+        steps,
+        start,
+        last,
+        mut labels,
+        has_tokens,
+    } = frames;
+    let by = options.by;
+    let every = options.every_ns;
+    let every_s = every as f64 / 1e9;
+
     let bucket = |time: &str| (col(time) - lit(start)).floor_div(lit(every)).alias("bucket");
     let keys = |time: &str| [col("g"), bucket(time)];
+    // Ranked in ns, as the trace writes times; turned into ms once picked, as `summary` does (ns / 1e6).
     let q = |p: f64, c: &str, name: &str| col(c).quantile(lit(p), QuantileMethod::Equiprobable).alias(name);
 
     let arrivals = requests
@@ -196,23 +273,23 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         .filter(col("first_ns").is_not_null())
         .group_by(keys("first_ns"))
         .agg([
-            q(0.50, "ttft_ms", "ttft_p50_ms"),
-            q(0.95, "ttft_ms", "ttft_p95_ms"),
-            q(0.99, "ttft_ms", "ttft_p99_ms"),
+            q(0.50, "ttft_ns", "ttft_p50_ms"),
+            q(0.95, "ttft_ns", "ttft_p95_ms"),
+            q(0.99, "ttft_ns", "ttft_p99_ms"),
         ]);
     let finishes = requests
         .filter(col("finish_ns").is_not_null())
         .group_by(keys("finish_ns"))
         .agg([
-            q(0.50, "tpot_ms", "tpot_p50_ms"),
-            q(0.95, "tpot_ms", "tpot_p95_ms"),
-            q(0.99, "tpot_ms", "tpot_p99_ms"),
+            q(0.50, "tpot_ns", "tpot_p50_ms"),
+            q(0.95, "tpot_ns", "tpot_p95_ms"),
+            q(0.99, "tpot_ns", "tpot_p99_ms"),
             col("out").filter(col("good")).sum().alias("good_finished_tokens"),
             col("out").sum().alias("finished_tokens"),
         ]);
     let emitted = tokens
         .group_by(keys("emitted_ns"))
-        .agg([len().alias("tokens"), col("good").sum().alias("good_tokens")]);
+        .agg([col("n").sum().alias("tokens"), col("good_n").sum().alias("good_tokens")]);
     let stepped = steps.group_by(keys("start_ns")).agg([
         col("num_waiting").mean().alias("queue_len"),
         col("kv_usage").mean().alias("kv_usage"),
@@ -225,24 +302,14 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
 
     // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
     let buckets = (last - start) / every + 1;
-    let mut labels: Vec<&str> = (0..n).map(|r| label_of(trace, by, r)).collect();
     labels.sort_unstable();
     labels.dedup();
-    if by == Some(GroupBy::Source) {
-        // A source with steps but no request of its own still has a queue and KV use to show.
-        for &s in &it.source {
-            let name = trace.label(s).unwrap_or(NO_LABEL);
-            if let Err(i) = labels.binary_search(&name) {
-                labels.insert(i, name);
-            }
-        }
-    }
     if labels.is_empty() {
-        labels.push("");
+        labels.push(String::new());
     }
     let grid_g: Vec<&str> = labels
         .iter()
-        .flat_map(|&l| std::iter::repeat_n(l, usize::try_from(buckets).unwrap_or(0)))
+        .flat_map(|l| std::iter::repeat_n(l.as_str(), usize::try_from(buckets).unwrap_or(0)))
         .collect();
     let grid_b: Vec<i64> = labels.iter().flat_map(|_| 0..buckets).collect();
     let grid = DataFrame::new_infer_height(vec![
@@ -251,14 +318,19 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
     ])?
     .lazy();
 
+    // Each aggregate is computed on its own (a dataset's streams them from its files) and the small results are
+    // joined: one plan of them all would be deep enough to exhaust a thread's stack in the optimiser.
+    let done = |lf: LazyFrame| -> PolarsResult<LazyFrame> {
+        Ok(lf.collect_with_engine(Engine::Streaming)?.unwrap_single().lazy())
+    };
     let on = || [col("g"), col("bucket")];
     let join = |l: LazyFrame, r: LazyFrame| l.join(r, on(), on(), JoinArgs::new(JoinType::Left));
-    let mut lf = join(grid, arrivals);
-    lf = join(lf, firsts);
-    lf = join(lf, finishes);
-    lf = join(lf, emitted);
-    if steps_apply {
-        lf = join(lf, stepped);
+    let mut lf = join(grid, done(arrivals)?);
+    lf = join(lf, done(firsts)?);
+    lf = join(lf, done(finishes)?);
+    lf = join(lf, done(emitted)?);
+    if steps_apply(by) {
+        lf = join(lf, done(stepped)?);
     } else {
         lf = lf.with_columns([
             lit(NULL).cast(DataType::Float64).alias("queue_len"),
@@ -267,10 +339,10 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         ]);
     }
     // Output tokens from token records when the trace has them, else from the usage of the requests finishing.
-    let (output, good_output) = if trace.tokens.is_empty() {
-        (col("finished_tokens"), col("good_finished_tokens"))
-    } else {
+    let (output, good_output) = if has_tokens {
         (col("tokens"), col("good_tokens"))
+    } else {
+        (col("finished_tokens"), col("good_finished_tokens"))
     };
     let goodput = if options.slo.is_set() {
         good_output.fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)
@@ -289,17 +361,21 @@ fn build(trace: &Trace, options: &TimelineOptions) -> PolarsResult<DataFrame> {
         (col("requests").fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)).alias("request_rate"),
         (output.fill_null(lit(0)).cast(DataType::Float64) / lit(every_s)).alias("output_tok_s"),
         goodput.alias("goodput_tok_s"),
-        col("ttft_p50_ms"),
-        col("ttft_p95_ms"),
-        col("ttft_p99_ms"),
-        col("tpot_p50_ms"),
-        col("tpot_p95_ms"),
-        col("tpot_p99_ms"),
+    ]);
+    select.extend(PERCENTILE_COLUMNS.iter().map(|&c| col(c).cast(DataType::Float64)));
+    select.extend([
         col("queue_len"),
         col("kv_usage"),
         col("preemptions").cast(DataType::UInt64),
     ]);
-    lf.sort(["g", "bucket"], SortMultipleOptions::default())
+    let mut df = lf
+        .sort(["g", "bucket"], SortMultipleOptions::default())
         .select(select)
-        .collect()
+        .collect_with_engine(Engine::Streaming)?
+        .unwrap_single();
+    for name in PERCENTILE_COLUMNS {
+        let ms: Float64Chunked = df.column(name)?.f64()?.iter().map(|v| v.map(|ns| ns / 1e6)).collect();
+        df.with_column(ms.into_column().with_name(name.into()))?;
+    }
+    Ok(df)
 }

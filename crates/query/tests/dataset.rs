@@ -72,7 +72,7 @@ fn the_sql_figures_of_one_file_are_the_in_memory_ones() {
         Ok(l) => summarize_all(&l.trace, Slo::DEFAULT, None),
         Err(e) => panic!("{e}"),
     };
-    let sql = summarize_files(&[demo()], Slo::DEFAULT)
+    let sql = summarize_files(&[demo()], None, Slo::DEFAULT)
         .unwrap_or_else(|e| panic!("{e}"))
         .summary;
     // The demo is big enough for ranks to matter: 309 requests, 39,769 inter-token gaps.
@@ -108,12 +108,12 @@ fn a_partitioned_dataset_gives_the_figures_of_the_trace_it_was_cut_from() {
     assert_eq!(written.iter().map(|(_, r, _)| r).sum::<usize>(), 309);
     let files = parquet_files(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(files.len(), 2);
-    let done = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    let done = summarize_files(&files, None, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
     // Each file holds its requests whole: read one at a time, each figure's values few enough to keep.
     assert_eq!((done.file_by_file, done.passes), (true, 1));
     assert_same(&done.summary, &memory);
     // Keeping at most 1,000 values per figure, the percentiles are found in a second pass, exactly.
-    let two = summarize_files_keeping(&files, Slo::DEFAULT, 1_000).unwrap_or_else(|e| panic!("{e}"));
+    let two = summarize_files_keeping(&files, None, Slo::DEFAULT, 1_000).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((two.file_by_file, two.passes), (true, 2));
     assert_same(&two.summary, &memory);
     // The folder opens as one trace again, with the same figures.
@@ -137,7 +137,7 @@ fn a_query_out_of_core_answers_as_the_loaded_trace_does() {
     let sql = "SELECT app_id, count(*) AS n, sum(output_tokens) AS tokens, QUANTILE_DISC(ttft_ms, 0.99) AS p99, \
                max(e2e_ms) AS worst FROM requests GROUP BY app_id ORDER BY app_id";
     let memory = Rows::of(&run(&trace, sql).unwrap_or_else(|e| panic!("{e}")));
-    let streamed = Rows::of(&query_files(&[demo()], sql).unwrap_or_else(|e| panic!("{e}")));
+    let streamed = Rows::of(&query_files(&[demo()], None, sql).unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(memory.columns, streamed.columns);
     assert_eq!(memory.rows.len(), streamed.rows.len());
     assert!(memory.rows.len() > 1, "several apps");
@@ -150,9 +150,10 @@ fn a_query_out_of_core_answers_as_the_loaded_trace_does() {
         }
     }
     // Out of core, the raw records are there too, and the inter-token gaps.
-    let gaps = Rows::of(&query_files(&[demo()], "SELECT count(*) AS n FROM itl").unwrap_or_else(|e| panic!("{e}")));
+    let gaps =
+        Rows::of(&query_files(&[demo()], None, "SELECT count(*) AS n FROM itl").unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(gaps.rows[0][0].as_f64(), Some(39_769.0));
-    let err = query_files(&[demo()], "SELECT * FROM nothing")
+    let err = query_files(&[demo()], None, "SELECT * FROM nothing")
         .map(|_| ())
         .unwrap_err()
         .to_string();
@@ -191,7 +192,7 @@ fn a_dataset_whose_files_split_requests_from_their_tokens_is_read_as_one() {
             .unwrap_or_else(|e| panic!("{e}"));
     }
     let files = parquet_files(dir.path()).unwrap_or_else(|e| panic!("{e}"));
-    let done = summarize_files(&files, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
+    let done = summarize_files(&files, None, Slo::DEFAULT).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         !done.file_by_file,
         "b.parquet holds tokens of requests recorded in a.parquet"

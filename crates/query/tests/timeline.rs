@@ -180,3 +180,75 @@ fn a_width_of_zero_is_refused() {
         "{e:?}"
     );
 }
+
+/// The same rows: labels and counts exactly, every figure to 1e-12 (a mean over steps may sum in another order).
+fn assert_same_rows(a: &Rows, b: &Rows, what: &str) {
+    assert_eq!(a.columns, b.columns, "{what}");
+    assert_eq!(a.rows.len(), b.rows.len(), "{what}");
+    for (x, y) in a.rows.iter().zip(&b.rows) {
+        for ((cx, cy), name) in x.iter().zip(y).zip(&a.columns) {
+            match (cx.as_f64(), cy.as_f64()) {
+                (Some(p), Some(q)) => assert!((p - q).abs() <= 1e-12 * p.abs().max(1.0), "{what} {name}: {x:?} {y:?}"),
+                _ => assert_eq!(cx, cy, "{what} {name}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn out_of_core_the_timeline_of_the_files_is_the_loaded_traces() {
+    use tokenscope_core::format::partition::{PartitionKey, write_partitioned};
+    use tokenscope_core::format::{parquet_files, write};
+    use tokenscope_query::dataset::timeline_files;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The hand-built trace as one Parquet file, in half seconds, whole and by app.
+    let trace = hand();
+    let file = dir.path().join("hand.parquet");
+    write(&trace, &file).unwrap_or_else(|e| panic!("{e}"));
+    for by in [None, Some(GroupBy::AppId), Some(GroupBy::Source)] {
+        let options = TimelineOptions {
+            every_ns: 500_000_000,
+            by,
+            slo: SLO,
+        };
+        let (df, every) =
+            timeline_files(std::slice::from_ref(&file), None, &options, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(every, 500_000_000);
+        assert_same_rows(
+            &Rows::of(&df),
+            &rows(&trace, 500_000_000, by),
+            &format!("hand by {by:?}"),
+        );
+    }
+    // The demo cut by hour and source into two files: its 100 s in buckets of the width the CLI picks (at most 60).
+    let demo = match load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet"),
+        &Progress::default(),
+    ) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{e}"),
+    };
+    let out = dir.path().join("demo");
+    write_partitioned(&demo, &out, &[PartitionKey::Hour, PartitionKey::Source], None).unwrap_or_else(|e| panic!("{e}"));
+    let files = parquet_files(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(files.len(), 2);
+    let end = (0..u32::try_from(demo.request_count()).unwrap_or(0))
+        .filter_map(|r| demo.finish_ns(r))
+        .max()
+        .unwrap_or(0);
+    let every_ns = auto_every(end - demo.start_ns(), 60);
+    assert_eq!(every_ns, 2_000_000_000, "100-odd seconds in at most 60 buckets: 2 s");
+    for by in [None, Some(GroupBy::Source), Some(GroupBy::Model)] {
+        let options = TimelineOptions {
+            every_ns: 1,
+            by,
+            slo: Slo::DEFAULT,
+        };
+        let (df, every) = timeline_files(&files, None, &options, Some(60)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(every, every_ns);
+        let memory = timeline(&demo, &TimelineOptions { every_ns, ..options }).unwrap_or_else(|e| panic!("{e}"));
+        let (a, b) = (Rows::of(&df), Rows::of(&memory));
+        assert!(b.rows.len() >= 50, "{}", b.rows.len());
+        assert_same_rows(&a, &b, &format!("demo by {by:?}"));
+    }
+}

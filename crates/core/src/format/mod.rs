@@ -10,6 +10,7 @@ pub mod raw;
 pub mod records;
 pub mod schema;
 pub mod validate;
+pub mod window;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -78,6 +79,14 @@ pub enum LoadError {
     NotParquet {
         /// The path.
         path: String,
+    },
+    /// A window or filter that cannot be applied (`--from-time`, `--to-time`, `--where`).
+    #[error("{path}: {message}")]
+    Window {
+        /// The path.
+        path: String,
+        /// What is wrong and what the dataset has.
+        message: String,
     },
 }
 
@@ -268,8 +277,30 @@ pub fn parquet_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
         .collect()
 }
 
+/// What the dataset at `path` (a directory of Parquet files, hive-partitioned or not, or one file) holds, from its
+/// folder names and its files' footers, without reading a record: for choosing a window before loading.
+///
+/// # Errors
+/// The path cannot be read, holds no trace file or one that is not Parquet, or a footer cannot be read.
+pub fn survey(path: &Path) -> Result<window::Survey, LoadError> {
+    let files = parquet_files(path)?;
+    let root = if path.is_dir() {
+        path
+    } else {
+        path.parent().unwrap_or(path)
+    };
+    let mut s = window::Survey::of_folders(root, &files);
+    for f in &files {
+        let (rows, first, last) = parquet::footer_facts(f)?;
+        s.records += rows;
+        s.first_ns = first.into_iter().chain(s.first_ns).min();
+        s.last_ns = last.into_iter().chain(s.last_ns).max();
+    }
+    Ok(s)
+}
+
 /// How to load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadOptions {
     /// Leave the candidates of Parquet traces on disk, to be read per request with
     /// [`parquet::read_request_candidates`] (the app does: they are most of a trace's bytes). Their fields are then
@@ -277,6 +308,8 @@ pub struct LoadOptions {
     pub lazy_candidates: bool,
     /// Read every file with this importer instead of recognising it (`convert --from`).
     pub from: Option<Kind>,
+    /// Only this part of the trace: folders of a dataset outside it are not read, records outside it are dropped.
+    pub window: Option<std::sync::Arc<window::Window>>,
 }
 
 /// Loads a trace file or directory, candidates included. `progress` reports bytes read and can cancel.
@@ -293,8 +326,29 @@ pub fn load_with(path: &Path, progress: &Progress, options: LoadOptions) -> Resu
 /// log, say), in the order given.
 pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> Result<Loaded, LoadError> {
     let mut files = Vec::new();
+    let window = options.window.as_deref().filter(|w| !w.is_all());
     for path in paths {
-        files.extend(files_of(path, options.from)?);
+        let mut listed = files_of(path, options.from)?;
+        if let Some(w) = window {
+            let failed = |message| LoadError::Window {
+                path: path.display().to_string(),
+                message,
+            };
+            if path.is_dir() {
+                let chosen: std::collections::HashSet<PathBuf> = w
+                    .choose_files(path, listed.iter().map(|(p, _)| p.clone()).collect())
+                    .map_err(failed)?
+                    .into_iter()
+                    .collect();
+                listed.retain(|(p, _)| chosen.contains(p));
+            } else if let Some((k, _)) = w.filters.iter().find(|(k, _)| !window::LABELS.contains(&k.as_str())) {
+                return Err(failed(format!(
+                    "a file has no folder key \"{k}\"; filter a file by a request label: {}",
+                    window::LABELS.join(", ")
+                )));
+            }
+        }
+        files.extend(listed);
     }
     let total: u64 = files
         .iter()
@@ -303,6 +357,7 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
         .sum();
     progress.total_bytes.store(total, Ordering::Relaxed);
     let mut b = TraceBuilder::default();
+    b.window = window.cloned();
     let lazy = options.lazy_candidates
         && files
             .iter()
@@ -330,7 +385,7 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
         match format {
             Format::Native(Encoding::Parquet) => {
                 let parts: Vec<(&Path, u32)> = run.iter().map(|&(p, file, _)| (p, file)).collect();
-                parquet::read_files(&parts, &mut b, progress, lazy)?;
+                parquet::read_files(&parts, &mut b, progress, lazy, window)?;
             }
             Format::Native(_) => jsonl::read(first, file, &mut b, progress)?,
             Format::Import(kind) => crate::import::read(kind, first, file, &mut b, progress, &mut imported)?,

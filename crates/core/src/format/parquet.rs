@@ -31,6 +31,7 @@ use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use super::records::for_each_record;
 use super::schema::{self, CANDIDATE_FIELDS, CANDIDATES, EOS_TOKEN_IDS, KIND, SCALAR_FIELDS};
 use super::validate::ingest;
+use super::window::{self, Window};
 use super::{LoadError, Progress};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{Flag, NULL_U32, OwnedCandidate, Trace, TraceBuilder};
@@ -395,25 +396,66 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
 /// or when it has records of a kind whose required column is absent. The row groups of all the files are decoded in
 /// parallel (rayon) and merged in file order. With `lazy_candidates`, the `candidates` column is not read (see
 /// [`read_request_candidates`]).
+///
+/// With a window, row groups its statistics show to hold none of its records are not read (see [`outside`]).
 pub fn read_files(
     files: &[(&Path, u32)],
     b: &mut TraceBuilder,
     progress: &Progress,
     lazy_candidates: bool,
+    window: Option<&Window>,
 ) -> Result<(), LoadError> {
     let parts = files
         .iter()
         // A fresh open per reader, not `try_clone`: clones share one file offset, and the workers seek concurrently.
         .map(|&(path, file)| Part::open(move || File::open(path), path, file, lazy_candidates))
         .collect::<Result<Vec<_>, _>>()?;
-    read_parts(&parts, b, progress)
+    read_parts(&parts, b, progress, window)
+}
+
+/// Whether a row group holds no record of the window, by its statistics alone: all its rows of one kind, and
+/// - requests: arrivals all outside the window, or a label of one value the filters exclude;
+/// - steps: starts all outside the window, or one source the filters exclude;
+/// - tokens: all emitted before the window's start (a request emits no token before it arrives, so they are the
+///   tokens of requests that arrived before it).
+///
+/// Anything else (several kinds, stages, the meta, missing statistics) is read. The writer writes records kind by
+/// kind, requests by arrival and tokens by request, so a window late in a long file skips most of it.
+pub fn outside(rg: &parquet::file::metadata::RowGroupMetaData, w: &Window) -> bool {
+    use parquet::file::statistics::Statistics;
+    let stats = |name: &str| {
+        rg.columns()
+            .iter()
+            .find(|c| c.column_path().string() == name)
+            .and_then(|c| c.statistics())
+    };
+    // The one value of a column in the group, when its statistics say all rows have it.
+    let only = |name: &str| match stats(name) {
+        Some(Statistics::ByteArray(s)) if s.null_count_opt() == Some(0) => match (s.min_opt(), s.max_opt()) {
+            (Some(a), Some(b)) if a == b => a.as_utf8().ok().map(str::to_owned),
+            _ => None,
+        },
+        _ => None,
+    };
+    let range = |name: &str| match stats(name) {
+        Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
+        _ => None,
+    };
+    let disjoint = |(lo, hi): (i64, i64)| w.from_ns.is_some_and(|f| hi < f) || w.to_ns.is_some_and(|t| lo >= t);
+    let excluded = |labels: &[&str]| labels.iter().any(|&k| only(k).is_some_and(|v| !w.allows(k, &v)));
+    match only(KIND).as_deref() {
+        Some("request") => range("arrival_ns").is_some_and(disjoint) || excluded(&window::LABELS),
+        Some("iteration") => range("start_ns").is_some_and(disjoint) || excluded(&["source"]),
+        Some("token") => range("emitted_ns").is_some_and(|(_, hi)| w.from_ns.is_some_and(|f| hi < f)),
+        _ => false,
+    }
 }
 
 /// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
 pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) -> Result<(), LoadError> {
     let progress = Progress::default();
     let part = Part::open(|| Ok(bytes.clone()), name, file, false)?;
-    read_parts(&[part], b, &progress)
+    read_parts(&[part], b, &progress, None)
 }
 
 /// Decodes the row groups of `parts` on rayon's threads, each into a builder of its own, and merges them in file
@@ -423,16 +465,39 @@ pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) ->
 /// The row groups go in windows of a few per thread: while one window decodes, the previous one is merged, so at
 /// most two windows of decoded row groups are held. A fatal error stops every row group after it at its next batch;
 /// a cancel stops them all. Nothing waits by sleeping.
-fn read_parts<R, O>(parts: &[Part<'_, O>], b: &mut TraceBuilder, progress: &Progress) -> Result<(), LoadError>
+fn read_parts<R, O>(
+    parts: &[Part<'_, O>],
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    window: Option<&Window>,
+) -> Result<(), LoadError>
 where
     R: ChunkReader + 'static,
     O: Fn() -> std::io::Result<R> + Sync,
 {
-    let units: Vec<Unit> = parts
+    let mut units: Vec<Unit> = parts
         .iter()
         .enumerate()
         .flat_map(|(part, p)| (0..p.first_rows.len()).map(move |rg| Unit { part, rg }))
         .collect();
+    if let Some(w) = window {
+        // Row groups outside the window count as read at once, so that the progress still reaches its end.
+        let all = units.len();
+        units.retain(|u| {
+            let rg = parts[u.part].meta.metadata().row_group(u.rg);
+            let skip = outside(rg, w);
+            if skip {
+                progress.add_done(u64::try_from(rg.compressed_size()).unwrap_or(0));
+            }
+            !skip
+        });
+        if units.len() < all {
+            b.report.notes.push(format!(
+                "{} of {all} row groups not read: their statistics show no record of the window",
+                all - units.len()
+            ));
+        }
+    }
     let window = 2 * rayon::current_num_threads() + 2;
     // The index in `units` of the first fatal error found so far: the units after it need not finish.
     let first_fatal = AtomicUsize::new(usize::MAX);
@@ -992,4 +1057,40 @@ pub fn write_with_row_groups(
     }
     writer.close()?;
     Ok(())
+}
+
+/// What a file's footer says without reading a record: its rows, and the earliest and latest time its columns'
+/// statistics give (`arrival_ns`, `start_ns`, `emitted_ns`), ns.
+///
+/// # Errors
+/// The file cannot be opened or its footer read.
+pub fn footer_facts(path: &Path) -> Result<(u64, Option<i64>, Option<i64>), LoadError> {
+    use parquet::file::statistics::Statistics;
+    let f = File::open(path).map_err(|e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
+    let md = meta.metadata();
+    let (mut rows, mut first, mut last) = (0u64, None::<i64>, None::<i64>);
+    for rg in md.row_groups() {
+        rows += u64::try_from(rg.num_rows()).unwrap_or(0);
+        for c in rg.columns() {
+            if !matches!(
+                c.column_path().string().as_str(),
+                "arrival_ns" | "start_ns" | "emitted_ns"
+            ) {
+                continue;
+            }
+            if let Some(Statistics::Int64(s)) = c.statistics() {
+                if let Some(&lo) = s.min_opt() {
+                    first = Some(first.map_or(lo, |f| f.min(lo)));
+                }
+                if let Some(&hi) = s.max_opt() {
+                    last = Some(last.map_or(hi, |l| l.max(hi)));
+                }
+            }
+        }
+    }
+    Ok((rows, first, last))
 }

@@ -24,6 +24,11 @@ pub struct TraceBuilder {
     /// Set by a reader that left the candidates in these Parquet files: the trace then records where each
     /// request's token rows are, to read its candidates when asked.
     pub lazy_candidate_files: Option<Vec<std::path::PathBuf>>,
+    /// Keep only this part of the records (`--from-time`, `--where`): the requests arriving in it whose labels
+    /// match, with their records, and the steps starting in it on a matching source. A stage or token of a request
+    /// not kept (or not read: a reader skips row groups outside the window) is dropped and counted in a note rather
+    /// than rejected, and a step not kept is not missed.
+    pub window: Option<crate::format::window::Window>,
     /// The label id of the last request id interned by [`Self::intern_request_id`].
     last_request_id: Option<u32>,
     /// Text id of the last text seen for each token id, by [`Self::intern_token_text`] ([`NO_STR`]: none yet).
@@ -54,6 +59,7 @@ impl Default for TraceBuilder {
             report: Report::default(),
             candidate_buffer: Vec::new(),
             lazy_candidate_files: None,
+            window: None,
             last_request_id: None,
             text_by_token_id: Vec::new(),
             meta: None,
@@ -309,8 +315,25 @@ impl TraceBuilder {
             trace.meta = meta;
         }
 
-        // Requests by arrival, then id, so the model does not depend on record order.
+        // The window's records: requests arriving in it whose labels match, steps starting in it.
+        let window = self.window.take();
+        let (read_requests, read_steps) = (self.requests.len(), self.iterations.len());
+        fn label(labels: &Interner, id: u32) -> &str {
+            labels.get(id).unwrap_or(crate::analysis::summary::NO_LABEL)
+        }
         let mut order: Vec<u32> = (0..u32::try_from(self.requests.len()).unwrap_or(u32::MAX)).collect();
+        if let Some(w) = &window {
+            let (r, l) = (&self.requests, &self.labels);
+            order.retain(|&i| {
+                let i = i as usize;
+                w.contains(r.arrival_ns[i])
+                    && w.allows("source", label(l, r.source[i]))
+                    && w.allows("model", label(l, r.model[i]))
+                    && w.allows("app_id", label(l, r.app_id[i]))
+                    && w.allows("user_id", label(l, r.user_id[i]))
+            });
+        }
+        // Requests by arrival, then id, so the model does not depend on record order.
         {
             let labels = &self.labels;
             let reqs = &self.requests;
@@ -332,6 +355,12 @@ impl TraceBuilder {
 
         // Iterations by source, then start.
         let mut order: Vec<u32> = (0..u32::try_from(self.iterations.len()).unwrap_or(u32::MAX)).collect();
+        if let Some(w) = &window {
+            let (it, l) = (&self.iterations, &self.labels);
+            order.retain(|&i| {
+                w.contains(it.start_ns[i as usize]) && w.allows("source", label(l, it.source[i as usize]))
+            });
+        }
         {
             let it = &self.iterations;
             order.sort_by_key(|&i| (it.source[i as usize], it.start_ns[i as usize], it.iteration[i as usize]));
@@ -348,7 +377,9 @@ impl TraceBuilder {
                 _ => source_iterations.push((s, i..i + 1)),
             }
         }
-        let has_iterations = !self.iterations.is_empty();
+        // A window's records may name steps outside it.
+        let has_iterations = !self.iterations.is_empty() && window.is_none();
+        let mut not_read = 0u64;
         let mut missing_iterations: HashMap<u32, u64> = HashMap::default();
 
         // Stages: resolve the request and the iteration, drop orphans, sort by request then start.
@@ -356,8 +387,12 @@ impl TraceBuilder {
         for i in 0..self.stages.len() {
             let label = self.stages.request[i];
             let Some(&row) = request_by_id.get(&label) else {
-                let r = self.orphan(label, self.stage_places[i], "stage");
-                self.report.reject(r);
+                if window.is_some() {
+                    not_read += 1;
+                } else {
+                    let r = self.orphan(label, self.stage_places[i], "stage");
+                    self.report.reject(r);
+                }
                 continue;
             };
             self.stages.request[i] = row;
@@ -382,8 +417,12 @@ impl TraceBuilder {
         for i in 0..self.tokens.len() {
             let label = self.tokens.request[i];
             let Some(&row) = request_by_id.get(&label) else {
-                let r = self.orphan(label, self.token_places[i], "token");
-                self.report.reject(r);
+                if window.is_some() {
+                    not_read += 1;
+                } else {
+                    let r = self.orphan(label, self.token_places[i], "token");
+                    self.report.reject(r);
+                }
                 continue;
             };
             self.tokens.request[i] = row;
@@ -476,6 +515,18 @@ impl TraceBuilder {
                     m.version.map_or("?".to_owned(), |v| v.to_string())
                 ),
             });
+        }
+        if let Some(w) = &window {
+            report.notes.push(format!(
+                "window {}: {} of {} requests and {} of {} steps read are in it; {} stage and token records of \
+                 requests outside it were left out",
+                w.describe(),
+                trace.requests.len(),
+                read_requests,
+                trace.iterations.len(),
+                read_steps,
+                not_read
+            ));
         }
         check_requests(&trace, &missing_iterations, &mut report);
         (trace, report)

@@ -1,7 +1,5 @@
-//! Figures of a dataset without loading it: `sql/tokenscope.sql` (the same file Spark runs) over a polars scan of
-//! the dataset's Parquet files, on polars' streaming engine. Only the columns the SQL names are read (never the
-//! candidates), in batches; what stays in memory is what the figures need (a row per request, and the values whose
-//! percentiles are asked: one per request for TTFT, TPOT, E2E and queue, one per inter-token gap for ITL).
+//! The summary of a dataset out of core: the views of `sql/tokenscope.sql` one file at a time, combined in Rust
+//! (sums, extremes, counts per finish reason, exact nearest-rank percentiles in at most two passes).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,138 +8,11 @@ use polars::prelude::*;
 use polars::sql::SQLContext;
 use tokenscope_core::analysis::metrics::Distribution;
 use tokenscope_core::analysis::summary::{Slo, SloResult, Summary};
-use tokenscope_core::format::schema::{SCALAR_FIELDS, Scalar};
+use tokenscope_core::format::window::Window;
 
+use super::{collect, column, context_until, count_of, name_of, scan, units};
 use crate::exact::{Outcome, Second, Tally};
 use crate::sql::QueryError;
-
-/// The derived tables and the summary in SQL, shared with Spark (`sql/tokenscope.sql`).
-pub const SQL: &str = include_str!("../../../sql/tokenscope.sql");
-
-/// The statements of [`SQL`], `(view name, query)`, in order.
-pub fn statements() -> Vec<(&'static str, &'static str)> {
-    let mut out = Vec::new();
-    // A statement's name is a line of its own; the header mentions the marker inside a sentence.
-    const MARK: &str = "\n-- view: ";
-    let mut rest = SQL;
-    while let Some(at) = rest.find(MARK) {
-        let after = &rest[at + MARK.len()..];
-        let (name, body) = after.split_once('\n').unwrap_or((after, ""));
-        let end = body.find(MARK).unwrap_or(body.len());
-        out.push((name.trim(), body[..end].trim()));
-        rest = &body[end..];
-    }
-    out
-}
-
-/// The columns of the format the SQL reads (a scan reads these alone).
-pub const COLUMNS: [&str; 17] = [
-    "kind",
-    "request_id",
-    "source",
-    "model",
-    "app_id",
-    "user_id",
-    "arrival_ns",
-    "scheduled_ns",
-    "first_token_ns",
-    "finished_ns",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "finish_reason",
-    "status",
-    "index",
-    "emitted_ns",
-];
-
-/// A lazy scan of trace files as the one table `trace`, with the columns [`COLUMNS`] (null where a file lacks one).
-///
-/// # Errors
-/// A file cannot be opened or is not Parquet.
-pub fn scan(files: &[PathBuf]) -> Result<LazyFrame, QueryError> {
-    let paths: Vec<PlRefPath> = files
-        .iter()
-        .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
-        .collect();
-    // The folders' `key=value` pairs are not read as columns: each file holds its records whole (their source
-    // included), and the keys are for choosing files, which the caller did.
-    let mut args = ScanArgsParquet {
-        allow_missing_columns: true,
-        ..ScanArgsParquet::default()
-    };
-    args.hive_options.enabled = Some(false);
-    let lf = LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)
-        .map_err(|e| QueryError(format!("scanning {} file(s): {e}", files.len())))?;
-    let schema = lf
-        .clone()
-        .collect_schema()
-        .map_err(|e| QueryError(format!("reading the files' schema: {e}")))?;
-    // A column no file has (a trace without tokens has no `index`) is null, typed as the format types it.
-    let select: Vec<Expr> = COLUMNS
-        .iter()
-        .map(|&c| {
-            if schema.contains(c) {
-                col(c)
-            } else {
-                let ty = match SCALAR_FIELDS.iter().find(|(name, _)| *name == c).map(|(_, ty)| ty) {
-                    Some(Scalar::Int) => DataType::Int64,
-                    Some(Scalar::Float) => DataType::Float64,
-                    Some(Scalar::Bool) => DataType::Boolean,
-                    Some(Scalar::Str) | None => DataType::String,
-                };
-                lit(NULL).cast(ty).alias(c)
-            }
-        })
-        .collect();
-    Ok(lf.select(select))
-}
-
-/// Runs [`SQL`] over `trace` and returns the context with every view registered (and `trace`).
-///
-/// # Errors
-/// A statement fails (a column of the wrong type, say).
-pub fn context(trace: LazyFrame) -> Result<SQLContext, QueryError> {
-    let mut ctx = SQLContext::new();
-    ctx.register("trace", trace);
-    for (name, sql) in statements() {
-        let lf = ctx
-            .execute(sql)
-            .map_err(|e| QueryError(format!("view {name} of sql/tokenscope.sql: {e}")))?;
-        ctx.register(name, lf);
-    }
-    Ok(ctx)
-}
-
-/// Collects a query of the context on the streaming engine.
-fn collect(ctx: &mut SQLContext, sql: &str) -> Result<DataFrame, QueryError> {
-    ctx.execute(sql)
-        .and_then(|lf| lf.collect_with_engine(Engine::Streaming))
-        // One query, one sink: a single frame (several come only from collecting several frames at once).
-        .map(|r| r.unwrap_single())
-        .map_err(|e| QueryError(format!("{e}\n(in {sql})")))
-}
-
-/// Runs `sql` over the views of [`SQL`] on a dataset, out of core: `requests` (one row per request with `ttft_ms`,
-/// `tpot_ms`, `e2e_ms`, `queue_ms`, their `_ns` forms, labels and token counts), `tokens`, `itl`, `trace` (the raw
-/// records) and the others the file defines (`docs/QUERY.md`).
-///
-/// # Errors
-/// A file cannot be read, or the query fails (the error lists the tables).
-pub fn query_files(files: &[PathBuf], sql: &str) -> Result<DataFrame, QueryError> {
-    let mut ctx = context(scan(files)?)?;
-    ctx.execute(sql)
-        .and_then(|lf| lf.collect_with_engine(Engine::Streaming))
-        .map(|r| r.unwrap_single())
-        .map_err(|e| {
-            let mut names: Vec<&str> = vec!["trace"];
-            names.extend(statements().iter().map(|(n, _)| *n));
-            QueryError(format!(
-                "in the query: {e}; out of core, the tables are the views of sql/tokenscope.sql: {}",
-                names.join(", ")
-            ))
-        })
-}
 
 /// Values of one latency figure a first pass keeps before it counts them per bucket instead (8 M: 64 MB).
 pub const KEEP: usize = 1 << 23;
@@ -149,11 +20,6 @@ pub const KEEP: usize = 1 << 23;
 /// The latency figures, in the order of the summary's distributions: the per-request ones as the `requests` view
 /// names them, then the inter-token gaps of the `itl` view.
 const FIGURES: [&str; 5] = ["ttft_ns", "tpot_ns", "e2e_ns", "queue_ns", "itl_ns"];
-
-/// Tokens whose request has no request record in the same files: a dataset with any cannot be read file by file.
-const ORPHANS: &str = "SELECT COUNT(*) AS n FROM token_counts c \
-                       LEFT JOIN (SELECT request_id, 1 AS present FROM requests_raw) r ON c.request_id = r.request_id \
-                       WHERE r.present IS NULL";
 
 /// The summary of a dataset, and how it was computed.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,25 +42,23 @@ pub struct DatasetSummary {
 ///
 /// # Errors
 /// A file cannot be read, or a statement fails; the error names the file.
-pub fn summarize_files(files: &[PathBuf], slo: Slo) -> Result<DatasetSummary, QueryError> {
-    summarize_files_keeping(files, slo, KEEP)
+pub fn summarize_files(files: &[PathBuf], window: Option<&Window>, slo: Slo) -> Result<DatasetSummary, QueryError> {
+    summarize_files_keeping(files, window, slo, KEEP)
 }
 
 /// [`summarize_files`], keeping at most `keep` values of a figure in the first pass.
 ///
 /// # Errors
 /// As [`summarize_files`].
-pub fn summarize_files_keeping(files: &[PathBuf], slo: Slo, keep: usize) -> Result<DatasetSummary, QueryError> {
-    let by_file: Vec<Vec<PathBuf>> = files.iter().map(|f| vec![f.clone()]).collect();
-    if files.len() > 1 {
-        if let Some(s) = summarize_units(&by_file, slo, keep, true)? {
-            return Ok(s);
-        }
-    }
-    let whole = [files.to_vec()];
-    let mut s = summarize_units(&whole, slo, keep, false)?
-        .ok_or_else(|| QueryError("the dataset as one unit cannot have orphan tokens".to_owned()))?;
-    s.file_by_file = files.len() <= 1;
+pub fn summarize_files_keeping(
+    files: &[PathBuf],
+    window: Option<&Window>,
+    slo: Slo,
+    keep: usize,
+) -> Result<DatasetSummary, QueryError> {
+    let (units, file_by_file) = units(files, window)?;
+    let mut s = summarize_units(&units, window, slo, keep)?;
+    s.file_by_file = file_by_file || files.len() <= 1;
     Ok(s)
 }
 
@@ -207,14 +71,13 @@ struct Totals {
     good_tokens: u64,
 }
 
-/// Reads each unit (a set of files holding whole requests) in turn. `None` when `check` finds a unit holding tokens
-/// of a request recorded elsewhere.
+/// Reads each unit (a set of files holding whole requests) in turn.
 fn summarize_units(
     units: &[Vec<PathBuf>],
+    window: Option<&Window>,
     slo: Slo,
     keep: usize,
-    check: bool,
-) -> Result<Option<DatasetSummary>, QueryError> {
+) -> Result<DatasetSummary, QueryError> {
     let mut t = Totals {
         summary: Summary {
             requests: 0,
@@ -240,11 +103,8 @@ fn summarize_units(
     };
     let mut tallies: [Tally; 5] = std::array::from_fn(|_| Tally::new(keep));
     for unit in units {
-        let mut ctx = context(scan(unit)?)?;
+        let mut ctx = context_until(scan(unit, window)?, "itl")?;
         let at = |e: QueryError| QueryError(format!("{}: {e}", name_of(unit)));
-        if check && count_of(&collect(&mut ctx, ORPHANS).map_err(at)?)? > 0 {
-            return Ok(None);
-        }
         first_pass(&mut ctx, slo, &mut t, &mut tallies).map_err(at)?;
     }
     // The figures whose values were too many to keep are found in a second pass.
@@ -261,7 +121,7 @@ fn summarize_units(
         passes = 2;
         let needed: Vec<bool> = seconds.iter().map(Option::is_some).collect();
         for unit in units {
-            let mut ctx = context(scan(unit)?)?;
+            let mut ctx = context_until(scan(unit, window)?, "itl")?;
             each_latency(&mut ctx, &needed, |i, v| {
                 if let Some(s) = &mut seconds[i] {
                     s.add(v);
@@ -298,18 +158,11 @@ fn summarize_units(
     if slo.is_set() {
         s.slo = Some(slo_result(slo, s.requests, t.good, t.good_tokens, s.span_ms));
     }
-    Ok(Some(DatasetSummary {
+    Ok(DatasetSummary {
         summary: s,
         file_by_file: units.len() > 1,
         passes,
-    }))
-}
-
-fn name_of(unit: &[PathBuf]) -> String {
-    match unit {
-        [one] => one.display().to_string(),
-        many => format!("{} files", many.len()),
-    }
+    })
 }
 
 /// Adds one unit's requests to the totals and its latencies to the tallies.
@@ -414,20 +267,6 @@ fn each_latency(ctx: &mut SQLContext, needed: &[bool], mut f: impl FnMut(usize, 
     Ok(())
 }
 
-/// A column of a result, as `ty`.
-fn column(df: &DataFrame, name: &str, ty: &DataType) -> Result<Column, QueryError> {
-    df.column(name)
-        .and_then(|c| c.cast(ty))
-        .map_err(|e| QueryError(format!("column {name}: {e}")))
-}
-
-/// The one count of a `SELECT COUNT(*) AS n` result.
-fn count_of(df: &DataFrame) -> Result<u64, QueryError> {
-    let n = column(df, "n", &DataType::Int64)?;
-    let v = n.i64().map_err(|e| QueryError(e.to_string()))?.get(0).unwrap_or(0);
-    Ok(u64::try_from(v).unwrap_or(0))
-}
-
 #[allow(clippy::cast_precision_loss)] // counts far below 2^53
 fn slo_result(slo: Slo, requests: u64, good: u64, tokens: u64, span_ms: Option<f64>) -> SloResult {
     SloResult {
@@ -435,25 +274,5 @@ fn slo_result(slo: Slo, requests: u64, good: u64, tokens: u64, span_ms: Option<f
         tpot_ms: slo.tpot_ms,
         attainment: (requests > 0).then(|| good as f64 / requests as f64),
         goodput_tok_s: span_ms.filter(|&ms| ms > 0.0).map(|ms| tokens as f64 / (ms / 1e3)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sql_file_is_read_as_named_statements_in_order() {
-        let names: Vec<&str> = statements().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names.first(), Some(&"requests_raw"));
-        assert!(
-            names.contains(&"summary") && names.contains(&"token_mismatches"),
-            "{names:?}"
-        );
-        for (name, sql) in statements() {
-            let code = sql.lines().find(|l| !l.starts_with("--")).unwrap_or_default();
-            assert!(code.starts_with("SELECT"), "{name}: {sql}");
-            assert!(!sql.contains("-- view:"), "{name}");
-        }
     }
 }
