@@ -115,7 +115,9 @@ impl DatasetDialog {
                 let s = &found.survey;
                 self.extent = (
                     s.first_ns.map(utc).unwrap_or_default(),
-                    s.last_ns.map(|t| utc(t + 1_000_000_000)).unwrap_or_default(),
+                    s.last_ns
+                        .map(|t| utc(t.saturating_add(1_000_000_000)))
+                        .unwrap_or_default(),
                 );
                 (self.from, self.to) = self.extent.clone();
                 self.chosen = s

@@ -234,6 +234,9 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     })
 }
 
+/// The most rows a timeline gives (buckets times label values).
+const MAX_ROWS: i128 = 5_000_000;
+
 /// The percentile columns, computed in ns and given in ms.
 const PERCENTILE_COLUMNS: [&str; 6] = [
     "ttft_p50_ms",
@@ -301,11 +304,24 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
     ]);
 
     // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
-    let buckets = (last - start) / every + 1;
+    let buckets = last.saturating_sub(start) / every + 1;
     labels.sort_unstable();
     labels.dedup();
     if labels.is_empty() {
         labels.push(String::new());
+    }
+    // A row per bucket and label: an absurd time in a trace, or too narrow a width, must not ask for billions.
+    let rows = i128::from(buckets) * labels.len() as i128;
+    if rows > MAX_ROWS {
+        return Err(PolarsError::ComputeError(
+            format!(
+                "{buckets} buckets of {every} ns for {} label value(s) is more than {MAX_ROWS} rows: the trace spans \
+                 {:.1} s; choose a wider bucket (--every)",
+                labels.len(),
+                last.saturating_sub(start) as f64 / 1e9
+            )
+            .into(),
+        ));
     }
     let grid_g: Vec<&str> = labels
         .iter()

@@ -252,3 +252,23 @@ fn out_of_core_the_timeline_of_the_files_is_the_loaded_traces() {
         assert_same_rows(&a, &b, &format!("demo by {by:?}"));
     }
 }
+
+#[test]
+fn too_narrow_a_width_for_the_span_is_refused_not_allocated() {
+    // The hand-built trace spans 2.7 s: in 1 ns buckets that would be 2.7 billion rows.
+    let err = timeline(
+        &hand(),
+        &TimelineOptions {
+            every_ns: 1,
+            by: None,
+            slo: SLO,
+        },
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("2700000001 buckets of 1 ns") && err.contains("spans 2.7 s") && err.contains("--every"),
+        "{err}"
+    );
+}
