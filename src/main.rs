@@ -34,6 +34,10 @@ struct Args {
     /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
     #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
     filters: Vec<(String, String)>,
+    /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
+    /// by default half this machine's memory. The message says which part of it fits.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::format::budget::parse_size)]
+    memory_budget: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -388,6 +392,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     cli::set_window(window.clone());
+    cli::set_budget(args.memory_budget);
     match args.command {
         Some(Command::Validate { trace, json }) => emit(&cli::validate::run(&trace, json)),
         Some(Command::Summary {
@@ -639,7 +644,7 @@ fn main() -> ExitCode {
                 Some(p) if window.is_all() => TraceSource::Path(p),
                 Some(p) => TraceSource::Part(p, window),
             };
-            match ui::run(source) {
+            match ui::run(source, args.memory_budget) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(

@@ -370,3 +370,23 @@ fn timeline_csv_of_the_four_requests_in_half_seconds() {
     assert!(at(0, "queue_len").starts_with("0.333"), "{}", at(0, "queue_len"));
     assert_eq!([at(0, "preemptions"), at(1, "queue_len")], ["", ""]);
 }
+
+#[test]
+fn a_trace_of_gigabytes_above_the_memory_budget_is_refused_at_once() {
+    // A 4.6 GB JSON-lines file (sparse: it takes no disk) is estimated at 0.4 byte of memory per byte, plus the
+    // load's own 150 MB: 1.99 GB, above a 1 GB budget. The refusal comes before a byte is read.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    std::fs::File::create(&big).unwrap().set_len(4_600_000_000).unwrap();
+    let (code, _, err) = tokenscope(&["validate", big.to_str().unwrap(), "--memory-budget", "1GB"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("big.jsonl: loading it would take about 2.0 GB of memory, more than the budget of 1.0 GB")
+            && err.contains("--from-time")
+            && err.contains("--memory-budget (this machine has"),
+        "{err}"
+    );
+    let (code, _, err) = tokenscope(&["summary", "sample_traces/demo.parquet", "--memory-budget", "lots"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("write a size like 4GB"), "{err}");
+}

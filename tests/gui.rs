@@ -669,3 +669,22 @@ fn a_dataset_shows_what_it_holds_and_opens_the_part_chosen() {
     assert_eq!(shown.view.engines.len(), 1, "one instance's steps");
     assert!(h.state_mut().dataset_dialog().is_none(), "the dialog closed");
 }
+
+#[test]
+fn a_trace_above_the_memory_budget_is_not_loaded_and_the_app_says_what_fits() {
+    // A 1 MB budget: the demo (3 MB of Parquet) is estimated far above it.
+    let mut app = App::with_budget(
+        TraceSource::Path("sample_traces/demo.parquet".into()),
+        None,
+        Some(1_000_000),
+    );
+    app.wait_loaded();
+    assert!(app.session().is_none());
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.run();
+    h.get_by_label_contains("more than the budget of 1 MB");
+    h.get_by_label_contains("--from-time and --to-time (it spans 2025-11-29T08:00:00 to 2025-11-29T08:01:40 UTC)");
+    assert_eq!(h.state().memory_budget(), 1_000_000);
+}

@@ -38,6 +38,15 @@ pub fn window() -> Option<&'static Window> {
     WINDOW.get()
 }
 
+/// The memory budget of this run's loads (`--memory-budget`), bytes.
+static BUDGET: OnceLock<u64> = OnceLock::new();
+
+/// Sets the memory budget of this run's loads (once, from the command line); none given: half the machine's
+/// memory.
+pub fn set_budget(budget: Option<u64>) {
+    let _ = BUDGET.set(budget.unwrap_or_else(crate::format::budget::default_budget));
+}
+
 /// The Parquet files of `path` a command reads out of core: those of the run's window.
 ///
 /// # Errors
@@ -58,6 +67,9 @@ pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
 pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadError> {
     if options.window.is_none() {
         options.window = window().map(|w| Arc::new(w.clone()));
+    }
+    if options.budget.is_none() {
+        options.budget = BUDGET.get().copied();
     }
     let progress = Progress::default();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Output, validate};
 use crate::analysis::findings::{Thresholds, find};
 use crate::analysis::summary::Slo;
-use crate::format::{self, LoadOptions, Progress};
+use crate::format::LoadOptions;
 use crate::trace::{CandidateSource, Trace};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
@@ -94,10 +94,8 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
     {
         return usage(e.to_string());
     }
-    let progress = Progress::default();
-    let loaded = match format::load_with(
-        input,
-        &progress,
+    let loaded = match super::load(
+        &[input],
         LoadOptions {
             lazy_candidates: true,
             ..LoadOptions::default()

@@ -52,6 +52,9 @@ struct Settings {
     /// Queries run in the Query window, most recent first.
     #[serde(default)]
     query_history: Vec<String>,
+    /// Refuse to load a trace estimated to take more memory than this, GB (`None`: half the machine's memory).
+    #[serde(default)]
+    memory_budget_gb: Option<f64>,
 }
 
 fn default_caption() -> bool {
@@ -73,6 +76,7 @@ impl Default for Settings {
             prices: Prices::default(),
             thresholds: Thresholds::default(),
             query_history: Vec::new(),
+            memory_budget_gb: None,
         }
     }
 }
@@ -102,6 +106,8 @@ pub struct App {
     dialog: Option<Dialog>,
     /// The dataset dialog, open while a dataset's window is being chosen.
     dataset: Option<DatasetDialog>,
+    /// The memory budget given for this run (`--memory-budget`), over the setting.
+    budget_override: Option<u64>,
     /// The last load error or hint, shown until dismissed.
     message: Option<String>,
     /// The last success worth saying ("Saved …"), shown until dismissed.
@@ -138,6 +144,11 @@ pub struct App {
 impl App {
     /// An app that starts loading `source`, with settings from a previous run.
     pub fn new(source: TraceSource, storage: Option<&dyn eframe::Storage>) -> Self {
+        Self::with_budget(source, storage, None)
+    }
+
+    /// [`App::new`], with a memory budget for this run (bytes; `--memory-budget`) instead of the setting.
+    pub fn with_budget(source: TraceSource, storage: Option<&dyn eframe::Storage>, budget: Option<u64>) -> Self {
         let settings = storage
             .and_then(|s| eframe::get_value(s, STORAGE_KEY))
             .unwrap_or_default();
@@ -151,6 +162,7 @@ impl App {
             path_input: String::new(),
             show_path_input: false,
             dataset: None,
+            budget_override: budget,
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -186,6 +198,23 @@ impl App {
         self.load(source);
     }
 
+    /// The memory budget of a load, bytes: the setting, else half this machine's memory.
+    pub fn memory_budget(&self) -> u64 {
+        if let Some(b) = self.budget_override {
+            return b;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a positive setting in GB
+        self.settings
+            .memory_budget_gb
+            .filter(|gb| *gb > 0.0)
+            .map_or_else(format::budget::default_budget, |gb| (gb * 1e9) as u64)
+    }
+
+    /// Sets the memory budget, GB (`None`: half this machine's memory); kept between runs.
+    pub fn set_memory_budget_gb(&mut self, gb: Option<f64>) {
+        self.settings.memory_budget_gb = gb.filter(|gb| *gb > 0.0);
+    }
+
     /// What the dataset dialog answered.
     fn answer(&mut self, answer: Answer) {
         self.dataset = None;
@@ -205,6 +234,7 @@ impl App {
             old.progress.cancel();
         }
         let progress = Arc::new(Progress::default());
+        let budget = self.memory_budget();
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
@@ -214,6 +244,7 @@ impl App {
                     &progress,
                     format::LoadOptions {
                         lazy_candidates: true,
+                        budget: Some(budget),
                         ..format::LoadOptions::default()
                     },
                 ),
@@ -223,6 +254,7 @@ impl App {
                     format::LoadOptions {
                         lazy_candidates: true,
                         window: Some(Arc::new(window)),
+                        budget: Some(budget),
                         ..format::LoadOptions::default()
                     },
                 ),
@@ -833,6 +865,26 @@ impl App {
                     out.push(Command::OpenDemo);
                     ui.close();
                 }
+                ui.horizontal(|ui| {
+                    let mut gb = self.settings.memory_budget_gb.unwrap_or_else(|| {
+                        #[allow(clippy::cast_precision_loss)] // display
+                        let half = format::budget::default_budget() as f64 / 1e9;
+                        (half * 10.0).round() / 10.0
+                    });
+                    let label = ui.label("Memory budget");
+                    let r = ui
+                        .add(
+                            egui::DragValue::new(&mut gb)
+                                .range(0.1..=4096.0)
+                                .speed(0.1)
+                                .suffix(" GB"),
+                        )
+                        .labelled_by(label.id)
+                        .on_hover_text("A trace estimated to take more is not loaded: open a part of it instead");
+                    if r.changed() {
+                        self.settings.memory_budget_gb = Some(gb);
+                    }
+                });
                 ui.menu_button("Open recent", |ui| {
                     if self.settings.recent.is_empty() {
                         ui.weak("nothing yet");

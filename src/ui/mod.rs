@@ -21,8 +21,9 @@ pub mod waterfall;
 pub use app::App;
 pub use session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
 
-/// Opens the window; returns when it is closed.
-pub fn run(source: TraceSource) -> Result<(), eframe::Error> {
+/// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
+/// setting, else half the machine's memory).
+pub fn run(source: TraceSource, budget: Option<u64>) -> Result<(), eframe::Error> {
     let options = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1400.0, 860.0])
@@ -33,6 +34,6 @@ pub fn run(source: TraceSource) -> Result<(), eframe::Error> {
     eframe::run_native(
         "tokenscope",
         options,
-        Box::new(|cc| Ok(Box::new(App::new(source, cc.storage)))),
+        Box::new(move |cc| Ok(Box::new(App::with_budget(source, cc.storage, budget)))),
     )
 }

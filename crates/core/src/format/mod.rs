@@ -2,10 +2,12 @@
 //! writers for both, and validation. [`load`] is the entry point: a file or a directory of files in, a
 //! [`Loaded`] trace with its report out.
 
+pub mod budget;
 pub mod chrome;
 pub mod jsonl;
 pub mod parquet;
 pub mod partition;
+pub mod quiet;
 pub mod raw;
 pub mod records;
 pub mod schema;
@@ -79,6 +81,22 @@ pub enum LoadError {
     NotParquet {
         /// The path.
         path: String,
+    },
+    /// The trace would take more memory than the budget allows.
+    #[error(
+        "{path}: loading it would take about {} of memory, more than the budget of {}: {advice}",
+        budget::size(*need),
+        budget::size(*budget)
+    )]
+    OverBudget {
+        /// The path(s).
+        path: String,
+        /// The estimate, bytes.
+        need: u64,
+        /// The budget, bytes.
+        budget: u64,
+        /// What can be opened instead.
+        advice: String,
     },
     /// A window or filter that cannot be applied (`--from-time`, `--to-time`, `--where`).
     #[error("{path}: {message}")]
@@ -310,6 +328,8 @@ pub struct LoadOptions {
     pub from: Option<Kind>,
     /// Only this part of the trace: folders of a dataset outside it are not read, records outside it are dropped.
     pub window: Option<std::sync::Arc<window::Window>>,
+    /// Refuse, before reading a record, a load estimated to take more memory than this (bytes): see [`budget`].
+    pub budget: Option<u64>,
 }
 
 /// Loads a trace file or directory, candidates included. `progress` reports bytes read and can cancel.
@@ -358,10 +378,13 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
     progress.total_bytes.store(total, Ordering::Relaxed);
     let mut b = TraceBuilder::default();
     b.window = window.cloned();
-    let lazy = options.lazy_candidates
-        && files
-            .iter()
-            .all(|(_, format)| *format == Format::Native(Encoding::Parquet));
+    let all_parquet = files
+        .iter()
+        .all(|(_, format)| *format == Format::Native(Encoding::Parquet));
+    let lazy = options.lazy_candidates && all_parquet;
+    if let Some(budget) = options.budget {
+        check_budget(paths, &files, lazy, all_parquet, budget, window)?;
+    }
     if lazy {
         b.lazy_candidate_files = Some(files.iter().map(|(p, _)| p.clone()).collect());
     }
@@ -394,6 +417,79 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
     imported.finish(&mut b);
     let (trace, report) = b.finish();
     Ok(Loaded { trace, report })
+}
+
+/// Refuses a load whose estimated memory is above `budget`, saying what can be opened instead.
+fn check_budget(
+    paths: &[&Path],
+    files: &[(PathBuf, Format)],
+    lazy: bool,
+    all_parquet: bool,
+    budget: u64,
+    window: Option<&window::Window>,
+) -> Result<(), LoadError> {
+    let e = budget::estimate(files)?;
+    let need = if lazy { e.without_candidates } else { e.whole };
+    if need <= budget {
+        return Ok(());
+    }
+    let mut advice = Vec::new();
+    if !lazy && all_parquet && e.without_candidates <= budget {
+        advice.push(format!(
+            "without its candidates it takes about {}: the app, summary, timeline and query leave them on disk",
+            budget::size(e.without_candidates)
+        ));
+    }
+    // What it spans, so that a window can be chosen.
+    let parquet: Vec<PathBuf> = files
+        .iter()
+        .filter(|(_, f)| *f == Format::Native(Encoding::Parquet))
+        .map(|(p, _)| p.clone())
+        .collect();
+    let root = paths.first().copied().unwrap_or(Path::new("."));
+    let mut survey = window::Survey::of_folders(if root.is_dir() { root } else { Path::new("") }, &parquet);
+    for f in &parquet {
+        if let Ok((_, first, last)) = parquet::footer_facts(f) {
+            survey.first_ns = first.into_iter().chain(survey.first_ns).min();
+            survey.last_ns = last.into_iter().chain(survey.last_ns).max();
+        }
+    }
+    let time = |ns: i64| {
+        chrono::DateTime::from_timestamp_nanos(ns)
+            .format("%Y-%m-%dT%H:%M:%S")
+            .to_string()
+    };
+    let mut part = String::from("open a part of it with --from-time and --to-time");
+    if let (Some(a), Some(b)) = (survey.first_ns, survey.last_ns) {
+        part.push_str(&format!(" (it spans {} to {} UTC)", time(a), time(b)));
+    }
+    if !survey.keys.is_empty() {
+        let keys: Vec<&str> = survey.keys.keys().map(String::as_str).collect();
+        part.push_str(&format!(" or --where on its folder keys ({})", keys.join(", ")));
+    } else {
+        part.push_str(" or --where source=..., model=...");
+    }
+    if window.is_some() {
+        part = format!("choose a narrower window ({part})");
+    }
+    advice.push(part);
+    advice.push(match budget::machine_memory() {
+        Some(m) => format!(
+            "or raise the budget with --memory-budget (this machine has {})",
+            budget::size(m)
+        ),
+        None => "or raise the budget with --memory-budget".to_owned(),
+    });
+    Err(LoadError::OverBudget {
+        path: paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        need,
+        budget,
+        advice: advice.join("; "),
+    })
 }
 
 /// The source of the candidates a lazy load left on disk (`None` when they are in memory or absent). It reads the

@@ -763,27 +763,21 @@ where
     /// [`Self::read_row_group`], with a panic inside the decoder (a bug a corrupt file can reach) turned into the
     /// rejection of the row group instead of a crash.
     fn read_row_group_guarded(&self, rg: usize, stop: &impl Fn() -> bool) -> Result<TraceBuilder, LoadError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_row_group(rg, stop))).unwrap_or_else(
-            |panic| {
-                let why = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown".to_owned());
-                let mut b = TraceBuilder::default();
-                let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
-                reject_rest_of_row_group(
-                    &mut b,
-                    self.file,
-                    rg,
-                    first_row,
-                    0,
-                    rows,
-                    &format!("the decoder failed ({why})"),
-                );
-                Ok(b)
-            },
-        )
+        // A panic in the decoder is this row group's problem, said in the report, not printed on the terminal.
+        super::quiet::catch(|| self.read_row_group(rg, stop)).unwrap_or_else(|why| {
+            let mut b = TraceBuilder::default();
+            let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
+            reject_rest_of_row_group(
+                &mut b,
+                self.file,
+                rg,
+                first_row,
+                0,
+                rows,
+                &format!("the decoder failed ({why})"),
+            );
+            Ok(b)
+        })
     }
 
     /// Decodes and validates row group `rg` into a builder of its own. `stop` is asked before each batch: when it
@@ -1093,4 +1087,28 @@ pub fn footer_facts(path: &Path) -> Result<(u64, Option<i64>, Option<i64>), Load
         }
     }
     Ok((rows, first, last))
+}
+
+/// The decoded sizes of a file's columns by its footer, bytes: the candidates' column, and all the others.
+///
+/// # Errors
+/// The file cannot be opened or its footer read.
+pub fn column_sizes(path: &Path) -> Result<(u64, u64), LoadError> {
+    let f = File::open(path).map_err(|e| LoadError::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
+    let (mut columns, mut candidates) = (0u64, 0u64);
+    for rg in meta.metadata().row_groups() {
+        for c in rg.columns() {
+            let bytes = u64::try_from(c.uncompressed_size()).unwrap_or(0);
+            if c.column_path().parts().first().is_some_and(|p| p == CANDIDATES) {
+                candidates += bytes;
+            } else {
+                columns += bytes;
+            }
+        }
+    }
+    Ok((columns, candidates))
 }
