@@ -35,3 +35,125 @@ fn decoder_panics_are_rejected_row_groups_and_never_printed() {
         assert_eq!(code, 0, "{file}: {err}");
     }
 }
+
+use tokenscope::format::{LoadError, Progress, load};
+
+/// The four-request sample written as Parquet in row groups of `rows` rows, into `dir`.
+fn small_parquet(dir: &std::path::Path, rows: usize) -> (std::path::PathBuf, Vec<u8>) {
+    let trace = load(
+        std::path::Path::new("sample_traces/four_requests.jsonl"),
+        &Progress::default(),
+    )
+    .unwrap()
+    .trace;
+    let path = dir.join("four.parquet");
+    tokenscope::format::parquet::write_with_row_groups(&trace, &path, rows).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
+#[test]
+fn a_file_cut_at_any_row_group_boundary_or_inside_a_page_is_a_named_fatal_error() {
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = small_parquet(dir.path(), 4);
+    let meta = ArrowReaderMetadata::load(&std::fs::File::open(&path).unwrap(), ArrowReaderOptions::new()).unwrap();
+    let groups = meta.metadata().row_groups();
+    assert!(groups.len() >= 4, "{} row groups", groups.len());
+    // Every row group's first byte, the middle of its first column's pages, and the footer's middle.
+    let mut cuts = Vec::new();
+    for rg in groups {
+        let first = rg.columns()[0].data_page_offset();
+        let len = rg.columns()[0].compressed_size();
+        cuts.push(usize::try_from(first).unwrap());
+        cuts.push(usize::try_from(first + len / 2).unwrap());
+    }
+    cuts.push(bytes.len() - 100);
+    let cut = dir.path().join("cut.parquet");
+    for at in cuts {
+        std::fs::write(&cut, &bytes[..at]).unwrap();
+        match load(&cut, &Progress::default()) {
+            Err(LoadError::Parquet { path, message }) => {
+                assert!(path.ends_with("cut.parquet"), "{path}");
+                assert!(!message.is_empty());
+                let said = LoadError::Parquet { path, message }.to_string();
+                assert!(
+                    said.contains("is not a readable Parquet file") && said.contains("truncated"),
+                    "{said}"
+                );
+            }
+            other => panic!("cut at byte {at}: {:?}", other.map(|l| l.trace.request_count())),
+        }
+    }
+}
+
+#[test]
+fn a_bit_flipped_anywhere_in_the_footer_is_an_error_or_a_report_never_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    // One row group: a footer of a few kilobytes, every fifth byte of which gets a bit flipped.
+    let (_, bytes) = small_parquet(dir.path(), 1_000);
+    // The footer: its length is in the 4 bytes before the closing "PAR1".
+    let n = bytes.len();
+    let footer_len = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    let footer = n - 8 - footer_len..n;
+    let flipped = dir.path().join("flipped.parquet");
+    let (mut errors, mut loaded) = (0, 0);
+    let tried: Vec<usize> = footer.clone().step_by(5).collect();
+    for (k, &at) in tried.iter().enumerate() {
+        let mut b = bytes.clone();
+        b[at] ^= 1 << (k % 8);
+        std::fs::write(&flipped, &b).unwrap();
+        match load(&flipped, &Progress::default()) {
+            Ok(l) => {
+                loaded += 1;
+                // Whatever was kept or rejected, every record is accounted for.
+                assert!(l.report.records > 0 || l.trace.request_count() == 0);
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    // Each byte tried gave one of the two outcomes; both happen (names and statistics can change harmlessly).
+    assert_eq!(errors + loaded, tried.len());
+    assert!(errors > 0 && loaded > 0, "{errors} errors, {loaded} loaded");
+}
+
+#[test]
+fn odd_lines_are_rejected_with_their_place_and_odd_texts_load_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd.jsonl");
+    let mut text = Vec::new();
+    text.extend_from_slice(br#"{"kind":"request","request_id":"r","arrival_ns":1764403200000000000}"#);
+    text.push(b'\n');
+    // Line 2: not UTF-8. Line 3: NaN is no JSON. Line 4: an arrival of 10^19 is beyond i64.
+    text.extend_from_slice(b"{\"kind\":\"request\",\"request_id\":\"\xff\xfe\",\"arrival_ns\":1}\n");
+    text.extend_from_slice(
+        b"{\"kind\":\"token\",\"request_id\":\"r\",\"index\":9,\"emitted_ns\":1764403200100000000,\"logprob\":NaN}\n",
+    );
+    text.extend_from_slice(b"{\"kind\":\"request\",\"request_id\":\"big\",\"arrival_ns\":10000000000000000000}\n");
+    // Tokens: a right-to-left override, a bell and a NUL, a megabyte of text, and 100,000 candidates on one.
+    let token = |index: u32, text: &str, candidates: &str| {
+        format!(
+            "{{\"kind\":\"token\",\"request_id\":\"r\",\"index\":{index},\"emitted_ns\":{},\"text\":{}{candidates}}}\n",
+            1_764_403_200_100_000_000u64 + u64::from(index) * 10_000_000,
+            serde_json::to_string(text).unwrap()
+        )
+    };
+    text.extend_from_slice(token(0, "\u{202e}evil\u{202c}", "").as_bytes());
+    text.extend_from_slice(token(1, "\u{7}bell\u{0}", "").as_bytes());
+    text.extend_from_slice(token(2, &"x".repeat(1_000_000), "").as_bytes());
+    let many: Vec<String> = (0..100_000)
+        .map(|i| format!("{{\"token_id\":{i},\"logprob\":-{}.5}}", i % 50))
+        .collect();
+    text.extend_from_slice(token(3, "y", &format!(",\"candidates\":[{}]", many.join(","))).as_bytes());
+    std::fs::write(&path, &text).unwrap();
+    let l = load(&path, &Progress::default()).unwrap();
+    let t = &l.trace;
+    assert_eq!((t.request_count(), t.token_count()), (1, 4));
+    let rejected: Vec<u64> = l.report.rejected.iter().map(|r| r.place.at).collect();
+    assert_eq!(rejected, [2, 3, 4], "{:?}", l.report.rejected);
+    let texts: Vec<&str> = (0..4).map(|k| t.texts.str_or_empty(t.tokens.text[k])).collect();
+    assert_eq!(texts[0], "\u{202e}evil\u{202c}");
+    assert_eq!(texts[1], "\u{7}bell\u{0}");
+    assert_eq!(texts[2].len(), 1_000_000);
+    assert_eq!(t.candidates_of(3).len(), 100_000);
+}

@@ -229,18 +229,33 @@ pub fn display_text(trace: &Trace, token_id: u32, text: Option<&str>, special: F
             format!("⟨empty {token_id}⟩")
         };
     }
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    let mut out = String::with_capacity(text.len().min(4 * MAX_SHOWN_CHARS));
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_SHOWN_CHARS {
+            // A token of a megabyte (a corrupt or hostile trace) must not stall a frame laying it out.
+            out.push_str(&format!("…(+{} chars)", text.chars().count() - i));
+            break;
+        }
         match c {
             ' ' => out.push('␣'),
             '\n' => out.push('↵'),
             '\t' => out.push('⇥'),
             '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            // Control characters, and the invisible ones that reorder or hide text (bidirectional overrides and
+            // isolates, zero-width spaces and marks): shown by code, so a token can never reorder the UI around it.
+            c if c.is_control() || invisible(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     out
+}
+
+/// Characters of a token text shown at most; the rest is counted.
+pub const MAX_SHOWN_CHARS: usize = 200;
+
+/// Format characters that change how the text around them is ordered or that cannot be seen.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -356,5 +371,17 @@ mod tests {
         // Absent text is not empty text: the id, or a question mark without one.
         assert_eq!(display_text(&t, 5, None, Flag::Null), "#5");
         assert_eq!(display_text(&t, NULL_U32, None, Flag::Null), "⟨?⟩");
+        // A right-to-left override and a zero-width space are shown by code: they cannot reorder or hide the text
+        // around the token.
+        assert_eq!(
+            display_text(&t, 5, Some("\u{202e}evil\u{202c}\u{200b}"), Flag::Null),
+            "\\u{202e}evil\\u{202c}\\u{200b}"
+        );
+        // Arabic and Hebrew letters are text, shown as they are.
+        assert_eq!(display_text(&t, 5, Some("שלום"), Flag::Null), "שלום");
+        // A token of a megabyte: its first 200 characters and the count of the rest.
+        let huge = "x".repeat(1_000_000);
+        let shown = display_text(&t, 5, Some(&huge), Flag::Null);
+        assert_eq!(shown, format!("{}…(+999800 chars)", "x".repeat(200)));
     }
 }

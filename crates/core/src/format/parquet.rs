@@ -715,7 +715,10 @@ where
             path: path.display().to_string(),
             source: e,
         };
-        let meta = ArrowReaderMetadata::load(&open().map_err(io)?, ArrowReaderOptions::new())
+        let reader = open().map_err(io)?;
+        // A corrupt footer can make the decoder panic: that is this file's error, not a crash.
+        let meta = super::quiet::catch(|| ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new()))
+            .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
             .map_err(|e| parquet_error(path, e))?;
         let present: Vec<String> = meta.schema().fields().iter().map(|f| f.name().clone()).collect();
         if !present.iter().any(|p| p == KIND) {
