@@ -157,3 +157,24 @@ fn odd_lines_are_rejected_with_their_place_and_odd_texts_load_as_written() {
     assert_eq!(texts[2].len(), 1_000_000);
     assert_eq!(t.candidates_of(3).len(), 100_000);
 }
+
+#[test]
+fn spans_whose_parents_form_a_cycle_are_walked_once() {
+    // Found by the `import` fuzz target: an SGLang OTLP file whose span parent ids form a cycle made the walk from a
+    // request's scheduler span to its slices grow without end (24 GB before the kernel killed it). The file's first
+    // byte picked the importer (0: SGLang OTLP); the rest is the file.
+    let bytes = std::fs::read("tests/data/corrupt/sglang-otlp-parent-cycle.bin").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cycle.otlp.json");
+    std::fs::write(&path, &bytes[1..]).unwrap();
+    let options = tokenscope::format::LoadOptions {
+        from: Some(tokenscope::import::Kind::SglangOtlp),
+        ..tokenscope::format::LoadOptions::default()
+    };
+    // It ends, with what the file holds (the cut at a non-UTF-8 byte is reported).
+    let outcome = tokenscope::format::load_many(&[path.as_path()], &Progress::default(), options);
+    match outcome {
+        Ok(l) => assert!(l.report.records > 0 || l.report.rejected_count() > 0 || l.trace.request_count() > 0),
+        Err(e) => assert!(e.to_string().contains("cycle.otlp.json"), "{e}"),
+    }
+}

@@ -421,12 +421,14 @@ pub mod pb {
             let mut out = Vec::new();
             while !rest.is_empty() {
                 let Some((head, len)) = framing(rest) else { break };
-                let Some(body) = rest.get(head..head + len) else { break };
+                // A corrupt length can be anything: past the end (or past usize) is no frame.
+                let Some(end) = head.checked_add(len) else { break };
+                let Some(body) = rest.get(head..end) else { break };
                 let Ok(m) = ExportTraceServiceRequest::decode(body) else {
                     break;
                 };
                 out.push(m);
-                rest = &rest[head + len..];
+                rest = &rest[end..];
             }
             if rest.is_empty() && !out.is_empty() && out.iter().any(|m| !m.resource_spans.is_empty()) {
                 return Some(out);

@@ -434,11 +434,16 @@ fn gather<'a>(root: &'a Slim, trace: &'a [Slim]) -> RequestSpans<'a> {
         .min_by_key(|s| s.scheduler.as_ref().map(|s| s.1));
     let descendants = |top: &'a Slim| {
         let mut out = Vec::new();
+        // Each span once: a corrupt file's parent ids can form a cycle (found by the `import` fuzz target, which
+        // made this walk grow without end).
+        let mut seen = std::collections::HashSet::from([top.id]);
         let mut stack = vec![top.id];
         while let Some(id) = stack.pop() {
             for c in children_of(id) {
-                stack.push(c.id);
-                out.push(c);
+                if seen.insert(c.id) {
+                    stack.push(c.id);
+                    out.push(c);
+                }
             }
         }
         out

@@ -1,0 +1,180 @@
+//! What each fuzz target runs, shared by the cargo-fuzz targets (`fuzz/`) and by the replay of their corpora in
+//! `cargo test` (`tests/corpus.rs`): every reader on arbitrary bytes, and the trace builder on arbitrary records.
+//! A target passes when the load returns, with a trace or an error: a panic or a hang is the finding.
+
+use std::path::PathBuf;
+
+use arbitrary::{Arbitrary, Unstructured};
+use tokenscope_core::format::{LoadOptions, Progress, load_many};
+use tokenscope_core::import::Kind;
+
+/// The fuzz targets, by name (a folder of `fuzz/corpus/` each).
+pub const TARGETS: [&str; 4] = ["jsonl", "parquet", "import", "records"];
+
+/// Runs target `name` on `data`.
+pub fn run(name: &str, data: &[u8]) {
+    match name {
+        "jsonl" => jsonl(data),
+        "parquet" => parquet(data),
+        "import" => import(data),
+        "records" => records(data),
+        _ => {}
+    }
+}
+
+/// A file of this process and thread for the input: the loaders read files, as users give them.
+fn scratch(extension: &str) -> PathBuf {
+    let thread = format!("{:?}", std::thread::current().id());
+    let thread: String = thread.chars().filter(char::is_ascii_digit).collect();
+    std::env::temp_dir().join(format!("tokenscope-fuzz-{}-{thread}.{extension}", std::process::id()))
+}
+
+/// Loads `data` as a file named with `extension`, read by `from` when given; the outcome is dropped.
+fn load(data: &[u8], extension: &str, from: Option<Kind>) {
+    let path = scratch(extension);
+    if std::fs::write(&path, data).is_err() {
+        return;
+    }
+    let options = LoadOptions {
+        from,
+        ..LoadOptions::default()
+    };
+    let _ = load_many(&[path.as_path()], &Progress::default(), options);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Bytes as a JSON-lines trace.
+pub fn jsonl(data: &[u8]) {
+    load(data, "jsonl", None);
+}
+
+/// Bytes as a Parquet trace.
+pub fn parquet(data: &[u8]) {
+    load(data, "parquet", None);
+}
+
+/// Bytes as what an engine or tool writes: the first byte picks the importer, the rest is the file.
+pub fn import(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let kind = Kind::ALL[usize::from(pick) % Kind::ALL.len()];
+    load(rest, "json", Some(kind));
+}
+
+/// A record with fuzzed fields, among few request ids and sources so that records meet (duplicates, tokens of
+/// unknown requests, steps named by tokens).
+#[derive(Debug, Arbitrary)]
+enum Record {
+    Meta {
+        eos: Vec<u32>,
+    },
+    Request {
+        id: u8,
+        source: u8,
+        arrival: i64,
+        scheduled: Option<i64>,
+        finished: Option<i64>,
+        output: Option<i32>,
+    },
+    Step {
+        source: u8,
+        iteration: i64,
+        start: i64,
+        end: i64,
+        waiting: Option<i32>,
+        kv: Option<f64>,
+    },
+    Stage {
+        id: u8,
+        name: u8,
+        start: i64,
+        end: i64,
+        iteration: Option<i64>,
+    },
+    Token {
+        id: u8,
+        index: i64,
+        emitted: i64,
+        iteration: Option<i64>,
+        logprobs: Vec<f64>,
+        text: String,
+    },
+}
+
+fn id(n: u8) -> String {
+    format!("r{}", n % 6)
+}
+
+fn source(n: u8) -> String {
+    format!("engine-{}", n % 3)
+}
+
+impl Record {
+    fn json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Record::Meta { eos } => json!({"kind": "meta", "format": "tokenscope", "version": 1, "eos_token_ids": eos}),
+            Record::Request {
+                id: r,
+                source: s,
+                arrival,
+                scheduled,
+                finished,
+                output,
+            } => json!({
+                "kind": "request", "request_id": id(*r), "source": source(*s), "arrival_ns": arrival,
+                "scheduled_ns": scheduled, "finished_ns": finished, "output_tokens": output}),
+            Record::Step {
+                source: s,
+                iteration,
+                start,
+                end,
+                waiting,
+                kv,
+            } => json!({
+                "kind": "iteration", "source": source(*s), "iteration": iteration, "start_ns": start, "end_ns": end,
+                "num_waiting": waiting, "kv_usage": kv}),
+            Record::Stage {
+                id: r,
+                name,
+                start,
+                end,
+                iteration,
+            } => {
+                let stage = ["queue", "prefill", "decode", "other"][usize::from(*name) % 4];
+                json!({"kind": "stage", "request_id": id(*r), "stage": stage, "start_ns": start, "end_ns": end,
+                       "iteration": iteration})
+            }
+            Record::Token {
+                id: r,
+                index,
+                emitted,
+                iteration,
+                logprobs,
+                text,
+            } => {
+                // JSON has no NaN or infinity: those become null, which the format rejects as a missing logprob.
+                let candidates: Vec<serde_json::Value> = logprobs
+                    .iter()
+                    .take(8)
+                    .enumerate()
+                    .map(|(k, lp)| json!({"token_id": k, "logprob": lp.is_finite().then_some(*lp)}))
+                    .collect();
+                json!({"kind": "token", "request_id": id(*r), "index": index, "emitted_ns": emitted,
+                       "iteration": iteration, "text": text, "candidates": candidates})
+            }
+        }
+    }
+}
+
+/// Arbitrary records as a JSON-lines trace: the builder's cross-record rules (duplicates, orphans, references to
+/// steps, token order, candidates) on inputs that parse.
+pub fn records(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok(records) = Vec::<Record>::arbitrary(&mut u) else {
+        return;
+    };
+    let text: Vec<String> = records.iter().take(256).map(|r| r.json().to_string()).collect();
+    jsonl(text.join("\n").as_bytes());
+}
