@@ -50,21 +50,26 @@ fn assert_figures_equal(what: &str, got: &Value, want: &Value) {
     }
 }
 
-#[test]
-fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
-    let dir = tempfile::tempdir().unwrap();
-    let dataset = dir.path().join("dataset");
-    let dataset = dataset.to_str().unwrap();
+/// The demo converted to a dataset partitioned by hour and source under `dir` (two files); its path.
+fn partitioned_demo(dir: &std::path::Path) -> String {
+    let dataset = dir.join("dataset").to_str().unwrap().to_owned();
     let (code, out, err) = tokenscope(&[
         "convert",
         "sample_traces/demo.parquet",
         "--partition-by",
         "hour,source",
         "-o",
-        dataset,
+        &dataset,
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("wrote 2 files under"), "{out}");
+    dataset
+}
+
+#[test]
+fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = &partitioned_demo(dir.path());
     let (code, memory, err) = tokenscope(&["summary", dataset, "--json"]);
     assert_eq!(code, 0, "{err}");
     let memory = json(&memory);
@@ -141,17 +146,7 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
 #[test]
 fn a_window_and_filters_choose_the_part_of_a_dataset_each_path_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let dataset = dir.path().join("dataset");
-    let dataset = dataset.to_str().unwrap();
-    let (code, _, err) = tokenscope(&[
-        "convert",
-        "sample_traces/demo.parquet",
-        "--partition-by",
-        "hour,source",
-        "-o",
-        dataset,
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let dataset = &partitioned_demo(dir.path());
     let summary = |extra: &[&str]| {
         let mut args = vec!["summary", dataset, "--json"];
         args.extend(extra);

@@ -8,43 +8,32 @@ use std::path::{Path, PathBuf};
 
 use eframe::egui::{self, RichText, Ui};
 use tokenscope_core::analysis::stats::thousands;
-use tokenscope_core::format::window::{self, Survey, Window, folder_keys};
+use tokenscope_core::format::LoadError;
+use tokenscope_core::format::window::{self, Survey, Window};
 use tokenscope_core::format::{self as fmt};
 
 use super::job::Job;
 use super::session::TraceSource;
-
-/// What the survey found: the dataset, and each file's folder keys and bytes.
-pub struct Found {
-    /// The dataset in sum.
-    pub survey: Survey,
-    /// Per file: its `key=value` folders and its bytes.
-    pub files: Vec<(Vec<(String, String)>, u64)>,
-}
 
 /// Reads what `path` holds: `None` when it is no dataset (one file, or files that are not all Parquet), which the
 /// app then loads as it is.
 ///
 /// # Errors
 /// A footer cannot be read.
-pub fn survey(path: &Path) -> Result<Option<Found>, String> {
-    let Ok(files) = fmt::parquet_files(path) else {
-        return Ok(None);
-    };
-    if files.len() < 2 {
-        return Ok(None);
+pub fn survey(path: &Path) -> Result<Option<Survey>, String> {
+    match fmt::survey(path) {
+        Ok(s) if s.files >= 2 => Ok(Some(s)),
+        Ok(_)
+        | Err(LoadError::NotParquet { .. } | LoadError::UnknownFormat { .. } | LoadError::EmptyDirectory { .. }) => {
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
     }
-    let survey = fmt::survey(path).map_err(|e| e.to_string())?;
-    let files = files
-        .iter()
-        .map(|f| (folder_keys(path, f), std::fs::metadata(f).map_or(0, |m| m.len())))
-        .collect();
-    Ok(Some(Found { survey, files }))
 }
 
 enum State {
-    Surveying(Job<Result<Option<Found>, String>>),
-    Ready(Found),
+    Surveying(Job<Result<Option<Survey>, String>>),
+    Ready(Survey),
     Failed(String),
 }
 
@@ -112,7 +101,7 @@ impl DatasetDialog {
         };
         match result {
             Ok(Some(found)) => {
-                let s = &found.survey;
+                let s = &found;
                 self.extent = (
                     s.first_ns.map(utc).unwrap_or_default(),
                     s.last_ns
@@ -180,7 +169,7 @@ impl DatasetDialog {
         let State::Ready(found) = &self.state else {
             return None;
         };
-        let kept = found.files.iter().filter(|(keys, _)| w.keeps_folder(keys));
+        let kept = found.by_file.iter().filter(|(keys, _)| w.keeps_folder(keys));
         Some(kept.fold((0, 0), |(n, b), (_, bytes)| (n + 1, b + bytes)))
     }
 
@@ -227,10 +216,9 @@ impl DatasetDialog {
     }
 
     fn ready_ui(&mut self, ui: &mut Ui) -> Option<Answer> {
-        let State::Ready(found) = &self.state else {
+        let State::Ready(s) = &self.state else {
             return None;
         };
-        let s = &found.survey;
         egui::Grid::new("dataset-facts")
             .num_columns(2)
             .spacing([16.0, 4.0])

@@ -237,15 +237,8 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
 /// The most rows a timeline gives (buckets times label values).
 const MAX_ROWS: i128 = 5_000_000;
 
-/// The percentile columns, computed in ns and given in ms.
-const PERCENTILE_COLUMNS: [&str; 6] = [
-    "ttft_p50_ms",
-    "ttft_p95_ms",
-    "ttft_p99_ms",
-    "tpot_p50_ms",
-    "tpot_p95_ms",
-    "tpot_p99_ms",
-];
+/// The percentile columns (of [`SERIES`]), computed in ns and given in ms.
+const PERCENTILE_COLUMNS: &[&str] = SERIES.split_at(4).1.split_at(6).0;
 
 #[allow(clippy::cast_precision_loss)]
 pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult<DataFrame> {
@@ -389,7 +382,7 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
         .select(select)
         .collect_with_engine(Engine::Streaming)?
         .unwrap_single();
-    for name in PERCENTILE_COLUMNS {
+    for &name in PERCENTILE_COLUMNS {
         let ms: Float64Chunked = df.column(name)?.f64()?.iter().map(|v| v.map(|ns| ns / 1e6)).collect();
         df.with_column(ms.into_column().with_name(name.into()))?;
     }

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::parquet::column_sizes;
+use super::parquet::footer;
 use super::{Encoding, Format, LoadError};
 
 /// Resident bytes of a load whatever its size: the process, the thread pool, the row groups being decoded.
@@ -55,10 +55,10 @@ pub fn estimate(files: &[(PathBuf, Format)]) -> Result<Estimate, LoadError> {
     for (path, format) in files {
         match format {
             Format::Native(Encoding::Parquet) => {
-                let (columns, candidates) = column_sizes(path)?;
-                let base = scaled(columns, PER_COLUMN_BYTE);
+                let f = footer(path)?;
+                let base = scaled(f.columns, PER_COLUMN_BYTE);
                 e.without_candidates += base;
-                e.whole += base + scaled(candidates, PER_CANDIDATE_BYTE);
+                e.whole += base + scaled(f.candidates, PER_CANDIDATE_BYTE);
             }
             _ => {
                 let size = std::fs::metadata(path).map_or(0, |m| m.len());

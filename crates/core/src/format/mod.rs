@@ -309,10 +309,7 @@ pub fn survey(path: &Path) -> Result<window::Survey, LoadError> {
     };
     let mut s = window::Survey::of_folders(root, &files);
     for f in &files {
-        let (rows, first, last) = parquet::footer_facts(f)?;
-        s.records += rows;
-        s.first_ns = first.into_iter().chain(s.first_ns).min();
-        s.last_ns = last.into_iter().chain(s.last_ns).max();
+        s.add_footer(&parquet::footer(f)?);
     }
     Ok(s)
 }
@@ -448,11 +445,8 @@ fn check_budget(
         .collect();
     let root = paths.first().copied().unwrap_or(Path::new("."));
     let mut survey = window::Survey::of_folders(if root.is_dir() { root } else { Path::new("") }, &parquet);
-    for f in &parquet {
-        if let Ok((_, first, last)) = parquet::footer_facts(f) {
-            survey.first_ns = first.into_iter().chain(survey.first_ns).min();
-            survey.last_ns = last.into_iter().chain(survey.last_ns).max();
-        }
+    for footer in parquet.iter().filter_map(|f| parquet::footer(f).ok()) {
+        survey.add_footer(&footer);
     }
     let time = |ns: i64| {
         chrono::DateTime::from_timestamp_nanos(ns)

@@ -1056,23 +1056,42 @@ pub fn write_with_row_groups(
     Ok(())
 }
 
-/// What a file's footer says without reading a record: its rows, and the earliest and latest time its columns'
-/// statistics give (`arrival_ns`, `start_ns`, `emitted_ns`), ns.
+/// What a file's footer says, without reading a record.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Footer {
+    /// Rows.
+    pub rows: u64,
+    /// The earliest and latest time the statistics give (`arrival_ns`, `start_ns`, `emitted_ns`), ns.
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    /// Decoded bytes of the columns other than the candidates, and of the candidates.
+    pub columns: u64,
+    pub candidates: u64,
+}
+
+/// The footer of the Parquet file at `path`.
 ///
 /// # Errors
 /// The file cannot be opened or its footer read.
-pub fn footer_facts(path: &Path) -> Result<(u64, Option<i64>, Option<i64>), LoadError> {
+pub fn footer(path: &Path) -> Result<Footer, LoadError> {
     use parquet::file::statistics::Statistics;
     let f = File::open(path).map_err(|e| LoadError::Io {
         path: path.display().to_string(),
         source: e,
     })?;
-    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
-    let md = meta.metadata();
-    let (mut rows, mut first, mut last) = (0u64, None::<i64>, None::<i64>);
-    for rg in md.row_groups() {
-        rows += u64::try_from(rg.num_rows()).unwrap_or(0);
+    let meta = super::quiet::catch(|| ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()))
+        .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
+        .map_err(|e| parquet_error(path, e))?;
+    let mut out = Footer::default();
+    for rg in meta.metadata().row_groups() {
+        out.rows += u64::try_from(rg.num_rows()).unwrap_or(0);
         for c in rg.columns() {
+            let bytes = u64::try_from(c.uncompressed_size()).unwrap_or(0);
+            if c.column_path().parts().first().is_some_and(|p| p == CANDIDATES) {
+                out.candidates += bytes;
+            } else {
+                out.columns += bytes;
+            }
             if !matches!(
                 c.column_path().string().as_str(),
                 "arrival_ns" | "start_ns" | "emitted_ns"
@@ -1081,37 +1100,13 @@ pub fn footer_facts(path: &Path) -> Result<(u64, Option<i64>, Option<i64>), Load
             }
             if let Some(Statistics::Int64(s)) = c.statistics() {
                 if let Some(&lo) = s.min_opt() {
-                    first = Some(first.map_or(lo, |f| f.min(lo)));
+                    out.first_ns = Some(out.first_ns.map_or(lo, |f| f.min(lo)));
                 }
                 if let Some(&hi) = s.max_opt() {
-                    last = Some(last.map_or(hi, |l| l.max(hi)));
+                    out.last_ns = Some(out.last_ns.map_or(hi, |l| l.max(hi)));
                 }
             }
         }
     }
-    Ok((rows, first, last))
-}
-
-/// The decoded sizes of a file's columns by its footer, bytes: the candidates' column, and all the others.
-///
-/// # Errors
-/// The file cannot be opened or its footer read.
-pub fn column_sizes(path: &Path) -> Result<(u64, u64), LoadError> {
-    let f = File::open(path).map_err(|e| LoadError::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
-    let meta = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
-    let (mut columns, mut candidates) = (0u64, 0u64);
-    for rg in meta.metadata().row_groups() {
-        for c in rg.columns() {
-            let bytes = u64::try_from(c.uncompressed_size()).unwrap_or(0);
-            if c.column_path().parts().first().is_some_and(|p| p == CANDIDATES) {
-                candidates += bytes;
-            } else {
-                columns += bytes;
-            }
-        }
-    }
-    Ok((columns, candidates))
+    Ok(out)
 }

@@ -258,6 +258,8 @@ pub struct Survey {
     pub bytes: u64,
     /// Each folder key, with its values and how many files each has.
     pub keys: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Each file's `key=value` folders and bytes, in the order given.
+    pub by_file: Vec<(Vec<(String, String)>, u64)>,
     /// Records, by the footers (0 when not read).
     pub records: u64,
     /// The earliest and latest time the footers' statistics give (arrivals, step starts, emissions), ns.
@@ -266,22 +268,32 @@ pub struct Survey {
 }
 
 impl Survey {
-    /// The folder keys of `files` below `root`.
+    /// The folder keys and sizes of `files` below `root`.
     pub fn of_folders(root: &Path, files: &[PathBuf]) -> Survey {
         let mut s = Survey {
             files: files.len(),
             ..Survey::default()
         };
         for f in files {
-            s.bytes += std::fs::metadata(f).map_or(0, |m| m.len());
+            let bytes = std::fs::metadata(f).map_or(0, |m| m.len());
+            let keys = folder_keys(root, f);
+            s.bytes += bytes;
             let mut seen = BTreeSet::new();
-            for (k, v) in folder_keys(root, f) {
+            for (k, v) in &keys {
                 if seen.insert(k.clone()) {
-                    *s.keys.entry(k).or_default().entry(v).or_insert(0) += 1;
+                    *s.keys.entry(k.clone()).or_default().entry(v.clone()).or_insert(0) += 1;
                 }
             }
+            s.by_file.push((keys, bytes));
         }
         s
+    }
+
+    /// Adds what a file's footer says: its records and the times its statistics span.
+    pub fn add_footer(&mut self, footer: &super::parquet::Footer) {
+        self.records += footer.rows;
+        self.first_ns = footer.first_ns.into_iter().chain(self.first_ns).min();
+        self.last_ns = footer.last_ns.into_iter().chain(self.last_ns).max();
     }
 
     /// The keys in words: `2 file(s), keys hour (1 value: 2025-11-29T08), source (2 values: vllm-0, vllm-1)`.

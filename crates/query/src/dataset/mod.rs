@@ -278,6 +278,28 @@ pub(crate) fn units(files: &[PathBuf], window: Option<&Window>) -> Result<(Vec<V
     Ok((vec![files.to_vec()], false))
 }
 
+/// The values of a column of a result, as i64.
+pub(crate) fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>, QueryError> {
+    let c = column(df, name, &DataType::Int64)?;
+    Ok(c.i64().map_err(|e| QueryError(e.to_string()))?.iter().collect())
+}
+
+/// The values of a column of a result, as f64.
+pub(crate) fn floats(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>, QueryError> {
+    let c = column(df, name, &DataType::Float64)?;
+    Ok(c.f64().map_err(|e| QueryError(e.to_string()))?.iter().collect())
+}
+
+/// The values of a text column of a result, a null as [`NO_LABEL`].
+pub(crate) fn strings(df: &DataFrame, name: &str) -> Result<Vec<String>, QueryError> {
+    let c = column(df, name, &DataType::String)?;
+    Ok(c.str()
+        .map_err(|e| QueryError(e.to_string()))?
+        .iter()
+        .map(|v| v.unwrap_or(NO_LABEL).to_owned())
+        .collect())
+}
+
 /// A column of a result, as `ty`.
 pub(crate) fn column(df: &DataFrame, name: &str, ty: &DataType) -> Result<Column, QueryError> {
     df.column(name)

@@ -10,7 +10,7 @@ use tokenscope_core::analysis::metrics::Distribution;
 use tokenscope_core::analysis::summary::{Slo, SloResult, Summary};
 use tokenscope_core::format::window::Window;
 
-use super::{collect, column, context_until, count_of, name_of, scan, units};
+use super::{collect, column, context_until, count_of, floats, ints, name_of, scan, units};
 use crate::exact::{Outcome, Second, Tally};
 use crate::sql::QueryError;
 
@@ -172,20 +172,8 @@ fn first_pass(ctx: &mut SQLContext, slo: Slo, t: &mut Totals, tallies: &mut [Tal
         "SELECT arrival_ns, end_ns, input_tokens, cached_tokens, output_tokens, finish_reason, \
          ttft_ns, tpot_ns, e2e_ns, queue_ns FROM requests",
     )?;
-    let ints = |name: &str| -> Result<Vec<Option<i64>>, QueryError> {
-        Ok(column(&df, name, &DataType::Int64)?
-            .i64()
-            .map_err(|e| QueryError(e.to_string()))?
-            .iter()
-            .collect())
-    };
-    let floats = |name: &str| -> Result<Vec<Option<f64>>, QueryError> {
-        Ok(column(&df, name, &DataType::Float64)?
-            .f64()
-            .map_err(|e| QueryError(e.to_string()))?
-            .iter()
-            .collect())
-    };
+    let ints = |name: &str| ints(&df, name);
+    let floats = |name: &str| floats(&df, name);
     let s = &mut t.summary;
     let sum = |v: Vec<Option<i64>>| {
         v.into_iter()

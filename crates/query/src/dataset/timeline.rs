@@ -11,7 +11,7 @@ use tokenscope_core::analysis::summary::{GroupBy, NO_LABEL};
 use tokenscope_core::format::window::Window;
 use tokenscope_core::trace::DEFAULT_SOURCE;
 
-use super::{collect, column, context_until, name_of, number, scan, units};
+use super::{collect, context_until, ints, name_of, number, scan, strings, units};
 use crate::result::Rows;
 use crate::sql::QueryError;
 use crate::timeline::{Frames, TimelineOptions, auto_every, check, compute, steps_apply};
@@ -61,12 +61,7 @@ pub fn timeline_files(
     // The extent, as the loaded trace's: its start is the first arrival, step or token; its last event the last
     // arrival, finish or token, or step when the steps' series are given.
     let ints = |df: &DataFrame, name: &str| -> Result<Vec<i64>, QueryError> {
-        Ok(column(df, name, &DataType::Int64)?
-            .i64()
-            .map_err(|e| QueryError(e.to_string()))?
-            .iter()
-            .flatten()
-            .collect())
+        Ok(ints(df, name)?.into_iter().flatten().collect())
     };
     let (arrivals, finishes, step_starts) = (
         ints(&requests, "arrival_ns")?,
@@ -127,16 +122,6 @@ pub fn timeline_files(
     compute(frames, &options)
         .map(|df| (df, options.every_ns))
         .map_err(|e| QueryError(format!("computing the timeline: {e}")))
-}
-
-/// The values of a text column.
-fn strings(df: &DataFrame, name: &str) -> Result<Vec<String>, QueryError> {
-    Ok(column(df, name, &DataType::String)?
-        .str()
-        .map_err(|e| QueryError(e.to_string()))?
-        .iter()
-        .map(|g| g.unwrap_or(NO_LABEL).to_owned())
-        .collect())
 }
 
 /// A unit's requests (with whether each met the objectives), its steps and its tokens' extent.
