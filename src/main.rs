@@ -34,6 +34,9 @@ struct Args {
     /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
     #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
     filters: Vec<(String, String)>,
+    /// In the app: compare TRACE (A) with this trace (B), as File > Compare with… does.
+    #[arg(long, value_name = "TRACE_B")]
+    compare: Option<PathBuf>,
     /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
     /// by default half this machine's memory. The message says which part of it fits.
     #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::format::budget::parse_size)]
@@ -88,8 +91,19 @@ enum Command {
         #[arg(long)]
         requests: Option<usize>,
         /// Replay: the request trace to replay.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "from_trace")]
         arrivals: Option<PathBuf>,
+        /// Replay: a trace tokenscope opens (ours, or an engine's output), served again with its requests' ids,
+        /// arrival times and lengths on engines configured as its steps suggest (printed); change them with --set,
+        /// then compare the two traces with `tokenscope diff`.
+        #[arg(long, value_name = "TRACE")]
+        from_trace: Option<PathBuf>,
+        /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
+        /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (requests are then routed
+        /// least-loaded instead of to their own instance), prefix_cache_tokens=N (0: none),
+        /// profile=h100-8b|l4-8b|cpu-270m.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = cli::synth::parse_setting)]
+        set: Vec<tokenscope::synth::Setting>,
         /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
         #[arg(long, default_value_t = 1.0)]
         time_scale: f64,
@@ -99,8 +113,8 @@ enum Command {
         /// Replay: keep arrivals in FROM..TO seconds after the trace's first one.
         #[arg(long, value_name = "FROM..TO", value_parser = cli::synth::parse_window)]
         window: Option<(f64, f64)>,
-        /// Replay: engine instances.
-        #[arg(long, default_value_t = 1)]
+        /// Replay --arrivals: engine instances (with --from-trace: --set instances=N).
+        #[arg(long, default_value_t = 1, conflicts_with = "from_trace")]
         sources: usize,
         /// Prefix-cache capacity per instance, tokens (default: the KV cache's ~416k). More models a KV pool in
         /// CPU memory, as Mooncake serves from.
@@ -232,6 +246,35 @@ enum Command {
         /// Judge no objective: no SLO-violation finding.
         #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
         no_slo: bool,
+        #[command(flatten)]
+        thresholds: findings::Thresholds,
+    },
+    /// Compare two traces, A (before) and B (after): the figures side by side with their change, attainment and
+    /// goodput under the objectives, the findings gone and new, and the requests of both (paired by id, or by
+    /// arrival and prompt length) whose TTFT and TPOT changed most.
+    Diff {
+        /// The trace before.
+        a: PathBuf,
+        /// The trace after.
+        b: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also compare the figures per value of this request label.
+        #[arg(long, value_enum)]
+        by: Option<GroupBy>,
+        /// TTFT objective in ms (without either objective: TTFT 1000 ms and TPOT 50 ms, the app's defaults).
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        slo_ttft_ms: Option<f64>,
+        /// TPOT objective in ms.
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        slo_tpot_ms: Option<f64>,
+        /// A price table (as `summary --prices`) for the cost of each.
+        #[arg(long, value_name = "FILE")]
+        prices: Option<PathBuf>,
+        /// Paired requests listed per metric.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        top: usize,
         #[command(flatten)]
         thresholds: findings::Thresholds,
     },
@@ -420,6 +463,8 @@ fn main() -> ExitCode {
             seed,
             requests,
             arrivals,
+            from_trace,
+            set,
             time_scale,
             limit,
             window,
@@ -447,7 +492,13 @@ fn main() -> ExitCode {
                 chunked_prefill,
                 plant,
             };
-            emit(&cli::synth::run(&options, as_output, &output))
+            emit(&cli::synth::run(
+                &options,
+                from_trace.as_deref(),
+                &set,
+                as_output,
+                &output,
+            ))
         }
         Some(Command::Export {
             trace,
@@ -501,6 +552,36 @@ fn main() -> ExitCode {
             } else {
                 cli::timeline::run(&trace, every, by, slo, format)
             })
+        }
+        Some(Command::Diff {
+            a,
+            b,
+            json,
+            by,
+            slo_ttft_ms,
+            slo_tpot_ms,
+            prices,
+            top,
+            thresholds,
+        }) => {
+            let given = Slo {
+                ttft_ms: slo_ttft_ms,
+                tpot_ms: slo_tpot_ms,
+            };
+            let objectives = if given.is_set() {
+                cli::findings::Objectives::Given(given)
+            } else {
+                cli::findings::Objectives::Default
+            };
+            let options = cli::diff::DiffOptions {
+                json,
+                objectives,
+                thresholds: &thresholds,
+                by,
+                prices: prices.as_deref(),
+                top,
+            };
+            emit(&cli::diff::run(&a, &b, &options))
         }
         Some(Command::Findings {
             trace,
@@ -644,7 +725,7 @@ fn main() -> ExitCode {
                 Some(p) if window.is_all() => TraceSource::Path(p),
                 Some(p) => TraceSource::Part(p, window),
             };
-            match ui::run(source, args.memory_budget) {
+            match ui::run(source, args.memory_budget, args.compare.map(TraceSource::Path)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(

@@ -390,3 +390,108 @@ fn a_trace_of_gigabytes_above_the_memory_budget_is_refused_at_once() {
     assert_eq!(code, 2);
     assert!(err.contains("write a size like 4GB"), "{err}");
 }
+
+#[test]
+fn synth_replays_a_trace_under_a_changed_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("A.parquet");
+    let b = dir.path().join("B.parquet");
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let (code, _, err) = tokenscope(&["synth", "--scenario", "steady", "--requests", "40", "-o", &a]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = tokenscope(&[
+        "synth",
+        "--scenario",
+        "replay",
+        "--from-trace",
+        &a,
+        "--set",
+        "chunked_prefill=on",
+        "--set",
+        "max_num_batched_tokens=2048",
+        "-o",
+        &b,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("replayed 40 of the trace's 40 requests"), "{out}");
+    assert!(
+        out.contains("  vllm-0: chunked prefill off") && out.contains("  vllm-1: chunked prefill on"),
+        "{out}"
+    );
+    assert!(
+        out.contains("overrides: chunked_prefill=on, max_num_batched_tokens=2048"),
+        "{out}"
+    );
+    let load = |p: &str| {
+        tokenscope::format::load(Path::new(p), &tokenscope::format::Progress::default())
+            .unwrap()
+            .trace
+    };
+    let (ta, tb) = (load(&a), load(&b));
+    assert_eq!(tb.request_count(), 40);
+    for r in 0..ta.request_count() as u32 {
+        let id = ta.request_id(r);
+        let rb = tb.request_row(id).unwrap_or_else(|| panic!("{id} replayed"));
+        let (ia, ib) = (r as usize, rb as usize);
+        assert_eq!(ta.requests.input_tokens[ia], tb.requests.input_tokens[ib], "{id}");
+        assert_eq!(ta.output_tokens(r), tb.output_tokens(rb), "{id}");
+        assert_eq!(ta.requests.arrival_ns[ia], tb.requests.arrival_ns[ib], "{id}");
+        let label = |t: &tokenscope::trace::Trace, id: u32| t.label(id).map(str::to_owned);
+        assert_eq!(
+            label(&ta, ta.requests.finish_reason[ia]),
+            label(&tb, tb.requests.finish_reason[ib]),
+            "{id}"
+        );
+        // Pinned: the instances were not changed in number.
+        assert_eq!(
+            label(&ta, ta.requests.source[ia]),
+            label(&tb, tb.requests.source[ib]),
+            "{id}"
+        );
+    }
+    let it = &tb.iterations;
+    assert!(!it.is_empty());
+    let largest = (0..it.len())
+        .map(|s| it.num_prefill_tokens[s].unwrap_or(0) + it.num_decode_tokens[s].unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    assert!(largest <= 2048, "a step of {largest} tokens");
+    // Mixed steps only happen with chunked prefill, now on on both instances.
+    assert!((0..it.len()).any(|s| it.num_prefill_tokens[s] > Some(0) && it.num_decode_tokens[s] > Some(0)));
+}
+
+#[test]
+fn synth_replay_options_are_checked() {
+    let (code, _, err) = tokenscope(&["synth", "--scenario", "replay", "--set", "batch=3", "-o", "x.parquet"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown key \"batch\""), "{err}");
+    let (code, _, err) = tokenscope(&[
+        "synth",
+        "--scenario",
+        "replay",
+        "--from-trace",
+        "a.parquet",
+        "--arrivals",
+        "b.csv",
+        "-o",
+        "x.parquet",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = tokenscope(&["synth", "--scenario", "replay", "-o", "x.parquet"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--from-trace"), "{err}");
+    let (code, _, err) = tokenscope(&[
+        "synth",
+        "--scenario",
+        "replay",
+        "--from-trace",
+        "no/such/trace.parquet",
+        "-o",
+        "x.parquet",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error: ") && err.contains("no/such/trace.parquet"),
+        "{err}"
+    );
+}

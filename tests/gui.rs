@@ -688,3 +688,90 @@ fn a_trace_above_the_memory_budget_is_not_loaded_and_the_app_says_what_fits() {
     h.get_by_label_contains("--from-time and --to-time (it spans 2025-11-29T08:00:00 to 2025-11-29T08:01:40 UTC)");
     assert_eq!(h.state().memory_budget(), 1_000_000);
 }
+
+#[test]
+fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects_both() {
+    use tokenscope::analysis::diff::{Metric, most_changed};
+    use tokenscope::synth::arrivals::ReplayOptions;
+    use tokenscope::synth::{Scenario, SynthOptions, generate};
+    // B: the demo's engines and traffic with no incident planted (`synth --scenario steady`).
+    let steady = generate(&SynthOptions {
+        scenario: Scenario::Steady,
+        seed: 1,
+        requests: None,
+        arrivals: None,
+        replay: ReplayOptions::default(),
+        sources: 1,
+        prefix_cache_tokens: None,
+        profile: tokenscope::synth::Profile::default(),
+        chunked_prefill: None,
+        plant: None,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b_path = dir.path().join("steady.parquet");
+    tokenscope::format::write(&steady, &b_path).unwrap();
+    let mut h = harness(demo_app());
+    // File > Compare with path…, the path typed, Enter.
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Compare with path…").click();
+    h.run();
+    h.get_by_label("Compare with (B):").focus();
+    h.get_by_label("Compare with (B):").type_text(b_path.to_str().unwrap());
+    h.key_press(Key::Enter);
+    h.step();
+    h.state_mut().wait_compared();
+    h.run();
+    let c = h.state().comparing().expect("comparing");
+    let cmp = std::sync::Arc::clone(c.comparison.as_ref().expect("compared"));
+    // The demo is the steady traffic (req-00000 .. req-00299, the same ids) plus 9 planted requests.
+    assert_eq!(cmp.pairing.pairs.len(), 300);
+    h.get_by_label_contains("Requests paired by request_id: 300 pairs, 9 only in A, 0 only in B");
+    // The incidents of the demo are gone in B: its EOS mis-trigger among them.
+    h.get_by_label_contains("gone · critical · EOS mis-trigger med-question");
+    h.get_by_label("TTFT p99 ms");
+    // Both waterfalls are drawn, B on A's time axis measured from each trace's start.
+    let (a_t0, b_t0) = (t0(&h), c.other.view.t0_ns);
+    let rel = |start: i64, t0: i64| start - t0;
+    let a_vp = h.state().session().unwrap().waterfall.viewport.unwrap();
+    let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
+    assert_eq!(rel(a_vp.start_ns, a_t0), rel(b_vp.start_ns, b_t0));
+    assert_eq!(a_vp.ns_per_point, b_vp.ns_per_point);
+    // The request whose TTFT changed most, clicked in the window, is selected in both traces.
+    let top = most_changed(&cmp.deltas, Metric::Ttft, 1)[0];
+    let a_trace = std::sync::Arc::clone(&h.state().session().unwrap().view.trace);
+    let name = a_trace.request_id(top.a).to_owned();
+    // (It may be listed under TPOT too: the TTFT list comes first.)
+    h.query_all_by_label(&name).next().unwrap().click();
+    h.run();
+    assert_eq!(h.state().session().unwrap().selected, Some(top.a));
+    assert_eq!(h.state().comparing().unwrap().other.selected, Some(top.b));
+    // Zooming A (W) moves B with it.
+    h.hover_at(pos2(700.0, 200.0));
+    h.key_press(Key::W);
+    h.run();
+    let a_vp = h.state().session().unwrap().waterfall.viewport.unwrap();
+    let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
+    assert!(a_vp.ns_per_point < b_vp.ns_per_point * 1.01 && a_vp.ns_per_point > b_vp.ns_per_point * 0.99);
+    assert_eq!(rel(a_vp.start_ns, a_t0), rel(b_vp.start_ns, b_t0));
+    // The timeline computes B's series with A's buckets, drawn dashed over A's.
+    #[cfg(feature = "query")]
+    {
+        h.get_by_label("Timeline").click();
+        h.step();
+        h.state_mut().session_mut().unwrap().timeline.wait();
+        h.step();
+        h.state_mut().comparing_mut().unwrap().other.timeline.wait();
+        h.run();
+        let a_width = h.state().session().unwrap().timeline.shown_width();
+        let b = &h.state().comparing().unwrap().other.timeline;
+        assert!(a_width.is_some());
+        assert_eq!(b.shown_width(), a_width, "B in A's buckets");
+        assert!(b.rows().is_some_and(|r| !r.rows.is_empty()));
+    }
+    // Stop comparing: one waterfall again.
+    h.get_by_label("Stop comparing").click();
+    h.run();
+    assert!(h.state().comparing().is_none());
+}

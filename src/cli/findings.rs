@@ -122,7 +122,7 @@ impl Objectives {
     }
 
     /// A line saying what requests were judged by.
-    fn line(self) -> String {
+    pub fn line(self) -> String {
         let slo = self.slo();
         let judged = [
             slo.ttft_ms.map(|t| format!("TTFT <= {t} ms")),

@@ -3,6 +3,7 @@
 
 pub mod convert;
 pub mod corpus;
+pub mod diff;
 pub mod export;
 pub mod findings;
 #[cfg(feature = "query")]

@@ -1,11 +1,15 @@
-//! `tokenscope synth --scenario NAME [--seed S] [--requests N] [replay options] -o FILE`: simulates a scenario and
-//! writes its trace (Parquet or JSONL by the extension).
+//! `tokenscope synth --scenario NAME [--seed S] [--requests N] [replay options] [--set KEY=VALUE].. -o FILE`:
+//! simulates a scenario, or serves a trace's requests again (`--scenario replay --from-trace TRACE`), and writes the
+//! trace (Parquet or JSONL by the extension).
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{Output, thousands};
-use crate::format;
-use crate::synth::{SynthOptions, generate};
+use crate::format::{self, LoadOptions};
+use crate::synth::overrides::{MAX_BATCHED_TOKENS, MAX_INSTANCES, MAX_PREFIX_CACHE_TOKENS, MAX_SEQS};
+use crate::synth::{Overrides, Profile, Setting, SynthOptions, generate_with, replay_trace};
+use crate::trace::Trace;
 
 /// Parses `on` or `off` for `--chunked-prefill`.
 pub fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -37,6 +41,66 @@ pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
     Ok((incident, at))
 }
 
+/// The keys `--set` accepts, with their values, for error messages and help.
+pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, \
+                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m";
+
+/// Parses `KEY=VALUE` for `--set`: a change to every simulated instance's configuration. An unknown key, a value of
+/// the wrong form or out of range is an error naming the key, the value and what is accepted.
+///
+/// # Errors
+/// The message for the command line, as above.
+pub fn parse_setting(s: &str) -> Result<Setting, String> {
+    use clap::ValueEnum as _;
+    let Some((key, value)) = s.split_once('=') else {
+        return Err(format!("--set {s:?}: expected KEY=VALUE; keys: {SET_KEYS}"));
+    };
+    let (key, value) = (key.trim(), value.trim());
+    // A whole number in `range`; `_` may group digits (8_192).
+    let number = |range: std::ops::RangeInclusive<u64>| -> Result<u64, String> {
+        let n: u64 = value.replace('_', "").parse().map_err(|_| {
+            format!(
+                "--set {key}={value:?}: not a whole number; give {key}=N with N from {} to {}",
+                thousands(*range.start()),
+                thousands(*range.end())
+            )
+        })?;
+        if range.contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!(
+                "--set {key}={value}: out of range; give {key}=N with N from {} to {}",
+                thousands(*range.start()),
+                thousands(*range.end())
+            ))
+        }
+    };
+    // The ranges fit the target types (u32 and usize), so the conversions below cannot fail.
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    match key {
+        "chunked_prefill" => match value {
+            "on" => Ok(Setting::ChunkedPrefill(true)),
+            "off" => Ok(Setting::ChunkedPrefill(false)),
+            _ => Err(format!(
+                "--set chunked_prefill={value:?}: give chunked_prefill=on or chunked_prefill=off"
+            )),
+        },
+        "max_num_batched_tokens" | "prefill_budget" => {
+            number(16..=u64::from(MAX_BATCHED_TOKENS)).map(|n| Setting::MaxNumBatchedTokens(small(n)))
+        }
+        "max_num_seqs" => number(1..=u64::from(MAX_SEQS)).map(|n| Setting::MaxNumSeqs(small(n))),
+        "instances" => {
+            number(1..=MAX_INSTANCES as u64).map(|n| Setting::Instances(usize::try_from(n).unwrap_or(MAX_INSTANCES)))
+        }
+        "prefix_cache_tokens" => number(0..=MAX_PREFIX_CACHE_TOKENS).map(Setting::PrefixCacheTokens),
+        "profile" => Profile::from_str(value, false).map(Setting::Profile).map_err(|_| {
+            let names = Profile::ALL.map(Profile::name).join(", ");
+            format!("--set profile={value:?}: unknown profile; give one of {names}")
+        }),
+        _ => Err(format!("--set {s:?}: unknown key {key:?}; keys: {SET_KEYS}")),
+    }
+}
+
 /// Parses `A..B` (seconds) for `--window`.
 pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
     let (a, b) = s
@@ -61,34 +125,22 @@ pub enum EngineOutput {
     SglangOtlp,
 }
 
-/// Runs `synth`.
-pub fn run(options: &SynthOptions, as_output: Option<EngineOutput>, output: &Path) -> Output {
-    if let Some(EngineOutput::SglangOtlp) = as_output {
-        let trace = match generate(options) {
-            Ok(t) => t,
-            Err(e) => return Output::error(e, 1),
-        };
-        let written = std::fs::File::create(output).and_then(|f| {
-            let mut w = std::io::BufWriter::new(f);
-            crate::synth::sglang_otlp::write(&trace, &mut w)?;
-            std::io::Write::flush(&mut w)
-        });
-        return match written {
-            Ok(()) => Output {
-                stdout: format!(
-                    "wrote {} as SGLang's OTLP JSON: scenario {}, seed {}: {} requests\n",
-                    output.display(),
-                    options.scenario.name(),
-                    options.seed,
-                    thousands(trace.request_count() as u64)
-                ),
-                stderr: String::new(),
-                code: 0,
-            },
-            Err(e) => Output::error(format!("cannot write {}: {e}", output.display()), 1),
-        };
+/// Runs `synth`: `options` and, for `--scenario replay --from-trace`, the trace whose requests to serve again;
+/// `settings` (`--set`) change every instance's configuration.
+pub fn run(
+    options: &SynthOptions,
+    from_trace: Option<&Path>,
+    settings: &[Setting],
+    as_output: Option<EngineOutput>,
+    output: &Path,
+) -> Output {
+    if from_trace.is_some() && options.scenario != crate::synth::Scenario::Replay {
+        return Output::error(
+            format!("--from-trace is for --scenario replay, not {}", options.scenario.name()),
+            2,
+        );
     }
-    if format::encoding_of(output).is_none() {
+    if as_output.is_none() && format::encoding_of(output).is_none() {
         return Output {
             stdout: String::new(),
             stderr: format!(
@@ -98,29 +150,102 @@ pub fn run(options: &SynthOptions, as_output: Option<EngineOutput>, output: &Pat
             code: 2,
         };
     }
-    let trace = match generate(options) {
-        Ok(t) => t,
-        Err(e) => {
-            return Output::error(e, 1);
-        }
+    let set = Overrides::from_settings(settings);
+    let (trace, replayed) = match from_trace {
+        Some(path) => match replay_from(path, options, &set) {
+            Ok((trace, text)) => (trace, Some(text)),
+            Err(out) => return out,
+        },
+        None => match generate_with(options, &set) {
+            Ok(t) => (t, None),
+            Err(e) => return Output::error(e, 1),
+        },
     };
-    if let Err(e) = format::write(&trace, output) {
-        return Output::error(e, 1);
+    let what = match from_trace {
+        Some(path) => format!("replay of {}", path.display()),
+        None => format!("scenario {}", options.scenario.name()),
+    };
+    let written = if let Some(EngineOutput::SglangOtlp) = as_output {
+        std::fs::File::create(output)
+            .and_then(|f| {
+                let mut w = std::io::BufWriter::new(f);
+                crate::synth::sglang_otlp::write(&trace, &mut w)?;
+                std::io::Write::flush(&mut w)
+            })
+            .map(|()| {
+                format!(
+                    "wrote {} as SGLang's OTLP JSON: {what}, seed {}: {} requests\n",
+                    output.display(),
+                    options.seed,
+                    thousands(trace.request_count() as u64)
+                )
+            })
+            .map_err(|e| format!("cannot write {}: {e}", output.display()))
+    } else {
+        format::write(&trace, output)
+            .map(|()| {
+                format!(
+                    "wrote {}: {what}, seed {}: {} requests, {} tokens, {} iterations, {} candidates\n",
+                    output.display(),
+                    options.seed,
+                    thousands(trace.request_count() as u64),
+                    thousands(trace.token_count() as u64),
+                    thousands(trace.iterations.len() as u64),
+                    thousands(trace.candidates.len() as u64)
+                )
+            })
+            .map_err(|e| e.to_string())
+    };
+    match written {
+        Ok(mut stdout) => {
+            stdout.push_str(replayed.as_deref().unwrap_or(""));
+            Output {
+                stdout,
+                stderr: String::new(),
+                code: 0,
+            }
+        }
+        Err(e) => Output::error(e, 1),
     }
-    Output {
-        stdout: format!(
-            "wrote {}: scenario {}, seed {}: {} requests, {} tokens, {} iterations, {} candidates\n",
-            output.display(),
-            options.scenario.name(),
-            options.seed,
-            thousands(trace.request_count() as u64),
-            thousands(trace.token_count() as u64),
-            thousands(trace.iterations.len() as u64),
-            thousands(trace.candidates.len() as u64)
-        ),
-        stderr: String::new(),
-        code: 0,
+}
+
+/// Loads `path` (with the run's window and memory budget) and serves its requests again; the trace, and the lines
+/// that say what was replayed on which configuration.
+fn replay_from(path: &Path, options: &SynthOptions, set: &Overrides) -> Result<(Trace, String), Output> {
+    let load = LoadOptions {
+        lazy_candidates: true,
+        ..LoadOptions::default()
+    };
+    let loaded = super::load(&[path], load).map_err(|e| super::validate::fatal(&e, false))?;
+    let replay = replay_trace(&loaded.trace, options, set).map_err(|e| Output::error(e, 1))?;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "replayed {} of the trace's {} requests with their ids, arrival times and lengths",
+        thousands(replay.trace.request_count() as u64),
+        thousands(loaded.trace.request_count() as u64)
+    );
+    let _ = writeln!(text, "configuration inferred from {}:", path.display());
+    for e in &replay.inferred {
+        let _ = writeln!(text, "  {}", e.why);
     }
+    if replay.applied.is_empty() {
+        text.push_str("overrides: none (the inferred configuration as is)\n");
+    } else {
+        let _ = writeln!(text, "overrides: {}", replay.applied.join(", "));
+    }
+    for note in &replay.notes {
+        let _ = writeln!(text, "note: {note}");
+    }
+    let rejected = loaded.report.rejected_count();
+    if rejected > 0 {
+        let _ = writeln!(
+            text,
+            "note: {rejected} record(s) of {} were rejected at load; `tokenscope validate` lists them",
+            path.display()
+        );
+    }
+    Ok((replay.trace, text))
 }
 
 #[cfg(test)]
@@ -138,6 +263,51 @@ mod tests {
         assert!(parse_plant("eos-mistrigger@-1").unwrap_err().contains("0 s or more"));
         assert_eq!(parse_on_off("off"), Ok(false));
         assert!(parse_on_off("yes").is_err());
+    }
+
+    #[test]
+    fn settings_parse_or_name_the_key_the_value_and_the_forms() {
+        assert_eq!(parse_setting("chunked_prefill=on"), Ok(Setting::ChunkedPrefill(true)));
+        assert_eq!(parse_setting("chunked_prefill=off"), Ok(Setting::ChunkedPrefill(false)));
+        assert_eq!(
+            parse_setting("max_num_batched_tokens=2048"),
+            Ok(Setting::MaxNumBatchedTokens(2048))
+        );
+        assert_eq!(
+            parse_setting("prefill_budget=8_192"),
+            Ok(Setting::MaxNumBatchedTokens(8192))
+        );
+        assert_eq!(parse_setting("max_num_seqs=64"), Ok(Setting::MaxNumSeqs(64)));
+        assert_eq!(parse_setting("instances=4"), Ok(Setting::Instances(4)));
+        assert_eq!(
+            parse_setting("prefix_cache_tokens=0"),
+            Ok(Setting::PrefixCacheTokens(0))
+        );
+        assert_eq!(parse_setting("profile=l4-8b"), Ok(Setting::Profile(Profile::L4)));
+        let err = |s: &str| parse_setting(s).unwrap_err();
+        let e = err("chunked_prefill=yes");
+        assert!(
+            e.contains("chunked_prefill=\"yes\"") && e.contains("on or chunked_prefill=off"),
+            "{e}"
+        );
+        let e = err("max_num_batched_tokens=0");
+        assert!(
+            e.contains("max_num_batched_tokens=0: out of range") && e.contains("from 16 to 1,048,576"),
+            "{e}"
+        );
+        let e = err("max_num_seqs=-3");
+        assert!(e.contains("max_num_seqs=\"-3\": not a whole number"), "{e}");
+        let e = err("instances=99999999999999999999999");
+        assert!(e.contains("instances") && e.contains("from 1 to 1,024"), "{e}");
+        assert!(err("instances=0").contains("out of range"));
+        let e = err("profile=a100");
+        assert!(e.contains("\"a100\"") && e.contains("h100-8b, l4-8b, cpu-270m"), "{e}");
+        let e = err("batch=3");
+        assert!(
+            e.contains("unknown key \"batch\"") && e.contains("max_num_seqs=N"),
+            "{e}"
+        );
+        assert!(err("chunked_prefill").contains("KEY=VALUE"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use eframe::egui::{self, RichText, Ui};
 
 use super::capture;
 use super::command::Command;
+use super::compare::{Comparing, Side};
 use super::dataset::{Answer, DatasetDialog};
 use super::findings as findings_panel;
 use super::job::Job;
@@ -81,9 +82,19 @@ impl Default for Settings {
     }
 }
 
+/// What a trace is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// To be shown, replacing the trace on screen.
+    Show,
+    /// To be compared with the trace on screen (B).
+    Compare,
+}
+
 /// A load in progress; the trace on screen stays usable meanwhile.
 struct Loading {
     source: TraceSource,
+    purpose: Purpose,
     progress: Arc<Progress>,
     rx: Job<LoadResult>,
 }
@@ -94,6 +105,7 @@ type LoadResult = Result<(Loaded, Option<Arc<dyn CandidateSource>>), LoadError>;
 /// An open-file dialog running on its own thread.
 struct Dialog {
     rx: Job<Option<PathBuf>>,
+    purpose: Purpose,
     started: Instant,
 }
 
@@ -102,6 +114,10 @@ pub struct App {
     settings: Settings,
     /// The trace on screen and everything that belongs to it.
     session: Option<Session>,
+    /// The trace it is compared with, and the comparison.
+    compare: Option<Comparing>,
+    /// A trace to compare with once the one being loaded is on screen (`tokenscope A --compare B`).
+    compare_next: Option<TraceSource>,
     loading: Option<Loading>,
     dialog: Option<Dialog>,
     /// The dataset dialog, open while a dataset's window is being chosen.
@@ -114,7 +130,8 @@ pub struct App {
     notice: Option<String>,
     /// The typed path of "Open path…".
     path_input: String,
-    show_path_input: bool,
+    /// What the typed path is for (None: the path bar is hidden).
+    path_purpose: Option<Purpose>,
     show_problems: bool,
     /// The findings panel is shown (open at start: what was found is the first thing to read).
     pub show_findings: bool,
@@ -155,12 +172,14 @@ impl App {
         let mut app = App {
             settings,
             session: None,
+            compare: None,
+            compare_next: None,
             loading: None,
             dialog: None,
             message: None,
             notice: None,
             path_input: String::new(),
-            show_path_input: false,
+            path_purpose: None,
             dataset: None,
             budget_override: budget,
             show_problems: false,
@@ -195,7 +214,45 @@ impl App {
                 Err(e) => self.message = Some(e),
             }
         }
-        self.load(source);
+        self.load(source, Purpose::Show);
+    }
+
+    /// Compares the trace on screen (A) with another (B): B is loaded beside it (a directory whole, without the
+    /// dataset dialog), then both waterfalls share the window and the Comparison window opens.
+    pub fn compare_with(&mut self, source: TraceSource) {
+        if self.session.is_none() {
+            if self.loading.is_some() || self.dataset.is_some() {
+                self.compare_next = Some(source);
+            } else {
+                self.message = Some("Open a trace first: the comparison is between it (A) and another (B).".to_owned());
+            }
+            return;
+        }
+        self.load(source, Purpose::Compare);
+    }
+
+    /// The comparison, while one is shown.
+    pub fn comparing(&self) -> Option<&Comparing> {
+        self.compare.as_ref()
+    }
+
+    /// The comparison, to change (tests select through it).
+    pub fn comparing_mut(&mut self) -> Option<&mut Comparing> {
+        self.compare.as_mut()
+    }
+
+    /// Waits for the comparison being computed (tests use this).
+    pub fn wait_compared(&mut self) {
+        self.wait_loaded();
+        if let (Some(c), Some(s)) = (&mut self.compare, &self.session) {
+            c.refresh(
+                &s.view.trace,
+                self.settings.slo,
+                self.settings.thresholds,
+                self.ctx.as_ref(),
+            );
+            c.wait();
+        }
     }
 
     /// The memory budget of a load, bytes: the setting, else half this machine's memory.
@@ -219,7 +276,7 @@ impl App {
     fn answer(&mut self, answer: Answer) {
         self.dataset = None;
         if let Answer::Open(source) = answer {
-            self.load(source);
+            self.load(source, Purpose::Show);
         }
     }
 
@@ -229,7 +286,7 @@ impl App {
     }
 
     /// Starts loading a trace on a background thread.
-    fn load(&mut self, source: TraceSource) {
+    fn load(&mut self, source: TraceSource, purpose: Purpose) {
         if let Some(old) = self.loading.take() {
             old.progress.cancel();
         }
@@ -267,7 +324,14 @@ impl App {
             })
         });
         match spawned {
-            Ok(rx) => self.loading = Some(Loading { source, progress, rx }),
+            Ok(rx) => {
+                self.loading = Some(Loading {
+                    source,
+                    purpose,
+                    progress,
+                    rx,
+                });
+            }
             Err(e) => self.message = Some(format!("cannot start loading: {e}")),
         }
     }
@@ -301,9 +365,14 @@ impl App {
             Err(TryRecvError::Empty) => return,
             Err(TryRecvError::Disconnected) => Err(LoadError::Cancelled),
         };
-        let source = loading.source.clone();
+        let (source, purpose) = (loading.source.clone(), loading.purpose);
         self.loading = None;
         match result {
+            Ok((loaded, reader)) if purpose == Purpose::Compare => {
+                let other = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
+                self.compare = Some(Comparing::new(other));
+                self.message = None;
+            }
             Ok((loaded, reader)) => {
                 if let TraceSource::Path(p) | TraceSource::Part(p, _) = &source {
                     let p = p.display().to_string();
@@ -316,8 +385,13 @@ impl App {
                 if self.session.is_none() {
                     session.stats.prices = self.settings.prices.clone();
                 }
-                // The previous session goes whole, with its jobs: nothing of it can land on this trace.
+                // The previous session goes whole, with its jobs and its comparison: nothing of it can land on
+                // this trace.
                 self.session = Some(session);
+                self.compare = None;
+                if let Some(next) = self.compare_next.take() {
+                    self.load(next, Purpose::Compare);
+                }
                 self.message = None;
             }
             Err(LoadError::Cancelled) => {}
@@ -329,8 +403,12 @@ impl App {
         let Some(d) = &self.dialog else { return };
         match d.rx.try_recv() {
             Ok(Some(path)) => {
+                let purpose = d.purpose;
                 self.dialog = None;
-                self.open(TraceSource::Path(path));
+                match purpose {
+                    Purpose::Show => self.open(TraceSource::Path(path)),
+                    Purpose::Compare => self.compare_with(TraceSource::Path(path)),
+                }
             }
             Ok(None) | Err(TryRecvError::Disconnected) => {
                 // An answer within a moment means no dialog was shown: no desktop portal is running.
@@ -338,7 +416,7 @@ impl App {
                     self.message = Some(
                         "No file dialog is available (no desktop portal answered). Type the path instead.".to_owned(),
                     );
-                    self.show_path_input = true;
+                    self.path_purpose = Some(d.purpose);
                 }
                 self.dialog = None;
             }
@@ -346,10 +424,14 @@ impl App {
         }
     }
 
-    fn open_dialog(&mut self) {
+    fn open_dialog(&mut self, purpose: Purpose) {
+        let title = match purpose {
+            Purpose::Show => "Open a tokenscope trace",
+            Purpose::Compare => "Compare with a trace (B)",
+        };
         let spawned = Job::spawn("file-dialog", self.ctx.as_ref(), move || {
             rfd::FileDialog::new()
-                .set_title("Open a tokenscope trace")
+                .set_title(title)
                 .add_filter("trace", &["parquet", "jsonl", "gz", "zst", "ndjson"])
                 .pick_file()
         });
@@ -357,10 +439,11 @@ impl App {
             Ok(rx) => {
                 self.dialog = Some(Dialog {
                     rx,
+                    purpose,
                     started: Instant::now(),
-                })
+                });
             }
-            Err(_) => self.show_path_input = true,
+            Err(_) => self.path_purpose = Some(purpose),
         }
     }
 
@@ -398,7 +481,29 @@ impl App {
         match command {
             Command::Open(path) => self.open(TraceSource::Path(path)),
             Command::OpenDemo => self.open(TraceSource::Demo),
-            Command::OpenDialog => self.open_dialog(),
+            Command::OpenDialog => self.open_dialog(Purpose::Show),
+            Command::CompareDialog => self.open_dialog(Purpose::Compare),
+            Command::CompareWith(path) => self.compare_with(TraceSource::Path(path)),
+            Command::StopComparing => self.compare = None,
+            Command::SelectPair { a, b } => {
+                if let (Some(s), Some(c)) = (&mut self.session, &mut self.compare) {
+                    s.select(Some(a), true);
+                    c.other.select(Some(b), true);
+                }
+            }
+            Command::CompareGoTo {
+                side,
+                from_ns,
+                to_ns,
+                request,
+            } => match side {
+                Side::A => self.go_to(from_ns, to_ns, request, None),
+                Side::B => {
+                    if let Some(c) = &mut self.compare {
+                        c.other.go_to(from_ns, to_ns, request, None, waker.as_ref());
+                    }
+                }
+            },
             Command::RenderPng(which, destination) => self.render_png(which, ctx.content_rect().size(), destination),
             Command::Capture(target, destination) => {
                 let crop = match target {
@@ -589,6 +694,10 @@ impl App {
         let mut open = true;
         let screen = ctx.content_rect();
         let (slo, out) = (self.settings.slo, &mut self.commands);
+        let other = self
+            .compare
+            .as_mut()
+            .map(|c| c.samples(s.stats.grouping, s.stats.group.as_deref()));
         egui::Window::new("Statistics")
             .open(&mut open)
             .default_pos(screen.min + egui::vec2(40.0, 70.0))
@@ -596,9 +705,33 @@ impl App {
             .max_width(screen.width() - 60.0)
             .resizable(true)
             .show(ctx, |ui| {
-                stats::stats_ui(ui, &s.view, &mut s.stats, slo, out);
+                stats::stats_ui(ui, &s.view, &mut s.stats, other, slo, out);
             });
         self.show_stats = open;
+    }
+
+    /// The Comparison window, while comparing; the comparison is computed again when the objectives or thresholds
+    /// change.
+    fn compare_window(&mut self, ctx: &egui::Context) {
+        let (Some(s), Some(c)) = (&self.session, &mut self.compare) else {
+            return;
+        };
+        c.poll();
+        c.refresh(&s.view.trace, self.settings.slo, self.settings.thresholds, Some(ctx));
+        if !c.show_window {
+            return;
+        }
+        let mut open = true;
+        let screen = ctx.content_rect();
+        let (slo, out) = (self.settings.slo, &mut self.commands);
+        egui::Window::new("Comparison")
+            .open(&mut open)
+            .default_pos(screen.min + egui::vec2(screen.width() * 0.35, 70.0))
+            .default_size([900.0, 640.0])
+            .max_width(screen.width() - 60.0)
+            .resizable(true)
+            .show(ctx, |ui| super::compare::comparison_ui(ui, s, c, slo, out));
+        c.show_window = open;
     }
 
     /// The Timeline panel (under the waterfall, on its time axis), when shown.
@@ -616,7 +749,8 @@ impl App {
             .resizable(true)
             .default_size(380.0)
             .show(ui, |ui| {
-                super::timeline::timeline_ui(ui, &s.view, &mut s.waterfall, &mut s.timeline, slo, out);
+                let other = self.compare.as_mut().map(|c| (&c.other.view, &mut c.other.timeline));
+                super::timeline::timeline_ui(ui, &s.view, &mut s.waterfall, &mut s.timeline, other, slo, out);
             });
     }
 
@@ -802,6 +936,7 @@ impl App {
             self.central_ui(ui);
         });
         self.stats_window(ui.ctx());
+        self.compare_window(ui.ctx());
         #[cfg(feature = "query")]
         self.query_window(ui.ctx());
         let commands = std::mem::take(&mut self.commands);
@@ -858,9 +993,24 @@ impl App {
                 ui.checkbox(&mut self.settings.caption, "Caption strip on PNGs");
                 ui.separator();
                 if ui.button("Open path…").clicked() {
-                    self.show_path_input = true;
+                    self.path_purpose = Some(Purpose::Show);
                     ui.close();
                 }
+                ui.separator();
+                let open = self.session.is_some();
+                if ui.add_enabled(open, egui::Button::new("Compare with…")).clicked() {
+                    out.push(Command::CompareDialog);
+                    ui.close();
+                }
+                if ui.add_enabled(open, egui::Button::new("Compare with path…")).clicked() {
+                    self.path_purpose = Some(Purpose::Compare);
+                    ui.close();
+                }
+                if self.compare.is_some() && ui.button("Stop comparing").clicked() {
+                    out.push(Command::StopComparing);
+                    ui.close();
+                }
+                ui.separator();
                 if ui.button("Open the demo trace").clicked() {
                     out.push(Command::OpenDemo);
                     ui.close();
@@ -953,22 +1103,34 @@ impl App {
 
     fn toolbar_ui(&mut self, ui: &mut Ui) {
         ui.horizontal(|ui| {
-            if self.show_path_input {
-                ui.label("Path:");
-                let r = ui.add(egui::TextEdit::singleline(&mut self.path_input).desired_width(420.0));
+            if let Some(purpose) = self.path_purpose {
+                let label = ui.label(match purpose {
+                    Purpose::Show => "Path:",
+                    Purpose::Compare => "Compare with (B):",
+                });
+                let r = ui
+                    .add(egui::TextEdit::singleline(&mut self.path_input).desired_width(420.0))
+                    .labelled_by(label.id);
                 let go =
                     ui.button("Open").clicked() || (r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)));
                 if go && !self.path_input.trim().is_empty() {
-                    self.commands.push(Command::Open(PathBuf::from(self.path_input.trim())));
-                    self.show_path_input = false;
+                    let path = PathBuf::from(self.path_input.trim());
+                    self.commands.push(match purpose {
+                        Purpose::Show => Command::Open(path),
+                        Purpose::Compare => Command::CompareWith(path),
+                    });
+                    self.path_purpose = None;
                 }
                 if ui.button("Cancel").clicked() {
-                    self.show_path_input = false;
+                    self.path_purpose = None;
                 }
                 ui.separator();
             }
             if let Some(loading) = &self.loading {
-                ui.label(format!("Loading {}", loading.source.name()));
+                ui.label(match loading.purpose {
+                    Purpose::Show => format!("Loading {}", loading.source.name()),
+                    Purpose::Compare => format!("Loading B: {}", loading.source.name()),
+                });
                 ui.add(
                     egui::ProgressBar::new(loading.progress.fraction())
                         .desired_width(200.0)
@@ -1027,6 +1189,9 @@ impl App {
             };
             ui.toggle_value(&mut self.show_findings, findings);
             ui.toggle_value(&mut self.show_stats, "Statistics");
+            if let Some(c) = &mut self.compare {
+                ui.toggle_value(&mut c.show_window, "Comparison");
+            }
             #[cfg(feature = "query")]
             ui.toggle_value(&mut self.show_timeline, "Timeline");
             #[cfg(feature = "query")]
@@ -1122,6 +1287,10 @@ impl App {
             });
             return;
         };
+        if let Some(c) = &mut self.compare {
+            super::compare::stacked_ui(ui, s, c, &mut self.commands);
+            return;
+        }
         // Widgets' memory (scroll, hover) is kept per session: a new trace starts afresh.
         ui.push_id(s.id, |ui| {
             waterfall::waterfall_ui(ui, &s.view, &mut s.waterfall, s.selected, &mut self.commands);

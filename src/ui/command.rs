@@ -59,4 +59,28 @@ pub enum Command {
     RenderPng(View, capture::Destination),
     /// Capture the window, or one of its panels, as on screen, with its caption.
     Capture(capture::Target, capture::Destination),
+    /// Ask for a trace to compare the one on screen with, through the file dialog.
+    CompareDialog,
+    /// Compare the trace on screen (A) with this one (B).
+    CompareWith(PathBuf),
+    /// Close the comparison.
+    StopComparing,
+    /// Select a paired request in both traces and bring both tracks into view.
+    SelectPair {
+        /// Its row in A.
+        a: u32,
+        /// Its row in B.
+        b: u32,
+    },
+    /// Go to a finding of A or B in a comparison: zoom its waterfall to the range and select its subject.
+    CompareGoTo {
+        /// Whose finding.
+        side: super::compare::Side,
+        /// Range start, ns.
+        from_ns: i64,
+        /// Range end, ns.
+        to_ns: i64,
+        /// The subject.
+        request: Option<u32>,
+    },
 }

@@ -3,6 +3,7 @@
 pub mod app;
 pub mod capture;
 pub mod command;
+pub mod compare;
 pub mod dataset;
 pub mod findings;
 pub mod job;
@@ -22,8 +23,8 @@ pub use app::App;
 pub use session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
 
 /// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
-/// setting, else half the machine's memory).
-pub fn run(source: TraceSource, budget: Option<u64>) -> Result<(), eframe::Error> {
+/// setting, else half the machine's memory); `compare`: a trace to compare the first with.
+pub fn run(source: TraceSource, budget: Option<u64>, compare: Option<TraceSource>) -> Result<(), eframe::Error> {
     let options = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1400.0, 860.0])
@@ -34,6 +35,12 @@ pub fn run(source: TraceSource, budget: Option<u64>) -> Result<(), eframe::Error
     eframe::run_native(
         "tokenscope",
         options,
-        Box::new(move |cc| Ok(Box::new(App::with_budget(source, cc.storage, budget)))),
+        Box::new(move |cc| {
+            let mut app = App::with_budget(source, cc.storage, budget);
+            if let Some(b) = compare {
+                app.compare_with(b);
+            }
+            Ok(Box::new(app))
+        }),
     )
 }

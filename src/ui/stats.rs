@@ -362,24 +362,36 @@ fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f
     });
 }
 
-/// The empirical CDF of sorted values (at most 2,000 points), with the objective marked.
-fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
+/// Points of an empirical CDF on the log10 ms axis: at most 2,000, the last value always among them.
+#[allow(clippy::cast_precision_loss)] // ranks far below 2^53
+pub fn cdf_points(sorted: &[f64]) -> Vec<[f64; 2]> {
+    let n = sorted.len();
+    let step = n.div_ceil(2000).max(1);
+    (0..n)
+        .step_by(step)
+        .chain((n > 0 && !(n - 1).is_multiple_of(step)).then(|| n - 1))
+        .map(|i| [log_ms(sorted[i]), (i + 1) as f64 / n as f64])
+        .collect()
+}
+
+/// The empirical CDF of sorted values, with the objective marked; while comparing, the other trace's (B) over it in
+/// its own colour.
+pub fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], other: Option<&[f64]>, limit: Option<f64>) {
     ui.vertical(|ui| {
         ui.label(RichText::new(title).strong());
-        let n = sorted.len();
-        let step = n.div_ceil(2000).max(1);
-        let points: Vec<[f64; 2]> = (0..n)
-            .step_by(step)
-            .chain((n > 0).then(|| n - 1))
-            .map(|i| [log_ms(sorted[i]), (i + 1) as f64 / n as f64])
-            .collect();
         plot(format!("{id}-cdf"))
             .legend(Legend::default().position(egui_plot::Corner::RightBottom))
             .include_y(0.0)
             .include_y(1.0)
             .y_axis_label("share of requests")
             .show(ui, |p| {
-                p.line(Line::new("CDF", points).color(theme::COUNTER_COLOR));
+                match other {
+                    None => p.line(Line::new("CDF", cdf_points(sorted)).color(theme::COUNTER_COLOR)),
+                    Some(b) => {
+                        p.line(Line::new("A", cdf_points(sorted)).color(theme::TRACE_A));
+                        p.line(Line::new("B", cdf_points(b)).color(theme::TRACE_B));
+                    }
+                }
                 if let Some(l) = limit {
                     p.vline(VLine::new(format!("objective {l} ms"), log_ms(l)).color(theme::SLOW_TOKEN));
                 }
@@ -388,7 +400,14 @@ fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f64>) {
 }
 
 /// The window's contents; "Export CSV…" asks the app to save the table.
-pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo, out: &mut Vec<Command>) {
+pub fn stats_ui(
+    ui: &mut Ui,
+    view: &TraceView,
+    state: &mut StatsState,
+    other: Option<&Samples>,
+    slo: Slo,
+    out: &mut Vec<Command>,
+) {
     let trace = &view.trace;
     // The computation wakes the UI when it is done: no polling.
     state.refresh(trace, slo, Some(ui.ctx()));
@@ -531,9 +550,42 @@ pub fn stats_ui(ui: &mut Ui, view: &TraceView, state: &mut StatsState, slo: Slo,
         ));
         ui.columns(4, |cols| {
             histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
-            cdf(&mut cols[1], "ttft", "TTFT CDF", &c.samples.ttft_ms, slo.ttft_ms);
+            let b = |f: fn(&Samples) -> &[f64]| other.map(f);
+            cdf(
+                &mut cols[1],
+                "ttft",
+                "TTFT CDF",
+                &c.samples.ttft_ms,
+                b(|s| &s.ttft_ms),
+                slo.ttft_ms,
+            );
             histogram(&mut cols[2], "tpot", "TPOT histogram", &c.samples.tpot_ms, slo.tpot_ms);
-            cdf(&mut cols[3], "tpot", "TPOT CDF", &c.samples.tpot_ms, slo.tpot_ms);
+            cdf(
+                &mut cols[3],
+                "tpot",
+                "TPOT CDF",
+                &c.samples.tpot_ms,
+                b(|s| &s.tpot_ms),
+                slo.tpot_ms,
+            );
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cdf_keeps_its_last_point_once() {
+        let v: Vec<f64> = (1..=5).map(f64::from).collect();
+        let p = cdf_points(&v);
+        assert_eq!(p.len(), 5);
+        assert_eq!(p[4], [5f64.log10(), 1.0]);
+        let many: Vec<f64> = (1..=4001).map(f64::from).collect();
+        let p = cdf_points(&many);
+        // Every third value (step ceil(4001 / 2000) = 3): ranks 1, 4, ..., 4000 (1,334 points), then 4001.
+        assert_eq!(p.len(), 1_335);
+        assert_eq!(p.last().map(|q| q[1]), Some(1.0));
     }
 }

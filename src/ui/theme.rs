@@ -66,6 +66,11 @@ fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
     Color32::from_rgb(mix(a.r(), b.r()), mix(a.g(), b.g()), mix(a.b(), b.b()))
 }
 
+/// Trace A (the one on screen) in a comparison's plots and figures.
+pub const TRACE_A: Color32 = Color32::from_rgb(120, 170, 240);
+/// Trace B (the other) in a comparison.
+pub const TRACE_B: Color32 = Color32::from_rgb(240, 170, 80);
+
 /// Counter bars under an engine track.
 pub const COUNTER_COLOR: Color32 = Color32::from_rgb(120, 150, 200);
 /// KV-cache use at or above 95 %.

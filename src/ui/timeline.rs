@@ -281,12 +281,15 @@ pub fn lines(rows: &Rows, metric: &Metric, by: Option<GroupBy>, every_ns: i64) -
     out.into_iter().map(Series::finish).collect()
 }
 
-/// The panel's contents, under the waterfall (showing `view`) whose axis it follows.
+/// The panel's contents, under the waterfall (showing `view`) whose axis it follows. While comparing, `other` is
+/// B's view and state: its series are computed with the same buckets and drawn dashed over A's, on the axis measured
+/// from each trace's start.
 pub fn timeline_ui(
     ui: &mut Ui,
     view: &TraceView,
     waterfall: &mut WaterfallState,
     state: &mut TimelineState,
+    other: Option<(&TraceView, &mut TimelineState)>,
     slo: Slo,
     out: &mut Vec<Command>,
 ) {
@@ -299,6 +302,11 @@ pub fn timeline_ui(
         slo,
     };
     state.refresh(&view.trace, key, Some(ui.ctx()));
+    let other = other.map(|(v, s)| {
+        s.poll();
+        s.refresh(&v.trace, key, Some(ui.ctx()));
+        &*s
+    });
 
     ui.horizontal(|ui| {
         ui.strong("Timeline");
@@ -375,8 +383,12 @@ pub fn timeline_ui(
     let mut hover = None;
     for (i, metric) in shown.iter().enumerate() {
         let series = lines(rows, metric, state.by, every_ns);
+        let b_series = other
+            .and_then(|s| Some((s.rows()?, s.shown_width()?)))
+            .map_or_else(Vec::new, |(rows, every)| lines(rows, metric, state.by, every));
         let top = series
             .iter()
+            .chain(&b_series)
             .flat_map(|s| s.runs.iter().flatten())
             .filter(|p| x_range.contains(&p[0]))
             .map(|p| p[1])
@@ -414,11 +426,25 @@ pub fn timeline_ui(
                     .include_y(0.0);
                 plot.show(ui, |p| {
                     p.set_plot_bounds_x(x_range.clone());
+                    let a_names: Vec<String> = series.iter().map(|l| l.name.clone()).collect();
                     for (k, line) in series.into_iter().enumerate() {
                         let color = LINE_COLORS[k % LINE_COLORS.len()];
                         for run in line.runs {
                             // One name for every run: the legend shows it once and hides them together.
                             p.line(Line::new(line.name.clone(), PlotPoints::from(run)).color(color));
+                        }
+                    }
+                    // B's lines in the colour of A's line of the same name, dashed.
+                    for (k, line) in b_series.into_iter().enumerate() {
+                        let k = a_names.iter().position(|n| *n == line.name).unwrap_or(k);
+                        let color = LINE_COLORS[k % LINE_COLORS.len()];
+                        let name = format!("{} (B)", line.name);
+                        for run in line.runs {
+                            p.line(
+                                Line::new(name.clone(), PlotPoints::from(run))
+                                    .color(color)
+                                    .style(egui_plot::LineStyle::dashed_loose()),
+                            );
                         }
                     }
                     if let Some((a, b)) = waterfall.range {

@@ -5,12 +5,16 @@
 //! - [`cost`]: how long a step takes (a roofline model of an 8 B model on one H100-class GPU);
 //! - [`sampler`]: a synthetic vocabulary and top-k candidates with realistic ranks;
 //! - [`arrivals`]: Poisson traffic, or a replay of a real request trace (Mooncake, Azure);
+//! - [`from_trace`]: a replay of any tokenscope trace, with the engine configuration inferred from its steps;
+//! - [`overrides`]: changes to the engines' configuration (`--set KEY=VALUE`), applied after the scenario's;
 //! - [`engine`]: the scheduler (vLLM-like), the KV and prefix caches, several instances;
 //! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline.
 
 pub mod arrivals;
 pub mod cost;
 pub mod engine;
+pub mod from_trace;
+pub mod overrides;
 pub mod sampler;
 pub mod scenarios;
 pub mod sglang_otlp;
@@ -18,8 +22,10 @@ pub mod sglang_otlp;
 use std::path::PathBuf;
 
 use crate::trace::Trace;
-use arrivals::{ArrivalsError, ReplayOptions};
+use arrivals::{Arrival, ArrivalsError, ReplayOptions};
 pub use cost::Profile;
+use engine::SimConfig;
+pub use overrides::{Overrides, Setting};
 pub use scenarios::Incident;
 
 /// A named scenario.
@@ -100,8 +106,11 @@ pub struct SynthOptions {
 /// Why a scenario could not be generated.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
-    /// `replay` without `--arrivals`.
-    #[error("the replay scenario needs --arrivals FILE (a Mooncake JSONL or Azure CSV request trace)")]
+    /// `replay` without `--arrivals` (or `--from-trace`).
+    #[error(
+        "the replay scenario needs --arrivals FILE (a Mooncake JSONL or Azure CSV request trace) or --from-trace \
+         TRACE (a trace tokenscope opens)"
+    )]
     NoArrivals,
     /// An option out of its range.
     #[error("{0}")]
@@ -113,14 +122,17 @@ pub enum SynthError {
 
 /// Simulates a scenario.
 pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
+    generate_with(options, &Overrides::default())
+}
+
+/// Simulates a scenario with the engines' configuration changed by `set` (on top of the option flags).
+///
+/// # Errors
+/// An option out of its range, `replay` without `--arrivals`, or an arrivals file that cannot be read.
+pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, SynthError> {
     let requests = options.requests.unwrap_or_else(|| options.scenario.default_requests());
     let seed = options.seed;
-    let scale = options.replay.time_scale;
-    if !(scale.is_finite() && scale > 0.0) {
-        return Err(SynthError::BadOption(format!(
-            "--time-scale {scale}: give a positive number (0.5 plays twice as fast)"
-        )));
-    }
+    check_time_scale(options)?;
     let (mut config, arrivals) = match options.scenario {
         Scenario::PrefillInterruptsDecode => scenarios::prefill_interrupts_decode(seed, requests),
         Scenario::EosMistrigger => scenarios::eos_mistrigger(seed, requests),
@@ -130,29 +142,105 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
         Scenario::Large => scenarios::large(seed, requests),
         Scenario::Replay => {
             let path = options.arrivals.as_ref().ok_or(SynthError::NoArrivals)?;
-            let mut replay = options.replay;
-            replay.limit = replay.limit.or(options.requests);
-            let arrivals = arrivals::replay(path, replay, scenarios::T0_NS)?;
+            let arrivals = arrivals::replay(path, replay_options(options), scenarios::T0_NS)?;
             scenarios::replay(seed, arrivals, options.sources)
         }
     };
-    if options.profile != Profile::default() {
-        let (kv_blocks, max_num_seqs) = options.profile.capacity();
-        for e in &mut config.engines {
-            e.cost = options.profile.cost();
-            e.kv_blocks = kv_blocks;
-            e.max_num_seqs = max_num_seqs;
-            e.prefix_cache_blocks =
-                kv_blocks as usize * engine::KV_BLOCK_TOKENS as usize / arrivals::PREFIX_BLOCK_TOKENS as usize;
-        }
+    flag_overrides(options).then(set).apply(&mut config.engines);
+    simulate(&config, arrivals, options.plant)
+}
+
+/// A tokenscope trace served again: the new trace and what the replay assumed.
+#[derive(Debug, Clone)]
+pub struct TraceReplay {
+    /// The simulated trace.
+    pub trace: Trace,
+    /// The engines as inferred from the replayed trace, before any override (see [`from_trace::infer_engines`]).
+    pub inferred: Vec<from_trace::InferredEngine>,
+    /// The overrides applied, as `key=value` words.
+    pub applied: Vec<String>,
+    /// What else the replay changed: figures replaced, requests routed rather than pinned.
+    pub notes: Vec<String>,
+}
+
+/// Serves the requests of `source` (a loaded tokenscope trace) again on engines configured as its steps suggest,
+/// changed by the option flags and `set`. Requests keep their ids, arrival times and lengths (see
+/// [`from_trace::arrivals`]); each goes to the instance of its own source, unless `set` changes the number of
+/// instances: then they are routed least-loaded. `options.scenario`, `arrivals` and `sources` are not used.
+///
+/// # Errors
+/// An option out of its range, or no request to replay (the trace has none in the window and limit given).
+pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> Result<TraceReplay, SynthError> {
+    check_time_scale(options)?;
+    let inferred = from_trace::infer_engines(source);
+    let overrides = flag_overrides(options).then(set);
+    let mut engines: Vec<_> = inferred.iter().map(|e| e.config.clone()).collect();
+    overrides.apply(&mut engines);
+    let pinned = engines.len() == inferred.len();
+    let pins: Vec<u32> = inferred.iter().map(|e| e.source).collect();
+    let (arrivals, clamped) = from_trace::arrivals(source, pinned.then_some(&pins[..]), replay_options(options));
+    if arrivals.is_empty() {
+        return Err(SynthError::BadOption(
+            "no request to replay: the trace has none (in the window and limit given)".to_owned(),
+        ));
     }
-    if let Some(on) = options.chunked_prefill {
-        for e in &mut config.engines {
-            e.chunked_prefill = on;
-        }
+    let mut notes = clamped.notes();
+    if !pinned {
+        notes.push(format!(
+            "requests routed least-loaded over {} instances (the trace has {})",
+            engines.len(),
+            inferred.len()
+        ));
     }
-    let mut arrivals = arrivals;
-    if let Some((incident, at_s)) = options.plant {
+    let mut config = scenarios::config(engines, options.seed);
+    if let Some(model) = &source.meta.model {
+        config.model.clone_from(model);
+    }
+    let trace = simulate(&config, arrivals, options.plant)?;
+    Ok(TraceReplay {
+        trace,
+        inferred,
+        applied: overrides.describe(),
+        notes,
+    })
+}
+
+fn check_time_scale(options: &SynthOptions) -> Result<(), SynthError> {
+    let scale = options.replay.time_scale;
+    if scale.is_finite() && scale > 0.0 {
+        Ok(())
+    } else {
+        Err(SynthError::BadOption(format!(
+            "--time-scale {scale}: give a positive number (0.5 plays twice as fast)"
+        )))
+    }
+}
+
+/// The replay's window, speed and limit (`--requests` is a limit when `--limit` is not given).
+fn replay_options(options: &SynthOptions) -> ReplayOptions {
+    let mut replay = options.replay;
+    replay.limit = replay.limit.or(options.requests);
+    replay
+}
+
+/// The overrides the option flags (`--chunked-prefill`, `--prefix-cache-tokens`, `--profile`) stand for; the default
+/// profile changes nothing.
+fn flag_overrides(options: &SynthOptions) -> Overrides {
+    Overrides {
+        chunked_prefill: options.chunked_prefill,
+        prefix_cache_tokens: options.prefix_cache_tokens,
+        profile: (options.profile != Profile::default()).then_some(options.profile),
+        ..Overrides::default()
+    }
+}
+
+/// Plants the incident, if any, in `arrivals` and runs the simulation.
+fn simulate(
+    config: &SimConfig,
+    mut arrivals: Vec<Arrival>,
+    plant: Option<(Incident, f64)>,
+) -> Result<Trace, SynthError> {
+    if let Some((incident, at_s)) = plant {
         if !(at_s.is_finite() && at_s >= 0.0) {
             return Err(SynthError::BadOption(format!(
                 "--plant {}@{at_s}: give a time of 0 s or more",
@@ -162,11 +250,5 @@ pub fn generate(options: &SynthOptions) -> Result<Trace, SynthError> {
         arrivals.extend(incident.requests(at_s));
         arrivals.sort_by(|a, b| a.at_ns.cmp(&b.at_ns).then_with(|| a.id.cmp(&b.id)));
     }
-    if let Some(tokens) = options.prefix_cache_tokens {
-        let blocks = usize::try_from(tokens / u64::from(arrivals::PREFIX_BLOCK_TOKENS)).unwrap_or(usize::MAX);
-        for e in &mut config.engines {
-            e.prefix_cache_blocks = blocks;
-        }
-    }
-    Ok(engine::simulate(&config, &arrivals))
+    Ok(engine::simulate(config, &arrivals))
 }

@@ -1,0 +1,220 @@
+//! Changes to the simulated engines' configuration (`synth --set KEY=VALUE`, and the older `--chunked-prefill`,
+//! `--prefix-cache-tokens`, `--profile` flags): one [`Overrides`] applied to every instance after the scenario, or
+//! the replayed trace, has set it up.
+
+use super::arrivals::PREFIX_BLOCK_TOKENS;
+use super::cost::Profile;
+use super::engine::{EngineConfig, KV_BLOCK_TOKENS};
+
+/// The largest step budget `--set` accepts, tokens: a million tokens in one step is far beyond any engine's.
+pub const MAX_BATCHED_TOKENS: u32 = 1 << 20;
+/// The most sequences in a step `--set` accepts.
+pub const MAX_SEQS: u32 = 65_536;
+/// The most instances `--set` accepts (the simulator looks at every instance for every event).
+pub const MAX_INSTANCES: usize = 1_024;
+/// The largest prefix cache `--set` accepts, tokens (a pool of a trillion tokens, ~128 PB of KV for an 8 B model).
+pub const MAX_PREFIX_CACHE_TOKENS: u64 = 1_000_000_000_000;
+
+/// One `--set KEY=VALUE`, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// `chunked_prefill=on|off`.
+    ChunkedPrefill(bool),
+    /// `max_num_batched_tokens=N` (alias `prefill_budget`).
+    MaxNumBatchedTokens(u32),
+    /// `max_num_seqs=N`.
+    MaxNumSeqs(u32),
+    /// `instances=N`.
+    Instances(usize),
+    /// `prefix_cache_tokens=N` (0 turns the prefix cache off).
+    PrefixCacheTokens(u64),
+    /// `profile=h100-8b|l4-8b|cpu-270m`.
+    Profile(Profile),
+}
+
+/// What to change on every instance; `None`: as the scenario or the replayed trace sets it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Chunked prefill on or off.
+    pub chunked_prefill: Option<bool>,
+    /// Token budget of a step.
+    pub max_num_batched_tokens: Option<u32>,
+    /// Most sequences in a step.
+    pub max_num_seqs: Option<u32>,
+    /// Number of engine instances.
+    pub instances: Option<usize>,
+    /// Prefix-cache capacity per instance, tokens.
+    pub prefix_cache_tokens: Option<u64>,
+    /// The hardware and model every instance stands for (its step costs and KV cache).
+    pub profile: Option<Profile>,
+}
+
+impl Overrides {
+    /// The overrides of `settings`, a later setting of a key replacing an earlier one.
+    pub fn from_settings(settings: &[Setting]) -> Self {
+        let mut o = Overrides::default();
+        for &s in settings {
+            o.set(s);
+        }
+        o
+    }
+
+    /// Records one setting.
+    pub fn set(&mut self, setting: Setting) {
+        match setting {
+            Setting::ChunkedPrefill(on) => self.chunked_prefill = Some(on),
+            Setting::MaxNumBatchedTokens(n) => self.max_num_batched_tokens = Some(n),
+            Setting::MaxNumSeqs(n) => self.max_num_seqs = Some(n),
+            Setting::Instances(n) => self.instances = Some(n),
+            Setting::PrefixCacheTokens(n) => self.prefix_cache_tokens = Some(n),
+            Setting::Profile(p) => self.profile = Some(p),
+        }
+    }
+
+    /// These overrides with `later`'s on top (a key `later` sets replaces this one's).
+    #[must_use]
+    pub fn then(self, later: &Overrides) -> Self {
+        Overrides {
+            chunked_prefill: later.chunked_prefill.or(self.chunked_prefill),
+            max_num_batched_tokens: later.max_num_batched_tokens.or(self.max_num_batched_tokens),
+            max_num_seqs: later.max_num_seqs.or(self.max_num_seqs),
+            instances: later.instances.or(self.instances),
+            prefix_cache_tokens: later.prefix_cache_tokens.or(self.prefix_cache_tokens),
+            profile: later.profile.or(self.profile),
+        }
+    }
+
+    /// True when nothing is changed.
+    pub fn is_empty(&self) -> bool {
+        *self == Overrides::default()
+    }
+
+    /// Applies the overrides to every instance. A profile comes first (it sets the step costs, the KV cache, the
+    /// sequence cap and a prefix cache as large as the KV cache), then each key given. With `instances`, the
+    /// instance list is cut or grown; instance `i` beyond the current ones is a copy of instance `i mod n`, named
+    /// `instance-{i}`.
+    pub fn apply(&self, engines: &mut Vec<EngineConfig>) {
+        if let Some(n) = self.instances {
+            let n = n.max(1);
+            let current = engines.len();
+            if current == 0 {
+                engines.push(EngineConfig::new("instance-0"));
+            }
+            let current = current.max(1);
+            for i in engines.len()..n {
+                let mut e = engines[i % current].clone();
+                e.name = format!("instance-{i}");
+                engines.push(e);
+            }
+            engines.truncate(n);
+        }
+        for e in engines.iter_mut() {
+            if let Some(p) = self.profile {
+                let (kv_blocks, max_num_seqs) = p.capacity();
+                e.cost = p.cost();
+                e.kv_blocks = kv_blocks;
+                e.max_num_seqs = max_num_seqs;
+                e.prefix_cache_blocks = kv_blocks as usize * KV_BLOCK_TOKENS as usize / PREFIX_BLOCK_TOKENS as usize;
+            }
+            if let Some(on) = self.chunked_prefill {
+                e.chunked_prefill = on;
+            }
+            if let Some(n) = self.max_num_batched_tokens {
+                e.max_num_batched_tokens = n;
+            }
+            if let Some(n) = self.max_num_seqs {
+                e.max_num_seqs = n;
+            }
+            if let Some(tokens) = self.prefix_cache_tokens {
+                e.prefix_cache_blocks = usize::try_from(tokens / u64::from(PREFIX_BLOCK_TOKENS)).unwrap_or(usize::MAX);
+            }
+        }
+    }
+
+    /// The overrides as `key=value` words, in a fixed order (empty when nothing is changed).
+    pub fn describe(&self) -> Vec<String> {
+        let on_off = |on: bool| if on { "on" } else { "off" };
+        [
+            self.chunked_prefill.map(|on| format!("chunked_prefill={}", on_off(on))),
+            self.max_num_batched_tokens
+                .map(|n| format!("max_num_batched_tokens={n}")),
+            self.max_num_seqs.map(|n| format!("max_num_seqs={n}")),
+            self.instances.map(|n| format!("instances={n}")),
+            self.prefix_cache_tokens.map(|n| format!("prefix_cache_tokens={n}")),
+            self.profile.map(|p| format!("profile={}", p.name())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_settings_win_and_apply_to_every_instance() {
+        let o = Overrides::from_settings(&[
+            Setting::MaxNumBatchedTokens(4096),
+            Setting::ChunkedPrefill(false),
+            Setting::MaxNumBatchedTokens(2048),
+        ]);
+        assert_eq!(o.max_num_batched_tokens, Some(2048));
+        assert_eq!(o.describe(), ["chunked_prefill=off", "max_num_batched_tokens=2048"]);
+        let mut engines = vec![EngineConfig::new("a"), EngineConfig::new("b")];
+        o.apply(&mut engines);
+        assert!(
+            engines
+                .iter()
+                .all(|e| !e.chunked_prefill && e.max_num_batched_tokens == 2048)
+        );
+        // A flag given before, replaced by a --set of the same key; other keys kept.
+        let flags = Overrides {
+            chunked_prefill: Some(true),
+            prefix_cache_tokens: Some(1024),
+            ..Overrides::default()
+        };
+        let merged = flags.then(&o);
+        assert_eq!(merged.chunked_prefill, Some(false));
+        assert_eq!(merged.prefix_cache_tokens, Some(1024));
+    }
+
+    #[test]
+    fn a_profile_comes_before_the_keys_given_with_it() {
+        // cpu-270m caps sequences at 8; max_num_seqs=32 given with it wins. Its KV cache: 2,048 blocks of 16 tokens
+        // = 32,768 tokens = 64 prefix blocks of 512; prefix_cache_tokens=5,000 -> 9 blocks (rounded down).
+        let o = Overrides::from_settings(&[Setting::MaxNumSeqs(32), Setting::Profile(Profile::Cpu)]);
+        let mut engines = vec![EngineConfig::new("a")];
+        o.apply(&mut engines);
+        assert_eq!(
+            (
+                engines[0].max_num_seqs,
+                engines[0].kv_blocks,
+                engines[0].prefix_cache_blocks
+            ),
+            (32, 2_048, 64)
+        );
+        Overrides::from_settings(&[Setting::PrefixCacheTokens(5_000)]).apply(&mut engines);
+        assert_eq!(engines[0].prefix_cache_blocks, 9);
+    }
+
+    #[test]
+    fn instances_cut_or_grow_the_list_copying_in_turn() {
+        let mut engines = vec![
+            EngineConfig {
+                chunked_prefill: false,
+                ..EngineConfig::new("vllm-0")
+            },
+            EngineConfig::new("vllm-1"),
+        ];
+        Overrides::from_settings(&[Setting::Instances(5)]).apply(&mut engines);
+        let names: Vec<&str> = engines.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["vllm-0", "vllm-1", "instance-2", "instance-3", "instance-4"]);
+        let chunked: Vec<bool> = engines.iter().map(|e| e.chunked_prefill).collect();
+        assert_eq!(chunked, [false, true, false, true, false]);
+        Overrides::from_settings(&[Setting::Instances(1)]).apply(&mut engines);
+        assert_eq!(engines.len(), 1);
+        assert_eq!(engines[0].name, "vllm-0");
+    }
+}

@@ -1,0 +1,440 @@
+//! `tokenscope diff A B [--json] [--by FIELD] [--slo-ttft-ms X] [--slo-tpot-ms Y] [--prices FILE] [--top N]`: the
+//! figures of two traces side by side with their change, the findings gone and new, and the paired requests that
+//! changed most.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::findings::{Objectives, finding_json};
+use super::{Output, table, thousands, validate};
+use crate::analysis::cost::Prices;
+use crate::analysis::diff::{
+    Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
+};
+use crate::analysis::findings::{Finding, Thresholds};
+use crate::analysis::stats::{Column, Unit};
+use crate::analysis::summary::{GroupBy, Summary};
+use crate::format::{LoadOptions, Loaded};
+use crate::trace::Trace;
+
+/// What `diff` was asked.
+#[derive(Debug, Clone)]
+pub struct DiffOptions<'a> {
+    /// Print JSON.
+    pub json: bool,
+    /// Objectives for attainment, goodput and the SLO findings.
+    pub objectives: Objectives,
+    /// The detectors' thresholds.
+    pub thresholds: &'a Thresholds,
+    /// Per-group figures too.
+    pub by: Option<GroupBy>,
+    /// A price table.
+    pub prices: Option<&'a Path>,
+    /// Paired requests listed per metric.
+    pub top: usize,
+}
+
+fn format_value(unit: Unit, v: Option<f64>) -> String {
+    Column {
+        key: "",
+        header: "",
+        unit,
+        get: |_| None,
+    }
+    .format(v)
+}
+
+/// A change with its sign: `+12.5`, `-3`, `+4.0 %` (percentage points for shares).
+fn format_change(unit: Unit, v: Option<f64>) -> String {
+    match v {
+        None => "-".to_owned(),
+        Some(d) => {
+            let sign = if d > 0.0 {
+                "+"
+            } else if d < 0.0 {
+                "-"
+            } else {
+                ""
+            };
+            let text = match unit {
+                Unit::Share => format!("{:.1} pt", d.abs() * 100.0),
+                _ => format_value(unit, Some(d.abs())),
+            };
+            format!("{sign}{text}")
+        }
+    }
+}
+
+fn format_relative(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |r| format!("{:+.1} %", r * 100.0))
+}
+
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Better => "better",
+        Verdict::Worse => "WORSE",
+        Verdict::Same => "same",
+        Verdict::Changed | Verdict::Undefined => "",
+    }
+}
+
+fn figures_table(changes: &[Change]) -> String {
+    let mut rows = vec![
+        ["figure", "A", "B", "change", "relative", ""]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for c in changes {
+        rows.push(vec![
+            c.label.to_owned(),
+            format_value(c.unit, c.a),
+            format_value(c.unit, c.b),
+            format_change(c.unit, c.change),
+            format_relative(c.relative),
+            verdict_word(c.verdict).to_owned(),
+        ]);
+    }
+    table(&rows)
+}
+
+/// A trace's one-line identity: engine, model, requests, span.
+fn identity(trace: &Trace, s: &Summary) -> String {
+    let m = &trace.meta;
+    let engine = [m.engine.as_deref(), m.engine_version.as_deref(), m.model.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "{}{} requests, span {}",
+        if engine.is_empty() {
+            String::new()
+        } else {
+            format!("{engine}, ")
+        },
+        thousands(s.requests),
+        s.span_ms
+            .map_or_else(|| "-".to_owned(), |v| format!("{:.3} s", v / 1e3))
+    )
+}
+
+#[allow(clippy::cast_precision_loss)] // ms of a trace
+fn seconds_after(trace: &Trace, ns: i64) -> f64 {
+    (ns - trace.start_ns()) as f64 / 1e9
+}
+
+fn finding_line(tag: &str, trace: &Trace, f: &Finding) -> String {
+    let subject = f.requests.first().map_or("", |&r| trace.request_id(r));
+    format!(
+        "  {tag:<5} {:<8} {} [{}] at {:.1} s{}{}\n        {}\n",
+        f.severity.name().to_uppercase(),
+        f.kind.title(),
+        f.kind.name(),
+        seconds_after(trace, f.from_ns),
+        if subject.is_empty() { "" } else { ", " },
+        subject,
+        f.summary
+    )
+}
+
+fn findings_text(a: &Trace, b: &Trace, c: &Comparison) -> String {
+    let d = &c.findings;
+    let mut out = format!(
+        "findings: {} in A, {} in B: {} gone, {} new, {} in both\n",
+        c.findings_a.len(),
+        c.findings_b.len(),
+        d.only_a.len(),
+        d.only_b.len(),
+        d.both.len()
+    );
+    for &i in &d.only_a {
+        out.push_str(&finding_line("gone", a, &c.findings_a[i]));
+    }
+    for &j in &d.only_b {
+        out.push_str(&finding_line("new", b, &c.findings_b[j]));
+    }
+    for &(i, j) in &d.both {
+        let (fa, fb) = (&c.findings_a[i], &c.findings_b[j]);
+        let line = finding_line(SeverityChange::of(fa, fb).name(), b, fb);
+        // A severity that changed reads "CRITICAL > WARNING".
+        out.push_str(&match SeverityChange::of(fa, fb) {
+            SeverityChange::Same => line,
+            _ => line.replacen(
+                &format!("{:<8}", fb.severity.name().to_uppercase()),
+                &format!(
+                    "{} > {}",
+                    fa.severity.name().to_uppercase(),
+                    fb.severity.name().to_uppercase()
+                ),
+                1,
+            ),
+        });
+    }
+    out
+}
+
+fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"))
+}
+
+fn signed_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:+.1}"))
+}
+
+fn pairs_text(a: &Trace, b: &Trace, c: &Comparison, top: usize) -> String {
+    let p = &c.pairing;
+    let mut out = format!(
+        "requests paired {}: {} pairs, {} only in A, {} only in B\n",
+        p.by.describe(),
+        thousands(p.pairs.len() as u64),
+        thousands(p.only_a as u64),
+        thousands(p.only_b as u64)
+    );
+    if p.pairs.is_empty() {
+        return out;
+    }
+    for metric in Metric::ALL {
+        let s = c.shift(metric);
+        out.push_str(&format!(
+            "  {:<5} {} faster, {} slower, {} within 1 % (of {}); median change {} ms, largest slowdown {} ms, largest \
+             speed-up {} ms\n",
+            metric.name(),
+            thousands(s.faster),
+            thousands(s.slower),
+            thousands(s.pairs - s.faster - s.slower),
+            thousands(s.pairs),
+            signed_ms(s.median_change_ms),
+            signed_ms(s.worst_change_ms.filter(|&w| w > 0.0)),
+            signed_ms(s.best_change_ms.filter(|&w| w < 0.0)),
+        ));
+    }
+    for metric in [Metric::Ttft, Metric::Tpot] {
+        let list = most_changed(&c.deltas, metric, top);
+        if list.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n{} changed most:\n", metric.name()));
+        let mut rows = vec![["request", "A ms", "B ms", "change ms"].map(str::to_owned).to_vec()];
+        for d in &list {
+            let (x, y) = d.get(metric);
+            rows.push(vec![
+                request_name(a, b, d),
+                fmt_ms(x),
+                fmt_ms(y),
+                signed_ms(d.change(metric)),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out
+}
+
+/// A pair's name: the id, or both ids when they differ (paired by arrival).
+fn request_name(a: &Trace, b: &Trace, d: &PairDelta) -> String {
+    let (x, y) = (a.request_id(d.a), b.request_id(d.b));
+    if x == y { x.to_owned() } else { format!("{x} / {y}") }
+}
+
+fn groups_text(by: GroupBy, c: &Comparison) -> String {
+    let figure = |s: &Option<Summary>, get: fn(&Summary) -> Option<f64>| s.as_ref().and_then(get);
+    let mut rows = vec![vec![
+        by.name().to_owned(),
+        "requests A".to_owned(),
+        "B".to_owned(),
+        "TTFT p99 A".to_owned(),
+        "B".to_owned(),
+        "change".to_owned(),
+        "TPOT p99 A".to_owned(),
+        "B".to_owned(),
+        "change".to_owned(),
+    ]];
+    let has_slo = c.a.slo.is_some();
+    if has_slo {
+        rows[0].extend(["SLO met A".to_owned(), "B".to_owned()]);
+    }
+    for g in &c.groups {
+        let count = |s: &Option<Summary>| s.as_ref().map_or_else(|| "-".to_owned(), |s| thousands(s.requests));
+        let ttft = (figure(&g.a, |s| s.ttft_ms.p99), figure(&g.b, |s| s.ttft_ms.p99));
+        let tpot = (figure(&g.a, |s| s.tpot_ms.p99), figure(&g.b, |s| s.tpot_ms.p99));
+        let relative = |(x, y): (Option<f64>, Option<f64>)| {
+            format_relative(x.zip(y).filter(|(x, _)| *x != 0.0).map(|(x, y)| (y - x) / x))
+        };
+        let mut row = vec![
+            g.key.clone(),
+            count(&g.a),
+            count(&g.b),
+            fmt_ms(ttft.0),
+            fmt_ms(ttft.1),
+            relative(ttft),
+            fmt_ms(tpot.0),
+            fmt_ms(tpot.1),
+            relative(tpot),
+        ];
+        if has_slo {
+            let met = |s: &Option<Summary>| {
+                format_value(Unit::Share, s.as_ref().and_then(|s| s.slo).and_then(|x| x.attainment))
+            };
+            row.extend([met(&g.a), met(&g.b)]);
+        }
+        rows.push(row);
+    }
+    table(&rows)
+}
+
+fn delta_json(a: &Trace, b: &Trace, d: &PairDelta, metric: Metric) -> Value {
+    let (x, y) = d.get(metric);
+    json!({
+        "request_a": a.request_id(d.a),
+        "request_b": b.request_id(d.b),
+        "a_ms": x,
+        "b_ms": y,
+        "change_ms": d.change(metric),
+    })
+}
+
+/// The JSON form of a comparison.
+pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparison, top: usize) -> Value {
+    let findings = |trace: &Trace, list: &[Finding], rows: &[usize]| -> Vec<Value> {
+        rows.iter()
+            .map(|&i| finding_json(trace, trace.start_ns(), &list[i]))
+            .collect()
+    };
+    let both: Vec<Value> = c
+        .findings
+        .both
+        .iter()
+        .map(|&(i, j)| {
+            json!({
+                "a": finding_json(a, a.start_ns(), &c.findings_a[i]),
+                "b": finding_json(b, b.start_ns(), &c.findings_b[j]),
+                "severity": SeverityChange::of(&c.findings_a[i], &c.findings_b[j]),
+            })
+        })
+        .collect();
+    let mut pairing = json!({
+        "by": c.pairing.by,
+        "pairs": c.pairing.pairs.len(),
+        "only_a": c.pairing.only_a,
+        "only_b": c.pairing.only_b,
+    });
+    for metric in Metric::ALL {
+        let key = metric.name().to_lowercase();
+        pairing[&key] = serde_json::to_value(c.shift(metric)).unwrap_or(Value::Null);
+        pairing[format!("most_changed_{key}")] = Value::Array(
+            most_changed(&c.deltas, metric, top)
+                .iter()
+                .map(|d| delta_json(a, b, d, metric))
+                .collect(),
+        );
+    }
+    let mut v = json!({
+        "a": {"trace": paths.0.display().to_string(), "summary": c.a},
+        "b": {"trace": paths.1.display().to_string(), "summary": c.b},
+        "figures": c.changes,
+        "findings": {
+            "only_a": findings(a, &c.findings_a, &c.findings.only_a),
+            "only_b": findings(b, &c.findings_b, &c.findings.only_b),
+            "both": both,
+        },
+        "pairing": pairing,
+    });
+    if !c.groups.is_empty() {
+        v["groups"] = Value::Array(
+            c.groups
+                .iter()
+                .map(|g| {
+                    let figures: Vec<Change> = match (&g.a, &g.b) {
+                        (Some(x), Some(y)) => crate::analysis::diff::changes(x, y),
+                        _ => Vec::new(),
+                    };
+                    json!({"key": g.key, "a": g.a, "b": g.b, "figures": figures})
+                })
+                .collect(),
+        );
+    }
+    v
+}
+
+fn load(path: &Path, as_json: bool) -> Result<Loaded, Output> {
+    super::load(&[path], LoadOptions::default()).map_err(|e| {
+        let mut out = validate::fatal(&e, as_json);
+        if !as_json {
+            out.stderr = format!("error: {}: {e}\n", path.display());
+        }
+        out
+    })
+}
+
+/// Runs `diff`.
+pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
+    if let Err(e) = options.thresholds.check() {
+        return Output::error(e, 2);
+    }
+    let prices = match options.prices.map(Prices::load) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return Output::error(e, 2),
+    };
+    let (a, b) = match (load(a_path, options.json), load(b_path, options.json)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let c = compare(
+        &a.trace,
+        &b.trace,
+        &CompareOptions {
+            slo: options.objectives.slo(),
+            thresholds: Some(options.thresholds),
+            prices: prices.as_ref(),
+            by: options.by,
+        },
+    );
+    let stdout = if options.json {
+        let mut v = comparison_json((a_path, b_path), &a.trace, &b.trace, &c, options.top);
+        let slo = options.objectives.slo();
+        v["slo"] = json!({"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": options.objectives == Objectives::Default});
+        if let Some(by) = options.by {
+            v["by"] = json!(by.name());
+        }
+        if let Some(p) = &prices {
+            v["currency"] = json!(p.currency);
+        }
+        format!("{v:#}\n")
+    } else {
+        let mut out = format!(
+            "A  {}: {}\nB  {}: {}\n{}\n\n",
+            a_path.display(),
+            identity(&a.trace, &c.a),
+            b_path.display(),
+            identity(&b.trace, &c.b),
+            options.objectives.line()
+        );
+        out.push_str(&figures_table(&c.changes));
+        out.push('\n');
+        out.push_str(&findings_text(&a.trace, &b.trace, &c));
+        out.push('\n');
+        out.push_str(&pairs_text(&a.trace, &b.trace, &c, options.top));
+        if let Some(by) = options.by {
+            out.push('\n');
+            out.push_str(&groups_text(by, &c));
+        }
+        out
+    };
+    let rejected = [(a_path, &a), (b_path, &b)]
+        .iter()
+        .filter(|(_, l)| l.report.rejected_count() > 0)
+        .map(|(p, l)| {
+            format!(
+                "note: {}: {} record(s) were rejected; `tokenscope validate` lists them\n",
+                p.display(),
+                l.report.rejected_count()
+            )
+        })
+        .collect();
+    Output {
+        stdout,
+        stderr: rejected,
+        code: 0,
+    }
+}

@@ -1,0 +1,497 @@
+//! Comparing the trace on screen (A) with another (B), as `tokenscope diff` does: B's session beside A's, the two
+//! waterfalls stacked on one time axis measured from each trace's start, and the Comparison window (the figures
+//! with their change, the findings gone and new, the paired requests that changed most, the TTFT and TPOT CDFs of
+//! both). The comparison is computed on a thread of its own, again when the objectives change.
+
+use std::sync::Arc;
+use std::sync::mpsc::TryRecvError;
+
+use eframe::egui::{self, Color32, RichText, Ui};
+
+use super::command::Command;
+use super::job::Job;
+use super::session::Session;
+use super::stats::{self, Grouping, Samples};
+use super::theme;
+use super::waterfall::WaterfallState;
+use crate::analysis::diff::{
+    Change, CompareOptions, Comparison, Metric, SeverityChange, Verdict, compare, most_changed,
+};
+use crate::analysis::findings::{Finding, Thresholds};
+use crate::analysis::stats::{Column, Unit};
+use crate::analysis::summary::Slo;
+use crate::trace::Trace;
+use crate::view::viewport::Viewport;
+
+/// Paired requests listed per metric in the window.
+pub const LISTED_PAIRS: usize = 12;
+
+/// The other trace and the comparison with it.
+pub struct Comparing {
+    /// B: the other trace's session (its own view, waterfall, selection).
+    pub other: Session,
+    /// The comparison, once computed.
+    pub comparison: Option<Arc<Comparison>>,
+    /// The objectives and thresholds of `comparison`, or of the one being computed.
+    inputs: Option<(Slo, Thresholds)>,
+    job: Option<Job<(Comparison, Samples, Samples)>>,
+    /// Every request's TTFT and TPOT of A and B, for the window's CDFs (computed with the comparison).
+    all_samples: Option<Arc<(Samples, Samples)>>,
+    /// The shared time axis: start from each trace's start (ns) and scale, as last synced.
+    synced: Option<(i64, f64)>,
+    /// B's TTFT and TPOT samples for the statistics window's group.
+    samples: Option<((Grouping, Option<String>), Samples)>,
+    /// The Comparison window is open.
+    pub show_window: bool,
+}
+
+impl Comparing {
+    /// Compares with `other` (the comparison starts at the next [`Comparing::refresh`]).
+    pub fn new(other: Session) -> Self {
+        Comparing {
+            other,
+            comparison: None,
+            inputs: None,
+            job: None,
+            synced: None,
+            samples: None,
+            all_samples: None,
+            show_window: true,
+        }
+    }
+
+    /// Starts computing the comparison when it was never computed, or for other objectives or thresholds.
+    pub fn refresh(&mut self, a: &Arc<Trace>, slo: Slo, thresholds: Thresholds, waker: Option<&egui::Context>) {
+        if self.inputs == Some((slo, thresholds)) {
+            return;
+        }
+        self.inputs = Some((slo, thresholds));
+        let (a, b) = (Arc::clone(a), Arc::clone(&self.other.view.trace));
+        let work = move || {
+            let options = CompareOptions {
+                slo,
+                thresholds: Some(&thresholds),
+                ..CompareOptions::default()
+            };
+            let c = compare(&a, &b, &options);
+            (c, Samples::of(&a, |_| true), Samples::of(&b, |_| true))
+        };
+        match Job::spawn("compare", waker, work) {
+            Ok(job) => self.job = Some(job),
+            Err(_) => self.inputs = None,
+        }
+    }
+
+    /// Takes the comparison when it is ready.
+    pub fn poll(&mut self) {
+        if let Some(job) = &self.job {
+            match job.try_recv() {
+                Ok((c, sa, sb)) => {
+                    self.comparison = Some(Arc::new(c));
+                    self.all_samples = Some(Arc::new((sa, sb)));
+                    self.job = None;
+                }
+                Err(TryRecvError::Disconnected) => self.job = None,
+                Err(TryRecvError::Empty) => {}
+            }
+        }
+    }
+
+    /// Waits for the comparison being computed (tests use this).
+    pub fn wait(&mut self) {
+        while let Some(job) = &self.job {
+            job.wait();
+            self.poll();
+        }
+    }
+
+    /// True while the comparison is being computed.
+    pub fn computing(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// B's samples for the statistics window's grouping and group (the same label value as A's plots show),
+    /// computed once per choice.
+    pub fn samples(&mut self, grouping: Grouping, group: Option<&str>) -> &Samples {
+        let key = (grouping, group.map(str::to_owned));
+        if self.samples.as_ref().is_some_and(|(k, _)| *k != key) {
+            self.samples = None;
+        }
+        let trace = &self.other.view.trace;
+        let compute = || match (grouping, group) {
+            (Grouping::By(by), Some(g)) => {
+                let labels = by.label_column(trace);
+                let none = crate::analysis::summary::NO_LABEL;
+                Samples::of(trace, |r| trace.label(labels[r as usize]).unwrap_or(none) == g)
+            }
+            _ => Samples::of(trace, |_| true),
+        };
+        &self.samples.get_or_insert_with(|| (key, compute())).1
+    }
+
+    /// Keeps the two waterfalls on one time axis measured from each trace's start: whichever moved since the last
+    /// frame leads.
+    pub fn sync_axes(&mut self, a: &mut WaterfallState, a_t0: i64) {
+        let b = &mut self.other.waterfall;
+        self.synced = sync_axes(a, a_t0, b, self.other.view.t0_ns, self.synced);
+    }
+}
+
+/// A viewport's place on the shared axis: its start from the trace's start, and its scale.
+fn relative(vp: &Viewport, t0: i64) -> (i64, f64) {
+    (vp.start_ns.saturating_sub(t0), vp.ns_per_point)
+}
+
+/// Puts `b` on `a`'s axis, or `a` on `b`'s when only `b` moved since `synced`; returns the axis now shared. A
+/// waterfall not drawn yet (no viewport) follows the other.
+pub fn sync_axes(
+    a: &mut WaterfallState,
+    a_t0: i64,
+    b: &mut WaterfallState,
+    b_t0: i64,
+    synced: Option<(i64, f64)>,
+) -> Option<(i64, f64)> {
+    let place = |state: &mut WaterfallState, t0: i64, (start, npp): (i64, f64), width: f64| {
+        state.viewport = Some(Viewport {
+            start_ns: t0.saturating_add(start),
+            ns_per_point: npp,
+            width,
+        });
+    };
+    match (a.viewport, b.viewport) {
+        (Some(va), vb) => {
+            let ra = relative(&va, a_t0);
+            let rb = vb.map(|v| relative(&v, b_t0));
+            let lead = match (rb, synced) {
+                (Some(rb), Some(s)) if ra == s && rb != s => rb,
+                _ => ra,
+            };
+            if Some(lead) != Some(ra) {
+                place(a, a_t0, lead, va.width);
+            }
+            if rb != Some(lead) {
+                place(b, b_t0, lead, vb.map_or(va.width, |v| v.width));
+            }
+            Some(lead)
+        }
+        (None, Some(vb)) => {
+            let rb = relative(&vb, b_t0);
+            place(a, a_t0, rb, vb.width);
+            Some(rb)
+        }
+        (None, None) => synced,
+    }
+}
+
+const A_COLOR: Color32 = theme::TRACE_A;
+const B_COLOR: Color32 = theme::TRACE_B;
+
+fn verdict_color(v: Verdict) -> Option<Color32> {
+    match v {
+        Verdict::Better => Some(theme::SLO_MET),
+        Verdict::Worse => Some(theme::SLOW_TOKEN),
+        _ => None,
+    }
+}
+
+fn value_text(unit: Unit, v: Option<f64>) -> String {
+    Column {
+        key: "",
+        header: "",
+        unit,
+        get: |_| None,
+    }
+    .format(v)
+}
+
+fn change_text(c: &Change) -> String {
+    let Some(d) = c.change else { return "-".to_owned() };
+    let sign = if d > 0.0 {
+        "+"
+    } else if d < 0.0 {
+        "−"
+    } else {
+        ""
+    };
+    let amount = match c.unit {
+        Unit::Share => format!("{:.1} pt", d.abs() * 100.0),
+        unit => value_text(unit, Some(d.abs())),
+    };
+    let relative = c
+        .relative
+        .map_or_else(String::new, |r| format!("  ({:+.1} %)", r * 100.0));
+    format!("{sign}{amount}{relative}")
+}
+
+fn figures_ui(ui: &mut Ui, c: &Comparison) {
+    egui::Grid::new("compare-figures")
+        .striped(true)
+        .num_columns(4)
+        .spacing([18.0, 3.0])
+        .show(ui, |ui| {
+            for h in ["figure", "A", "B", "change"] {
+                ui.strong(h);
+            }
+            ui.end_row();
+            for ch in &c.changes {
+                ui.label(ch.label);
+                ui.label(RichText::new(value_text(ch.unit, ch.a)).color(A_COLOR));
+                ui.label(RichText::new(value_text(ch.unit, ch.b)).color(B_COLOR));
+                let text = RichText::new(change_text(ch));
+                ui.label(match verdict_color(ch.verdict) {
+                    Some(color) => text.color(color),
+                    None => text,
+                });
+                ui.end_row();
+            }
+        });
+}
+
+/// Which trace a finding or a request belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The trace on screen.
+    A,
+    /// The other.
+    B,
+}
+
+fn finding_row(ui: &mut Ui, tag: &str, side: Side, trace: &Trace, f: &Finding, out: &mut Vec<Command>) {
+    let subject = f.requests.first().map_or("", |&r| trace.request_id(r));
+    #[allow(clippy::cast_precision_loss)] // seconds of a trace
+    let at_s = (f.from_ns - trace.start_ns()) as f64 / 1e9;
+    let text = format!(
+        "{tag} · {} · {} {} at {at_s:.1} s",
+        f.severity.name(),
+        f.kind.title(),
+        subject
+    );
+    if ui.link(text).on_hover_text(&f.summary).clicked() {
+        out.push(Command::CompareGoTo {
+            side,
+            from_ns: f.from_ns,
+            to_ns: f.to_ns,
+            request: f.requests.first().copied(),
+        });
+    }
+}
+
+fn findings_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, out: &mut Vec<Command>) {
+    let d = &c.findings;
+    ui.label(format!(
+        "{} in A, {} in B: {} gone, {} new, {} in both",
+        c.findings_a.len(),
+        c.findings_b.len(),
+        d.only_a.len(),
+        d.only_b.len(),
+        d.both.len()
+    ));
+    for &i in &d.only_a {
+        finding_row(ui, "gone", Side::A, a, &c.findings_a[i], out);
+    }
+    for &j in &d.only_b {
+        finding_row(ui, "new", Side::B, b, &c.findings_b[j], out);
+    }
+    for &(i, j) in &d.both {
+        let (fa, fb) = (&c.findings_a[i], &c.findings_b[j]);
+        let tag = match SeverityChange::of(fa, fb) {
+            SeverityChange::Same => "both".to_owned(),
+            change => format!("{} ({} in A)", change.name(), fa.severity.name()),
+        };
+        finding_row(ui, &tag, Side::B, b, fb, out);
+    }
+}
+
+fn pairs_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, metric: Metric, out: &mut Vec<Command>) {
+    let list = most_changed(&c.deltas, metric, LISTED_PAIRS);
+    if list.is_empty() {
+        return;
+    }
+    ui.label(RichText::new(format!("{} changed most (click: both waterfalls)", metric.name())).strong());
+    egui::Grid::new(format!("compare-pairs-{}", metric.name()))
+        .striped(true)
+        .num_columns(4)
+        .show(ui, |ui| {
+            for h in ["request", "A ms", "B ms", "change ms"] {
+                ui.strong(h);
+            }
+            ui.end_row();
+            for d in &list {
+                let (x, y) = d.get(metric);
+                let (ia, ib) = (a.request_id(d.a), b.request_id(d.b));
+                let name = if ia == ib {
+                    ia.to_owned()
+                } else {
+                    format!("{ia} / {ib}")
+                };
+                if ui.link(name).clicked() {
+                    out.push(Command::SelectPair { a: d.a, b: d.b });
+                }
+                let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+                ui.label(RichText::new(ms(x)).color(A_COLOR));
+                ui.label(RichText::new(ms(y)).color(B_COLOR));
+                let change = d.change(metric).unwrap_or(0.0);
+                let color = if change < 0.0 {
+                    theme::SLO_MET
+                } else {
+                    theme::SLOW_TOKEN
+                };
+                ui.label(RichText::new(format!("{change:+.1}")).color(color));
+                ui.end_row();
+            }
+        });
+}
+
+/// The Comparison window's contents.
+pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, out: &mut Vec<Command>) {
+    let b = &comparing.other;
+    ui.horizontal(|ui| {
+        ui.label(RichText::new(format!("A  {}", a.source.name())).color(A_COLOR));
+        ui.label("·");
+        ui.label(RichText::new(format!("B  {}", b.source.name())).color(B_COLOR));
+        if ui.small_button("Stop comparing").clicked() {
+            out.push(Command::StopComparing);
+        }
+    });
+    let (Some(c), Some(samples)) = (&comparing.comparison, &comparing.all_samples) else {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("Comparing…");
+        });
+        return;
+    };
+    let p = &c.pairing;
+    ui.label(format!(
+        "Requests paired {}: {} pairs, {} only in A, {} only in B",
+        p.by.describe(),
+        p.pairs.len(),
+        p.only_a,
+        p.only_b
+    ));
+    ui.separator();
+    let (ta, tb) = (&a.view.trace, &b.view.trace);
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        ui.columns(2, |cols| {
+            figures_ui(&mut cols[0], c);
+            findings_ui(&mut cols[1], ta, tb, c, out);
+            cols[1].separator();
+            pairs_ui(&mut cols[1], ta, tb, c, Metric::Ttft, out);
+            cols[1].separator();
+            pairs_ui(&mut cols[1], ta, tb, c, Metric::Tpot, out);
+        });
+        ui.separator();
+        let (sa, sb) = (&samples.0, &samples.1);
+        ui.columns(2, |cols| {
+            stats::cdf(
+                &mut cols[0],
+                "compare-ttft",
+                "TTFT CDF",
+                &sa.ttft_ms,
+                Some(&sb.ttft_ms),
+                slo.ttft_ms,
+            );
+            stats::cdf(
+                &mut cols[1],
+                "compare-tpot",
+                "TPOT CDF",
+                &sa.tpot_ms,
+                Some(&sb.tpot_ms),
+                slo.tpot_ms,
+            );
+        });
+    });
+}
+
+/// The two waterfalls stacked, A over B, on one time axis from each trace's start. A click on a request of B
+/// selects it and its twin in A; B's drag-selected range is B's own (the side panel analyses A's).
+pub fn stacked_ui(ui: &mut Ui, a: &mut Session, c: &mut Comparing, out: &mut Vec<Command>) {
+    let rect = ui.available_rect_before_wrap();
+    let half = ((rect.height() - GAP) / 2.0).max(0.0);
+    let top = egui::Rect::from_min_size(rect.min, egui::vec2(rect.width(), half));
+    let bottom = egui::Rect::from_min_max(egui::pos2(rect.left(), top.bottom() + GAP), rect.max);
+    ui.scope_builder(egui::UiBuilder::new().max_rect(top), |ui| {
+        ui.label(RichText::new(format!("A  {}", a.source.name())).color(A_COLOR).strong());
+        ui.push_id(a.id, |ui| {
+            super::waterfall::waterfall_ui(ui, &a.view, &mut a.waterfall, a.selected, out);
+        });
+    });
+    let mut b_out = Vec::new();
+    let b = &mut c.other;
+    ui.scope_builder(egui::UiBuilder::new().max_rect(bottom), |ui| {
+        ui.label(RichText::new(format!("B  {}", b.source.name())).color(B_COLOR).strong());
+        ui.push_id(b.id, |ui| {
+            super::waterfall::waterfall_ui(ui, &b.view, &mut b.waterfall, b.selected, &mut b_out);
+        });
+    });
+    ui.allocate_rect(rect, egui::Sense::hover());
+    for command in b_out {
+        match command {
+            Command::Select { request, scroll } => {
+                c.other.select(request, scroll);
+                let twin = c.comparison.as_ref().and_then(|cmp| {
+                    let r = request?;
+                    cmp.pairing.pairs.iter().find(|&&(_, rb)| rb == r).map(|&(ra, _)| ra)
+                });
+                if let Some(ra) = twin {
+                    out.push(Command::Select {
+                        request: Some(ra),
+                        scroll: true,
+                    });
+                }
+            }
+            Command::ClearRange => c.other.clear_range(),
+            Command::ZoomTo(from, to) => c.other.zoom_to(from, to),
+            _ => {}
+        }
+    }
+    c.sync_axes(&mut a.waterfall, a.view.t0_ns);
+}
+
+/// Points between the two waterfalls.
+const GAP: f32 = 6.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(start_ns: i64, npp: f64) -> WaterfallState {
+        let mut s = WaterfallState::default();
+        s.viewport = Some(Viewport {
+            start_ns,
+            ns_per_point: npp,
+            width: 1000.0,
+        });
+        s
+    }
+
+    #[test]
+    fn the_axes_follow_whichever_waterfall_moved() {
+        // A starts at 1,000 ns, B at 50,000 ns; A shows from 300 ns after its start at 2 ns per point.
+        let (mut a, mut b) = (state(1_300, 2.0), WaterfallState::default());
+        let synced = sync_axes(&mut a, 1_000, &mut b, 50_000, None);
+        assert_eq!(synced, Some((300, 2.0)));
+        assert_eq!(b.viewport.map(|v| (v.start_ns, v.ns_per_point)), Some((50_300, 2.0)));
+        // B is zoomed (A unchanged): A follows B.
+        b.viewport = Some(Viewport {
+            start_ns: 50_100,
+            ns_per_point: 4.0,
+            width: 1000.0,
+        });
+        let synced = sync_axes(&mut a, 1_000, &mut b, 50_000, synced);
+        assert_eq!(synced, Some((100, 4.0)));
+        assert_eq!(a.viewport.map(|v| (v.start_ns, v.ns_per_point)), Some((1_100, 4.0)));
+        // Both moved: A leads.
+        a.viewport = Some(Viewport {
+            start_ns: 1_000,
+            ns_per_point: 1.0,
+            width: 1000.0,
+        });
+        b.viewport = Some(Viewport {
+            start_ns: 50_500,
+            ns_per_point: 8.0,
+            width: 1000.0,
+        });
+        assert_eq!(sync_axes(&mut a, 1_000, &mut b, 50_000, synced), Some((0, 1.0)));
+        assert_eq!(b.viewport.map(|v| v.start_ns), Some(50_000));
+    }
+}
