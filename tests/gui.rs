@@ -747,6 +747,22 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     h.run();
     assert_eq!(h.state().session().unwrap().selected, Some(top.a));
     assert_eq!(h.state().comparing().unwrap().other.selected, Some(top.b));
+    // Going to a request of A (a finding's click) selects its twin in B.
+    let (ra, rb) = (
+        a_trace.request_row("req-00052").unwrap(),
+        h.state()
+            .comparing()
+            .unwrap()
+            .other
+            .view
+            .trace
+            .request_row("req-00052")
+            .unwrap(),
+    );
+    let at = a_trace.requests.arrival_ns[ra as usize];
+    h.state_mut().go_to(at, at + SECOND, Some(ra), None);
+    h.run();
+    assert_eq!(h.state().comparing().unwrap().other.selected, Some(rb));
     // Zooming A (W) moves B with it.
     h.hover_at(pos2(700.0, 200.0));
     h.key_press(Key::W);

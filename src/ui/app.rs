@@ -527,6 +527,7 @@ impl App {
                 if let Some(s) = &mut self.session {
                     s.select(request, scroll);
                 }
+                self.select_twin();
             }
             Command::AnalyseRange(a, b) => {
                 if let Some(s) = &mut self.session {
@@ -683,6 +684,28 @@ impl App {
         if let Some(s) = &mut self.session {
             s.go_to(from_ns, to_ns, request, token, waker.as_ref());
         }
+        self.select_twin();
+    }
+
+    /// While comparing, selects in B the twin of the request selected in A (when it has one) and brings it into view;
+    /// no selection in A clears B's.
+    fn select_twin(&mut self) {
+        let (Some(s), Some(c)) = (&self.session, &mut self.compare) else {
+            return;
+        };
+        let Some(r) = s.selected else {
+            c.other.select(None, false);
+            return;
+        };
+        let twin = c
+            .comparison
+            .as_ref()
+            .and_then(|cmp| cmp.pairing.pairs.iter().find(|&&(ra, _)| ra == r).map(|&(_, rb)| rb));
+        if let Some(rb) = twin
+            && c.other.selected != Some(rb)
+        {
+            c.other.select(Some(rb), true);
+        }
     }
 
     /// The statistics window, when open.
@@ -726,8 +749,12 @@ impl App {
         let (slo, out) = (self.settings.slo, &mut self.commands);
         egui::Window::new("Comparison")
             .open(&mut open)
-            .default_pos(screen.min + egui::vec2(screen.width() * 0.35, 70.0))
-            .default_size([900.0, 640.0])
+            // On the right, over the tracks' far end: the engine labels and the start of both waterfalls stay in view.
+            .default_pos(egui::pos2(
+                (screen.right() - 820.0).max(screen.left()),
+                screen.top() + 70.0,
+            ))
+            .default_size([800.0, 600.0])
             .max_width(screen.width() - 60.0)
             .resizable(true)
             .show(ctx, |ui| super::compare::comparison_ui(ui, s, c, slo, out));
