@@ -99,9 +99,9 @@ enum Command {
         #[arg(long, value_name = "TRACE")]
         from_trace: Option<PathBuf>,
         /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
-        /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (requests are then routed
-        /// least-loaded instead of to their own instance), prefix_cache_tokens=N (0: none),
-        /// profile=h100-8b|l4-8b|cpu-270m.
+        /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (when N differs from the
+        /// trace's, requests are routed least-loaded instead of to their own instance), prefix_cache_tokens=N (0:
+        /// none), profile=h100-8b|l4-8b|cpu-270m.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = cli::synth::parse_setting)]
         set: Vec<tokenscope::synth::Setting>,
         /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
@@ -129,7 +129,7 @@ enum Command {
         chunked_prefill: Option<bool>,
         /// Plant an incident in the traffic at this time, on the first instance: prefill-interrupts-decode,
         /// long-prefill or eos-mistrigger, `@` seconds after the start.
-        #[arg(long, value_name = "KIND@SECONDS", value_parser = cli::synth::parse_plant)]
+        #[arg(long, value_name = "KIND@SECONDS", value_parser = cli::synth::parse_plant, conflicts_with = "from_trace")]
         plant: Option<(tokenscope::synth::Incident, f64)>,
         /// Write the run as an engine would have traced it instead of as a tokenscope trace: `sglang-otlp`
         /// (SGLang's OTLP JSON, as the Collector's file exporter writes it).
@@ -272,6 +272,9 @@ enum Command {
         /// A price table (as `summary --prices`) for the cost of each.
         #[arg(long, value_name = "FILE")]
         prices: Option<PathBuf>,
+        /// Judge no objective: no attainment, goodput or SLO-violation finding.
+        #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+        no_slo: bool,
         /// Paired requests listed per metric.
         #[arg(long, value_name = "N", default_value_t = 10)]
         top: usize,
@@ -561,6 +564,7 @@ fn main() -> ExitCode {
             slo_ttft_ms,
             slo_tpot_ms,
             prices,
+            no_slo,
             top,
             thresholds,
         }) => {
@@ -568,10 +572,10 @@ fn main() -> ExitCode {
                 ttft_ms: slo_ttft_ms,
                 tpot_ms: slo_tpot_ms,
             };
-            let objectives = if given.is_set() {
-                cli::findings::Objectives::Given(given)
-            } else {
-                cli::findings::Objectives::Default
+            let objectives = match (given.is_set(), no_slo) {
+                (true, _) => cli::findings::Objectives::Given(given),
+                (false, true) => cli::findings::Objectives::Given(Slo::default()),
+                (false, false) => cli::findings::Objectives::Default,
             };
             let options = cli::diff::DiffOptions {
                 json,
@@ -720,12 +724,24 @@ fn main() -> ExitCode {
             output,
         }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
         None => {
+            if args.compare.is_some() && args.trace.is_none() {
+                eprintln!("error: --compare B compares TRACE (A) with B: give TRACE too (tokenscope A --compare B)");
+                return ExitCode::from(2);
+            }
             let source = match args.trace {
                 None => TraceSource::Demo,
                 Some(p) if window.is_all() => TraceSource::Path(p),
-                Some(p) => TraceSource::Part(p, window),
+                Some(p) => TraceSource::Part(p, window.clone()),
             };
-            match ui::run(source, args.memory_budget, args.compare.map(TraceSource::Path)) {
+            // B is read through the same window as A.
+            let compare = args.compare.map(|b| {
+                if window.is_all() {
+                    TraceSource::Path(b)
+                } else {
+                    TraceSource::Part(b, window.clone())
+                }
+            });
+            match ui::run(source, args.memory_budget, compare) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(

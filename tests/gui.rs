@@ -791,3 +791,29 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     h.run();
     assert!(h.state().comparing().is_none());
 }
+
+#[test]
+fn a_comparison_asked_while_a_loads_waits_for_it_and_a_bad_b_leaves_a_on_screen() {
+    // `tokenscope A --compare B`: B is asked for before A is loaded.
+    let mut app = App::new(TraceSource::Path("sample_traces/long_prefill.jsonl".into()), None);
+    app.compare_with(TraceSource::Path("sample_traces/four_requests.jsonl".into()));
+    app.wait_compared();
+    let h = harness(app);
+    let shown = h.state().session().unwrap();
+    assert_eq!(shown.view.trace.request_count(), 10, "A: long_prefill.jsonl");
+    let c = h.state().comparing().expect("B compared with A once A was on screen");
+    assert_eq!(c.other.view.trace.request_count(), 4, "B: four_requests.jsonl");
+    // Nothing in common: 4 requests named r1..r4 against req-* and the planted ones.
+    h.get_by_label_contains("Requests not paired: fewer than half");
+    // A B that cannot be read says so, and A stays, with no comparison.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("broken.parquet");
+    std::fs::write(&bad, b"PAR1 not parquet").unwrap();
+    let mut app = demo_app();
+    app.compare_with(TraceSource::Path(bad));
+    app.wait_compared();
+    let h = harness(app);
+    assert!(h.state().comparing().is_none());
+    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
+    h.get_by_label_contains("Cannot compare: ");
+}

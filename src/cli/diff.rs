@@ -119,26 +119,37 @@ fn identity(trace: &Trace, s: &Summary) -> String {
     )
 }
 
-#[allow(clippy::cast_precision_loss)] // ms of a trace
-fn seconds_after(trace: &Trace, ns: i64) -> f64 {
-    (ns - trace.start_ns()) as f64 / 1e9
+/// A trace and its start (the waterfall ruler's 0), computed once: `Trace::start_ns` reads every time of the trace.
+struct Side<'a> {
+    trace: &'a Trace,
+    origin: i64,
 }
 
-fn finding_line(tag: &str, trace: &Trace, f: &Finding) -> String {
+impl<'a> Side<'a> {
+    fn of(trace: &'a Trace) -> Self {
+        Side {
+            trace,
+            origin: trace.start_ns(),
+        }
+    }
+}
+
+fn finding_line(tag: &str, side: &Side<'_>, f: &Finding) -> String {
+    let trace = side.trace;
     let subject = f.requests.first().map_or("", |&r| trace.request_id(r));
     format!(
         "  {tag:<5} {:<8} {} [{}] at {:.1} s{}{}\n        {}\n",
         f.severity.name().to_uppercase(),
         f.kind.title(),
         f.kind.name(),
-        seconds_after(trace, f.from_ns),
+        crate::analysis::metrics::ms(f.from_ns.saturating_sub(side.origin)) / 1e3,
         if subject.is_empty() { "" } else { ", " },
         subject,
         f.summary
     )
 }
 
-fn findings_text(a: &Trace, b: &Trace, c: &Comparison) -> String {
+fn findings_text(a: &Side<'_>, b: &Side<'_>, c: &Comparison) -> String {
     let d = &c.findings;
     let mut out = format!(
         "findings: {} in A, {} in B: {} gone, {} new, {} in both\n",
@@ -185,7 +196,7 @@ fn signed_ms(v: Option<f64>) -> String {
 fn pairs_text(a: &Trace, b: &Trace, c: &Comparison, top: usize) -> String {
     let p = &c.pairing;
     let mut out = format!(
-        "requests paired {}: {} pairs, {} only in A, {} only in B\n",
+        "requests {}: {} pairs, {} only in A, {} only in B\n",
         p.by.describe(),
         thousands(p.pairs.len() as u64),
         thousands(p.only_a as u64),
@@ -295,10 +306,9 @@ fn delta_json(a: &Trace, b: &Trace, d: &PairDelta, metric: Metric) -> Value {
 
 /// The JSON form of a comparison.
 pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparison, top: usize) -> Value {
-    let findings = |trace: &Trace, list: &[Finding], rows: &[usize]| -> Vec<Value> {
-        rows.iter()
-            .map(|&i| finding_json(trace, trace.start_ns(), &list[i]))
-            .collect()
+    let (oa, ob) = (a.start_ns(), b.start_ns());
+    let findings = |trace: &Trace, origin: i64, list: &[Finding], rows: &[usize]| -> Vec<Value> {
+        rows.iter().map(|&i| finding_json(trace, origin, &list[i])).collect()
     };
     let both: Vec<Value> = c
         .findings
@@ -306,8 +316,8 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         .iter()
         .map(|&(i, j)| {
             json!({
-                "a": finding_json(a, a.start_ns(), &c.findings_a[i]),
-                "b": finding_json(b, b.start_ns(), &c.findings_b[j]),
+                "a": finding_json(a, oa, &c.findings_a[i]),
+                "b": finding_json(b, ob, &c.findings_b[j]),
                 "severity": SeverityChange::of(&c.findings_a[i], &c.findings_b[j]),
             })
         })
@@ -317,6 +327,7 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         "pairs": c.pairing.pairs.len(),
         "only_a": c.pairing.only_a,
         "only_b": c.pairing.only_b,
+        "offset_ns": c.offset_ns,
     });
     for metric in Metric::ALL {
         let key = metric.name().to_lowercase();
@@ -333,8 +344,8 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         "b": {"trace": paths.1.display().to_string(), "summary": c.b},
         "figures": c.changes,
         "findings": {
-            "only_a": findings(a, &c.findings_a, &c.findings.only_a),
-            "only_b": findings(b, &c.findings_b, &c.findings.only_b),
+            "only_a": findings(a, oa, &c.findings_a, &c.findings.only_a),
+            "only_b": findings(b, ob, &c.findings_b, &c.findings.only_b),
             "both": both,
         },
         "pairing": pairing,
@@ -412,7 +423,7 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
         );
         out.push_str(&figures_table(&c.changes));
         out.push('\n');
-        out.push_str(&findings_text(&a.trace, &b.trace, &c));
+        out.push_str(&findings_text(&Side::of(&a.trace), &Side::of(&b.trace), &c));
         out.push('\n');
         out.push_str(&pairs_text(&a.trace, &b.trace, &c, options.top));
         if let Some(by) = options.by {

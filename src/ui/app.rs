@@ -220,12 +220,14 @@ impl App {
     /// Compares the trace on screen (A) with another (B): B is loaded beside it (a directory whole, without the
     /// dataset dialog), then both waterfalls share the window and the Comparison window opens.
     pub fn compare_with(&mut self, source: TraceSource) {
+        // A trace on its way to the screen is A: B waits for it (loading B now would cancel it).
+        let showing = self.loading.as_ref().is_some_and(|l| l.purpose == Purpose::Show) || self.dataset.is_some();
+        if showing {
+            self.compare_next = Some(source);
+            return;
+        }
         if self.session.is_none() {
-            if self.loading.is_some() || self.dataset.is_some() {
-                self.compare_next = Some(source);
-            } else {
-                self.message = Some("Open a trace first: the comparison is between it (A) and another (B).".to_owned());
-            }
+            self.message = Some("Open a trace first: the comparison is between it (A) and another (B).".to_owned());
             return;
         }
         self.load(source, Purpose::Compare);
@@ -275,8 +277,10 @@ impl App {
     /// What the dataset dialog answered.
     fn answer(&mut self, answer: Answer) {
         self.dataset = None;
-        if let Answer::Open(source) = answer {
-            self.load(source, Purpose::Show);
+        match answer {
+            Answer::Open(source) => self.load(source, Purpose::Show),
+            // The trace B was to be compared with never came.
+            _ => self.compare_next = None,
         }
     }
 
@@ -394,8 +398,18 @@ impl App {
                 }
                 self.message = None;
             }
-            Err(LoadError::Cancelled) => {}
-            Err(e) => self.message = Some(e.to_string()),
+            Err(e) => {
+                // B was to be compared with a trace that did not load: it is not compared with the next one.
+                if purpose == Purpose::Show {
+                    self.compare_next = None;
+                }
+                if !matches!(e, LoadError::Cancelled) {
+                    self.message = Some(match purpose {
+                        Purpose::Show => e.to_string(),
+                        Purpose::Compare => format!("Cannot compare: {e}"),
+                    });
+                }
+            }
         }
     }
 
@@ -484,7 +498,13 @@ impl App {
             Command::OpenDialog => self.open_dialog(Purpose::Show),
             Command::CompareDialog => self.open_dialog(Purpose::Compare),
             Command::CompareWith(path) => self.compare_with(TraceSource::Path(path)),
-            Command::StopComparing => self.compare = None,
+            Command::StopComparing => {
+                self.compare = None;
+                self.compare_next = None;
+                if let Some(l) = self.loading.as_ref().filter(|l| l.purpose == Purpose::Compare) {
+                    l.progress.cancel();
+                }
+            }
             Command::SelectPair { a, b } => {
                 if let (Some(s), Some(c)) = (&mut self.session, &mut self.compare) {
                     s.select(Some(a), true);
@@ -740,6 +760,7 @@ impl App {
             return;
         };
         c.poll();
+        c.other.poll_interference();
         c.refresh(&s.view.trace, self.settings.slo, self.settings.thresholds, Some(ctx));
         if !c.show_window {
             return;

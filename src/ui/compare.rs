@@ -15,16 +15,27 @@ use super::stats::{self, Grouping, Samples};
 use super::theme;
 use super::waterfall::WaterfallState;
 use crate::analysis::diff::{
-    Change, CompareOptions, Comparison, Metric, SeverityChange, Verdict, compare, most_changed,
+    Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
 };
 use crate::analysis::findings::{Finding, Thresholds};
 use crate::analysis::stats::{Column, Unit};
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
+use crate::view::TraceView;
 use crate::view::viewport::Viewport;
 
 /// Paired requests listed per metric in the window.
 pub const LISTED_PAIRS: usize = 12;
+
+/// What the comparison job computes: the comparison, what the window lists of it, and every request's samples.
+pub struct Computed {
+    /// The comparison.
+    pub comparison: Comparison,
+    /// The paired requests whose TTFT, then TPOT, changed most ([`LISTED_PAIRS`] each).
+    pub top: [Vec<PairDelta>; 2],
+    /// Every request's TTFT and TPOT, A's then B's, for the CDFs.
+    pub samples: (Samples, Samples),
+}
 
 /// The other trace and the comparison with it.
 pub struct Comparing {
@@ -32,12 +43,16 @@ pub struct Comparing {
     pub other: Session,
     /// The comparison, once computed.
     pub comparison: Option<Arc<Comparison>>,
+    /// The paired requests whose TTFT, then TPOT, changed most, computed with the comparison.
+    top: [Vec<PairDelta>; 2],
+    /// Every request's TTFT and TPOT of A and B, for the window's CDFs, computed with the comparison.
+    all_samples: Option<(Samples, Samples)>,
     /// The objectives and thresholds of `comparison`, or of the one being computed.
     inputs: Option<(Slo, Thresholds)>,
-    job: Option<Job<(Comparison, Samples, Samples)>>,
-    /// Every request's TTFT and TPOT of A and B, for the window's CDFs (computed with the comparison).
-    all_samples: Option<Arc<(Samples, Samples)>>,
-    /// The shared time axis: start from each trace's start (ns) and scale, as last synced.
+    job: Option<Job<Computed>>,
+    /// Why the comparison could not be computed.
+    pub failed: Option<String>,
+    /// The shared time axis on A's clock (start, scale), as last synced.
     synced: Option<(i64, f64)>,
     /// B's TTFT and TPOT samples for the statistics window's group.
     samples: Option<((Grouping, Option<String>), Samples)>,
@@ -51,11 +66,13 @@ impl Comparing {
         Comparing {
             other,
             comparison: None,
+            top: [Vec::new(), Vec::new()],
+            all_samples: None,
             inputs: None,
             job: None,
+            failed: None,
             synced: None,
             samples: None,
-            all_samples: None,
             show_window: true,
         }
     }
@@ -73,12 +90,22 @@ impl Comparing {
                 thresholds: Some(&thresholds),
                 ..CompareOptions::default()
             };
-            let c = compare(&a, &b, &options);
-            (c, Samples::of(&a, |_| true), Samples::of(&b, |_| true))
+            let comparison = compare(&a, &b, &options);
+            let top = [Metric::Ttft, Metric::Tpot].map(|m| most_changed(&comparison.deltas, m, LISTED_PAIRS));
+            let samples = (Samples::of(&a, |_| true), Samples::of(&b, |_| true));
+            Computed {
+                comparison,
+                top,
+                samples,
+            }
         };
+        // A failure is said once, not retried every frame: new objectives try again.
         match Job::spawn("compare", waker, work) {
-            Ok(job) => self.job = Some(job),
-            Err(_) => self.inputs = None,
+            Ok(job) => {
+                self.job = Some(job);
+                self.failed = None;
+            }
+            Err(e) => self.failed = Some(format!("cannot start the comparison: {e}")),
         }
     }
 
@@ -86,12 +113,20 @@ impl Comparing {
     pub fn poll(&mut self) {
         if let Some(job) = &self.job {
             match job.try_recv() {
-                Ok((c, sa, sb)) => {
-                    self.comparison = Some(Arc::new(c));
-                    self.all_samples = Some(Arc::new((sa, sb)));
+                Ok(Computed {
+                    comparison,
+                    top,
+                    samples,
+                }) => {
+                    self.comparison = Some(Arc::new(comparison));
+                    self.top = top;
+                    self.all_samples = Some(samples);
                     self.job = None;
                 }
-                Err(TryRecvError::Disconnected) => self.job = None,
+                Err(TryRecvError::Disconnected) => {
+                    self.job = None;
+                    self.failed = Some("the comparison stopped without a result".to_owned());
+                }
                 Err(TryRecvError::Empty) => {}
             }
         }
@@ -110,73 +145,89 @@ impl Comparing {
         self.job.is_some()
     }
 
-    /// B's samples for the statistics window's grouping and group (the same label value as A's plots show),
-    /// computed once per choice.
+    /// B's samples for the statistics window's grouping and group (the same label value as A's plots show): every
+    /// request's from the comparison job; a group's computed here once per choice (one pass over B's requests).
     pub fn samples(&mut self, grouping: Grouping, group: Option<&str>) -> &Samples {
-        let key = (grouping, group.map(str::to_owned));
+        let (Grouping::By(by), Some(g)) = (grouping, group) else {
+            return match &self.all_samples {
+                Some((_, b)) => b,
+                None => no_samples(),
+            };
+        };
+        let key = (grouping, Some(g.to_owned()));
         if self.samples.as_ref().is_some_and(|(k, _)| *k != key) {
             self.samples = None;
         }
         let trace = &self.other.view.trace;
-        let compute = || match (grouping, group) {
-            (Grouping::By(by), Some(g)) => {
-                let labels = by.label_column(trace);
-                let none = crate::analysis::summary::NO_LABEL;
-                Samples::of(trace, |r| trace.label(labels[r as usize]).unwrap_or(none) == g)
-            }
-            _ => Samples::of(trace, |_| true),
+        let compute = || {
+            let labels = by.label_column(trace);
+            let none = crate::analysis::summary::NO_LABEL;
+            Samples::of(trace, |r| trace.label(labels[r as usize]).unwrap_or(none) == g)
         };
         &self.samples.get_or_insert_with(|| (key, compute())).1
     }
 
-    /// Keeps the two waterfalls on one time axis measured from each trace's start: whichever moved since the last
-    /// frame leads.
+    /// B's clock minus A's: the comparison's (from the paired requests), else the difference of their starts.
+    pub fn offset_ns(&self, a_t0: i64) -> i64 {
+        self.comparison
+            .as_ref()
+            .map_or_else(|| self.other.view.t0_ns.saturating_sub(a_t0), |c| c.offset_ns)
+    }
+
+    /// Keeps the two waterfalls on one time axis (B's clock shifted by [`Comparing::offset_ns`]): whichever moved
+    /// since the last frame leads.
     pub fn sync_axes(&mut self, a: &mut WaterfallState, a_t0: i64) {
-        let b = &mut self.other.waterfall;
-        self.synced = sync_axes(a, a_t0, b, self.other.view.t0_ns, self.synced);
+        let offset = self.offset_ns(a_t0);
+        self.synced = sync_axes(a, &mut self.other.waterfall, offset, self.synced);
     }
 }
 
-/// A viewport's place on the shared axis: its start from the trace's start, and its scale.
-fn relative(vp: &Viewport, t0: i64) -> (i64, f64) {
-    (vp.start_ns.saturating_sub(t0), vp.ns_per_point)
+fn no_samples() -> &'static Samples {
+    static EMPTY: std::sync::OnceLock<Samples> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(Samples::default)
 }
 
-/// Puts `b` on `a`'s axis, or `a` on `b`'s when only `b` moved since `synced`; returns the axis now shared. A
-/// waterfall not drawn yet (no viewport) follows the other.
+/// Puts `b` on `a`'s axis (B's clock is A's plus `offset_ns`), or `a` on `b`'s when only `b` moved since
+/// `synced`; returns the axis now shared, on A's clock. A waterfall not drawn yet (no viewport) follows the other.
 pub fn sync_axes(
     a: &mut WaterfallState,
-    a_t0: i64,
     b: &mut WaterfallState,
-    b_t0: i64,
+    offset_ns: i64,
     synced: Option<(i64, f64)>,
 ) -> Option<(i64, f64)> {
-    let place = |state: &mut WaterfallState, t0: i64, (start, npp): (i64, f64), width: f64| {
+    let place = |state: &mut WaterfallState, start_ns: i64, npp: f64, width: f64| {
         state.viewport = Some(Viewport {
-            start_ns: t0.saturating_add(start),
+            start_ns,
             ns_per_point: npp,
             width,
         });
     };
+    let on_a = |vp: &Viewport| (vp.start_ns, vp.ns_per_point);
+    let from_b = |vp: &Viewport| (vp.start_ns.saturating_sub(offset_ns), vp.ns_per_point);
     match (a.viewport, b.viewport) {
         (Some(va), vb) => {
-            let ra = relative(&va, a_t0);
-            let rb = vb.map(|v| relative(&v, b_t0));
+            let ra = on_a(&va);
+            let rb = vb.as_ref().map(from_b);
             let lead = match (rb, synced) {
                 (Some(rb), Some(s)) if ra == s && rb != s => rb,
                 _ => ra,
             };
-            if Some(lead) != Some(ra) {
-                place(a, a_t0, lead, va.width);
+            if lead != ra {
+                place(a, lead.0, lead.1, va.width);
             }
             if rb != Some(lead) {
-                place(b, b_t0, lead, vb.map_or(va.width, |v| v.width));
+                place(
+                    b,
+                    lead.0.saturating_add(offset_ns),
+                    lead.1,
+                    vb.map_or(va.width, |v| v.width),
+                );
             }
             Some(lead)
         }
         (None, Some(vb)) => {
-            let rb = relative(&vb, b_t0);
-            place(a, a_t0, rb, vb.width);
+            let rb = from_b(&vb);
+            place(a, rb.0, rb.1, vb.width);
             Some(rb)
         }
         (None, None) => synced,
@@ -256,10 +307,10 @@ pub enum Side {
     B,
 }
 
-fn finding_row(ui: &mut Ui, tag: &str, side: Side, trace: &Trace, f: &Finding, out: &mut Vec<Command>) {
+fn finding_row(ui: &mut Ui, tag: &str, side: Side, view: &TraceView, f: &Finding, out: &mut Vec<Command>) {
+    let trace = &view.trace;
     let subject = f.requests.first().map_or("", |&r| trace.request_id(r));
-    #[allow(clippy::cast_precision_loss)] // seconds of a trace
-    let at_s = (f.from_ns - trace.start_ns()) as f64 / 1e9;
+    let at_s = crate::analysis::metrics::ms(f.from_ns.saturating_sub(view.t0_ns)) / 1e3;
     let text = format!(
         "{tag} · {} · {} {} at {at_s:.1} s",
         f.severity.name(),
@@ -276,7 +327,10 @@ fn finding_row(ui: &mut Ui, tag: &str, side: Side, trace: &Trace, f: &Finding, o
     }
 }
 
-fn findings_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, out: &mut Vec<Command>) {
+/// Findings listed per group (gone, new, in both); `tokenscope diff --json` lists them all.
+const LISTED_FINDINGS: usize = 40;
+
+fn findings_ui(ui: &mut Ui, a: &TraceView, b: &TraceView, c: &Comparison, out: &mut Vec<Command>) {
     let d = &c.findings;
     ui.label(format!(
         "{} in A, {} in B: {} gone, {} new, {} in both",
@@ -286,13 +340,23 @@ fn findings_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, out: &mut Vec<
         d.only_b.len(),
         d.both.len()
     ));
-    for &i in &d.only_a {
+    let more = |ui: &mut Ui, n: usize| {
+        if n > LISTED_FINDINGS {
+            ui.weak(format!(
+                "and {} more (tokenscope diff lists them all)",
+                n - LISTED_FINDINGS
+            ));
+        }
+    };
+    for &i in d.only_a.iter().take(LISTED_FINDINGS) {
         finding_row(ui, "gone", Side::A, a, &c.findings_a[i], out);
     }
-    for &j in &d.only_b {
+    more(ui, d.only_a.len());
+    for &j in d.only_b.iter().take(LISTED_FINDINGS) {
         finding_row(ui, "new", Side::B, b, &c.findings_b[j], out);
     }
-    for &(i, j) in &d.both {
+    more(ui, d.only_b.len());
+    for &(i, j) in d.both.iter().take(LISTED_FINDINGS) {
         let (fa, fb) = (&c.findings_a[i], &c.findings_b[j]);
         let tag = match SeverityChange::of(fa, fb) {
             SeverityChange::Same => "both".to_owned(),
@@ -300,10 +364,10 @@ fn findings_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, out: &mut Vec<
         };
         finding_row(ui, &tag, Side::B, b, fb, out);
     }
+    more(ui, d.both.len());
 }
 
-fn pairs_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, metric: Metric, out: &mut Vec<Command>) {
-    let list = most_changed(&c.deltas, metric, LISTED_PAIRS);
+fn pairs_ui(ui: &mut Ui, a: &Trace, b: &Trace, list: &[PairDelta], metric: Metric, out: &mut Vec<Command>) {
     if list.is_empty() {
         return;
     }
@@ -316,7 +380,7 @@ fn pairs_ui(ui: &mut Ui, a: &Trace, b: &Trace, c: &Comparison, metric: Metric, o
                 ui.strong(h);
             }
             ui.end_row();
-            for d in &list {
+            for d in list {
                 let (x, y) = d.get(metric);
                 let (ia, ib) = (a.request_id(d.a), b.request_id(d.b));
                 let name = if ia == ib {
@@ -353,6 +417,10 @@ pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, 
             out.push(Command::StopComparing);
         }
     });
+    if let Some(e) = &comparing.failed {
+        ui.colored_label(ui.visuals().error_fg_color, e);
+        return;
+    }
     let (Some(c), Some(samples)) = (&comparing.comparison, &comparing.all_samples) else {
         ui.horizontal(|ui| {
             ui.spinner();
@@ -362,7 +430,7 @@ pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, 
     };
     let p = &c.pairing;
     ui.label(format!(
-        "Requests paired {}: {} pairs, {} only in A, {} only in B",
+        "Requests {}: {} pairs, {} only in A, {} only in B",
         p.by.describe(),
         p.pairs.len(),
         p.only_a,
@@ -373,11 +441,11 @@ pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, 
     egui::ScrollArea::vertical().show(ui, |ui| {
         ui.columns(2, |cols| {
             figures_ui(&mut cols[0], c);
-            findings_ui(&mut cols[1], ta, tb, c, out);
+            findings_ui(&mut cols[1], &a.view, &b.view, c, out);
             cols[1].separator();
-            pairs_ui(&mut cols[1], ta, tb, c, Metric::Ttft, out);
+            pairs_ui(&mut cols[1], ta, tb, &comparing.top[0], Metric::Ttft, out);
             cols[1].separator();
-            pairs_ui(&mut cols[1], ta, tb, c, Metric::Tpot, out);
+            pairs_ui(&mut cols[1], ta, tb, &comparing.top[1], Metric::Tpot, out);
         });
         ui.separator();
         let (sa, sb) = (&samples.0, &samples.1);
@@ -466,10 +534,10 @@ mod tests {
 
     #[test]
     fn the_axes_follow_whichever_waterfall_moved() {
-        // A starts at 1,000 ns, B at 50,000 ns; A shows from 300 ns after its start at 2 ns per point.
+        // B's clock is A's plus 49,000 ns (A starts at 1,000, B at 50,000); A shows from 1,300 ns at 2 ns per point.
         let (mut a, mut b) = (state(1_300, 2.0), WaterfallState::default());
-        let synced = sync_axes(&mut a, 1_000, &mut b, 50_000, None);
-        assert_eq!(synced, Some((300, 2.0)));
+        let synced = sync_axes(&mut a, &mut b, 49_000, None);
+        assert_eq!(synced, Some((1_300, 2.0)));
         assert_eq!(b.viewport.map(|v| (v.start_ns, v.ns_per_point)), Some((50_300, 2.0)));
         // B is zoomed (A unchanged): A follows B.
         b.viewport = Some(Viewport {
@@ -477,8 +545,8 @@ mod tests {
             ns_per_point: 4.0,
             width: 1000.0,
         });
-        let synced = sync_axes(&mut a, 1_000, &mut b, 50_000, synced);
-        assert_eq!(synced, Some((100, 4.0)));
+        let synced = sync_axes(&mut a, &mut b, 49_000, synced);
+        assert_eq!(synced, Some((1_100, 4.0)));
         assert_eq!(a.viewport.map(|v| (v.start_ns, v.ns_per_point)), Some((1_100, 4.0)));
         // Both moved: A leads.
         a.viewport = Some(Viewport {
@@ -491,7 +559,7 @@ mod tests {
             ns_per_point: 8.0,
             width: 1000.0,
         });
-        assert_eq!(sync_axes(&mut a, 1_000, &mut b, 50_000, synced), Some((0, 1.0)));
+        assert_eq!(sync_axes(&mut a, &mut b, 49_000, synced), Some((1_000, 1.0)));
         assert_eq!(b.viewport.map(|v| v.start_ns), Some(50_000));
     }
 }

@@ -1,17 +1,18 @@
 //! Two traces compared, "before" (A) and "after" (B): their figures side by side with the change, the findings
 //! present in one and not the other, and, where the same requests appear in both, each request's change.
 //!
-//! Requests are paired by `request_id` when the traces share most of their ids (a replay keeps them; so does a
-//! re-run of a benchmark that names its requests); otherwise by arrival and prompt length (the same offset from the
-//! trace's start within [`ARRIVAL_TOLERANCE_NS`] and the same `input_tokens`), as two recordings of one prompt set at
-//! one rate are. A pairing that covers less than half of the smaller trace is not reported: it would compare
-//! requests that merely look alike.
+//! Requests are paired by `request_id` when at least half of the smaller trace's ids are in both and those pairs
+//! mostly agree on their prompt lengths (a replay keeps its original's ids; so does a re-run of a benchmark that
+//! names its requests); otherwise by arrival and prompt length (the same offset from the trace's first arrival
+//! within [`ARRIVAL_TOLERANCE_NS`] and the same known `input_tokens`), as two recordings of one prompt set at one
+//! rate are. A pairing that covers less than half of the smaller trace is not reported: it would compare requests
+//! that merely look alike.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::findings::{Finding, Thresholds, find};
+use super::findings::{Finding, Kind, Thresholds, find};
 use super::metrics::{RequestMetrics, ms, request_metrics};
 use super::stats::Unit;
 use super::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
@@ -172,9 +173,11 @@ pub fn changes(a: &Summary, b: &Summary) -> Vec<Change> {
         .collect()
 }
 
-/// The findings of A and B matched: a finding of A and one of B are the same when they are of one kind and name a
-/// request in common (by id), or, when neither names a request, their time ranges overlap measured from each
-/// trace's start.
+/// The findings of A and B matched. A finding of A and one of B are the same when they are of one kind and:
+/// - for SLO violations, of the same objective (the detector makes one finding per objective);
+/// - else name a request in common (A's request paired with B's, see [`pair_requests`]);
+/// - else, when either names no request (a saturation without preemptions, an overload), their time ranges
+///   overlap on A's clock (see [`offset_ns`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FindingsDiff {
     /// Indexes into A's findings found in A only: gone in B.
@@ -185,18 +188,15 @@ pub struct FindingsDiff {
     pub both: Vec<(usize, usize)>,
 }
 
-fn same_finding(a: &Trace, fa: &Finding, b: &Trace, fb: &Finding) -> bool {
-    if fa.kind != fb.kind {
-        return false;
-    }
-    if fa.requests.is_empty() && fb.requests.is_empty() {
-        let (oa, ob) = (a.start_ns(), b.start_ns());
-        let (a0, a1) = (fa.from_ns.saturating_sub(oa), fa.to_ns.saturating_sub(oa));
-        let (b0, b1) = (fb.from_ns.saturating_sub(ob), fb.to_ns.saturating_sub(ob));
-        return a0 < b1 && b0 < a1;
-    }
-    let ids: std::collections::HashSet<&str> = fa.requests.iter().map(|&r| a.request_id(r)).collect();
-    fb.requests.iter().any(|&r| ids.contains(b.request_id(r)))
+/// The objective an SLO-violation finding is about, which its sentence names ("missed the TTFT objective"); `None`
+/// for other kinds.
+fn objective(f: &Finding) -> Option<&'static str> {
+    (f.kind == Kind::SloViolations).then(|| {
+        ["TTFT", "TPOT"]
+            .into_iter()
+            .find(|o| f.summary.contains(&format!("{o} objective")))
+            .unwrap_or("")
+    })
 }
 
 /// How a finding found in both traces changed.
@@ -232,15 +232,47 @@ impl SeverityChange {
     }
 }
 
-/// Matches the findings of A and B, each at most once, in the order they are listed.
-pub fn match_findings(a: &Trace, fa: &[Finding], b: &Trace, fb: &[Finding]) -> FindingsDiff {
+/// Matches the findings of A and B, each at most once, in A's order. `pairing` translates A's requests to B's;
+/// `offset_ns` is B's clock minus A's. Indexes keep it linear in the findings and the requests they name.
+pub fn match_findings(fa: &[Finding], fb: &[Finding], pairing: &Pairing, offset_ns: i64) -> FindingsDiff {
+    let twin: HashMap<u32, u32> = pairing.pairs.iter().copied().collect();
+    let mut by_request: HashMap<(Kind, u32), Vec<usize>> = HashMap::new();
+    let mut by_objective: HashMap<(Kind, &str), Vec<usize>> = HashMap::new();
+    let mut by_kind: HashMap<Kind, Vec<usize>> = HashMap::new();
+    for (j, f) in fb.iter().enumerate() {
+        match objective(f) {
+            Some(o) => by_objective.entry((f.kind, o)).or_default().push(j),
+            None => {
+                for &r in &f.requests {
+                    by_request.entry((f.kind, r)).or_default().push(j);
+                }
+            }
+        }
+        by_kind.entry(f.kind).or_default().push(j);
+    }
     let mut taken = vec![false; fb.len()];
+    let free = |list: Option<&Vec<usize>>, taken: &[bool]| list.and_then(|l| l.iter().copied().find(|&j| !taken[j]));
+    let overlaps = |f: &Finding, g: &Finding| {
+        let (from, to) = (g.from_ns.saturating_sub(offset_ns), g.to_ns.saturating_sub(offset_ns));
+        f.from_ns < to && from < f.to_ns
+    };
     let mut out = FindingsDiff::default();
     for (i, f) in fa.iter().enumerate() {
-        let found = fb
-            .iter()
-            .enumerate()
-            .position(|(j, g)| !taken[j] && same_finding(a, f, b, g));
+        let found = match objective(f) {
+            Some(o) => free(by_objective.get(&(f.kind, o)), &taken),
+            None => f
+                .requests
+                .iter()
+                .filter_map(|r| twin.get(r))
+                .find_map(|&rb| free(by_request.get(&(f.kind, rb)), &taken))
+                .or_else(|| {
+                    by_kind.get(&f.kind).and_then(|list| {
+                        list.iter().copied().find(|&j| {
+                            !taken[j] && (f.requests.is_empty() || fb[j].requests.is_empty()) && overlaps(f, &fb[j])
+                        })
+                    })
+                }),
+        };
         match found {
             Some(j) => {
                 taken[j] = true;
@@ -275,9 +307,11 @@ impl PairedBy {
     /// Words for the output.
     pub fn describe(self) -> &'static str {
         match self {
-            PairedBy::RequestId => "by request_id",
-            PairedBy::ArrivalAndPrompt => "by arrival and prompt length",
-            PairedBy::Unpaired => "not paired: fewer than half the requests match by id or by arrival and prompt",
+            PairedBy::RequestId => "paired by request_id",
+            PairedBy::ArrivalAndPrompt => "paired by arrival and prompt length",
+            PairedBy::Unpaired => {
+                "not paired: fewer than half of the smaller trace's requests match by id or by arrival and prompt"
+            }
         }
     }
 }
@@ -305,47 +339,72 @@ fn by_id(a: &Trace, b: &Trace) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// True when most id-pairs whose prompt lengths are both known agree on them: benchmarks that number their requests
+/// 0..N share every id across unrelated runs.
+fn same_prompts(a: &Trace, b: &Trace, pairs: &[(u32, u32)]) -> bool {
+    let (mut known, mut equal) = (0usize, 0usize);
+    for &(ra, rb) in pairs {
+        if let (Some(x), Some(y)) = (
+            a.requests.input_tokens[ra as usize],
+            b.requests.input_tokens[rb as usize],
+        ) {
+            known += 1;
+            equal += usize::from(x == y);
+        }
+    }
+    equal * 2 >= known
+}
+
+/// The first arrival: the origin of arrival offsets (steps logged before it, a warm-up, do not shift them).
+fn first_arrival(trace: &Trace) -> i64 {
+    trace.requests.arrival_ns.first().copied().unwrap_or(0)
+}
+
 fn by_arrival(a: &Trace, b: &Trace) -> Vec<(u32, u32)> {
-    let (oa, ob) = (a.start_ns(), b.start_ns());
-    // B's requests by prompt length, each list in arrival order (the requests table is sorted by arrival).
-    let mut twins: HashMap<Option<u32>, Vec<(i64, u32)>> = HashMap::new();
+    let (oa, ob) = (first_arrival(a), first_arrival(b));
+    // B's requests with a known prompt length, by length, ordered by arrival offset; a twin taken leaves its set, so
+    // a burst of equal prompts costs a logarithm per request, not a walk over those already taken.
+    let mut twins: HashMap<u32, std::collections::BTreeSet<(i64, u32)>> = HashMap::new();
     for rb in rows(b) {
         let i = rb as usize;
-        twins
-            .entry(b.requests.input_tokens[i])
-            .or_default()
-            .push((b.requests.arrival_ns[i].saturating_sub(ob), rb));
+        if let Some(len) = b.requests.input_tokens[i] {
+            twins
+                .entry(len)
+                .or_default()
+                .insert((b.requests.arrival_ns[i].saturating_sub(ob), rb));
+        }
     }
-    let mut taken = vec![false; b.request_count()];
     let mut pairs = Vec::new();
     for ra in rows(a) {
         let i = ra as usize;
-        let Some(list) = twins.get(&a.requests.input_tokens[i]) else {
+        let Some(set) = a.requests.input_tokens[i].and_then(|len| twins.get_mut(&len)) else {
             continue;
         };
         let at = a.requests.arrival_ns[i].saturating_sub(oa);
-        let from = list.partition_point(|&(t, _)| t < at.saturating_sub(ARRIVAL_TOLERANCE_NS));
-        let nearest = list[from..]
-            .iter()
-            .take_while(|&&(t, _)| t <= at.saturating_add(ARRIVAL_TOLERANCE_NS))
-            .filter(|&&(_, rb)| !taken[rb as usize])
-            .min_by_key(|&&(t, _)| (t - at).abs());
-        if let Some(&(_, rb)) = nearest {
-            taken[rb as usize] = true;
-            pairs.push((ra, rb));
+        let after = set.range((at, 0)..).next().copied();
+        let before = set.range(..(at, 0)).next_back().copied();
+        let nearest = [before, after]
+            .into_iter()
+            .flatten()
+            .filter(|&(t, _)| t.abs_diff(at) <= ARRIVAL_TOLERANCE_NS.unsigned_abs())
+            .min_by_key(|&(t, _)| t.abs_diff(at));
+        if let Some(entry) = nearest {
+            set.remove(&entry);
+            pairs.push((ra, entry.1));
         }
     }
     pairs
 }
 
-/// Pairs the requests of A and B: by id when at least half of the smaller trace's ids are in both, else by
-/// arrival and prompt length when that pairs at least half; else not at all.
+/// Pairs the requests of A and B: by id when at least half of the smaller trace's ids are in both and those pairs
+/// mostly agree on their prompt lengths, else by arrival and prompt length when that pairs at least half; else not
+/// at all.
 pub fn pair_requests(a: &Trace, b: &Trace) -> Pairing {
     let smaller = a.request_count().min(b.request_count());
     let enough = |pairs: &[(u32, u32)]| smaller > 0 && pairs.len() * 2 >= smaller;
     let (by, pairs) = {
         let ids = by_id(a, b);
-        if enough(&ids) {
+        if enough(&ids) && same_prompts(a, b, &ids) {
             (PairedBy::RequestId, ids)
         } else {
             let arrivals = by_arrival(a, b);
@@ -362,6 +421,18 @@ pub fn pair_requests(a: &Trace, b: &Trace) -> Pairing {
         only_b: b.request_count() - pairs.len(),
         pairs,
     }
+}
+
+/// B's clock minus A's: the median of the paired requests' arrival differences (a replay keeps its original's
+/// clock, a re-run of a benchmark starts later, a replay of a window starts where the window does); without pairs,
+/// the difference of the first arrivals.
+pub fn offset_ns(a: &Trace, b: &Trace, pairing: &Pairing) -> i64 {
+    let mut gaps: Vec<i64> = pairing
+        .pairs
+        .iter()
+        .map(|&(ra, rb)| b.requests.arrival_ns[rb as usize].saturating_sub(a.requests.arrival_ns[ra as usize]))
+        .collect();
+    super::metrics::median(&mut gaps).unwrap_or_else(|| first_arrival(b).saturating_sub(first_arrival(a)))
 }
 
 /// One paired request's figures in A and B, ms.
@@ -522,6 +593,8 @@ pub struct Comparison {
     pub pairing: Pairing,
     /// Each pair's figures.
     pub deltas: Vec<PairDelta>,
+    /// B's clock minus A's ([`offset_ns`]): a time of A plus this is the same moment of B.
+    pub offset_ns: i64,
     /// Per group, with `by`.
     pub groups: Vec<GroupPair>,
 }
@@ -551,7 +624,8 @@ pub struct CompareOptions<'a> {
     pub by: Option<GroupBy>,
 }
 
-/// Compares A and B. A and B are summarised, searched and paired on all cores at once (rayon).
+/// Compares A and B: both are summarised and searched at once (rayon), then their requests paired and their
+/// findings matched.
 pub fn compare(a: &Trace, b: &Trace, options: &CompareOptions<'_>) -> Comparison {
     let defaults = Thresholds::default();
     let th = options.thresholds.unwrap_or(&defaults);
@@ -561,6 +635,7 @@ pub fn compare(a: &Trace, b: &Trace, options: &CompareOptions<'_>) -> Comparison
         || (summarize_all(b, slo, prices), find(b, &slo, th)),
     );
     let pairing = pair_requests(a, b);
+    let offset = offset_ns(a, b, &pairing);
     let deltas = pairing
         .pairs
         .iter()
@@ -572,7 +647,8 @@ pub fn compare(a: &Trace, b: &Trace, options: &CompareOptions<'_>) -> Comparison
     });
     Comparison {
         changes: changes(&sa, &sb),
-        findings: match_findings(a, &fa, b, &fb),
+        findings: match_findings(&fa, &fb, &pairing, offset),
+        offset_ns: offset,
         a: sa,
         b: sb,
         findings_a: fa,
@@ -604,7 +680,7 @@ fn join_groups(a: Vec<(String, Summary)>, b: Vec<(String, Summary)>) -> Vec<Grou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::findings::{Kind, Severity};
+    use crate::analysis::findings::Severity;
 
     const T0: i64 = 1_764_403_200_000_000_000;
 
@@ -765,36 +841,101 @@ mod tests {
     }
 
     #[test]
-    fn findings_match_by_kind_and_request_or_by_time() {
+    fn findings_match_by_kind_and_paired_request_by_objective_or_by_time() {
         let (a, b) = (before(), after());
+        let pairing = pair_requests(&a, &b);
         let (r1a, r2a) = (a.request_row("r1").unwrap(), a.request_row("r2").unwrap());
         let (r1b, r3b) = (b.request_row("r1").unwrap(), b.request_row("r3").unwrap());
+        let slo = |objective: &str, requests| {
+            let mut f = finding(Kind::SloViolations, 0, 100, requests);
+            f.summary = format!("1 of 3 requests (33.3 %) missed the {objective} objective of 50 ms; worst r1");
+            f
+        };
         let fa = vec![
-            finding(Kind::SloViolations, 0, 100, vec![r2a, r1a]),
+            slo("TPOT", vec![r2a, r1a]),
             finding(Kind::KvSaturation, 100, 300, vec![]),
             finding(Kind::Truncation, 0, 10, vec![r1a]),
+            finding(Kind::PreemptionBurst, 1_000, 2_000, vec![r2a]),
+            finding(Kind::RepetitionLoop, 0, 10, vec![r2a]),
         ];
         let fb = vec![
-            // Names r1 too: the same SLO finding.
-            finding(Kind::SloViolations, 500, 600, vec![r3b, r1b]),
-            // Overlaps 100..300 ms from the start: the same saturation.
+            // r1 in both, but about TTFT: another finding than A's TPOT one.
+            slo("TTFT", vec![r1b]),
+            // Overlaps 100..300 ms: the same saturation.
             finding(Kind::KvSaturation, 250, 400, vec![]),
             // r1 again, but another kind: new in B.
             finding(Kind::RepetitionLoop, 0, 10, vec![r1b]),
+            // The TPOT finding, naming other requests: the same objective, so the same finding.
+            slo("TPOT", vec![r3b]),
+            // A burst at the same time without a request named: the same burst as A's.
+            finding(Kind::PreemptionBurst, 1_500, 1_600, vec![]),
         ];
-        let d = match_findings(&a, &fa, &b, &fb);
-        assert_eq!(d.both, [(0, 0), (1, 1)]);
-        assert_eq!(d.only_a, [2]);
-        assert_eq!(d.only_b, [2]);
+        let d = match_findings(&fa, &fb, &pairing, 0);
+        assert_eq!(d.both, [(0, 3), (1, 1), (3, 4)]);
+        assert_eq!(d.only_a, [2, 4], "truncation and r2's loop are gone");
+        assert_eq!(d.only_b, [0, 2]);
+        // B's clock 10 s later (a replay of a later window): its saturation at 10.25 s is A's at 0.25 s.
+        let late = vec![finding(Kind::KvSaturation, 10_250, 10_400, vec![])];
+        assert_eq!(
+            match_findings(&fa[1..2], &late, &pairing, 10_000_000_000).both,
+            [(0, 0)]
+        );
+        assert_eq!(match_findings(&fa[1..2], &late, &pairing, 0).both, []);
         // The same finding, critical in A and a warning in B, eased; the other way, worse.
         let mut critical = fa[2].clone();
         critical.severity = Severity::Critical;
         assert_eq!(SeverityChange::of(&critical, &fa[2]), SeverityChange::Eased);
         assert_eq!(SeverityChange::of(&fa[2], &critical), SeverityChange::Worsened);
         assert_eq!(SeverityChange::of(&fa[2], &fa[2]), SeverityChange::Same);
-        // A saturation later than A's ends is another one.
-        let fb = vec![finding(Kind::KvSaturation, 300, 400, vec![])];
-        assert_eq!(match_findings(&a, &fa[1..2], &b, &fb).both, []);
+    }
+
+    #[test]
+    fn shared_ids_with_other_prompts_are_other_requests() {
+        // A benchmark numbering its requests 0..N: run 2 shares the ids but not the prompts; its requests arrive with
+        // run 1's lengths 20 ms later, in another order of ids.
+        let a = trace(&[
+            request("0", 0, 10, 20, 100, 2),
+            request("1", 500, 510, 520, 200, 2),
+            request("2", 900, 910, 920, 300, 2),
+        ]);
+        let b = trace(&[
+            request("2", 20, 30, 40, 100, 2),
+            request("0", 520, 530, 540, 200, 2),
+            request("1", 920, 930, 940, 300, 2),
+        ]);
+        let p = pair_requests(&a, &b);
+        assert_eq!(p.by, PairedBy::ArrivalAndPrompt);
+        let named: Vec<(&str, &str)> = p
+            .pairs
+            .iter()
+            .map(|&(x, y)| (a.request_id(x), b.request_id(y)))
+            .collect();
+        assert_eq!(named, [("0", "2"), ("1", "0"), ("2", "1")]);
+        // B's clock: 20 ms later (the median of the pairs' gaps).
+        assert_eq!(offset_ns(&a, &b, &p), 20_000_000);
+    }
+
+    #[test]
+    fn a_burst_of_equal_prompts_pairs_nearest_first_and_unknown_lengths_never() {
+        // 2,000 requests of one length in one millisecond in both: each finds its twin in order, in n log n.
+        let lines = |shift: i64| -> Vec<String> {
+            (0..2_000)
+                .map(|k| request(&format!("q{k}-{shift}"), shift, shift + 5, shift + 9, 64, 2))
+                .collect()
+        };
+        let (a, b) = (trace(&lines(0)), trace(&lines(1)));
+        let p = pair_requests(&a, &b);
+        assert_eq!((p.by, p.pairs.len()), (PairedBy::ArrivalAndPrompt, 2_000));
+        // Without input_tokens, nothing pairs by arrival.
+        let bare = |id: &str| {
+            format!(
+                r#"{{"kind":"request","request_id":"{id}","arrival_ns":{T0},"first_token_ns":{},"finished_ns":{}}}"#,
+                T0 + 1,
+                T0 + 2
+            )
+        };
+        let (a, b) = (trace(&[bare("x")]), trace(&[bare("y")]));
+        assert_eq!(pair_requests(&a, &b).by, PairedBy::Unpaired);
     }
 
     #[test]

@@ -93,7 +93,7 @@ const SHARED_BLOCK: u64 = 1 << 62;
 ///
 /// `options` keeps working as for a request trace, relative to the first arrival: a window of seconds after it, a
 /// limit, and a time scale that stretches the gaps from the first kept arrival (at 1, arrival times are the trace's
-/// own, so a later diff lines the two traces up).
+/// own; a later diff pairs the requests by id and lines the two clocks up on them).
 ///
 /// Prefix blocks are an approximation: a trace says how many prompt tokens each request found in the prefix
 /// cache (`cached_tokens`), not which. The common cause of hits is a system prompt shared by one application, so
@@ -357,12 +357,14 @@ pub fn infer_engines(trace: &Trace) -> Vec<InferredEngine> {
             })
             .collect();
     }
-    let mut sources: Vec<u32> = Vec::new();
-    for &s in &trace.requests.source {
-        if !sources.contains(&s) {
-            sources.push(s);
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let sources: Vec<u32> = trace
+        .requests
+        .source
+        .iter()
+        .copied()
+        .filter(|s| seen.insert(*s))
+        .collect();
     if sources.is_empty() {
         return vec![engine_of(
             DEFAULT_SOURCE,

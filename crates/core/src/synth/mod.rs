@@ -176,6 +176,14 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
     let overrides = flag_overrides(options).then(set);
     let mut engines: Vec<_> = inferred.iter().map(|e| e.config.clone()).collect();
     overrides.apply(&mut engines);
+    if engines.len() > overrides::MAX_INSTANCES {
+        return Err(SynthError::BadOption(format!(
+            "the trace has {} sources, and the simulator serves at most {} instances: give --set instances=N to \
+             route its requests over fewer",
+            engines.len(),
+            overrides::MAX_INSTANCES
+        )));
+    }
     let pinned = engines.len() == inferred.len();
     let pins: Vec<u32> = inferred.iter().map(|e| e.source).collect();
     let (arrivals, clamped) = from_trace::arrivals(source, pinned.then_some(&pins[..]), replay_options(options));
@@ -183,6 +191,13 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         return Err(SynthError::BadOption(
             "no request to replay: the trace has none (in the window and limit given)".to_owned(),
         ));
+    }
+    // The simulation adds step times to arrivals: they must leave room below i64's 2262.
+    if arrivals.iter().any(|a| a.at_ns > LATEST_ARRIVAL_NS) {
+        return Err(SynthError::BadOption(format!(
+            "--time-scale {}: the replay's arrivals would run past the year 2200; give a smaller scale or a --window",
+            options.replay.time_scale
+        )));
     }
     let mut notes = clamped.notes();
     if !pinned {
@@ -204,6 +219,9 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         notes,
     })
 }
+
+/// The latest arrival a replay simulates: 2200-01-01 UTC in ns, 62 years below `i64::MAX`.
+const LATEST_ARRIVAL_NS: i64 = 7_258_118_400_000_000_000;
 
 fn check_time_scale(options: &SynthOptions) -> Result<(), SynthError> {
     let scale = options.replay.time_scale;
