@@ -1,7 +1,7 @@
 //! Background-work benchmark: what the app computes off the UI thread after a trace opens or a setting changes,
 //! and the headless renderer, on the `large` trace. The findings panel (every detector), the statistics window
-//! (summaries per label and the samples of its plots), and `tokenscope render` (one 2x PNG of the waterfall,
-//! renderer set-up included).
+//! (summaries per label and the samples of its plots), the comparison of two traces, and `tokenscope render` (one
+//! 2x PNG of the waterfall, renderer set-up included).
 //!
 //! `cargo bench --bench background [-- --requests N --runs R]`. Uses `target/bench-data/large-N.parquet` (see
 //! `benches/common.rs`).
@@ -9,8 +9,9 @@
 use std::sync::Arc;
 
 use tokenscope::analysis::cost::Prices;
+use tokenscope::analysis::diff::{CompareOptions, compare};
 use tokenscope::analysis::findings::{Kind, Thresholds, find, find_kinds};
-use tokenscope::analysis::summary::{GroupBy, Slo, summarize_by};
+use tokenscope::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
 use tokenscope::ui::render::{Scene, Size, View, render};
 use tokenscope::ui::stats::Samples;
 use tokenscope::view::TraceView;
@@ -56,6 +57,25 @@ fn main() {
     println!(
         "statistics plots' samples: {median:.0} / {max:.0} ms ({} TTFT values)",
         samples.ttft_ms.len()
+    );
+
+    // The app's comparison job (and `tokenscope diff` once loaded): both summaries and both findings runs, the
+    // pairing, each pair's figures. Against itself: 50,000 requests paired by id.
+    let (summary_median, _, _) = time(runs, || summarize_all(&trace, slo, None));
+    let (median, max, compared) = time(runs, || {
+        compare(
+            &trace,
+            &trace,
+            &CompareOptions {
+                slo,
+                ..CompareOptions::default()
+            },
+        )
+    });
+    println!(
+        "comparison with itself: {median:.0} / {max:.0} ms, {} pairs ({}); a summary alone: {summary_median:.0} ms",
+        compared.pairing.pairs.len(),
+        compared.pairing.by.describe()
     );
 
     let (median, max, size) = time(runs.min(3), || {

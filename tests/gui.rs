@@ -694,6 +694,7 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     use tokenscope::analysis::diff::{Metric, most_changed};
     use tokenscope::synth::arrivals::ReplayOptions;
     use tokenscope::synth::{Scenario, SynthOptions, generate};
+    use tokenscope::ui::stats::Grouping;
     // B: the demo's engines and traffic with no incident planted (`synth --scenario steady`).
     let steady = generate(&SynthOptions {
         scenario: Scenario::Steady,
@@ -786,6 +787,29 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
         assert_eq!(b.shown_width(), a_width, "B in A's buckets");
         assert!(b.rows().is_some_and(|r| !r.rows.is_empty()));
     }
+    // The Statistics window draws B's CDFs over A's: every request of B, or the group's.
+    h.get_by_label("Statistics").click();
+    h.run();
+    let c = h.state_mut().comparing_mut().unwrap();
+    assert_eq!(c.samples(Grouping::All, None).ttft_ms.len(), 300);
+    let chat = steady
+        .requests
+        .app_id
+        .iter()
+        .filter(|&&l| steady.label(l) == Some("chat"))
+        .count();
+    assert!(chat > 0 && chat < 300, "{chat}");
+    assert_eq!(
+        c.samples(
+            Grouping::By(tokenscope::analysis::summary::GroupBy::AppId),
+            Some("chat")
+        )
+        .ttft_ms
+        .len(),
+        chat
+    );
+    h.state_mut().show_stats = false;
+    h.run();
     // Stop comparing: one waterfall again.
     h.get_by_label("Stop comparing").click();
     h.run();
