@@ -1,7 +1,7 @@
 //! Load benchmark: how fast a trace loads and is indexed, from Parquet and from JSONL, beside a bare arrow-rs
 //! decode of the same Parquet columns and Python polars' `read_parquet` / `read_ndjson` of the same files.
 //!
-//! `cargo bench --bench load [-- --requests N --runs R]`. The workload is `tokenscope synth --scenario large`
+//! `cargo bench --bench load [-- --requests N --runs R] [--parquet-only]`. The workload is `tokenscope synth --scenario large`
 //! (50,000 requests, ~10 M output tokens, top-5 candidates, ~200,000 iterations); `--requests 5000` gives ~1 M
 //! tokens. Files are generated once into `target/bench-data/` (deterministic: same N, same bytes). Each
 //! measurement runs in a fresh process, so its peak resident set (VmHWM) is its own; figures are the median of R
@@ -151,8 +151,13 @@ fn main() {
         measure("lazy", &parquet, runs),
     );
     let polars_pq = polars(&parquet, runs).map(|m| print("polars read_parquet (Python)", &parquet, m));
-    let ours_jsonl = print("tokenscope load+index, JSONL", &jsonl, measure("load", &jsonl, runs));
-    let polars_jsonl = polars(&jsonl, runs).map(|m| print("polars read_ndjson (Python)", &jsonl, m));
+    // `--parquet-only`: the Parquet rows alone (the JSONL ones take minutes, polars' most of them).
+    let jsonl_too = !args.iter().any(|a| a == "--parquet-only");
+    let ours_jsonl = jsonl_too.then(|| print("tokenscope load+index, JSONL", &jsonl, measure("load", &jsonl, runs)));
+    let polars_jsonl = jsonl_too
+        .then(|| polars(&jsonl, runs))
+        .flatten()
+        .map(|m| print("polars read_ndjson (Python)", &jsonl, m));
     println!();
     println!(
         "tokenscope Parquet throughput / arrow-rs decode: {:.2}",
@@ -161,7 +166,7 @@ fn main() {
     if let Some(p) = polars_pq {
         println!("tokenscope Parquet time / polars read_parquet:   {:.2}", ours_pq / p);
     }
-    if let Some(p) = polars_jsonl {
-        println!("tokenscope JSONL time / polars read_ndjson:      {:.2}", ours_jsonl / p);
+    if let (Some(ours), Some(p)) = (ours_jsonl, polars_jsonl) {
+        println!("tokenscope JSONL time / polars read_ndjson:      {:.2}", ours / p);
     }
 }

@@ -178,3 +178,33 @@ fn spans_whose_parents_form_a_cycle_are_walked_once() {
         Err(e) => assert!(e.to_string().contains("cycle.otlp.json"), "{e}"),
     }
 }
+
+#[test]
+fn a_page_header_that_would_keep_the_decoder_busy_for_minutes_is_refused_at_once() {
+    // Found by the `parquet` fuzz target: a page header declaring a list of more elements than its bytes hold, which
+    // parquet-rs 60.1's Thrift decoder skips one by one for minutes. The bounded walk refuses it first.
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread the test can leave behind if the load hangs (a scoped one would be joined): the watchdog is the point.
+    #[allow(clippy::disallowed_methods)]
+    std::thread::spawn(move || {
+        let loaded = load(
+            std::path::Path::new("tests/data/corrupt/hang-thrift-skip.parquet"),
+            &Progress::default(),
+        );
+        let _ = tx.send(loaded);
+    });
+    let loaded = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the load ends (it took minutes before the page-header check)");
+    let report = match loaded {
+        Ok(l) => l.report,
+        Err(e) => panic!("the file's footer is fine: its row group is the problem, not the file ({e})"),
+    };
+    let reasons: Vec<&str> = report.rejected.iter().map(|r| r.reason.as_str()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("cannot be decoded: column ") && r.contains("page header at byte")),
+        "{reasons:?}"
+    );
+}

@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod chrome;
 pub mod jsonl;
+pub mod page_headers;
 pub mod parquet;
 pub mod partition;
 pub mod quiet;

@@ -626,6 +626,17 @@ impl CandidateReader {
             }
             row0 += n;
         }
+        // The candidates' page headers too, walked with bounded counts before the decoder sees them.
+        for &rg in &groups {
+            for (i, column) in meta.metadata().row_group(rg).columns().iter().enumerate() {
+                if mask.leaf_included(i) {
+                    let (start, len) = column.byte_range();
+                    super::page_headers::check_chunk(&f, start, len).map_err(|e| {
+                        parquet_error(path, format!("row group {rg}, column {}: {e}", column.column_path()))
+                    })?;
+                }
+            }
+        }
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, meta.clone())
             .with_projection(mask)
             .with_row_groups(groups)
@@ -759,6 +770,20 @@ where
         })
     }
 
+    /// Checks the page headers of row group `rg`'s decoded columns ([`super::page_headers`]).
+    fn check_page_headers(&self, rg: usize) -> Result<(), String> {
+        let reader = (self.open)().map_err(|e| e.to_string())?;
+        for (i, column) in self.meta.metadata().row_group(rg).columns().iter().enumerate() {
+            if !self.mask.leaf_included(i) {
+                continue;
+            }
+            let (start, len) = column.byte_range();
+            super::page_headers::check_chunk(&reader, start, len)
+                .map_err(|e| format!("column {}: {e}", column.column_path()))?;
+        }
+        Ok(())
+    }
+
     fn rows_of(&self, rg: usize) -> u64 {
         u64::try_from(self.meta.metadata().row_group(rg).num_rows()).unwrap_or(0)
     }
@@ -788,6 +813,12 @@ where
     fn read_row_group(&self, rg: usize, stop: &impl Fn() -> bool) -> Result<TraceBuilder, LoadError> {
         let mut b = TraceBuilder::default();
         let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
+        // The page headers of the columns decoded, walked with bounded counts first: a corrupt one can keep
+        // parquet-rs's Thrift decoder busy for minutes.
+        if let Err(e) = self.check_page_headers(rg) {
+            reject_rest_of_row_group(&mut b, self.file, rg, first_row, 0, rows, &e);
+            return Ok(b);
+        }
         let reader = (self.open)().map_err(|e| e.to_string()).and_then(|f| {
             ParquetRecordBatchReaderBuilder::new_with_metadata(f, self.meta.clone())
                 .with_projection(self.mask.clone())
