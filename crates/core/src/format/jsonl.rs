@@ -71,6 +71,72 @@ pub fn read(path: &Path, file: u32, b: &mut TraceBuilder, progress: &Progress) -
     read_from(f, path, file, b, progress)
 }
 
+/// The longest line read as a record, bytes. A token with 100,000 candidates takes about 10 MB; a longer line is
+/// no trace record, and is skipped to its end without being held (a 1 GB line would otherwise be read whole).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// How a line was read by [`read_line_capped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// No more text.
+    End,
+    /// A line, appended to the buffer.
+    Whole,
+    /// A line longer than the cap, of this many bytes, skipped: nothing appended.
+    TooLong(u64),
+}
+
+/// Appends the next line (with its `\n`) to `buf`, unless it is longer than `max` bytes: then reads it to its end
+/// without holding it.
+fn read_line_capped(reader: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    let start = buf.len();
+    let mut skipped: Option<u64> = None;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(match skipped {
+                Some(n) => Line::TooLong(n),
+                None if buf.len() == start => Line::End,
+                None => Line::Whole,
+            });
+        }
+        let (n, ends) = match memchr::memchr(b'\n', available) {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        match &mut skipped {
+            Some(total) => *total += n as u64,
+            None if buf.len() - start + n > max => {
+                skipped = Some((buf.len() - start + n) as u64);
+                buf.truncate(start);
+            }
+            None => buf.extend_from_slice(&available[..n]),
+        }
+        reader.consume(n);
+        if ends {
+            return Ok(skipped.map_or(Line::Whole, Line::TooLong));
+        }
+    }
+}
+
+/// The rejection of a line longer than `max` bytes.
+fn too_long(place: Place, bytes: u64, max: usize) -> Rejection {
+    Rejection {
+        place,
+        problem: Problem::Malformed,
+        record: None,
+        field: None,
+        reason: format!(
+            "a line of {bytes} bytes, over the {max} a record may take: skipped without being read into memory \
+             (a record this long is not a trace record; is the file one JSON document rather than JSON lines?)"
+        ),
+    }
+}
+
 /// Bytes of whole lines parsed by one task: large enough that a task outweighs its merge, small enough that a window
 /// of them stays a few tens of MB.
 const CHUNK_BYTES: usize = 4 << 20;
@@ -153,11 +219,25 @@ pub fn read_chunked(
     progress: &Progress,
     chunk_bytes: usize,
 ) -> Result<(), LoadError> {
+    read_capped(input, path, file, b, progress, chunk_bytes, MAX_LINE_BYTES)
+}
+
+/// [`read_chunked`] with lines longer than `max_line` bytes skipped and rejected (tests make it small).
+fn read_capped(
+    input: impl Read,
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    chunk_bytes: usize,
+    max_line: usize,
+) -> Result<(), LoadError> {
     use rayon::prelude::*;
     let mut reader = open_lines(input, path, progress)?;
     let window = 2 * rayon::current_num_threads() + 2;
     let mut next_line: u64 = 1;
     let mut broken: Option<Rejection> = None;
+    let mut long_lines: Vec<Rejection> = Vec::new();
     let mut pending: Vec<Result<TraceBuilder, LoadError>> = Vec::new();
     loop {
         // Read a window of chunks on this thread while the previous window's builders are merged.
@@ -169,9 +249,15 @@ pub fn read_chunked(
             let mut text = Vec::with_capacity(chunk_bytes.min(CHUNK_BYTES).saturating_add(4096));
             let first_line = next_line;
             while text.len() < chunk_bytes {
-                match reader.read_until(b'\n', &mut text) {
-                    Ok(0) => break,
-                    Ok(_) => next_line += 1,
+                match read_line_capped(&mut reader, &mut text, max_line) {
+                    Ok(Line::End) => break,
+                    Ok(Line::Whole) => next_line += 1,
+                    Ok(Line::TooLong(bytes)) => {
+                        long_lines.push(too_long(Place { file, at: next_line }, bytes, max_line));
+                        // An empty line in its place keeps the lines after it numbered right.
+                        text.push(b'\n');
+                        next_line += 1;
+                    }
                     Err(e) => {
                         // A truncated or corrupt compressed stream: keep what was read, report where it broke.
                         let read = next_line - 1;
@@ -220,7 +306,7 @@ pub fn read_chunked(
     for part in pending {
         b.merge(part?);
     }
-    if let Some(rejection) = broken {
+    for rejection in long_lines.into_iter().chain(broken) {
         b.report.records += 1;
         b.report.reject(rejection);
     }
@@ -267,9 +353,16 @@ pub fn for_each_line(
             return Err(LoadError::Cancelled);
         }
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        match read_line_capped(&mut reader, &mut line, MAX_LINE_BYTES) {
+            Ok(Line::End) => break,
+            Ok(Line::Whole) => {}
+            Ok(Line::TooLong(bytes)) => {
+                line_no += 1;
+                b.report.records += 1;
+                b.report
+                    .reject(too_long(Place { file, at: line_no }, bytes, MAX_LINE_BYTES));
+                continue;
+            }
             Err(e) => {
                 // A truncated or corrupt compressed stream: keep what was read, report where it broke.
                 b.report.records += 1;
@@ -481,6 +574,49 @@ mod tests {
         let (trace, report) = b.finish();
         let written = write_to(&trace, Vec::new()).unwrap();
         (String::from_utf8(written).unwrap(), report)
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_unheld_and_the_lines_after_keep_their_numbers() {
+        // Line 2 is 5,000 bytes against a cap of 1,000; lines 1 and 3 are records.
+        let long = format!("{{\"kind\":\"request\",\"request_id\":\"{}\"}}", "x".repeat(4_970));
+        let text = format!(
+            "{{\"kind\":\"request\",\"request_id\":\"a\",\"arrival_ns\":1764403200000001000}}\n{long}\n\
+             {{\"kind\":\"request\",\"request_id\":\"c\",\"arrival_ns\":1764403200000002000}}\n"
+        );
+        for chunk in [1, 64, 1 << 20] {
+            let mut b = TraceBuilder::default();
+            let p = Progress::default();
+            read_capped(text.as_bytes(), Path::new("t.jsonl"), 0, &mut b, &p, chunk, 1_000).unwrap();
+            let (trace, report) = b.finish();
+            assert_eq!(trace.request_count(), 2, "chunks of {chunk} bytes");
+            assert_eq!(report.records, 3);
+            assert_eq!(report.rejected.len(), 1);
+            let r = &report.rejected[0];
+            assert_eq!(r.place.at, 2);
+            assert!(
+                r.reason
+                    .starts_with(&format!("a line of {} bytes, over the 1000", long.len() + 1)),
+                "{}",
+                r.reason
+            );
+        }
+        // Read whole under the real cap.
+        let mut b = TraceBuilder::default();
+        read_chunked(
+            text.as_bytes(),
+            Path::new("t.jsonl"),
+            0,
+            &mut b,
+            &Progress::default(),
+            1 << 20,
+        )
+        .unwrap();
+        assert_eq!(
+            b.finish().0.request_count(),
+            2,
+            "the long line has no arrival: rejected by the validator"
+        );
     }
 
     #[test]
