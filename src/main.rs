@@ -180,8 +180,9 @@ enum Command {
         #[arg(long, value_name = "JSON", value_parser = cli::record::parse_extra)]
         extra_body: Option<serde_json::Map<String, serde_json::Value>>,
         /// An HTTP header, "Name: value" (repeat for more).
-        #[arg(long = "header", value_name = "NAME: VALUE", value_parser = cli::record::parse_header)]
-        headers: Vec<(String, String)>,
+        // Parsed after clap, which would echo a value it refuses: a header usually carries a key.
+        #[arg(long = "header", value_name = "NAME: VALUE")]
+        headers: Vec<String>,
         /// End-of-sequence token id, when the server does not say it (repeat for more).
         #[arg(long = "eos-id")]
         eos_ids: Vec<u32>,
@@ -694,6 +695,14 @@ fn main() -> ExitCode {
                     2,
                 ));
             }
+            let headers = match headers
+                .iter()
+                .map(|h| cli::record::parse_header(h))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(h) => h,
+                Err(e) => return emit(&Output::error(e, 2)),
+            };
             let options = tokenscope::record::RecordOptions {
                 url,
                 api,

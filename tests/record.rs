@@ -318,3 +318,54 @@ fn the_command_line_writes_the_trace_and_rejects_bad_arguments() {
     assert_eq!(code, 2);
     assert!(stderr.contains("cannot read the prompts file"), "{stderr}");
 }
+
+#[test]
+fn keys_given_to_record_reach_no_trace_capture_note_or_message() {
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    // A key in a header, and a password in the URL's user part.
+    let with_password = server.url.replacen("http://", "http://user:SECRET-PASSWORD@", 1);
+    let mut o = options(&with_password, Api::Chat, 2);
+    o.headers = vec![("Authorization".into(), "Bearer SECRET-HEADER".into())];
+    let rec = record(&o);
+    assert_eq!(rec.trace.request_count(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, raw) = (dir.path().join("t.jsonl"), dir.path().join("raw.jsonl"));
+    tokenscope::format::write(&rec.trace, &trace).unwrap();
+    tokenscope::record::write_raw(&rec.outcomes, &raw).unwrap();
+    let written = std::fs::read_to_string(&trace).unwrap() + &std::fs::read_to_string(&raw).unwrap();
+    let said = format!("{:?} {:?}", rec.report, rec.outcomes);
+    for text in [&written, &said] {
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+    assert!(format!("{:?}", rec.report.notes).contains("recorded from http://127.0.0.1:"));
+    // A refused connection's message names the server without the password.
+    let closed = start(Behavior::Status(200, String::new())).url.clone();
+    let rec = record(&options(
+        &closed.replacen("http://", "http://user:SECRET-PASSWORD@", 1),
+        Api::Chat,
+        1,
+    ));
+    let error = rec.outcomes[0].error.clone().unwrap();
+    assert!(!error.contains("SECRET") && error.contains("127.0.0.1"), "{error}");
+    // A header mistyped on the command line is refused without being echoed.
+    let (code, _, stderr) = common::tokenscope(&[
+        "record",
+        "--url",
+        &server.url,
+        "--prompts",
+        "p.txt",
+        "--header",
+        "Bearer SECRET-NO-COLON",
+        "-o",
+        "x.parquet",
+    ]);
+    assert_eq!(code, 2);
+    assert!(!stderr.contains("SECRET") && stderr.contains("Name: value"), "{stderr}");
+    assert_eq!(
+        tokenscope::record::shown_url("https://u:p@api.example.com/v1?api_key=k#f"),
+        "https://api.example.com/v1?…"
+    );
+}

@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 use super::{Output, thousands};
 use crate::record::{self, RecordOptions};
 
-/// Parses `--header "Name: value"`.
+/// Parses `--header "Name: value"`. A mistake is said without the text given: a header usually carries a key.
 pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("--header {s:?}: give it as \"Name: value\""))?;
+    let (k, v) = s.split_once(':').ok_or_else(|| {
+        format!(
+            "--header: give it as \"Name: value\" (no ':' in the {} characters given, not shown: they may be a key)",
+            s.chars().count()
+        )
+    })?;
     let k = k.trim();
     if k.is_empty() {
-        return Err(format!("--header {s:?}: the name is empty"));
+        return Err("--header: the name before ':' is empty".to_owned());
     }
     Ok((k.to_owned(), v.trim().to_owned()))
 }

@@ -258,14 +258,21 @@ pub async fn run_one(
         }
         Ok(Err(e)) => {
             let code = if e.is_connect() { "connect" } else { "request" };
-            // The whole chain: reqwest's own words hide the cause ("connection closed before message completed").
+            // The whole chain: reqwest's own words hide the cause ("connection closed before message completed"). The
+            // URL is said once, as shown (a key in its query or user part stays out of the trace).
+            let e = e.without_url();
             let mut why = e.to_string();
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
                 why.push_str(&format!(": {s}"));
                 source = s.source();
             }
-            fail(&mut out, Ending::Failed, code, format!("{url}: {why}"));
+            fail(
+                &mut out,
+                Ending::Failed,
+                code,
+                format!("{}: {why}", super::shown_url(url)),
+            );
             return out;
         }
         Ok(Ok(r)) => r,

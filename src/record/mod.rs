@@ -70,8 +70,8 @@ pub struct Recording {
 /// Why a recording could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// A header is not `Name: value`, or not valid in HTTP.
-    #[error("--header {0:?}: give it as \"Name: value\"")]
+    /// A header is not valid in HTTP: its name, never its value (a key).
+    #[error("--header {0}: not a valid HTTP header name or value (the value is not shown: it may be a key)")]
     Header(String),
     /// The HTTP client could not be built.
     #[error("cannot start the HTTP client: {0}")]
@@ -188,9 +188,8 @@ async fn run(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in &options.headers {
-        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| RecordError::Header(format!("{k}: {v}")))?;
-        let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| RecordError::Header(format!("{k}: {v}")))?;
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| RecordError::Header(k.clone()))?;
+        let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| RecordError::Header(k.clone()))?;
         headers.insert(name, value);
     }
     let client = reqwest::Client::builder()
@@ -327,6 +326,31 @@ pub fn request_id(i: usize) -> String {
     format!("rec-{i:05}")
 }
 
+/// A URL as a trace, a note or a message may show it: without its user, password, query or fragment, which can carry
+/// keys (`?api_key=`, `user:token@`); a query left out shows as `?…`.
+pub fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let had_query = u.query().is_some();
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            let mut s = u.to_string();
+            if had_query {
+                s.push_str("?…");
+            }
+            s
+        }
+        // Not a URL the client would send to: what comes after an `@`, a `?` or a `#` is left out.
+        Err(_) => {
+            let end = url.find(['?', '#']).unwrap_or(url.len());
+            let host = &url[..end];
+            host.rsplit_once('@').map_or(host, |(_, h)| h).to_owned()
+        }
+    }
+}
+
 /// The trace of a recording: its requests, their tokens and candidates, a meta record naming the server.
 pub fn build_trace(
     options: &RecordOptions,
@@ -336,8 +360,9 @@ pub fn build_trace(
     outcomes: &[Outcome],
 ) -> (Trace, crate::trace::report::Report) {
     let mut b = TraceBuilder::default();
+    let url = &shown_url(url);
     b.report.files.push(SourceFile {
-        path: url.to_owned(),
+        path: url.clone(),
         encoding: Encoding::Jsonl,
     });
     let eos_ids: Vec<u32> = if options.eos_ids.is_empty() {
