@@ -208,3 +208,39 @@ fn a_page_header_that_would_keep_the_decoder_busy_for_minutes_is_refused_at_once
         "{reasons:?}"
     );
 }
+
+#[test]
+fn columns_of_the_wrong_physical_type_are_named_with_both_types() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    // arrival_ns written as text ("1764403200000000000"), input_tokens as a float: a dumper's mistake.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("request_id", DataType::Utf8, false),
+        Field::new("arrival_ns", DataType::Utf8, false),
+        Field::new("input_tokens", DataType::Float64, false),
+    ]));
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["request", "request"])),
+        Arc::new(StringArray::from(vec!["a", "b"])),
+        Arc::new(StringArray::from(vec!["1764403200000000000", "1764403200001000000"])),
+        Arc::new(Float64Array::from(vec![12.0, 7.5])),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("types.parquet");
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let (code, out, err) = tokenscope(&["validate", path.to_str().unwrap()]);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 records, 0 kept, 2 rejected"), "{out}");
+    assert!(
+        out.contains("row 0  [wrong_type] request.arrival_ns: arrival_ns is a string; expected integer nanoseconds"),
+        "the row, the column and both types are named: {out}"
+    );
+}
