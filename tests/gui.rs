@@ -772,6 +772,15 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
     assert!(a_vp.ns_per_point < b_vp.ns_per_point * 1.01 && a_vp.ns_per_point > b_vp.ns_per_point * 0.99);
     assert_eq!(rel(a_vp.start_ns, a_t0), rel(b_vp.start_ns, b_t0));
+    // Moving A to the trace's last seconds moves B there, and B brings tracks alive there into view.
+    let late = Viewport::fit(a_t0 + 95 * SECOND, a_t0 + 99 * SECOND, a_vp.width);
+    h.state_mut().session_mut().unwrap().waterfall.viewport = Some(late);
+    h.state_mut().comparing_mut().unwrap().other.waterfall.scroll_y = 0.0;
+    h.run();
+    let offset = h.state().comparing().unwrap().offset_ns(a_t0);
+    let b = &h.state().comparing().unwrap().other;
+    assert_eq!(b.waterfall.viewport.unwrap().start_ns, late.start_ns + offset);
+    assert!(b.waterfall.scroll_y > 0.0, "B scrolled to requests alive at 95 s");
     // The timeline computes B's series with A's buckets, drawn dashed over A's.
     #[cfg(feature = "query")]
     {

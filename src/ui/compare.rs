@@ -176,9 +176,17 @@ impl Comparing {
 
     /// Keeps the two waterfalls on one time axis (B's clock shifted by [`Comparing::offset_ns`]): whichever moved
     /// since the last frame leads.
-    pub fn sync_axes(&mut self, a: &mut WaterfallState, a_t0: i64) {
-        let offset = self.offset_ns(a_t0);
+    pub fn sync_axes(&mut self, a: &mut WaterfallState, a_view: &TraceView) {
+        let offset = self.offset_ns(a_view.t0_ns);
+        let before = (a.viewport, self.other.waterfall.viewport);
         self.synced = sync_axes(a, &mut self.other.waterfall, offset, self.synced);
+        // The one moved by the other brings a track alive in its new range into view, as its own zoom would.
+        if a.viewport != before.0 {
+            super::waterfall::follow_axis(a, a_view);
+        }
+        if self.other.waterfall.viewport != before.1 {
+            super::waterfall::follow_axis(&mut self.other.waterfall, &self.other.view);
+        }
     }
 }
 
@@ -512,7 +520,7 @@ pub fn stacked_ui(ui: &mut Ui, a: &mut Session, c: &mut Comparing, out: &mut Vec
             _ => {}
         }
     }
-    c.sync_axes(&mut a.waterfall, a.view.t0_ns);
+    c.sync_axes(&mut a.waterfall, &a.view);
 }
 
 /// Points between the two waterfalls.

@@ -208,18 +208,7 @@ pub fn waterfall_ui(
         .viewport
         .is_some_and(|old| old.start_ns != vp.start_ns || old.ns_per_point != vp.ns_per_point)
     {
-        let alive = |r: u32| is_alive(&view.trace, r, vp.start_ns, vp.end_ns());
-        let on_screen = layout::visible_rows(
-            state.scroll_y,
-            theme::ROW_HEIGHT,
-            frame.requests.height(),
-            view.rows.len(),
-        );
-        if !view.rows[on_screen].iter().any(|&r| alive(r))
-            && let Some(k) = first_alive_row(view, vp.start_ns, vp.end_ns())
-        {
-            state.scroll_y = k as f32 * theme::ROW_HEIGHT;
-        }
+        scroll_to_alive(state, view, &vp, frame.requests.height());
     }
     let total_rows_height = view.rows.len() as f32 * theme::ROW_HEIGHT;
     state.scroll_y = state.scroll_y.clamp(
@@ -316,6 +305,25 @@ pub fn scroll_to_request(state: &mut WaterfallState, view: &TraceView, r: u32) {
         .is_some_and(|rect| top >= state.scroll_y && top + theme::ROW_HEIGHT <= state.scroll_y + rect.height());
     if !on_screen {
         state.scroll_y = (k as f32 - 2.0).max(0.0) * theme::ROW_HEIGHT;
+    }
+}
+
+/// When none of the request tracks on screen (`height` points of them) is alive in `vp`, scrolls to the first that is.
+fn scroll_to_alive(state: &mut WaterfallState, view: &TraceView, vp: &Viewport, height: f32) {
+    let alive = |r: u32| is_alive(&view.trace, r, vp.start_ns, vp.end_ns());
+    let on_screen = layout::visible_rows(state.scroll_y, theme::ROW_HEIGHT, height, view.rows.len());
+    if !view.rows[on_screen].iter().any(|&r| alive(r))
+        && let Some(k) = first_alive_row(view, vp.start_ns, vp.end_ns())
+    {
+        state.scroll_y = k as f32 * theme::ROW_HEIGHT;
+    }
+}
+
+/// After the time axis was moved from outside (the waterfall it is linked to in a comparison), brings a track alive
+/// in the new range into view as a zoom of its own does.
+pub fn follow_axis(state: &mut WaterfallState, view: &TraceView) {
+    if let (Some(vp), Some(rect)) = (state.viewport, state.requests_rect) {
+        scroll_to_alive(state, view, &vp, rect.height());
     }
 }
 
