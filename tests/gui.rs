@@ -850,3 +850,31 @@ fn a_comparison_asked_while_a_loads_waits_for_it_and_a_bad_b_leaves_a_on_screen(
     assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
     h.get_by_label_contains("Cannot compare: ");
 }
+
+#[test]
+fn a_token_with_a_hundred_thousand_candidates_lists_the_first_hundred() {
+    // One request, one token written with 100,000 candidates.
+    const T0: i64 = 1_764_403_200_000_000_000;
+    let candidates: Vec<String> = (0..100_000)
+        .map(|i| format!(r#"{{"token_id":{i},"text":"t{i}","logprob":-{}.5}}"#, 1 + i % 30))
+        .collect();
+    let text = format!(
+        "{{\"kind\":\"request\",\"request_id\":\"r\",\"arrival_ns\":{T0}}}\n\
+         {{\"kind\":\"token\",\"request_id\":\"r\",\"index\":0,\"emitted_ns\":{},\"token_id\":0,\"text\":\"t0\",\
+         \"logprob\":-1.5,\"candidates\":[{}]}}\n",
+        T0 + 1_000_000,
+        candidates.join(",")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wide.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let mut app = App::new(TraceSource::Path(path), None);
+    app.wait_loaded();
+    let mut h = harness(app);
+    h.state_mut().go_to(T0, T0 + SECOND, Some(0), Some(0));
+    h.run();
+    h.get_by_label_contains("and 99,900 more candidates (a frame lists 100 at most)");
+    // The first hundred are listed, the 101st is not.
+    h.get_by_label("t99");
+    assert!(h.query_by_label("t100").is_none());
+}

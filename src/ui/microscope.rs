@@ -472,6 +472,10 @@ fn step_load_ui(ui: &mut Ui, trace: &Trace, load: &StepLoad) {
     }
 }
 
+/// Candidates listed for a token: engines write 5 to 20; a trace with a million on one token must not lay out a
+/// million rows in a frame.
+pub const MAX_SHOWN_CANDIDATES: usize = 100;
+
 fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
     ui.strong("Candidates");
     let Some(t) = m.token_row(trace) else {
@@ -517,7 +521,7 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
             ui.weak("probability");
             ui.weak("");
             ui.end_row();
-            for (rank, c) in cands.iter().enumerate() {
+            for (rank, c) in cands.iter().take(MAX_SHOWN_CANDIDATES).enumerate() {
                 let p = c.logprob.exp();
                 let shown = display_text(trace, c.token_id, c.text.as_deref(), c.special);
                 let is_chosen = c.token_id == chosen_id;
@@ -543,6 +547,12 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
                 ui.end_row();
             }
         });
+    if cands.len() > MAX_SHOWN_CANDIDATES {
+        ui.weak(format!(
+            "and {} more candidates (a frame lists {MAX_SHOWN_CANDIDATES} at most)",
+            crate::analysis::stats::thousands((cands.len() - MAX_SHOWN_CANDIDATES) as u64)
+        ));
+    }
     if matches!(c.rank, crate::analysis::tokens::Rank::BeyondTopK(_)) {
         ui.label(
             RichText::new("The chosen token is not among the candidates written.").color(ui.visuals().warn_fg_color),
