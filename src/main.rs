@@ -569,15 +569,7 @@ fn main() -> ExitCode {
             top,
             thresholds,
         }) => {
-            let given = Slo {
-                ttft_ms: slo_ttft_ms,
-                tpot_ms: slo_tpot_ms,
-            };
-            let objectives = match (given.is_set(), no_slo) {
-                (true, _) => cli::findings::Objectives::Given(given),
-                (false, true) => cli::findings::Objectives::Given(Slo::default()),
-                (false, false) => cli::findings::Objectives::Default,
-            };
+            let objectives = cli::findings::Objectives::from_flags(slo_ttft_ms, slo_tpot_ms, no_slo);
             let options = cli::diff::DiffOptions {
                 json,
                 objectives,
@@ -597,15 +589,7 @@ fn main() -> ExitCode {
             no_slo,
             thresholds,
         }) => {
-            let given = Slo {
-                ttft_ms: slo_ttft_ms,
-                tpot_ms: slo_tpot_ms,
-            };
-            let objectives = match (given.is_set(), no_slo) {
-                (true, _) => cli::findings::Objectives::Given(given),
-                (false, true) => cli::findings::Objectives::Given(Slo::default()),
-                (false, false) => cli::findings::Objectives::Default,
-            };
+            let objectives = cli::findings::Objectives::from_flags(slo_ttft_ms, slo_tpot_ms, no_slo);
             emit(&cli::findings::run(
                 &trace,
                 json,

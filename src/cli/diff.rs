@@ -13,7 +13,7 @@ use crate::analysis::diff::{
     Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
 };
 use crate::analysis::findings::{Finding, Thresholds};
-use crate::analysis::stats::{Column, Unit};
+use crate::analysis::stats::Unit;
 use crate::analysis::summary::{GroupBy, Summary};
 use crate::format::{LoadOptions, Loaded};
 use crate::trace::Trace;
@@ -33,37 +33,6 @@ pub struct DiffOptions<'a> {
     pub prices: Option<&'a Path>,
     /// Paired requests listed per metric.
     pub top: usize,
-}
-
-fn format_value(unit: Unit, v: Option<f64>) -> String {
-    Column {
-        key: "",
-        header: "",
-        unit,
-        get: |_| None,
-    }
-    .format(v)
-}
-
-/// A change with its sign: `+12.5`, `-3`, `+4.0 %` (percentage points for shares).
-fn format_change(unit: Unit, v: Option<f64>) -> String {
-    match v {
-        None => "-".to_owned(),
-        Some(d) => {
-            let sign = if d > 0.0 {
-                "+"
-            } else if d < 0.0 {
-                "-"
-            } else {
-                ""
-            };
-            let text = match unit {
-                Unit::Share => format!("{:.1} pt", d.abs() * 100.0),
-                _ => format_value(unit, Some(d.abs())),
-            };
-            format!("{sign}{text}")
-        }
-    }
 }
 
 fn format_relative(v: Option<f64>) -> String {
@@ -88,9 +57,9 @@ fn figures_table(changes: &[Change]) -> String {
     for c in changes {
         rows.push(vec![
             c.label.to_owned(),
-            format_value(c.unit, c.a),
-            format_value(c.unit, c.b),
-            format_change(c.unit, c.change),
+            c.unit.format(c.a),
+            c.unit.format(c.b),
+            c.change_text(),
             format_relative(c.relative),
             verdict_word(c.verdict).to_owned(),
         ]);
@@ -283,9 +252,8 @@ fn groups_text(by: GroupBy, c: &Comparison) -> String {
             relative(tpot),
         ];
         if has_slo {
-            let met = |s: &Option<Summary>| {
-                format_value(Unit::Share, s.as_ref().and_then(|s| s.slo).and_then(|x| x.attainment))
-            };
+            let met =
+                |s: &Option<Summary>| Unit::Share.format(s.as_ref().and_then(|s| s.slo).and_then(|x| x.attainment));
             row.extend([met(&g.a), met(&g.b)]);
         }
         rows.push(row);

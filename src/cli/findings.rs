@@ -113,6 +113,16 @@ pub enum Objectives {
 }
 
 impl Objectives {
+    /// The objectives of `--slo-ttft-ms`, `--slo-tpot-ms` and `--no-slo`: those given, none, or the defaults.
+    pub fn from_flags(ttft_ms: Option<f64>, tpot_ms: Option<f64>, no_slo: bool) -> Self {
+        let given = Slo { ttft_ms, tpot_ms };
+        match (given.is_set(), no_slo) {
+            (true, _) => Objectives::Given(given),
+            (false, true) => Objectives::Given(Slo::default()),
+            (false, false) => Objectives::Default,
+        }
+    }
+
     /// The objectives.
     pub fn slo(self) -> Slo {
         match self {

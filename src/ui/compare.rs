@@ -18,7 +18,6 @@ use crate::analysis::diff::{
     Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
 };
 use crate::analysis::findings::{Finding, Thresholds};
-use crate::analysis::stats::{Column, Unit};
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 use crate::view::TraceView;
@@ -253,33 +252,11 @@ fn verdict_color(v: Verdict) -> Option<Color32> {
     }
 }
 
-fn value_text(unit: Unit, v: Option<f64>) -> String {
-    Column {
-        key: "",
-        header: "",
-        unit,
-        get: |_| None,
-    }
-    .format(v)
-}
-
 fn change_text(c: &Change) -> String {
-    let Some(d) = c.change else { return "-".to_owned() };
-    let sign = if d > 0.0 {
-        "+"
-    } else if d < 0.0 {
-        "−"
-    } else {
-        ""
-    };
-    let amount = match c.unit {
-        Unit::Share => format!("{:.1} pt", d.abs() * 100.0),
-        unit => value_text(unit, Some(d.abs())),
-    };
     let relative = c
         .relative
         .map_or_else(String::new, |r| format!("  ({:+.1} %)", r * 100.0));
-    format!("{sign}{amount}{relative}")
+    format!("{}{relative}", c.change_text())
 }
 
 fn figures_ui(ui: &mut Ui, c: &Comparison) {
@@ -294,8 +271,8 @@ fn figures_ui(ui: &mut Ui, c: &Comparison) {
             ui.end_row();
             for ch in &c.changes {
                 ui.label(ch.label);
-                ui.label(RichText::new(value_text(ch.unit, ch.a)).color(A_COLOR));
-                ui.label(RichText::new(value_text(ch.unit, ch.b)).color(B_COLOR));
+                ui.label(RichText::new(ch.unit.format(ch.a)).color(A_COLOR));
+                ui.label(RichText::new(ch.unit.format(ch.b)).color(B_COLOR));
                 let text = RichText::new(change_text(ch));
                 ui.label(match verdict_color(ch.verdict) {
                     Some(color) => text.color(color),

@@ -160,6 +160,26 @@ impl Change {
     }
 }
 
+impl Change {
+    /// B − A as tables show it, with its sign: `+12.5`, `-3`, `+4.0 pt` (percentage points for shares); `-` when
+    /// undefined.
+    pub fn change_text(&self) -> String {
+        let Some(d) = self.change else { return "-".to_owned() };
+        let sign = if d > 0.0 {
+            "+"
+        } else if d < 0.0 {
+            "-"
+        } else {
+            ""
+        };
+        let amount = match self.unit {
+            Unit::Share => format!("{:.1} pt", d.abs() * 100.0),
+            unit => unit.format(Some(d.abs())),
+        };
+        format!("{sign}{amount}")
+    }
+}
+
 /// Every figure's change; the SLO figures only with objectives, cost only with a price table.
 pub fn changes(a: &Summary, b: &Summary) -> Vec<Change> {
     FIGURES

@@ -176,10 +176,17 @@ pub fn money(v: f64) -> String {
 
 impl Column {
     /// The figure as the table shows it; `-` when undefined.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts are whole and non-negative
     pub fn format(&self, v: Option<f64>) -> String {
+        self.unit.format(v)
+    }
+}
+
+impl Unit {
+    /// A figure of this unit as tables show it; `-` when undefined.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts are whole and non-negative
+    pub fn format(self, v: Option<f64>) -> String {
         let Some(v) = v else { return "-".to_owned() };
-        match self.unit {
+        match self {
             Unit::Count => thousands(v.round().max(0.0) as u64),
             Unit::Ms | Unit::Rate => format!("{v:.1}"),
             Unit::Share => format!("{:.1} %", v * 100.0),
