@@ -90,6 +90,7 @@ fn main() {
             slo,
             caption: true,
             scroll_y: None,
+            layout: tokenscope::view::lanes::TrackLayout::Tracks,
         };
         let size = Size {
             width: 1400.0,

@@ -12,6 +12,7 @@ use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions};
 use tokenscope::ui::render::View;
 use tokenscope::ui::{self, TraceSource};
+use tokenscope::view::lanes::TrackLayout;
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
 /// or wrong. With no subcommand, opens the app on TRACE (or on the embedded demo trace).
@@ -324,6 +325,9 @@ enum Command {
         /// range, its request and token selected, as a click on it shows in the app.
         #[arg(long, value_name = "N", conflicts_with_all = ["from_ms", "to_ms", "request", "token"])]
         finding: Option<usize>,
+        /// The request tracks: one per request, or packed into lanes of requests that do not overlap.
+        #[arg(long, value_enum, default_value = "tracks")]
+        layout: TrackLayout,
         /// The PNG to write.
         #[arg(short, long)]
         output: PathBuf,
@@ -612,10 +616,12 @@ fn main() -> ExitCode {
             slo_ttft_ms,
             slo_tpot_ms,
             finding,
+            layout,
             output,
         }) => {
             let options = cli::render::RenderOptions {
                 finding,
+                layout,
                 from_ms,
                 to_ms,
                 request,

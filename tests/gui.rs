@@ -878,3 +878,72 @@ fn a_token_with_a_hundred_thousand_candidates_lists_the_first_hundred() {
     h.get_by_label("t99");
     assert!(h.query_by_label("t100").is_none());
 }
+
+#[test]
+fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request_under_it() {
+    let mut h = harness(demo_app());
+    h.get_by_label("Layout").click();
+    h.run();
+    h.get_by_label("lanes (packed)").click();
+    h.run();
+    let (lanes, peak, row_h, rect) = {
+        let s = h.state().session().unwrap();
+        assert_eq!(s.waterfall.layout, tokenscope::view::lanes::TrackLayout::Lanes);
+        let trace = &s.view.trace;
+        // The peak concurrency counted here by a sweep over arrivals and finishes (a finish before an arrival at
+        // the same time frees its lane); a request lasts at least a millisecond on the axis.
+        let mut events: Vec<(i64, i32)> = (0..trace.request_count() as u32)
+            .flat_map(|r| {
+                let a = trace.requests.arrival_ns[r as usize];
+                let f = trace.finish_ns(r).unwrap_or(a).max(a + 1_000_000);
+                [(a, 1), (f, -1)]
+            })
+            .collect();
+        events.sort();
+        let (mut alive, mut peak) = (0, 0);
+        for (_, d) in events {
+            alive += d;
+            peak = peak.max(alive);
+        }
+        let lanes = s.view.lanes().clone();
+        (
+            lanes,
+            peak as usize,
+            s.waterfall.row_height,
+            s.waterfall.requests_rect.unwrap(),
+        )
+    };
+    assert_eq!(lanes.len(), peak, "as many lanes as requests alive at once at the peak");
+    assert_eq!(peak, 15);
+    // Every request is in a lane, and a lane's requests never overlap.
+    assert_eq!((0..lanes.len()).map(|k| lanes.requests(k).len()).sum::<usize>(), 309);
+    for k in 0..lanes.len() {
+        assert!(
+            lanes.extents(k).windows(2).all(|w| w[0].1 <= w[1].0),
+            "lane {k} overlaps"
+        );
+    }
+    // Fifteen lanes fit the window at a track's height.
+    assert_eq!(row_h, 16.0);
+    // Click the middle of the sixth request of the third lane.
+    let (r, (a, b)) = (lanes.requests(2)[5], lanes.extents(2)[5]);
+    let p = pos2(x_of(&h, a + (b - a) / 2), rect.top() + 2.5 * row_h);
+    h.hover_at(p);
+    h.run();
+    h.drag_at(p);
+    h.run();
+    h.drop_at(p);
+    h.run();
+    assert_eq!(h.state().session().unwrap().selected, Some(r));
+    let id = h.state().session().unwrap().view.trace.request_id(r).to_owned();
+    h.get_by_label(&id);
+    // Back to a track per request: the selected request's track is on screen.
+    h.get_by_label("Layout").click();
+    h.run();
+    h.get_by_label("a track per request").click();
+    h.run();
+    let s = h.state().session().unwrap();
+    let k = s.view.rows.iter().position(|&x| x == r).unwrap() as f32;
+    let (top, height) = (k * 16.0 - s.waterfall.scroll_y, rect.height());
+    assert!(top >= 0.0 && top + 16.0 <= height, "track {k} at {top} in {height}");
+}

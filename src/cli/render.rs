@@ -14,6 +14,7 @@ use crate::trace::{CandidateSource, Trace};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
 use crate::view::TraceView;
+use crate::view::lanes::TrackLayout;
 use crate::view::layout::{TrackFilter, TrackOrder};
 
 /// What to render.
@@ -42,6 +43,8 @@ pub struct RenderOptions {
     /// Render the Nth finding (from 1, in `tokenscope findings`' order, with these objectives and the default
     /// thresholds): its time range selected with a margin, its subject request and token selected.
     pub finding: Option<usize>,
+    /// One track per request, or lanes.
+    pub layout: TrackLayout,
 }
 
 fn usage(message: String) -> Output {
@@ -159,6 +162,7 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         slo: options.slo,
         caption: options.caption,
         scroll_y: None,
+        layout: options.layout,
     };
     write_png(scene, which, size, output)
 }
@@ -231,6 +235,7 @@ fn render_finding(
         slo: options.slo,
         caption: options.caption,
         scroll_y: None,
+        layout: options.layout,
     };
     write_png(scene, which, size, output)
 }

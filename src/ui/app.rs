@@ -26,6 +26,7 @@ use crate::analysis::findings::Thresholds;
 use crate::analysis::summary::Slo;
 use crate::format::{self, LoadError, Loaded, Progress};
 use crate::trace::CandidateSource;
+use crate::view::lanes::TrackLayout;
 use crate::view::layout::TrackOrder;
 
 /// Recent files kept.
@@ -38,6 +39,9 @@ const STORAGE_KEY: &str = "tokenscope";
 struct Settings {
     recent: Vec<String>,
     order: TrackOrder,
+    /// One track per request, or lanes.
+    #[serde(default)]
+    layout: TrackLayout,
     /// The service-level objectives requests are judged by.
     #[serde(default = "default_slo")]
     slo: Slo,
@@ -72,6 +76,7 @@ impl Default for Settings {
         Settings {
             recent: Vec::new(),
             order: TrackOrder::default(),
+            layout: TrackLayout::default(),
             slo: default_slo(),
             caption: true,
             prices: Prices::default(),
@@ -644,6 +649,7 @@ impl App {
             slo: self.settings.slo,
             caption: self.settings.caption,
             scroll_y: Some(s.waterfall.scroll_y),
+            layout: s.waterfall.layout,
         };
         let (width, height) = (size.x.max(400.0), size.y.max(300.0));
         let size = render::Size {
@@ -1206,6 +1212,20 @@ impl App {
                 })
                 .response
                 .labelled_by(sort_label.id);
+            let layout_label = ui.label("Layout");
+            let layout_text = TrackLayout::ALL
+                .iter()
+                .find(|(l, _)| *l == self.settings.layout)
+                .map_or("", |(_, l)| l);
+            egui::ComboBox::from_id_salt("layout")
+                .selected_text(layout_text)
+                .show_ui(ui, |ui| {
+                    for (l, label) in TrackLayout::ALL {
+                        ui.selectable_value(&mut self.settings.layout, l, label);
+                    }
+                })
+                .response
+                .labelled_by(layout_label.id);
             let labels = &s.view.filter_labels;
             for ((name, field), values) in [
                 ("model", &mut s.filter.model),
@@ -1335,7 +1355,9 @@ impl App {
             });
             return;
         };
+        s.waterfall.layout = self.settings.layout;
         if let Some(c) = &mut self.compare {
+            c.other.waterfall.layout = self.settings.layout;
             super::compare::stacked_ui(ui, s, c, &mut self.commands);
             return;
         }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use eframe::egui::{self, ColorImage, Ui};
 use egui_kittest::Harness;
 
+use crate::view::lanes::TrackLayout;
+
 use super::capture;
 pub use super::capture::View;
 use super::microscope::{Microscope, microscope_ui};
@@ -40,6 +42,8 @@ pub struct Scene {
     /// How far the request tracks are scrolled, points; `None` brings the selected request (or the first request
     /// alive in the time range) into view.
     pub scroll_y: Option<f32>,
+    /// One track per request, or lanes.
+    pub layout: TrackLayout,
 }
 
 /// The image's geometry.
@@ -190,6 +194,7 @@ pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, Rende
     });
     let mut waterfall = WaterfallState::default();
     waterfall.range = scene.selection;
+    waterfall.layout = scene.layout;
     let state = State {
         scene,
         waterfall,
@@ -211,7 +216,7 @@ pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, Rende
     if let Some(vp) = s.waterfall.viewport {
         // Without a range, a selected request is shown across the middle half of the width.
         let range = s.scene.time_range.or_else(|| {
-            let (a, b) = waterfall::request_extent(&s.scene.view.trace, s.scene.request?)?;
+            let (a, b) = crate::view::lanes::request_extent(&s.scene.view.trace, s.scene.request?)?;
             Some((a - (b - a) / 2, b + (b - a) / 2))
         });
         if let Some((a, b)) = range {

@@ -129,7 +129,8 @@ impl Session {
 
     /// Orders and filters the request tracks again.
     pub fn refresh_rows(&mut self, order: TrackOrder) {
-        self.view.rows = crate::view::layout::track_rows(&self.view.trace, order, &self.filter);
+        let rows = crate::view::layout::track_rows(&self.view.trace, order, &self.filter);
+        self.view.set_rows(rows);
     }
 
     /// Selects a request (or none); `scroll` brings its track into view.

@@ -81,6 +81,8 @@ pub const SELECTION_FILL: Color32 = Color32::from_rgba_unmultiplied_const(90, 14
 pub const SELECTION_EDGE: Color32 = Color32::from_rgb(140, 180, 255);
 /// Background of the selected request's track.
 pub const SELECTED_ROW: Color32 = Color32::from_rgba_unmultiplied_const(230, 200, 60, 45);
+/// The outline of the selected request in lanes.
+pub const SELECTION_OUTLINE: Color32 = Color32::from_rgb(250, 215, 70);
 /// Every other track, for reading across.
 pub const STRIPE_ROW: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 8);
 /// First-token and finish markers.

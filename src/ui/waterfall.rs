@@ -2,7 +2,9 @@
 //! counter rows: batch size, prefill tokens, KV use, waiting), then one track per request (queue, prefill chunks,
 //! decode steps, preemptions; first-token and finish markers). Navigation follows Perfetto and Tracy: Ctrl+wheel
 //! zooms at the pointer, W/S zoom, A/D pan, drag on the ruler pans, drag on the tracks selects a time range, F
-//! fits the selection, double-click resets; the wheel scrolls the request tracks, which are virtualised.
+//! fits the selection, double-click resets; the wheel scrolls the request tracks, which are virtualised. The
+//! request tracks are one per request, or packed into lanes of requests that do not overlap (`view::lanes`), as many
+//! as the run's peak concurrency, with rows as low as it takes to fit them on screen.
 //!
 //! What is drawn comes from `view` (viewport, level of detail, layout): this file turns it into shapes and input
 //! into state changes, and nothing else.
@@ -12,6 +14,7 @@ use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos
 use super::command::Command;
 use super::theme;
 use crate::trace::{StageKind, Trace};
+use crate::view::lanes::{TrackLayout, coarse_spans, request_extent};
 use crate::view::layout;
 use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
 use crate::view::ruler;
@@ -46,7 +49,66 @@ pub struct WaterfallState {
     pub time_rect: Option<Rect>,
     /// Where the request tracks were drawn, screen points (regenerated each frame).
     pub requests_rect: Option<Rect>,
+    /// One track per request, or lanes (set by the app from its settings).
+    pub layout: TrackLayout,
+    /// The height of a request row in the last frame, points (0 before the first).
+    pub row_height: f32,
+    /// The layout of the last frame.
+    drawn_layout: Option<TrackLayout>,
     drag: Option<Drag>,
+}
+
+impl WaterfallState {
+    /// The height of a request row: the last frame's, or a track's before the first frame.
+    pub fn row_height(&self) -> f32 {
+        if self.row_height > 0.0 {
+            self.row_height
+        } else {
+            theme::ROW_HEIGHT
+        }
+    }
+}
+
+/// Lanes are never lower than this, points: below it scroll.
+const MIN_LANE_HEIGHT: f32 = 1.0;
+/// A request this wide on screen or wider is drawn with every stage (each decode step); narrower, as its queue,
+/// prefill and decode from its timestamps (points).
+const DETAIL_WIDTH: f32 = 48.0;
+
+/// How many request rows the layout has.
+fn row_count(view: &TraceView, layout: TrackLayout) -> usize {
+    match layout {
+        TrackLayout::Tracks => view.rows.len(),
+        TrackLayout::Lanes => view.lanes().len(),
+    }
+}
+
+/// The row of request `r`, when shown.
+fn row_of(view: &TraceView, layout: TrackLayout, r: u32) -> Option<usize> {
+    match layout {
+        TrackLayout::Tracks => view.rows.iter().position(|&x| x == r),
+        TrackLayout::Lanes => view.lanes().lane_of(r),
+    }
+}
+
+/// True when row `k` has a request alive at some time in `from_ns..=to_ns`.
+fn row_alive(view: &TraceView, layout: TrackLayout, k: usize, from_ns: i64, to_ns: i64) -> bool {
+    match layout {
+        TrackLayout::Tracks => view
+            .rows
+            .get(k)
+            .is_some_and(|&r| is_alive(&view.trace, r, from_ns, to_ns)),
+        TrackLayout::Lanes => !view.lanes().in_range(k, from_ns, to_ns).is_empty(),
+    }
+}
+
+/// The height of a request row: a track's, or for lanes as low as fits them all in `height` (down to
+/// [`MIN_LANE_HEIGHT`]).
+fn row_height_for(layout: TrackLayout, rows: usize, height: f32) -> f32 {
+    match layout {
+        TrackLayout::Tracks => theme::ROW_HEIGHT,
+        TrackLayout::Lanes => (height / rows.max(1) as f32).clamp(MIN_LANE_HEIGHT, theme::ROW_HEIGHT),
+    }
 }
 
 /// What the pointer is over, to describe in a tooltip.
@@ -59,6 +121,16 @@ enum Hover {
         request: u32,
         item: RenderItem,
         spans: Vec<Span>,
+    },
+    /// A request drawn small (its queue, prefill and decode only).
+    Request {
+        request: u32,
+    },
+    /// Requests too small to draw apart at this zoom.
+    Requests {
+        count: usize,
+        from_ns: i64,
+        to_ns: i64,
     },
     Ruler {
         t_ns: i64,
@@ -210,14 +282,28 @@ pub fn waterfall_ui(
     {
         scroll_to_alive(state, view, &vp, frame.requests.height());
     }
-    let total_rows_height = view.rows.len() as f32 * theme::ROW_HEIGHT;
-    state.scroll_y = state.scroll_y.clamp(
-        0.0,
-        (total_rows_height - frame.requests.height() + theme::ROW_HEIGHT).max(0.0),
-    );
+    let rows = row_count(view, state.layout);
+    let row_h = row_height_for(state.layout, rows, frame.requests.height());
+    state.row_height = row_h;
+    if state.drawn_layout != Some(state.layout) {
+        // Rows of another layout: keep the selected request in view, else requests alive in the view.
+        if state.drawn_layout.is_some() {
+            state.scroll_y = 0.0;
+            state.requests_rect = Some(frame.requests);
+            match selected {
+                Some(r) => scroll_to_request(state, view, r),
+                None => scroll_to_alive(state, view, &vp, frame.requests.height()),
+            }
+        }
+        state.drawn_layout = Some(state.layout);
+    }
+    let total_rows_height = rows as f32 * row_h;
+    state.scroll_y = state
+        .scroll_y
+        .clamp(0.0, (total_rows_height - frame.requests.height() + row_h).max(0.0));
     if response.clicked()
         && let Some(p) = response.interact_pointer_pos()
-        && let Some(r) = row_at(&frame, view, state.scroll_y, p)
+        && let Some(r) = request_at(&frame, view, state, &vp, p)
     {
         out.push(Command::Select {
             request: Some(r),
@@ -240,17 +326,14 @@ pub fn waterfall_ui(
     let mut hover = None;
     draw_ruler(&painter, &frame, &vp, view, &ticks, step, pointer, &mut hover);
     draw_engines(ui, &painter, &frame, &vp, view, pointer, &mut hover);
-    draw_requests(
-        ui,
-        &painter,
-        &frame,
-        &vp,
-        view,
-        state.scroll_y,
-        selected,
-        pointer,
-        &mut hover,
-    );
+    let rows_at = RowsAt {
+        scroll_y: state.scroll_y,
+        row_h,
+    };
+    match state.layout {
+        TrackLayout::Tracks => draw_requests(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
+        TrackLayout::Lanes => draw_lanes(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
+    }
     if let Some(t) = state.linked_hover_ns.filter(|_| state.hover_ns.is_none()) {
         let x = x_at(t);
         if time.x_range().contains(x) {
@@ -288,34 +371,37 @@ fn is_alive(trace: &Trace, r: u32, from_ns: i64, to_ns: i64) -> bool {
     request_extent(trace, r).is_some_and(|(a, b)| b >= from_ns && a <= to_ns)
 }
 
-/// The first shown track whose request is alive in `from_ns..=to_ns`.
-fn first_alive_row(view: &TraceView, from_ns: i64, to_ns: i64) -> Option<usize> {
-    view.rows.iter().position(|&r| is_alive(&view.trace, r, from_ns, to_ns))
+/// The first row with a request alive in `from_ns..=to_ns`.
+fn first_alive_row(view: &TraceView, layout: TrackLayout, from_ns: i64, to_ns: i64) -> Option<usize> {
+    (0..row_count(view, layout)).find(|&k| row_alive(view, layout, k, from_ns, to_ns))
 }
 
-/// Scrolls the request tracks so that request `r`'s track shows two rows below the top (or as far as the tracks
-/// go), unless it is on screen already; nothing when the track is filtered out.
+/// Scrolls the request tracks so that request `r`'s row shows two rows below the top (or as far as the rows go),
+/// unless it is on screen already; nothing when the request is filtered out.
 pub fn scroll_to_request(state: &mut WaterfallState, view: &TraceView, r: u32) {
-    let Some(k) = view.rows.iter().position(|&x| x == r) else {
+    let Some(k) = row_of(view, state.layout, r) else {
         return;
     };
-    let top = k as f32 * theme::ROW_HEIGHT;
+    let h = state.row_height();
+    let top = k as f32 * h;
     let on_screen = state
         .requests_rect
-        .is_some_and(|rect| top >= state.scroll_y && top + theme::ROW_HEIGHT <= state.scroll_y + rect.height());
+        .is_some_and(|rect| top >= state.scroll_y && top + h <= state.scroll_y + rect.height());
     if !on_screen {
-        state.scroll_y = (k as f32 - 2.0).max(0.0) * theme::ROW_HEIGHT;
+        state.scroll_y = (k as f32 - 2.0).max(0.0) * h;
     }
 }
 
-/// When none of the request tracks on screen (`height` points of them) is alive in `vp`, scrolls to the first that is.
+/// When none of the request rows on screen (`height` points of them) has a request alive in `vp`, scrolls to the
+/// first that has.
 fn scroll_to_alive(state: &mut WaterfallState, view: &TraceView, vp: &Viewport, height: f32) {
-    let alive = |r: u32| is_alive(&view.trace, r, vp.start_ns, vp.end_ns());
-    let on_screen = layout::visible_rows(state.scroll_y, theme::ROW_HEIGHT, height, view.rows.len());
-    if !view.rows[on_screen].iter().any(|&r| alive(r))
-        && let Some(k) = first_alive_row(view, vp.start_ns, vp.end_ns())
+    let (layout, h) = (state.layout, state.row_height());
+    let (from, to) = (vp.start_ns, vp.end_ns());
+    let mut on_screen = layout::visible_rows(state.scroll_y, h, height, row_count(view, layout));
+    if !on_screen.any(|k| row_alive(view, layout, k, from, to))
+        && let Some(k) = first_alive_row(view, layout, from, to)
     {
-        state.scroll_y = k as f32 * theme::ROW_HEIGHT;
+        state.scroll_y = k as f32 * h;
     }
 }
 
@@ -327,34 +413,38 @@ pub fn follow_axis(state: &mut WaterfallState, view: &TraceView) {
     }
 }
 
-/// Scrolls the request tracks to the first request alive in `from_ns..=to_ns`.
+/// Scrolls the request rows to the first with a request alive in `from_ns..=to_ns`.
 pub fn scroll_to_time(state: &mut WaterfallState, view: &TraceView, from_ns: i64, to_ns: i64) {
-    if let Some(k) = first_alive_row(view, from_ns, to_ns) {
-        state.scroll_y = k as f32 * theme::ROW_HEIGHT;
+    if let Some(k) = first_alive_row(view, state.layout, from_ns, to_ns) {
+        state.scroll_y = k as f32 * state.row_height();
     }
 }
 
-/// A request's extent on the time axis: arrival to finish (at least a millisecond).
-pub fn request_extent(trace: &Trace, r: u32) -> Option<(i64, i64)> {
-    let a = *trace.requests.arrival_ns.get(r as usize)?;
-    Some((
-        a,
-        crate::analysis::metrics::finish_ns(trace, r)
-            .unwrap_or(a)
-            .max(a + 1_000_000),
-    ))
+/// Where the request rows are scrolled to, and how high they are.
+#[derive(Clone, Copy)]
+struct RowsAt {
+    scroll_y: f32,
+    row_h: f32,
 }
 
-/// The request row under a point.
-fn row_at(frame: &Frame, view: &TraceView, scroll_y: f32, p: Pos2) -> Option<u32> {
+/// The request under a point: a track's, or in lanes the one of the lane at that time (or within 3 points of it).
+fn request_at(frame: &Frame, view: &TraceView, state: &WaterfallState, vp: &Viewport, p: Pos2) -> Option<u32> {
     if !frame.requests.contains(p) {
         return None;
     }
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let k = ((p.y - frame.requests.top() + scroll_y) / theme::ROW_HEIGHT)
+    let k = ((p.y - frame.requests.top() + state.scroll_y) / state.row_height())
         .floor()
         .max(0.0) as usize;
-    view.rows.get(k).copied()
+    match state.layout {
+        TrackLayout::Tracks => view.rows.get(k).copied(),
+        TrackLayout::Lanes => {
+            let t = vp.time_from_x(f64::from(p.x - frame.time.left()));
+            #[allow(clippy::cast_possible_truncation)]
+            let slack = (3.0 * vp.ns_per_point) as i64;
+            view.lanes().at(k, t, slack)
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -605,11 +695,12 @@ fn draw_requests(
     frame: &Frame,
     vp: &Viewport,
     view: &TraceView,
-    scroll_y: f32,
+    at: RowsAt,
     selected: Option<u32>,
     pointer: Option<Pos2>,
     hover: &mut Option<Hover>,
 ) {
+    let (scroll_y, row_h) = (at.scroll_y, at.row_h);
     let trace = &view.trace;
     let painter = painter.with_clip_rect(frame.requests);
     let area = frame.requests;
@@ -623,7 +714,7 @@ fn draw_requests(
         );
         return;
     }
-    let rows = layout::visible_rows(scroll_y, theme::ROW_HEIGHT, area.height(), view.rows.len());
+    let rows = layout::visible_rows(scroll_y, row_h, area.height(), view.rows.len());
     let font = FontId::monospace(11.0);
     // Quads of every row in one mesh (cheap to draw), labels after it so nothing covers them.
     let mut mesh = egui::Mesh::default();
@@ -631,8 +722,8 @@ fn draw_requests(
     let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
     for k in rows {
         let r = view.rows[k];
-        let top = area.top() + k as f32 * theme::ROW_HEIGHT - scroll_y;
-        let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + theme::ROW_HEIGHT));
+        let top = area.top() + k as f32 * row_h - scroll_y;
+        let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + row_h));
         if selected == Some(r) {
             mesh.add_colored_rect(row_rect, theme::SELECTED_ROW);
         } else if k % 2 == 1 {
@@ -647,7 +738,7 @@ fn draw_requests(
         labels.push((pos2(frame.labels_x, row_rect.center().y), label));
         let spans = layout::request_spans(trace, r);
         let items = compute_render_items(&spans, vp);
-        let y = egui::Rangef::new(top + 3.0, top + theme::ROW_HEIGHT - 3.0);
+        let y = egui::Rangef::new(top + 3.0, top + row_h - 3.0);
         let color = |class| theme::stage_color(layout::stage_of_class(class));
         if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, color, pointer) {
             *hover = Some(Hover::Stage {
@@ -666,7 +757,7 @@ fn draw_requests(
         }
         if let Some(t) = crate::analysis::metrics::finish_ns(trace, r) {
             let x = x_at(t);
-            let bar = Rect::from_min_max(pos2(x - 1.0, top + 2.0), pos2(x + 1.0, top + theme::ROW_HEIGHT - 2.0));
+            let bar = Rect::from_min_max(pos2(x - 1.0, top + 2.0), pos2(x + 1.0, top + row_h - 2.0));
             mesh.add_colored_rect(bar, theme::MARKER);
         }
     }
@@ -677,6 +768,161 @@ fn draw_requests(
     for (pos, label) in labels {
         painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
     }
+}
+
+/// The request rows as lanes: each lane's requests in the view, drawn with every stage when wide enough, as queue,
+/// prefill and decode when narrower, and runs of requests too narrow to tell apart as one bar.
+#[allow(clippy::too_many_arguments)]
+fn draw_lanes(
+    ui: &Ui,
+    painter: &egui::Painter,
+    frame: &Frame,
+    vp: &Viewport,
+    view: &TraceView,
+    at: RowsAt,
+    selected: Option<u32>,
+    pointer: Option<Pos2>,
+    hover: &mut Option<Hover>,
+) {
+    let (scroll_y, row_h) = (at.scroll_y, at.row_h);
+    let trace = &view.trace;
+    let painter = painter.with_clip_rect(frame.requests);
+    let area = frame.requests;
+    let lanes = view.lanes();
+    if lanes.is_empty() {
+        painter.text(
+            area.center(),
+            Align2::CENTER_CENTER,
+            "No request matches the filter.",
+            FontId::proportional(13.0),
+            theme::MUTED_TEXT,
+        );
+        return;
+    }
+    let rows = layout::visible_rows(scroll_y, row_h, area.height(), lanes.len());
+    let mut mesh = egui::Mesh::default();
+    let mut labels = Vec::new();
+    let mut outline = None;
+    let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
+    let pad = if row_h >= 10.0 { 3.0 } else { (row_h / 6.0).floor() };
+    let stage_color = |class| theme::stage_color(layout::stage_of_class(class));
+    for k in rows {
+        let top = area.top() + k as f32 * row_h - scroll_y;
+        let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + row_h));
+        if selected.and_then(|r| lanes.lane_of(r)) == Some(k) {
+            mesh.add_colored_rect(row_rect, theme::SELECTED_ROW);
+        } else if k % 2 == 1 && row_h >= 6.0 {
+            mesh.add_colored_rect(row_rect, theme::STRIPE_ROW);
+        }
+        if row_h >= 11.0 {
+            labels.push((pos2(frame.labels_x, row_rect.center().y), format!("lane {}", k + 1)));
+        }
+        let y = egui::Rangef::new(top + pad, top + row_h - pad);
+        let in_view = lanes.in_range(k, vp.start_ns, vp.end_ns());
+        let (requests, extents) = (&lanes.requests(k)[in_view.clone()], &lanes.extents(k)[in_view]);
+        // A run of requests under two points wide each, drawn as one bar: (x0, x1, count, from, to).
+        let mut run: Option<(f32, f32, usize, i64, i64)> = None;
+        let flush = |mesh: &mut egui::Mesh, run: &mut Option<(f32, f32, usize, i64, i64)>| {
+            let (x0, x1, count, from_ns, to_ns) = run.take()?;
+            let r = Rect::from_x_y_ranges(x0..=x1.max(x0 + 1.0), y);
+            mesh.add_colored_rect(r, stage_color(StageKind::Decode as u8).gamma_multiply(0.8));
+            pointer.filter(|p| r.expand2(vec2(1.0, 0.0)).contains(*p))?;
+            Some(if count == 1 {
+                Hover::Request {
+                    request: requests_first(requests, extents, from_ns),
+                }
+            } else {
+                Hover::Requests { count, from_ns, to_ns }
+            })
+        };
+        for (&r, &(a, b)) in requests.iter().zip(extents) {
+            let (x0, x1) = (x_at(a), x_at(b));
+            if selected == Some(r) {
+                outline = Some(Rect::from_x_y_ranges(x0..=x1.max(x0 + 2.0), top..=top + row_h));
+            }
+            if x1 - x0 < 2.0 {
+                match &mut run {
+                    Some(run) if x0 <= run.1 + 1.0 => {
+                        run.1 = run.1.max(x1);
+                        run.2 += 1;
+                        run.4 = b;
+                    }
+                    _ => {
+                        if let Some(h) = flush(&mut mesh, &mut run) {
+                            *hover = Some(h);
+                        }
+                        run = Some((x0, x1, 1, a, b));
+                    }
+                }
+                continue;
+            }
+            if let Some(h) = flush(&mut mesh, &mut run) {
+                *hover = Some(h);
+            }
+            let detailed = x1 - x0 >= DETAIL_WIDTH;
+            let spans = if detailed {
+                layout::request_spans(trace, r)
+            } else {
+                coarse_spans(trace, r)
+            };
+            let items = compute_render_items(&spans, vp);
+            if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, stage_color, pointer) {
+                *hover = Some(if detailed {
+                    Hover::Stage {
+                        request: r,
+                        item,
+                        spans: spans.clone(),
+                    }
+                } else {
+                    Hover::Request { request: r }
+                });
+            }
+            // The finish bar tells requests that follow each other in a lane apart.
+            if row_h >= 6.0 {
+                let x = x_at(b);
+                mesh.add_colored_rect(
+                    Rect::from_min_max(pos2(x - 1.0, top + 1.0), pos2(x, top + row_h - 1.0)),
+                    theme::MARKER,
+                );
+            }
+        }
+        if let Some(h) = flush(&mut mesh, &mut run) {
+            *hover = Some(h);
+        }
+    }
+    painter
+        .with_clip_rect(painter.clip_rect().intersect(frame.time))
+        .add(egui::Shape::mesh(mesh));
+    if let Some(r) = outline {
+        painter
+            .with_clip_rect(painter.clip_rect().intersect(frame.time))
+            .rect_stroke(
+                r,
+                1.0,
+                Stroke::new(2.0, theme::SELECTION_OUTLINE),
+                egui::StrokeKind::Outside,
+            );
+    }
+    let font = FontId::monospace(11.0);
+    for (pos, label) in labels {
+        painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
+    }
+    if row_h < 11.0 {
+        let text = format!("{} lanes", lanes.len());
+        painter.text(
+            pos2(frame.labels_x, area.top() + 2.0),
+            Align2::LEFT_TOP,
+            text,
+            FontId::proportional(12.0),
+            ui.visuals().strong_text_color(),
+        );
+    }
+}
+
+/// The request of a lane's slice that starts at `from_ns`.
+fn requests_first(requests: &[u32], extents: &[(i64, i64)], from_ns: i64) -> u32 {
+    let i = extents.partition_point(|&(a, _)| a < from_ns);
+    requests.get(i).or(requests.first()).copied().unwrap_or(0)
 }
 
 fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
@@ -724,6 +970,14 @@ fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
                 } => merged_ui(ui, "steps", spans.len(), total_ns, max_ns),
             }
         }
+        Hover::Request { request } => request_ui(ui, trace, request),
+        Hover::Requests { count, from_ns, to_ns } => {
+            ui.label(format!(
+                "{count} requests one after another, too short to draw apart at this zoom"
+            ));
+            ui.label(format!("from {} to {}", rel(from_ns), rel(to_ns)));
+            ui.weak("zoom in (W, Ctrl+wheel) to see each");
+        }
         Hover::Stage { request, item, spans } => {
             ui.strong(trace.request_id(request));
             match item {
@@ -770,6 +1024,20 @@ fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
     }
 }
 
+fn request_ui(ui: &mut Ui, trace: &Trace, request: u32) {
+    let m = crate::analysis::metrics::request_metrics(trace, request);
+    ui.strong(trace.request_id(request));
+    let ms = |v: Option<i64>| v.map_or("?".to_owned(), ruler::format_duration);
+    ui.label(format!(
+        "TTFT {}, E2E {}, queue {}",
+        ms(m.ttft_ns),
+        ms(m.e2e_ns),
+        ms(m.queue_ns)
+    ));
+    ui.label(format!("{} output tokens", trace.output_tokens(request)));
+    ui.weak("zoom in (W, Ctrl+wheel) to see each step; click to select");
+}
+
 fn merged_ui(ui: &mut Ui, what: &str, count: usize, total_ns: i64, max_ns: i64) {
     ui.label(format!("{count} {what} merged at this zoom"));
     ui.label(format!(
@@ -778,4 +1046,19 @@ fn merged_ui(ui: &mut Ui, what: &str, count: usize, total_ns: i64, max_ns: i64) 
         ruler::format_duration(max_ns)
     ));
     ui.weak("zoom in (W, Ctrl+wheel) to see each");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_get_lower_to_fit_and_scroll_below_one_point() {
+        // 600 points of tracks: 15 lanes keep a track's 16 points, 100 get 6, 400 get 1.5, 1,000 get 1 and scroll.
+        assert_eq!(row_height_for(TrackLayout::Lanes, 15, 600.0), 16.0);
+        assert_eq!(row_height_for(TrackLayout::Lanes, 100, 600.0), 6.0);
+        assert_eq!(row_height_for(TrackLayout::Lanes, 400, 600.0), 1.5);
+        assert_eq!(row_height_for(TrackLayout::Lanes, 1000, 600.0), 1.0);
+        assert_eq!(row_height_for(TrackLayout::Tracks, 1000, 600.0), theme::ROW_HEIGHT);
+    }
 }

@@ -9,7 +9,7 @@ use tokenscope_core::format::{LoadOptions, Progress, load_many};
 use tokenscope_core::import::Kind;
 
 /// The fuzz targets, by name (a folder of `fuzz/corpus/` each).
-pub const TARGETS: [&str; 4] = ["jsonl", "parquet", "import", "records"];
+pub const TARGETS: [&str; 5] = ["jsonl", "parquet", "import", "records", "sse"];
 
 /// Runs target `name` on `data`.
 pub fn run(name: &str, data: &[u8]) {
@@ -18,6 +18,7 @@ pub fn run(name: &str, data: &[u8]) {
         "parquet" => parquet(data),
         "import" => import(data),
         "records" => records(data),
+        "sse" => sse(data),
         _ => {}
     }
 }
@@ -177,4 +178,35 @@ pub fn records(data: &[u8]) {
     };
     let text: Vec<String> = records.iter().take(256).map(|r| r.json().to_string()).collect();
     jsonl(text.join("\n").as_bytes());
+}
+
+/// Bytes as a server's streamed answer, as `tokenscope record` reads it: cut into network chunks of sizes the first
+/// byte picks (events split across chunks), framed into events by `eventsource-stream`, each event's data read as an
+/// OpenAI, vLLM or llama.cpp chunk, and the stream added as a request with its tokens through a raw capture.
+pub fn sse(data: &[u8]) {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let size = usize::from(pick % 64) + 1;
+    let chunks: Vec<Result<bytes::Bytes, std::convert::Infallible>> = body
+        .chunks(size)
+        .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+        .collect();
+    let events = futures::executor::block_on(futures::stream::iter(chunks).eventsource().collect::<Vec<_>>());
+    let mut t = 1_700_000_000_000_000_000i64;
+    let mut kept = Vec::new();
+    for event in events {
+        // A framing error ends the stream, as it ends a recording ("the stream broke").
+        let Ok(event) = event else {
+            break;
+        };
+        t += 1_000_000;
+        kept.push(serde_json::json!([t, event.data]));
+    }
+    let line = serde_json::json!({
+        "request_id": "r0", "sent_ns": 1_700_000_000_000_000_000i64, "end_ns": t, "events": kept,
+    });
+    load(line.to_string().as_bytes(), "jsonl", Some(Kind::OpenaiStream));
 }

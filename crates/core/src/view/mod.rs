@@ -1,6 +1,7 @@
 //! View math without egui: the time axis, level of detail and culling, as pure functions with unit tests. The GUI
 //! and the headless renderer draw what these compute.
 
+pub mod lanes;
 pub mod layout;
 pub mod lod;
 pub mod ruler;

@@ -2,8 +2,9 @@
 //! source (its steps as spans, its counters' scales), the request rows in their order, and the labels the filters
 //! offer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use super::lanes::Lanes;
 use super::layout::{self, TrackFilter, TrackOrder};
 use super::lod::Span;
 use super::viewport::Viewport;
@@ -20,8 +21,10 @@ pub struct TraceView {
     pub t1_ns: i64,
     /// One engine track per source with steps.
     pub engines: Vec<EngineTrack>,
-    /// The request rows shown, in order.
+    /// The request rows shown, in order ([`TraceView::set_rows`] changes them).
     pub rows: Vec<u32>,
+    /// The rows packed into lanes, when first asked for.
+    lanes: OnceLock<Lanes>,
     /// The distinct model, app, user and finish-reason labels, for the filters.
     pub filter_labels: [Vec<u32>; 4],
 }
@@ -108,8 +111,20 @@ impl TraceView {
             t1_ns,
             engines,
             rows,
+            lanes: OnceLock::new(),
             filter_labels,
         }
+    }
+
+    /// Shows these request rows, in this order.
+    pub fn set_rows(&mut self, rows: Vec<u32>) {
+        self.rows = rows;
+        self.lanes = OnceLock::new();
+    }
+
+    /// The rows shown, packed into lanes (computed on first use, n log n).
+    pub fn lanes(&self) -> &Lanes {
+        self.lanes.get_or_init(|| Lanes::pack(&self.trace, &self.rows))
     }
 
     /// A viewport showing the whole trace across `width` points.

@@ -1,0 +1,264 @@
+//! Lanes: the request tracks packed into as few rows as their overlap allows, Perfetto-style. Each lane holds
+//! requests that do not overlap in time, in time order, so the number of lanes is the run's peak concurrency and a
+//! zoomed-out view shows who overlapped whom at once. Which request is at a point, and which are in a time range,
+//! are binary searches in one lane.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::Range;
+
+use super::lod::Span;
+use crate::trace::{StageKind, Trace};
+
+/// How the request tracks are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+pub enum TrackLayout {
+    /// One track per request, in the chosen order.
+    #[default]
+    Tracks,
+    /// Requests packed into lanes of non-overlapping requests.
+    Lanes,
+}
+
+impl TrackLayout {
+    /// Every layout with its label.
+    pub const ALL: [(TrackLayout, &'static str); 2] = [
+        (TrackLayout::Tracks, "a track per request"),
+        (TrackLayout::Lanes, "lanes (packed)"),
+    ];
+}
+
+/// A request's extent on the time axis: arrival to finish, at least a millisecond (a request that never finished
+/// shows as that millisecond).
+pub fn request_extent(trace: &Trace, r: u32) -> Option<(i64, i64)> {
+    let a = *trace.requests.arrival_ns.get(r as usize)?;
+    let end = trace.finish_ns(r).unwrap_or(a).max(a.saturating_add(1_000_000));
+    Some((a, end))
+}
+
+/// Requests packed into lanes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Lanes {
+    /// Per lane, its requests in time order.
+    lanes: Vec<Vec<u32>>,
+    /// Per lane, the extents of its requests (parallel to `lanes`): starts and ends both ascending.
+    extents: Vec<Vec<(i64, i64)>>,
+    /// Per request row of the trace, its lane (`u32::MAX`: not shown).
+    lane_of: Vec<u32>,
+}
+
+impl Lanes {
+    /// Packs `rows` (the requests shown) into lanes: by arrival, each request goes to the lowest-numbered lane that
+    /// is free when it arrives (its last request finished at or before), or to a new lane. This uses as many lanes
+    /// as the most requests alive at one time, the fewest possible. n log n.
+    pub fn pack(trace: &Trace, rows: &[u32]) -> Lanes {
+        let mut order: Vec<(i64, i64, u32)> = rows
+            .iter()
+            .filter_map(|&r| request_extent(trace, r).map(|(a, b)| (a, b, r)))
+            .collect();
+        order.sort_unstable();
+        let mut lanes: Vec<Vec<u32>> = Vec::new();
+        let mut extents: Vec<Vec<(i64, i64)>> = Vec::new();
+        let mut lane_of = vec![u32::MAX; trace.request_count()];
+        // Lanes in use by when they free up, and free lanes by number.
+        let mut busy: BinaryHeap<Reverse<(i64, u32)>> = BinaryHeap::new();
+        let mut free: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+        for (start, end, r) in order {
+            while let Some(&Reverse((until, lane))) = busy.peek() {
+                if until > start {
+                    break;
+                }
+                busy.pop();
+                free.push(Reverse(lane));
+            }
+            let lane = match free.pop() {
+                Some(Reverse(lane)) => lane,
+                None => {
+                    lanes.push(Vec::new());
+                    extents.push(Vec::new());
+                    u32::try_from(lanes.len() - 1).unwrap_or(u32::MAX)
+                }
+            };
+            let k = lane as usize;
+            lanes[k].push(r);
+            extents[k].push((start, end));
+            lane_of[r as usize] = lane;
+            busy.push(Reverse((end, lane)));
+        }
+        Lanes {
+            lanes,
+            extents,
+            lane_of,
+        }
+    }
+
+    /// How many lanes.
+    pub fn len(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// True when no request is shown.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// The requests of lane `k`, in time order.
+    pub fn requests(&self, k: usize) -> &[u32] {
+        self.lanes.get(k).map_or(&[], Vec::as_slice)
+    }
+
+    /// The extents of lane `k`'s requests, parallel to [`Lanes::requests`].
+    pub fn extents(&self, k: usize) -> &[(i64, i64)] {
+        self.extents.get(k).map_or(&[], Vec::as_slice)
+    }
+
+    /// The lane of request `r`, when shown.
+    pub fn lane_of(&self, r: u32) -> Option<usize> {
+        self.lane_of
+            .get(r as usize)
+            .filter(|&&l| l != u32::MAX)
+            .map(|&l| l as usize)
+    }
+
+    /// The positions in lane `k` of the requests alive at some time in `from_ns..=to_ns`.
+    pub fn in_range(&self, k: usize, from_ns: i64, to_ns: i64) -> Range<usize> {
+        let e = self.extents(k);
+        // Ends ascend as starts do (the requests of a lane do not overlap).
+        let first = e.partition_point(|&(_, end)| end < from_ns);
+        let last = e.partition_point(|&(start, _)| start <= to_ns);
+        first..last.max(first)
+    }
+
+    /// The request of lane `k` at time `t_ns`, or the nearest within `slack_ns` of it.
+    pub fn at(&self, k: usize, t_ns: i64, slack_ns: i64) -> Option<u32> {
+        let range = self.in_range(k, t_ns.saturating_sub(slack_ns), t_ns.saturating_add(slack_ns));
+        let e = self.extents(k);
+        range
+            .min_by_key(|&i| {
+                let (a, b) = e[i];
+                if t_ns < a {
+                    a - t_ns
+                } else {
+                    t_ns.saturating_sub(b).max(0)
+                }
+            })
+            .map(|i| self.lanes[k][i])
+    }
+}
+
+/// A request drawn small: queue, prefill and decode as three spans from its timestamps alone (no walk of its
+/// tokens), classed as [`super::layout::request_spans`] classes them.
+pub fn coarse_spans(trace: &Trace, r: u32) -> Vec<Span> {
+    let Some((arrival, end)) = request_extent(trace, r) else {
+        return Vec::new();
+    };
+    let scheduled = trace.requests.scheduled_ns[r as usize]
+        .unwrap_or(arrival)
+        .clamp(arrival, end);
+    let first = trace.first_token_ns(r).unwrap_or(end).clamp(scheduled, end);
+    [
+        (arrival, scheduled, StageKind::Queue),
+        (scheduled, first, StageKind::Prefill),
+        (first, end, StageKind::Decode),
+    ]
+    .into_iter()
+    .filter(|&(a, b, _)| b > a)
+    .map(|(start_ns, end_ns, kind)| Span {
+        start_ns,
+        end_ns,
+        class: kind as u8,
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceBuilder;
+
+    const MS: i64 = 1_000_000;
+    /// 2025-11-29, a plausible time for a trace.
+    const T0: i64 = 1_764_403_200_000_000_000;
+
+    /// Requests with these (arrival, finish) times in ms, ids r0, r1, ...
+    fn trace_of(extents: &[(i64, i64)]) -> Trace {
+        let mut b = TraceBuilder::default();
+        let lines: Vec<String> = extents
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, f))| {
+                format!(
+                    r#"{{"kind":"request","request_id":"r{i}","arrival_ns":{},"finished_ns":{}}}"#,
+                    T0 + a * MS,
+                    T0 + f * MS
+                )
+            })
+            .collect();
+        let text = lines.join("\n");
+        let path = std::path::Path::new("t.jsonl");
+        crate::format::jsonl::read_from(text.as_bytes(), path, 0, &mut b, &crate::format::Progress::default()).unwrap();
+        b.finish().0
+    }
+
+    fn ids(t: &Trace, l: &Lanes) -> Vec<Vec<String>> {
+        (0..l.len())
+            .map(|k| l.requests(k).iter().map(|&r| t.request_id(r).to_owned()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn packs_into_as_many_lanes_as_requests_overlap() {
+        // r0 0-10, r1 2-5, r2 5-8 (r1 has finished: lane 1 again), r3 6-12 (r0 and r2 alive: lane 2),
+        // r4 10-11 (r0 finished at 10: lane 0, the lowest free), r5 12-20 (all free: lane 0).
+        let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
+        let rows: Vec<u32> = (0..6).collect();
+        let l = Lanes::pack(&t, &rows);
+        assert_eq!(ids(&t, &l), [vec!["r0", "r4", "r5"], vec!["r1", "r2"], vec!["r3"]]);
+        assert_eq!(l.lane_of(3), Some(2));
+        // Only the rows shown are packed.
+        let l = Lanes::pack(&t, &[0, 5]);
+        assert_eq!(ids(&t, &l), [vec!["r0", "r5"]]);
+        assert_eq!(l.lane_of(1), None);
+    }
+
+    #[test]
+    fn finds_the_request_at_a_time_and_those_in_a_range() {
+        let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let id = |r: Option<u32>| r.map(|r| t.request_id(r).to_owned());
+        let at = |ms: i64| T0 + ms * MS;
+        assert_eq!(id(l.at(0, at(3), 0)).as_deref(), Some("r0"));
+        assert_eq!(id(l.at(0, at(15), 0)).as_deref(), Some("r5"));
+        assert_eq!(id(l.at(1, at(9), 0)), None, "lane 1 is empty after 8 ms");
+        assert_eq!(
+            id(l.at(1, at(9), 2 * MS)).as_deref(),
+            Some("r2"),
+            "the nearest within the slack"
+        );
+        // Lane 0 between 10.5 and 11.5 ms: r4 (10-11) and r5 is not yet there.
+        assert_eq!(l.in_range(0, at(10) + MS / 2, at(11) + MS / 2), 1..2);
+        assert_eq!(l.in_range(0, at(0), at(30)), 0..3);
+        assert_eq!(l.in_range(2, at(13), at(14)), 1..1);
+    }
+
+    #[test]
+    fn a_small_request_is_queue_prefill_decode() {
+        let t = crate::test_support::sample("four_requests.jsonl");
+        let r = t.request_row("r3").unwrap();
+        let spans = coarse_spans(&t, r);
+        let kinds: Vec<u8> = spans.iter().map(|s| s.class).collect();
+        assert_eq!(
+            kinds,
+            [
+                StageKind::Queue as u8,
+                StageKind::Prefill as u8,
+                StageKind::Decode as u8
+            ]
+        );
+        let (a, end) = request_extent(&t, r).unwrap();
+        assert_eq!((spans[0].start_ns, spans[2].end_ns), (a, end));
+        // r3 queued 200 ms, first token 500 ms after arrival (the layout test's figures).
+        assert_eq!(spans[0].end_ns - a, 200 * MS);
+        assert_eq!(spans[1].end_ns - a, 500 * MS);
+    }
+}
