@@ -1,7 +1,7 @@
 //! Frame benchmark: CPU time of one frame of the waterfall (layout and drawing by egui, then tessellation into
 //! triangles) on the `large` trace, at three zoom levels. Goal (DESIGN.md): p99 <= 8 ms at every zoom.
 //!
-//! `cargo bench --bench frame [-- --requests N --frames F]`. Uses `target/bench-data/large-N.parquet` (written by
+//! `cargo bench --bench frame [-- --requests N --frames F --walk-max-s S]`. Uses `target/bench-data/large-N.parquet` (written by
 //! `benches/common.rs`, shared with the load benchmark; generated when missing). No display and no GPU: egui runs headless, which is exactly
 //! the CPU part of a frame (the GPU upload and draw are not measured).
 
@@ -13,6 +13,7 @@ use tokenscope::ui::microscope::Microscope;
 use tokenscope::ui::theme::ROW_HEIGHT;
 use tokenscope::ui::waterfall::{WaterfallState, waterfall_ui};
 use tokenscope::view::TraceView;
+use tokenscope::view::lanes::TrackLayout;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 use tokenscope::view::viewport::Viewport;
 
@@ -26,6 +27,7 @@ fn percentile(sorted: &[f64], p: usize) -> f64 {
 fn main() {
     let requests = common::flag("--requests", 50_000);
     let frames = common::flag("--frames", 200).max(10);
+    let walk_max_s = i64::try_from(common::flag("--walk-max-s", usize::MAX)).unwrap_or(i64::MAX);
     let (path, _) = common::large_files(requests);
     let start = Instant::now();
     let trace = common::load_lazily(&path);
@@ -51,18 +53,28 @@ fn main() {
         ("deep zoom: 50 ms", Some((mid - 25_000_000, mid + 25_000_000))),
     ];
     println!(
-        "{:<26} {:>9} {:>9} {:>9} {:>10}",
+        "{:<34} {:>9} {:>9} {:>9} {:>10}",
         "view", "p50 ms", "p99 ms", "max ms", "triangles"
     );
-    for (name, range) in cases {
+    for (layout, name, range) in [TrackLayout::Tracks, TrackLayout::Lanes]
+        .into_iter()
+        .flat_map(|l| cases.map(|(name, range)| (l, name, range)))
+    {
+        let name = match layout {
+            TrackLayout::Tracks => format!("tracks, {name}"),
+            TrackLayout::Lanes => format!("lanes, {name}"),
+        };
         let mut state = WaterfallState::default();
+        state.layout = layout;
         // Scroll to the requests alive in the range, as a user looking there would.
         if let Some((a, _)) = range {
             let first = view
                 .rows
                 .iter()
                 .position(|&r| trace.requests.arrival_ns[r as usize] >= a - 2_000_000_000);
-            state.scroll_y = first.unwrap_or(0) as f32 * ROW_HEIGHT;
+            if layout == TrackLayout::Tracks {
+                state.scroll_y = first.unwrap_or(0) as f32 * ROW_HEIGHT;
+            }
         }
         let mut times = Vec::with_capacity(frames);
         let mut triangles = 0;
@@ -102,24 +114,62 @@ fn main() {
         }
         times.sort_by(f64::total_cmp);
         println!(
-            "{name:<26} {:>9.2} {:>9.2} {:>9.2} {triangles:>10}",
+            "{name:<34} {:>9.2} {:>9.2} {:>9.2} {triangles:>10}",
             percentile(&times, 50),
             percentile(&times, 99),
             times.last().copied().unwrap_or(0.0)
         );
     }
 
-    // Drag-select a range: the interference panel's figures, computed when the drag ends.
+    // Drag-select a range: the interference panel's figures, computed when the drag ends, from the trace's index
+    // (built once in the background when the trace opens), against the walk of every request it replaced (the
+    // reference, in the same run); both must give the same figures.
+    let t = Instant::now();
+    let index = tokenscope::analysis::range_index::RangeIndex::build(&trace);
+    println!(
+        "range index: built in {:.0} ms (once per trace, in the background)",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<14} {:>10} {:>10} {:>7} {:>8} {:>8} {:>9}",
+        "drag-select", "index ms", "walk ms", "ratio", "steps", "holders", "decoding"
+    );
+    let whole = (view.t1_ns - view.t0_ns) / 2 + 1;
     for (label, half) in [
         ("1 s", 500_000_000i64),
         ("10 s", 5_000_000_000),
         ("60 s", 30_000_000_000),
+        ("10 min", 300_000_000_000),
+        ("whole trace", whole),
     ] {
-        let t = Instant::now();
-        let x = tokenscope::analysis::interference::interference(&trace, mid - half, mid + half);
+        let (from, to) = (mid - half, mid + half);
+        let mut indexed = Vec::new();
+        let mut x = None;
+        for _ in 0..5 {
+            let t = Instant::now();
+            x = Some(tokenscope::analysis::interference::interference_indexed(
+                &trace, &index, from, to,
+            ));
+            indexed.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        indexed.sort_by(f64::total_cmp);
+        let x = x.unwrap_or_default();
+        // The walk of a whole large trace takes a minute: `--walk-max-s S` leaves out the ranges longer than S.
+        let walk_ms = if half / 500_000_000 <= walk_max_s {
+            let t = Instant::now();
+            let walked = tokenscope::analysis::interference::interference_by_walk(&trace, from, to);
+            let walk_ms = t.elapsed().as_secs_f64() * 1e3;
+            if let Err(e) = x.same_figures(&walked) {
+                panic!("drag-select {label}: the index and the walk differ: {e}");
+            }
+            walk_ms
+        } else {
+            f64::NAN
+        };
         println!(
-            "drag-select {label}: interference in {:.1} ms ({} steps, {} holders, {} decoding)",
-            t.elapsed().as_secs_f64() * 1e3,
+            "{label:<14} {:>10.2} {walk_ms:>10.1} {:>7.3} {:>8} {:>8} {:>9}",
+            indexed[2],
+            indexed[2] / walk_ms,
             x.steps.count,
             x.holders.len(),
             x.decoding.len()

@@ -218,7 +218,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
                 .unwrap_or("engine");
             ui.label(format!("{:.0} % of {source} ({:.0} ms)", h.share * 100.0, h.held_ms));
             ui.label(h.tokens.to_string());
-            ui.label(format!("{} requests", h.delayed));
+            match h.delayed {
+                Some(n) => ui.label(format!("{n} requests")),
+                None => ui.weak("not counted"),
+            };
             ui.end_row();
         }
         let rest = x.holders.len() - shown.len();

@@ -4,9 +4,9 @@
 //! never land on another trace.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::TryRecvError;
+use std::sync::{Arc, OnceLock};
 
 use eframe::egui;
 use tokenscope_core::format::window::Window;
@@ -16,7 +16,8 @@ use super::job::Job;
 use super::microscope::Microscope;
 use super::stats::StatsState;
 use super::waterfall::{self, WaterfallState};
-use crate::analysis::interference::{Interference, interference};
+use crate::analysis::interference::{Interference, interference_indexed};
+use crate::analysis::range_index::RangeIndex;
 use crate::format::Loaded;
 use crate::trace::CandidateSource;
 use crate::trace::report::Report;
@@ -74,8 +75,12 @@ pub struct Session {
     pub selected: Option<u32>,
     /// The analysis of the drag-selected range.
     pub interference: Option<Interference>,
-    /// An analysis being computed (a minute of a large trace takes a fifth of a second).
+    /// An analysis being computed.
     interference_job: Option<Job<Interference>>,
+    /// The trace indexed for range analyses, built in the background when the trace opens.
+    range_index: Arc<OnceLock<RangeIndex>>,
+    /// The index being built (dropping the job leaves the build to end on its own).
+    _index_job: Option<Job<()>>,
     /// The selected request under the microscope (made again when the selection changes).
     pub microscope: Option<Microscope>,
     /// A token to select once the microscope shows the selected request (a finding's).
@@ -92,6 +97,11 @@ pub struct Session {
     pub timeline: super::timeline::TimelineState,
 }
 
+/// The interference figures of `a..b`, indexing the trace first if nobody has.
+fn analyse(trace: &crate::trace::Trace, index: &OnceLock<RangeIndex>, a: i64, b: i64) -> Interference {
+    interference_indexed(trace, index.get_or_init(|| RangeIndex::build(trace)), a, b)
+}
+
 impl Session {
     /// A session for a trace just loaded. The findings' hidden kinds and the statistics' grouping, sort and prices
     /// carry over from the session it replaces.
@@ -105,6 +115,14 @@ impl Session {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let filter = TrackFilter::default();
         let view = TraceView::new(Arc::new(loaded.trace), order, &filter);
+        let range_index = Arc::new(OnceLock::new());
+        let index_job = {
+            let (trace, index) = (Arc::clone(&view.trace), Arc::clone(&range_index));
+            Job::spawn("range index", None, move || {
+                index.get_or_init(|| RangeIndex::build(&trace));
+            })
+            .ok()
+        };
         Session {
             id: SessionId(NEXT.fetch_add(1, Ordering::Relaxed)),
             source,
@@ -116,6 +134,8 @@ impl Session {
             selected: None,
             interference: None,
             interference_job: None,
+            range_index,
+            _index_job: index_job,
             microscope: None,
             pending_token: None,
             findings: previous.map(|p| p.findings.carried()).unwrap_or_default(),
@@ -173,12 +193,13 @@ impl Session {
         self.analyse_range(from_ns, to_ns, waker);
     }
 
-    /// Computes the interference figures of a range on a thread of its own.
+    /// Computes the interference figures of a range on a thread of its own (waiting for the trace's index when it
+    /// is still being built).
     pub fn analyse_range(&mut self, a: i64, b: i64, waker: Option<&egui::Context>) {
-        let trace = Arc::clone(&self.view.trace);
-        match Job::spawn("interference", waker, move || interference(&trace, a, b)) {
+        let (trace, index) = (Arc::clone(&self.view.trace), Arc::clone(&self.range_index));
+        match Job::spawn("interference", waker, move || analyse(&trace, &index, a, b)) {
             Ok(job) => self.interference_job = Some(job),
-            Err(_) => self.interference = Some(interference(&self.view.trace, a, b)),
+            Err(_) => self.interference = Some(analyse(&self.view.trace, &self.range_index, a, b)),
         }
     }
 

@@ -14,7 +14,7 @@ use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos
 use super::command::Command;
 use super::theme;
 use crate::trace::{StageKind, Trace};
-use crate::view::lanes::{TrackLayout, coarse_spans, request_extent};
+use crate::view::lanes::{Runs, TrackLayout, request_extent};
 use crate::view::layout;
 use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
 use crate::view::ruler;
@@ -71,8 +71,8 @@ impl WaterfallState {
 
 /// Lanes are never lower than this, points: below it scroll.
 const MIN_LANE_HEIGHT: f32 = 1.0;
-/// A request this wide on screen or wider is drawn with every stage (each decode step); narrower, as its queue,
-/// prefill and decode from its timestamps (points).
+/// A request this wide on screen or wider (in lanes of 8 points or more) is drawn with every stage (each decode
+/// step); narrower, as its queue, prefill and decode from its timestamps, rasterised with its lane (points).
 const DETAIL_WIDTH: f32 = 48.0;
 
 /// How many request rows the layout has.
@@ -125,12 +125,6 @@ enum Hover {
     /// A request drawn small (its queue, prefill and decode only).
     Request {
         request: u32,
-    },
-    /// Requests too small to draw apart at this zoom.
-    Requests {
-        count: usize,
-        from_ns: i64,
-        to_ns: i64,
     },
     Ruler {
         t_ns: i64,
@@ -770,8 +764,9 @@ fn draw_requests(
     }
 }
 
-/// The request rows as lanes: each lane's requests in the view, drawn with every stage when wide enough, as queue,
-/// prefill and decode when narrower, and runs of requests too narrow to tell apart as one bar.
+/// The request rows as lanes: each lane's requests in the view, drawn stage by stage when wide enough and the lanes
+/// tall enough, else rasterised into point columns (queue, prefill, decode from each request's times) and drawn as
+/// one quad per run of columns of one stage.
 #[allow(clippy::too_many_arguments)]
 fn draw_lanes(
     ui: &Ui,
@@ -803,13 +798,17 @@ fn draw_lanes(
     let mut mesh = egui::Mesh::default();
     let mut labels = Vec::new();
     let mut outline = None;
-    let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
+    let left = frame.time.left();
+    let x_at = |t: i64| left + vp.x_from_time(t) as f32;
     let pad = if row_h >= 10.0 { 3.0 } else { (row_h / 6.0).floor() };
     let stage_color = |class| theme::stage_color(layout::stage_of_class(class));
+    let mut runs = Runs::default();
+    let width = frame.time.width().ceil().max(1.0) as usize;
+    let selected_lane = selected.and_then(|r| lanes.lane_of(r));
     for k in rows {
         let top = area.top() + k as f32 * row_h - scroll_y;
         let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + row_h));
-        if selected.and_then(|r| lanes.lane_of(r)) == Some(k) {
+        if selected_lane == Some(k) {
             mesh.add_colored_rect(row_rect, theme::SELECTED_ROW);
         } else if k % 2 == 1 && row_h >= 6.0 {
             mesh.add_colored_rect(row_rect, theme::STRIPE_ROW);
@@ -818,76 +817,85 @@ fn draw_lanes(
             labels.push((pos2(frame.labels_x, row_rect.center().y), format!("lane {}", k + 1)));
         }
         let y = egui::Rangef::new(top + pad, top + row_h - pad);
-        let in_view = lanes.in_range(k, vp.start_ns, vp.end_ns());
-        let (requests, extents) = (&lanes.requests(k)[in_view.clone()], &lanes.extents(k)[in_view]);
-        // A run of requests under two points wide each, drawn as one bar: (x0, x1, count, from, to).
-        let mut run: Option<(f32, f32, usize, i64, i64)> = None;
-        let flush = |mesh: &mut egui::Mesh, run: &mut Option<(f32, f32, usize, i64, i64)>| {
-            let (x0, x1, count, from_ns, to_ns) = run.take()?;
-            let r = Rect::from_x_y_ranges(x0..=x1.max(x0 + 1.0), y);
-            mesh.add_colored_rect(r, stage_color(StageKind::Decode as u8).gamma_multiply(0.8));
-            pointer.filter(|p| r.expand2(vec2(1.0, 0.0)).contains(*p))?;
-            Some(if count == 1 {
-                Hover::Request {
-                    request: requests_first(requests, extents, from_ns),
-                }
-            } else {
-                Hover::Requests { count, from_ns, to_ns }
-            })
-        };
-        for (&r, &(a, b)) in requests.iter().zip(extents) {
+        if selected_lane == Some(k)
+            && let Some((a, b)) = selected.and_then(|r| request_extent(trace, r))
+        {
             let (x0, x1) = (x_at(a), x_at(b));
-            if selected == Some(r) {
-                outline = Some(Rect::from_x_y_ranges(x0..=x1.max(x0 + 2.0), top..=top + row_h));
-            }
-            if x1 - x0 < 2.0 {
-                match &mut run {
-                    Some(run) if x0 <= run.1 + 1.0 => {
-                        run.1 = run.1.max(x1);
-                        run.2 += 1;
-                        run.4 = b;
-                    }
-                    _ => {
-                        if let Some(h) = flush(&mut mesh, &mut run) {
-                            *hover = Some(h);
-                        }
-                        run = Some((x0, x1, 1, a, b));
-                    }
+            outline = Some(Rect::from_x_y_ranges(x0..=x1.max(x0 + 2.0), top..=top + row_h));
+        }
+        let in_view = lanes.in_range(k, vp.start_ns, vp.end_ns());
+        let mut detailed_hover = false;
+        if in_view.len() * 2 > width {
+            // More requests than one per two columns: one sample per column, the stage of the request alive at its
+            // middle, found from the last column's in a few steps; one quad per run of a stage.
+            let mut i = in_view.start;
+            let mut run: Option<(usize, usize, u8)> = None;
+            let flush = |mesh: &mut egui::Mesh, run: Option<(usize, usize, u8)>| {
+                if let Some((c0, c1, class)) = run {
+                    let r = Rect::from_x_y_ranges(left + c0 as f32..=left + c1 as f32, y);
+                    mesh.add_colored_rect(r, stage_color(class));
                 }
-                continue;
-            }
-            if let Some(h) = flush(&mut mesh, &mut run) {
-                *hover = Some(h);
-            }
-            let detailed = x1 - x0 >= DETAIL_WIDTH;
-            let spans = if detailed {
-                layout::request_spans(trace, r)
-            } else {
-                coarse_spans(trace, r)
             };
-            let items = compute_render_items(&spans, vp);
-            if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, stage_color, pointer) {
-                *hover = Some(if detailed {
-                    Hover::Stage {
-                        request: r,
-                        item,
-                        spans: spans.clone(),
+            for col in 0..width {
+                let t = vp.time_from_x(col as f64 + 0.5);
+                i = lanes.seek(k, i, t);
+                if i >= in_view.end {
+                    break;
+                }
+                match (lanes.class_at(k, i, t), &mut run) {
+                    (Some(class), Some(r)) if r.2 == class && r.1 == col => r.1 = col + 1,
+                    (Some(class), _) => {
+                        flush(&mut mesh, run.take());
+                        run = Some((col, col + 1, class));
+                    }
+                    (None, _) => flush(&mut mesh, run.take()),
+                }
+            }
+            flush(&mut mesh, run);
+        } else {
+            runs.clear();
+            let (requests, extents) = (lanes.requests(k), lanes.extents(k));
+            for i in in_view {
+                let (r, (a, b)) = (requests[i], extents[i]);
+                let (x0, x1) = (x_at(a), x_at(b));
+                if row_h >= 8.0 && x1 - x0 >= DETAIL_WIDTH {
+                    let spans = layout::request_spans(trace, r);
+                    let items = compute_render_items(&spans, vp);
+                    if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, stage_color, pointer) {
+                        *hover = Some(Hover::Stage {
+                            request: r,
+                            item,
+                            spans: spans.clone(),
+                        });
+                        detailed_hover = true;
                     }
                 } else {
-                    Hover::Request { request: r }
-                });
+                    for s in lanes.spans(k, i) {
+                        let (s0, s1) = (vp.x_from_time(s.start_ns), vp.x_from_time(s.end_ns));
+                        runs.push(s0.max(-2.0), s1.min(f64::from(frame.time.width()) + 2.0), s.class);
+                    }
+                }
+                // The finish bar tells requests that follow each other in a lane apart.
+                if row_h >= 6.0 && x1 - x0 >= 3.0 {
+                    mesh.add_colored_rect(
+                        Rect::from_min_max(pos2(x1 - 1.0, top + 1.0), pos2(x1, top + row_h - 1.0)),
+                        theme::MARKER,
+                    );
+                }
             }
-            // The finish bar tells requests that follow each other in a lane apart.
-            if row_h >= 6.0 {
-                let x = x_at(b);
-                mesh.add_colored_rect(
-                    Rect::from_min_max(pos2(x - 1.0, top + 1.0), pos2(x, top + row_h - 1.0)),
-                    theme::MARKER,
-                );
+            for (x0, x1, class) in runs.runs() {
+                let r = Rect::from_x_y_ranges(left + x0 as f32..=left + x1 as f32, y);
+                mesh.add_colored_rect(r, stage_color(class));
             }
         }
-        if let Some(h) = flush(&mut mesh, &mut run) {
-            *hover = Some(h);
+        if !detailed_hover
+            && let Some(p) = pointer.filter(|p| row_rect.y_range().contains(p.y) && frame.time.x_range().contains(p.x))
+        {
+            #[allow(clippy::cast_possible_truncation)]
+            let slack = (3.0 * vp.ns_per_point) as i64;
+            if let Some(request) = lanes.at(k, vp.time_from_x(f64::from(p.x - left)), slack) {
+                *hover = Some(Hover::Request { request });
+            }
         }
     }
     painter
@@ -908,21 +916,14 @@ fn draw_lanes(
         painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
     }
     if row_h < 11.0 {
-        let text = format!("{} lanes", lanes.len());
         painter.text(
             pos2(frame.labels_x, area.top() + 2.0),
             Align2::LEFT_TOP,
-            text,
+            format!("{} lanes", lanes.len()),
             FontId::proportional(12.0),
             ui.visuals().strong_text_color(),
         );
     }
-}
-
-/// The request of a lane's slice that starts at `from_ns`.
-fn requests_first(requests: &[u32], extents: &[(i64, i64)], from_ns: i64) -> u32 {
-    let i = extents.partition_point(|&(a, _)| a < from_ns);
-    requests.get(i).or(requests.first()).copied().unwrap_or(0)
 }
 
 fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
@@ -971,13 +972,6 @@ fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
             }
         }
         Hover::Request { request } => request_ui(ui, trace, request),
-        Hover::Requests { count, from_ns, to_ns } => {
-            ui.label(format!(
-                "{count} requests one after another, too short to draw apart at this zoom"
-            ));
-            ui.label(format!("from {} to {}", rel(from_ns), rel(to_ns)));
-            ui.weak("zoom in (W, Ctrl+wheel) to see each");
-        }
         Hover::Stage { request, item, spans } => {
             ui.strong(trace.request_id(request));
             match item {

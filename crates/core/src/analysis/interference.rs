@@ -2,10 +2,12 @@
 //! decodes stalled, who waited in the queue, and who held the engine — each prefilling request's share of the
 //! step time and how many requests it delayed. The drag-select panel of the waterfall shows this.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use rayon::prelude::*;
+
 use super::metrics::ms;
+use super::range_index::{RangeIndex, is_stall};
 use crate::trace::{StageKind, Trace};
 
 /// A decode gap longer than this many times the request's own median inter-token latency is a stall.
@@ -74,8 +76,9 @@ pub struct Holder {
     pub held_ms: f64,
     /// `held_ms` over the step time of its instance in the range.
     pub share: f64,
-    /// Other requests of its instance that waited, or stalled in decode, during its prefill steps.
-    pub delayed: u32,
+    /// Other requests of its instance that waited, or stalled in decode, during its prefill steps; counted for
+    /// the [`DELAYED_COUNTED`] largest holders.
+    pub delayed: Option<u32>,
 }
 
 /// Everything the interference panel shows for a range.
@@ -102,15 +105,249 @@ fn overlap(a0: i64, a1: i64, b0: i64, b1: i64) -> i64 {
     (a1.min(b1) - a0.max(b0)).max(0)
 }
 
-/// The median of a request's inter-token latencies, ns; `None` under two tokens.
-fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
-    let mut gaps: Vec<i64> = super::metrics::itl_ns(trace, request).collect();
-    super::metrics::median(&mut gaps)
+/// How many holders, the largest first, have the requests they delayed counted.
+pub const DELAYED_COUNTED: usize = 100;
+
+/// Analyses `[from_ns, to_ns]`, indexing the trace first: for one range. A view that analyses many keeps a
+/// [`RangeIndex`] and calls [`interference_indexed`].
+pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
+    interference_indexed(trace, &RangeIndex::build(trace), from_ns, to_ns)
 }
 
-/// Analyses `[from_ns, to_ns]`.
+/// A prefill chunk in a step of the range: (request, stage row, iteration row).
+type Chunk = (u32, u32, u32);
+
+/// Analyses `[from_ns, to_ns]` with the trace's index: about the same time for a second as for the whole trace
+/// (the requests the range cuts through are read token by token, the others from the index).
 #[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
-pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
+pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_ns: i64) -> Interference {
+    let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
+    let mut out = Interference {
+        from_ns,
+        to_ns,
+        ..Interference::default()
+    };
+    let it = &trace.iterations;
+    let st = &trace.stages;
+    let alive = |r: u32| index.is_alive(trace, r, from_ns, to_ns);
+
+    // Steps of every source overlapping the range, from the prefix sums.
+    let mut step_ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut busy_by_source: rustc_hash::FxHashMap<u32, f64> = rustc_hash::FxHashMap::default();
+    let mut duration_ns = 0i64;
+    for k in 0..index.steps.len() {
+        let (totals, rows) = index.step_totals(trace, k, from_ns, to_ns);
+        if rows.is_empty() {
+            continue;
+        }
+        out.steps.count += totals.count;
+        out.steps.prefill_tokens += totals.prefill_tokens;
+        out.steps.decode_tokens += totals.decode_tokens;
+        out.steps.max_ms = out.steps.max_ms.max(ms(totals.max_ns));
+        out.steps.busy_ms += ms(totals.inside_ns);
+        *busy_by_source.entry(index.steps[k].source).or_default() += ms(totals.inside_ns);
+        duration_ns += totals.duration_ns;
+        step_ranges.push(rows);
+    }
+    if out.steps.count > 0 {
+        out.steps.mean_ms = ms(duration_ns) / out.steps.count as f64;
+    }
+    let has_steps = out.steps.count > 0;
+
+    // Prefill chunks in those steps, in stage order (by request): tokens and the step time their share of each
+    // step's tokens holds. Without steps, prefill spans overlapping the range say who was prefilling.
+    let mut chunks: Vec<Chunk> = step_ranges
+        .iter()
+        .flat_map(|rows| index.chunks_in(rows.clone()))
+        .map(|&s| (st.request[s as usize], s, st.iter_row[s as usize].unwrap_or(0)))
+        .collect();
+    chunks.par_sort_unstable();
+    // Per prefilling request: tokens, chunks, held ms, and its chunks' place in `chunks`.
+    let mut by_request: Vec<(u32, u64, u32, f64, std::ops::Range<usize>)> = Vec::new();
+    if has_steps {
+        for (k, &(request, s, row)) in chunks.iter().enumerate() {
+            let i = row as usize;
+            let tokens = u64::from(st.tokens[s as usize].unwrap_or(0));
+            let step_tokens = u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
+            let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+            let held = if step_tokens == 0 {
+                0.0
+            } else {
+                inside * tokens as f64 / step_tokens as f64
+            };
+            match by_request.last_mut() {
+                Some(e) if e.0 == request => {
+                    e.1 += tokens;
+                    e.2 += 1;
+                    e.3 += held;
+                    e.4.end = k + 1;
+                }
+                _ => by_request.push((request, tokens, 1, held, k..k + 1)),
+            }
+        }
+    } else {
+        let mut spans: Vec<(u32, u64, i64)> = Vec::new();
+        index.prefills.for_each_overlapping(from_ns, to_ns, true, |w| {
+            if alive(w.request) {
+                let o = overlap(w.start_ns, w.end_ns, from_ns, to_ns);
+                spans.push((w.request, u64::from(w.tokens), o));
+            }
+        });
+        spans.sort_by_key(|s| s.0); // stable: each request's spans stay in time order
+        for (request, tokens, o) in spans {
+            match by_request.last_mut() {
+                Some(e) if e.0 == request => {
+                    e.1 += tokens;
+                    e.2 += 1;
+                    e.3 += ms(o);
+                }
+                _ => by_request.push((request, tokens, 1, ms(o), 0..0)),
+            }
+        }
+    }
+
+    // Waiting: queue and preemption windows overlapping the range.
+    let mut waits: Vec<(u32, i64)> = Vec::new();
+    index.waits.for_each_overlapping(from_ns, to_ns, true, |w| {
+        if alive(w.request) {
+            waits.push((w.request, overlap(w.start_ns, w.end_ns, from_ns, to_ns)));
+        }
+    });
+    waits.sort_by_key(|w| w.0);
+    for (request, waited) in waits {
+        match out.waiting.last_mut() {
+            Some(w) if w.request == request => w.waited_ms += ms(waited),
+            _ => out.waiting.push(Waiting {
+                request,
+                waited_ms: ms(waited),
+            }),
+        }
+    }
+
+    // Decoding: the requests alive in the range with tokens in it or a gap across it.
+    for r in index.alive(trace, from_ns, to_ns) {
+        let tokens = trace.tokens_of(r);
+        if tokens.len() < 2 {
+            continue;
+        }
+        let emitted = &trace.tokens.emitted_ns[tokens.clone()];
+        let d = index.decode[r as usize];
+        let n = emitted.len();
+        let (emitted_in, max_gap) = if d.sorted && emitted[0] >= from_ns && emitted[n - 1] <= to_ns {
+            (n, Some(d.max_gap_ns))
+        } else if d.sorted {
+            let lo = emitted.partition_point(|&t| t < from_ns);
+            let hi = emitted.partition_point(|&t| t <= to_ns);
+            // Gap k (emitted[k - 1]..emitted[k]) overlaps the range when k >= lo and k - 1 < hi.
+            let gaps = lo.max(1)..(hi + 1).min(n);
+            (hi - lo, gaps.map(|k| emitted[k] - emitted[k - 1]).max())
+        } else {
+            let emitted_in = emitted.iter().filter(|&&t| (from_ns..=to_ns).contains(&t)).count();
+            let gap = emitted
+                .windows(2)
+                .filter(|w| w[1] >= from_ns && w[0] <= to_ns)
+                .map(|w| w[1] - w[0])
+                .max();
+            (emitted_in, gap)
+        };
+        if emitted_in == 0 && max_gap.is_none() {
+            continue;
+        }
+        // A request still in its first token is prefilling, not decoding.
+        if trace.tokens.index[tokens.start] == 0 && emitted[0] > to_ns {
+            continue;
+        }
+        let max_gap = max_gap.unwrap_or(0);
+        out.decoding.push(Decoding {
+            request: r,
+            tokens: u32::try_from(emitted_in).unwrap_or(u32::MAX),
+            median_itl_ms: ms(d.median_itl_ns),
+            max_itl_ms: ms(max_gap),
+            stalled: is_stall(max_gap, d.median_itl_ns),
+        });
+    }
+
+    let mut busy_without_steps: rustc_hash::FxHashMap<u32, f64> = rustc_hash::FxHashMap::default();
+    if !has_steps {
+        for e in &by_request {
+            *busy_without_steps
+                .entry(trace.requests.source[e.0 as usize])
+                .or_default() += e.3;
+        }
+    }
+    let busy = if has_steps {
+        &busy_by_source
+    } else {
+        &busy_without_steps
+    };
+    let mut places: rustc_hash::FxHashMap<u32, std::ops::Range<usize>> = rustc_hash::FxHashMap::default();
+    for (request, tokens, steps, held_ms, place) in by_request {
+        out.prefilling.push(Prefilling { request, tokens, steps });
+        let source = trace.requests.source[request as usize];
+        out.holders.push(Holder {
+            request,
+            tokens,
+            held_ms,
+            share: busy.get(&source).filter(|&&b| b > 0.0).map_or(0.0, |b| held_ms / b),
+            delayed: None,
+        });
+        places.insert(request, place);
+    }
+    out.prefilling
+        .par_sort_by(|a, b| b.tokens.cmp(&a.tokens).then(a.request.cmp(&b.request)));
+    out.holders
+        .par_sort_by(|a, b| b.held_ms.total_cmp(&a.held_ms).then(a.request.cmp(&b.request)));
+    out.decoding
+        .par_sort_by(|a, b| b.stalled.cmp(&a.stalled).then(b.max_itl_ms.total_cmp(&a.max_itl_ms)));
+    out.waiting.par_sort_by(|a, b| b.waited_ms.total_cmp(&a.waited_ms));
+
+    // Whom the largest holders delayed: other requests of their instance that waited, or stalled in decode,
+    // during their prefill steps (or spans).
+    for h in out.holders.iter_mut().take(DELAYED_COUNTED) {
+        let request = h.request;
+        let source = trace.requests.source[request as usize];
+        let windows: Vec<(i64, i64)> = match places.get(&request) {
+            Some(place) if !place.is_empty() => chunks[place.clone()]
+                .iter()
+                .map(|&(_, _, row)| {
+                    let i = row as usize;
+                    (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns))
+                })
+                .collect(),
+            _ => trace
+                .stages_of(request)
+                .into_iter()
+                .filter(|s| s.kind == StageKind::Prefill)
+                .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
+                .collect(),
+        };
+        let mut delayed: Vec<u32> = Vec::new();
+        let mut hit = |w: crate::analysis::range_index::Window| {
+            if w.request != request && trace.requests.source[w.request as usize] == source && alive(w.request) {
+                delayed.push(w.request);
+            }
+        };
+        for &(w0, w1) in &windows {
+            index.waits.for_each_overlapping(w0, w1, true, &mut hit);
+            index.stalls.for_each_overlapping(w0, w1, true, &mut hit);
+        }
+        delayed.sort_unstable();
+        delayed.dedup();
+        h.delayed = Some(u32::try_from(delayed.len()).unwrap_or(u32::MAX));
+    }
+    out
+}
+
+/// The median of a request's inter-token latencies, ns; `None` under two tokens.
+fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
+    let mut gaps: Vec<i64> = crate::analysis::metrics::itl_ns(trace, request).collect();
+    crate::analysis::metrics::median(&mut gaps)
+}
+
+/// The analysis as it was before the index: a walk of every request, stage and token, holders' `delayed` counted
+/// for all. The reference the index is tested and benchmarked against.
+#[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
+pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
     let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
     let mut out = Interference {
         from_ns,
@@ -146,7 +383,8 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
 
     // Prefill chunks in those steps, by request: tokens and the step time their share of each step's tokens holds.
     let in_range: rustc_hash::FxHashSet<u32> = step_rows.iter().map(|&i| i as u32).collect();
-    let mut by_request: BTreeMap<u32, (u64, u32, f64, Vec<usize>)> = BTreeMap::new();
+    let mut by_request: std::collections::BTreeMap<u32, (u64, u32, f64, Vec<usize>)> =
+        std::collections::BTreeMap::new();
     for s in 0..trace.stages.len() {
         if trace.stages.kind[s] != StageKind::Prefill {
             continue;
@@ -178,7 +416,7 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
     for r in 0..trace.request_count() as u32 {
         let ri = r as usize;
         let arrival = trace.requests.arrival_ns[ri];
-        let finish = super::metrics::finish_ns(trace, r).unwrap_or(arrival);
+        let finish = crate::analysis::metrics::finish_ns(trace, r).unwrap_or(arrival);
         if arrival > to_ns || finish < from_ns {
             continue;
         }
@@ -298,7 +536,7 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
                 };
                 busy.get(&source).filter(|&&b| b > 0.0).map_or(0.0, |b| held_ms / b)
             },
-            delayed: u32::try_from(delayed.len()).unwrap_or(u32::MAX),
+            delayed: Some(u32::try_from(delayed.len()).unwrap_or(u32::MAX)),
         });
     }
     out.prefilling
@@ -330,7 +568,7 @@ impl Interference {
             s.count, s.prefill_tokens, s.decode_tokens, s.mean_ms, s.max_ms
         );
         let _ = writeln!(t, "who held the engine:");
-        for h in &self.holders {
+        for h in self.holders.iter().take(DELAYED_COUNTED) {
             let _ = writeln!(
                 t,
                 "  {}  {:.0} % of {}'s step time ({:.1} ms), {} prompt tokens, delayed {} requests",
@@ -341,8 +579,11 @@ impl Interference {
                 h.share * 100.0,
                 h.held_ms,
                 h.tokens,
-                h.delayed
+                h.delayed.unwrap_or(0)
             );
+        }
+        if self.holders.len() > DELAYED_COUNTED {
+            let _ = writeln!(t, "  and {} more", self.holders.len() - DELAYED_COUNTED);
         }
         let stalled: Vec<&Decoding> = self.decoding.iter().filter(|d| d.stalled).collect();
         let _ = writeln!(
@@ -365,6 +606,48 @@ impl Interference {
             let _ = writeln!(t, "  {}  {:.1} ms", trace.request_id(w.request), w.waited_ms);
         }
         t
+    }
+
+    /// Ok when `other` has the same figures: counts, requests and order equal, times within a billionth (sums
+    /// taken in another order), holders' `delayed` equal where this analysis counted it. The error names the first
+    /// difference.
+    pub fn same_figures(&self, other: &Interference) -> Result<(), String> {
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0);
+        let (a, b) = (self, other);
+        let (sa, sb) = (&a.steps, &b.steps);
+        if (sa.count, sa.prefill_tokens, sa.decode_tokens) != (sb.count, sb.prefill_tokens, sb.decode_tokens)
+            || !(close(sa.mean_ms, sb.mean_ms) && close(sa.max_ms, sb.max_ms) && close(sa.busy_ms, sb.busy_ms))
+        {
+            return Err(format!("steps {sa:?} against {sb:?}"));
+        }
+        if a.prefilling != b.prefilling {
+            return Err("prefilling differs".to_owned());
+        }
+        if a.decoding != b.decoding {
+            return Err("decoding differs".to_owned());
+        }
+        if a.waiting.len() != b.waiting.len() {
+            return Err(format!("{} waiting against {}", a.waiting.len(), b.waiting.len()));
+        }
+        for (x, y) in a.waiting.iter().zip(&b.waiting) {
+            if x.request != y.request || !close(x.waited_ms, y.waited_ms) {
+                return Err(format!("waiting {x:?} against {y:?}"));
+            }
+        }
+        if a.holders.len() != b.holders.len() {
+            return Err(format!("{} holders against {}", a.holders.len(), b.holders.len()));
+        }
+        for (x, y) in a.holders.iter().zip(&b.holders) {
+            let same = x.request == y.request
+                && x.tokens == y.tokens
+                && close(x.held_ms, y.held_ms)
+                && close(x.share, y.share)
+                && (x.delayed.is_none() || x.delayed == y.delayed);
+            if !same {
+                return Err(format!("holder {x:?} against {y:?}"));
+            }
+        }
+        Ok(())
     }
 
     /// The request row of the top holder, if any.
@@ -392,7 +675,7 @@ mod tests {
         assert_eq!(t.request_id(top), "doc-96k");
         let h = &x.holders[0];
         assert!(h.share > 0.9, "{h:?}");
-        assert!(h.delayed >= 1, "short-700 waited behind it: {h:?}");
+        assert!(h.delayed >= Some(1), "short-700 waited behind it: {h:?}");
         let short = t.request_row("short-700").unwrap();
         let w = x.waiting.iter().find(|w| w.request == short).unwrap();
         assert!(w.waited_ms > 8_000.0, "{w:?}");
@@ -411,7 +694,7 @@ mod tests {
         let d = x.decoding.iter().find(|d| d.request == victim).unwrap();
         assert!(d.stalled, "{d:?}");
         assert!(d.max_itl_ms > 1_000.0 && d.median_itl_ms < 20.0, "{d:?}");
-        assert!(x.holders[0].delayed >= 1);
+        assert!(x.holders[0].delayed >= Some(1));
     }
 
     #[test]
@@ -437,5 +720,50 @@ mod tests {
             x.waiting.iter().find(|w| w.request == r2).map(|w| w.waited_ms),
             Some(30.0)
         );
+    }
+
+    #[test]
+    fn the_index_gives_the_figures_of_a_walk_of_every_request() {
+        let mut compared = 0;
+        for name in [
+            "four_requests.jsonl",
+            "long_prefill.jsonl",
+            "prefill_interrupts_decode.jsonl",
+            "eos_mistrigger.jsonl",
+            "demo.parquet",
+            "llamacpp_gemma3_270m.parquet",
+        ] {
+            let t = sample(name);
+            let index = RangeIndex::build(&t);
+            let t0 = t.start_ns();
+            let t1 = (0..t.request_count() as u32)
+                .filter_map(|r| t.finish_ns(r))
+                .chain(t.iterations.end_ns.iter().copied())
+                .max()
+                .unwrap_or(t0);
+            let span = (t1 - t0).max(1);
+            // The whole trace and beyond, each tenth, ranges of a thousandth to a half at odd places, an instant,
+            // a range before the trace.
+            let mut ranges = vec![(t0 - span, t1 + span), (t0, t1), (t0, t0), (t0 - 1_000, t0 - 1)];
+            for k in 0..10 {
+                ranges.push((t0 + span * k / 10, t0 + span * (k + 1) / 10));
+            }
+            for (a, w) in [(0.13, 0.001), (0.37, 0.02), (0.5, 0.5), (0.71, 0.004), (0.9, 0.2)] {
+                let from = t0 + (span as f64 * a) as i64;
+                ranges.push((from, from + (span as f64 * w) as i64));
+            }
+            for (from, to) in ranges {
+                let label = format!("{name} {}..{} ms", (from - t0) / 1_000_000, (to - t0) / 1_000_000);
+                let (a, b) = (
+                    interference_indexed(&t, &index, from, to),
+                    interference_by_walk(&t, from, to),
+                );
+                if let Err(e) = a.same_figures(&b) {
+                    panic!("{label}: {e}");
+                }
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 6 * 19);
     }
 }

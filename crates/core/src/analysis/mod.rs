@@ -6,6 +6,7 @@ pub mod diff;
 pub mod findings;
 pub mod interference;
 pub mod metrics;
+pub mod range_index;
 pub mod stats;
 pub mod summary;
 pub mod tokens;

@@ -43,6 +43,9 @@ pub struct Lanes {
     lanes: Vec<Vec<u32>>,
     /// Per lane, the extents of its requests (parallel to `lanes`): starts and ends both ascending.
     extents: Vec<Vec<(i64, i64)>>,
+    /// Per lane, when each request was scheduled and had its first token (parallel to `lanes`), within its extent:
+    /// its queue, prefill and decode drawn without reading the trace.
+    marks: Vec<Vec<(i64, Option<i64>)>>,
     /// Per request row of the trace, its lane (`u32::MAX`: not shown).
     lane_of: Vec<u32>,
 }
@@ -59,6 +62,7 @@ impl Lanes {
         order.sort_unstable();
         let mut lanes: Vec<Vec<u32>> = Vec::new();
         let mut extents: Vec<Vec<(i64, i64)>> = Vec::new();
+        let mut marks: Vec<Vec<(i64, Option<i64>)>> = Vec::new();
         let mut lane_of = vec![u32::MAX; trace.request_count()];
         // Lanes in use by when they free up, and free lanes by number.
         let mut busy: BinaryHeap<Reverse<(i64, u32)>> = BinaryHeap::new();
@@ -76,18 +80,21 @@ impl Lanes {
                 None => {
                     lanes.push(Vec::new());
                     extents.push(Vec::new());
+                    marks.push(Vec::new());
                     u32::try_from(lanes.len() - 1).unwrap_or(u32::MAX)
                 }
             };
             let k = lane as usize;
             lanes[k].push(r);
             extents[k].push((start, end));
+            marks[k].push(marks_of(trace, r, start, end));
             lane_of[r as usize] = lane;
             busy.push(Reverse((end, lane)));
         }
         Lanes {
             lanes,
             extents,
+            marks,
             lane_of,
         }
     }
@@ -110,6 +117,49 @@ impl Lanes {
     /// The extents of lane `k`'s requests, parallel to [`Lanes::requests`].
     pub fn extents(&self, k: usize) -> &[(i64, i64)] {
         self.extents.get(k).map_or(&[], Vec::as_slice)
+    }
+
+    /// The queue, prefill and decode of the request at position `i` of lane `k`, from its times alone, as
+    /// [`coarse_spans`] gives them.
+    pub fn spans(&self, k: usize, i: usize) -> impl Iterator<Item = Span> + use<> {
+        let (arrival, end) = self.extents[k][i];
+        let (scheduled, first) = self.marks[k][i];
+        stage_spans(arrival, scheduled, first, end)
+    }
+
+    /// The stage class (queue, prefill, decode) at time `t_ns` of the request at position `i` of lane `k`, if it is
+    /// alive then.
+    pub fn class_at(&self, k: usize, i: usize, t_ns: i64) -> Option<u8> {
+        let (arrival, end) = self.extents[k][i];
+        let (scheduled, first) = self.marks[k][i];
+        let kind = if t_ns < arrival || t_ns > end {
+            return None;
+        } else if t_ns < scheduled {
+            StageKind::Queue
+        } else {
+            match first {
+                Some(f) if t_ns < f => StageKind::Prefill,
+                Some(_) => StageKind::Decode,
+                None => StageKind::Other,
+            }
+        };
+        Some(kind as u8)
+    }
+
+    /// The position, from `i` on, of the first request of lane `k` that ends at or after `t_ns` (the one alive at
+    /// `t_ns`, or the next): an exponential search, a few steps when `t_ns` is near position `i`.
+    pub fn seek(&self, k: usize, i: usize, t_ns: i64) -> usize {
+        let e = self.extents(k);
+        let n = e.len();
+        if i >= n || e[i].1 >= t_ns {
+            return i.min(n);
+        }
+        let mut step = 1;
+        while i + step < n && e[i + step].1 < t_ns {
+            step *= 2;
+        }
+        let (lo, hi) = (i + step / 2 + 1, (i + step + 1).min(n));
+        lo + e[lo..hi].partition_point(|&(_, end)| end < t_ns)
     }
 
     /// The lane of request `r`, when shown.
@@ -146,20 +196,33 @@ impl Lanes {
     }
 }
 
-/// A request drawn small: queue, prefill and decode as three spans from its timestamps alone (no walk of its
-/// tokens), classed as [`super::layout::request_spans`] classes them.
-pub fn coarse_spans(trace: &Trace, r: u32) -> Vec<Span> {
-    let Some((arrival, end)) = request_extent(trace, r) else {
-        return Vec::new();
-    };
+/// A request drawn small: queue, prefill and decode as up to three spans from its timestamps alone (no walk of its
+/// tokens, nothing allocated), classed as [`super::layout::request_spans`] classes them.
+pub fn coarse_spans(trace: &Trace, r: u32) -> impl Iterator<Item = Span> + use<> {
+    let (arrival, end) = request_extent(trace, r).unwrap_or((0, 0));
+    let (scheduled, first) = marks_of(trace, r, arrival, end);
+    stage_spans(arrival, scheduled, first, end)
+}
+
+/// When request `r` (alive from `arrival` to `end`) was scheduled and had its first token, within those bounds.
+fn marks_of(trace: &Trace, r: u32, arrival: i64, end: i64) -> (i64, Option<i64>) {
     let scheduled = trace.requests.scheduled_ns[r as usize]
         .unwrap_or(arrival)
         .clamp(arrival, end);
-    let first = trace.first_token_ns(r).unwrap_or(end).clamp(scheduled, end);
+    (scheduled, trace.first_token_ns(r).map(|f| f.clamp(scheduled, end)))
+}
+
+/// Queue from `arrival` to `scheduled`, prefill to `first` (token), decode to `end`, leaving out the empty ones;
+/// without a first token, what follows the queue is of no known stage (`Other`).
+fn stage_spans(arrival: i64, scheduled: i64, first: Option<i64>, end: i64) -> impl Iterator<Item = Span> {
+    let (prefill_end, after) = match first {
+        Some(f) => (f, StageKind::Decode),
+        None => (scheduled, StageKind::Other),
+    };
     [
         (arrival, scheduled, StageKind::Queue),
-        (scheduled, first, StageKind::Prefill),
-        (first, end, StageKind::Decode),
+        (scheduled, prefill_end, StageKind::Prefill),
+        (prefill_end, end, after),
     ]
     .into_iter()
     .filter(|&(a, b, _)| b > a)
@@ -168,7 +231,38 @@ pub fn coarse_spans(trace: &Trace, r: u32) -> Vec<Span> {
         end_ns,
         class: kind as u8,
     })
-    .collect()
+}
+
+/// A lane's spans, given in time order, merged into runs to draw: a span joins the run before it when of the same
+/// class and within half a point of it; a span under a point wide joins the run before it whatever its class
+/// (a sliver of queue between two decodes is not drawn), or stands alone when nothing is near it. Requests too
+/// narrow to draw stage by stage then cost a quad per run instead of three each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Runs {
+    runs: Vec<(f64, f64, u8)>,
+}
+
+impl Runs {
+    /// Forgets the runs.
+    pub fn clear(&mut self) {
+        self.runs.clear();
+    }
+
+    /// Adds a span from `x0` to `x1` points of class `class`, after those added before.
+    pub fn push(&mut self, x0: f64, x1: f64, class: u8) {
+        if x1 < x0 {
+            return;
+        }
+        match self.runs.last_mut() {
+            Some(run) if x0 <= run.1 + 0.5 && (run.2 == class || x1 - x0 < 1.0) => run.1 = run.1.max(x1),
+            _ => self.runs.push((x0, x1, class)),
+        }
+    }
+
+    /// The runs: `(from, to, class)` in points, each at least a point wide.
+    pub fn runs(&self) -> impl Iterator<Item = (f64, f64, u8)> + '_ {
+        self.runs.iter().map(|&(a, b, c)| (a, b.max(a + 1.0), c))
+    }
 }
 
 #[cfg(test)]
@@ -242,10 +336,53 @@ mod tests {
     }
 
     #[test]
+    fn seeks_the_request_alive_at_a_time_from_a_position() {
+        // Lane 0 holds r0 0-10, r4 10-11, r5 12-20 (ms).
+        let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let at = |ms: i64| T0 + ms * MS;
+        assert_eq!(l.seek(0, 0, at(5)), 0);
+        assert_eq!(l.seek(0, 0, at(10) + 1), 1, "r0 ends at 10: r4 is alive");
+        assert_eq!(l.seek(0, 0, at(11) + 1), 2, "between r4 and r5: the next, r5");
+        assert_eq!(l.seek(0, 1, at(30)), 3, "past the lane's end");
+        assert_eq!(l.seek(0, 2, at(0)), 2, "never before the position given");
+        // No scheduled or first-token times: after its (empty) queue, no known stage.
+        assert_eq!(l.class_at(0, 0, at(5)), Some(StageKind::Other as u8));
+        assert_eq!(l.class_at(0, 1, at(12)), None);
+    }
+
+    #[test]
+    fn spans_merge_into_runs_of_a_class() {
+        let (queue, prefill, decode) = (
+            StageKind::Queue as u8,
+            StageKind::Prefill as u8,
+            StageKind::Decode as u8,
+        );
+        let mut r = Runs::default();
+        // A request: its queue 0.8-1.0, a sliver with nothing before it, starts a run; its prefill 1.0-1.3, a
+        // sliver, joins it; its decode 1.3-6.0 starts one. The next request: its queue sliver 6.1-6.3 joins the
+        // decode, and its decode 6.4-9.0 too (same class, within half a point). A decode far away, 20.0-20.2, stands
+        // alone and is drawn a point wide, as is the queue's run.
+        r.push(0.8, 1.0, queue);
+        r.push(1.0, 1.3, prefill);
+        r.push(1.3, 6.0, decode);
+        r.push(6.1, 6.3, queue);
+        r.push(6.4, 9.0, decode);
+        r.push(20.0, 20.2, decode);
+        let runs: Vec<_> = r.runs().collect();
+        assert_eq!(runs, [(0.8, 1.8, queue), (1.3, 9.0, decode), (20.0, 21.0, decode)]);
+        // A wide prefill after a decode starts a run of its own.
+        r.push(21.0, 25.0, prefill);
+        assert_eq!(r.runs().last(), Some((21.0, 25.0, prefill)));
+        r.clear();
+        assert_eq!(r.runs().count(), 0);
+    }
+
+    #[test]
     fn a_small_request_is_queue_prefill_decode() {
         let t = crate::test_support::sample("four_requests.jsonl");
         let r = t.request_row("r3").unwrap();
-        let spans = coarse_spans(&t, r);
+        let spans: Vec<Span> = coarse_spans(&t, r).collect();
         let kinds: Vec<u8> = spans.iter().map(|s| s.class).collect();
         assert_eq!(
             kinds,
