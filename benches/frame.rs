@@ -1,7 +1,7 @@
 //! Frame benchmark: CPU time of one frame of the waterfall (layout and drawing by egui, then tessellation into
 //! triangles) on the `large` trace, at three zoom levels. Goal (DESIGN.md): p99 <= 8 ms at every zoom.
 //!
-//! `cargo bench --bench frame [-- --requests N --frames F --walk-max-s S]`. Uses `target/bench-data/large-N.parquet` (written by
+//! `cargo bench --bench frame [-- --requests N | --xlarge] [--frames F --walk-max-s S]`. Uses `target/bench-data/large-N.parquet` (written by
 //! `benches/common.rs`, shared with the load benchmark; generated when missing). No display and no GPU: egui runs headless, which is exactly
 //! the CPU part of a frame (the GPU upload and draw are not measured).
 
@@ -28,7 +28,12 @@ fn main() {
     let requests = common::flag("--requests", 50_000);
     let frames = common::flag("--frames", 200).max(10);
     let walk_max_s = i64::try_from(common::flag("--walk-max-s", usize::MAX)).unwrap_or(i64::MAX);
-    let (path, _) = common::large_files(requests);
+    // `--xlarge`: the 500,000-request trace (`tokenscope synth --scenario xlarge -o target/bench-data/xlarge.parquet`).
+    let path = if std::env::args().any(|a| a == "--xlarge") {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/xlarge.parquet")
+    } else {
+        common::large_files(requests).0
+    };
     let start = Instant::now();
     let trace = common::load_lazily(&path);
     let load_s = start.elapsed().as_secs_f64();
@@ -47,18 +52,22 @@ fn main() {
     let ctx = egui::Context::default();
     let screen = Rect::from_min_size(Pos2::ZERO, vec2(1600.0, 1000.0));
     let mid = (view.t0_ns + view.t1_ns) / 2;
-    let cases: [(&str, Option<(i64, i64)>); 3] = [
-        ("whole trace (zoomed out)", None),
-        ("mid zoom: 10 s", Some((mid - 5_000_000_000, mid + 5_000_000_000))),
-        ("deep zoom: 50 ms", Some((mid - 25_000_000, mid + 25_000_000))),
+    // The whole trace twice: with the view still (the pointer moving), and panned a point every frame, so that
+    // nothing drawn before can be drawn again as it was.
+    let whole = (view.t0_ns - (view.t1_ns - view.t0_ns) / 50, view.t1_ns + (view.t1_ns - view.t0_ns) / 50);
+    let cases: [(&str, Option<(i64, i64)>, bool); 4] = [
+        ("whole trace (zoomed out)", None, false),
+        ("whole trace, panning", Some(whole), true),
+        ("mid zoom: 10 s", Some((mid - 5_000_000_000, mid + 5_000_000_000)), false),
+        ("deep zoom: 50 ms", Some((mid - 25_000_000, mid + 25_000_000)), false),
     ];
     println!(
         "{:<34} {:>9} {:>9} {:>9} {:>10}",
         "view", "p50 ms", "p99 ms", "max ms", "triangles"
     );
-    for (layout, name, range) in [TrackLayout::Tracks, TrackLayout::Lanes]
+    for (layout, name, range, pan) in [TrackLayout::Tracks, TrackLayout::Lanes]
         .into_iter()
-        .flat_map(|l| cases.map(|(name, range)| (l, name, range)))
+        .flat_map(|l| cases.map(|(name, range, pan)| (l, name, range, pan)))
     {
         let name = match layout {
             TrackLayout::Tracks => format!("tracks, {name}"),
@@ -80,7 +89,10 @@ fn main() {
         let mut triangles = 0;
         for f in 0..frames + 5 {
             if let Some((a, b)) = range {
-                state.viewport = Some(Viewport::fit(a, b, 1450.0));
+                let vp = Viewport::fit(a, b, 1450.0);
+                #[allow(clippy::cast_precision_loss)]
+                let moved = if pan { vp.panned(f as f64) } else { vp };
+                state.viewport = Some(moved);
             } else if f == 0 {
                 state.viewport = None;
             }
@@ -171,8 +183,8 @@ fn main() {
             indexed[2],
             indexed[2] / walk_ms,
             x.steps.count,
-            x.holders.len(),
-            x.decoding.len()
+            x.counts.prefilling,
+            x.counts.decoding
         );
     }
 

@@ -1,7 +1,7 @@
 //! Load benchmark: how fast a trace loads and is indexed, from Parquet and from JSONL, beside a bare arrow-rs
 //! decode of the same Parquet columns and Python polars' `read_parquet` / `read_ndjson` of the same files.
 //!
-//! `cargo bench --bench load [-- --requests N --runs R] [--parquet-only]`. The workload is `tokenscope synth --scenario large`
+//! `cargo bench --bench load [-- --requests N --runs R] [--parquet-only | --xlarge]`. The workload is `tokenscope synth --scenario large`
 //! (50,000 requests, ~10 M output tokens, top-5 candidates, ~200,000 iterations); `--requests 5000` gives ~1 M
 //! tokens. Files are generated once into `target/bench-data/` (deterministic: same N, same bytes). Each
 //! measurement runs in a fresh process, so its peak resident set (VmHWM) is its own; figures are the median of R
@@ -112,6 +112,10 @@ fn main() {
     }
     let requests = common::flag("--requests", 50_000);
     let runs = common::flag("--runs", 3).max(1);
+    if args.iter().any(|a| a == "--xlarge") {
+        xlarge(runs);
+        return;
+    }
     let (parquet, jsonl) = common::large_files(requests);
     let tokens = load(&parquet, &Progress::default())
         .map(|l| l.trace.token_count())
@@ -168,5 +172,48 @@ fn main() {
     }
     if let (Some(ours), Some(p)) = (ours_jsonl, polars_jsonl) {
         println!("tokenscope JSONL time / polars read_ndjson:      {:.2}", ours / p);
+    }
+}
+
+/// `--xlarge`: the app's load of `xlarge` (500,000 requests, ~97 M tokens, candidates left on disk) against polars
+/// reading `large`, the same workload a tenth the size, times ten: polars' `read_parquet` of xlarge itself would
+/// need about 70 GB here (7 GB for large), and its time grows with the rows.
+fn xlarge(runs: usize) {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/xlarge.parquet");
+    if !file.exists() {
+        eprintln!(
+            "{} is missing: make it with `tokenscope synth --scenario xlarge -o {}` (4 minutes, 6 GB)",
+            file.display(),
+            file.display()
+        );
+        return;
+    }
+    let (large, _) = common::large_files(50_000);
+    println!("load benchmark, xlarge: median of {runs} runs (fresh process each)");
+    println!(
+        "{:<44} {:>9} {:>9} {:>13} {:>14} {:>10}",
+        "what", "file MiB", "seconds", "peak RSS MiB", "RSS after MiB", "held MiB"
+    );
+    let print = |name: &str, file: &Path, m: [f64; 4]| {
+        let [secs, peak, after, held] = m;
+        println!(
+            "{name:<44} {:>9.1} {secs:>9.3} {peak:>13.0} {after:>14.0} {held:>10.0}",
+            common::size_mib(file)
+        );
+        m
+    };
+    let app = print(
+        "tokenscope load+index, candidates on disk",
+        &file,
+        measure("lazy", &file, runs),
+    );
+    let polars_large = polars(&large, runs).map(|m| print("polars read_parquet of large (Python)", &large, m));
+    println!();
+    println!("resident after load / columns held: {:.2}", app[2] / app[3]);
+    if let Some(p) = polars_large {
+        println!(
+            "app load of xlarge / (10 x polars read_parquet of large): {:.2}",
+            app[0] / (10.0 * p[0])
+        );
     }
 }

@@ -224,7 +224,7 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             };
             ui.end_row();
         }
-        let rest = x.holders.len() - shown.len();
+        let rest = x.counts.prefilling.saturating_sub(shown.len());
         if rest > 0 {
             ui.weak(format!("{rest} more"));
             ui.weak("under 1 % each");
@@ -232,11 +232,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
         }
     });
     ui.add_space(4.0);
-    let stalled = x.decoding.iter().filter(|d| d.stalled).count();
+    let stalled = x.counts.stalled;
     ui.strong(format!(
         "Decoding: {} requests, {} stalled (gap > 3× their median ITL)",
-        x.decoding.len(),
-        stalled
+        x.counts.decoding, stalled
     ));
     egui::Grid::new("decoding").striped(true).num_columns(4).show(ui, |ui| {
         for d in x.decoding.iter().take(30) {
@@ -260,7 +259,7 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
         }
     });
     ui.add_space(4.0);
-    ui.strong(format!("Prefilling: {} requests", x.prefilling.len()));
+    ui.strong(format!("Prefilling: {} requests", x.counts.prefilling));
     for p in x.prefilling.iter().take(20) {
         ui.horizontal(|ui| {
             if ui.link(trace.request_id(p.request)).clicked() {
@@ -278,7 +277,7 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
         });
     }
     ui.add_space(4.0);
-    ui.strong(format!("Waiting: {} requests", x.waiting.len()));
+    ui.strong(format!("Waiting: {} requests", x.counts.waiting));
     for w in x.waiting.iter().take(20) {
         ui.horizontal(|ui| {
             if ui.link(trace.request_id(w.request)).clicked() {

@@ -55,6 +55,8 @@ pub struct WaterfallState {
     pub row_height: f32,
     /// The layout of the last frame.
     drawn_layout: Option<TrackLayout>,
+    /// The lanes' mesh of the last frame.
+    lanes_cache: Option<LanesCache>,
     drag: Option<Drag>,
 }
 
@@ -326,7 +328,18 @@ pub fn waterfall_ui(
     };
     match state.layout {
         TrackLayout::Tracks => draw_requests(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
-        TrackLayout::Lanes => draw_lanes(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
+        TrackLayout::Lanes => draw_lanes(
+            ui,
+            &painter,
+            &frame,
+            &vp,
+            view,
+            rows_at,
+            selected,
+            pointer,
+            &mut hover,
+            &mut state.lanes_cache,
+        ),
     }
     if let Some(t) = state.linked_hover_ns.filter(|_| state.hover_ns.is_none()) {
         let x = x_at(t);
@@ -535,8 +548,8 @@ fn draw_engines(
     }
     let font = FontId::proportional(11.0);
     let mut mesh = egui::Mesh::default();
-    for (k, track) in view.engines.iter().enumerate() {
-        let top = frame.engines_top + k as f32 * engine_block_height() + 2.0;
+    for (k_track, track) in view.engines.iter().enumerate() {
+        let top = frame.engines_top + k_track as f32 * engine_block_height() + 2.0;
         let steps_y = egui::Rangef::new(top, top + theme::ENGINE_ROW_HEIGHT - 2.0);
         let name = trace.label(track.source).unwrap_or("engine");
         painter.text(
@@ -546,67 +559,87 @@ fn draw_engines(
             FontId::proportional(12.0),
             ui.visuals().strong_text_color(),
         );
-        let items = compute_render_items(&track.spans, vp);
         let rows = trace.iterations_of_source(track.source);
         let vis = visible(&track.spans, vp);
         let columns = frame.time.width().ceil().max(1.0) as usize;
         // Zoomed out past one step per point, the step row becomes a density strip: each point column is as opaque
-        // as the share of its time the engine was busy, and coloured by its prefill share of tokens.
+        // as the share of its time the engine was busy, and coloured by its prefill share of tokens. Far out, the
+        // columns come from the track's buckets, not from every step.
+        let summary = (vis.len() > columns)
+            .then(|| track.summary.columns(vp, columns))
+            .flatten();
         let density_mode = vis.len() > columns;
         if density_mode {
-            let px = pointer
+            // The step under the pointer, found by time.
+            if let Some(px) = pointer
                 .filter(|p| steps_y.contains(p.y))
-                .map(|p| f64::from(p.x - frame.time.left()));
-            let items_hover = px.and_then(|px| {
-                items.iter().find(|item| match item {
-                    RenderItem::Span { x0, x1, .. } | RenderItem::Merged { x0, x1, .. } => {
-                        (*x0 - 1.0..=*x1 + 1.0).contains(&px)
-                    }
-                })
-            });
-            if let Some(item) = items_hover {
-                *hover = Some(Hover::Step {
-                    track: k,
-                    item: item.clone(),
-                });
-            }
-        } else if let Some(item) = draw_items(
-            &mut mesh,
-            frame,
-            &items,
-            &track.spans,
-            steps_y,
-            theme::step_color,
-            pointer,
-        ) {
-            *hover = Some(Hover::Step { track: k, item });
-        }
-        // Counter rows: per point column, the largest value among the steps in it; and the tokens by kind.
-        let mut column_max = vec![[0.0f32; 4]; columns];
-        let mut column_tokens = vec![(0u64, 0u64); columns];
-        for i in vis.clone() {
-            let s = track.spans[i];
-            let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
-            let values = counter_values(trace, rows.start + i);
-            for col in &mut column_max[c0..=c1] {
-                for (m, v) in col.iter_mut().zip(values) {
-                    *m = m.max(v);
+                .map(|p| f64::from(p.x - frame.time.left()))
+            {
+                let t = vp.time_from_x(px);
+                let slack = vp.ns_per_point as i64;
+                let k = track.spans.partition_point(|s| s.start_ns <= t + slack);
+                if let Some(index) = k.checked_sub(1).filter(|&i| track.spans[i].end_ns >= t - slack) {
+                    let s = track.spans[index];
+                    *hover = Some(Hover::Step {
+                        track: k_track,
+                        item: RenderItem::Span {
+                            index,
+                            x0: vp.x_from_time(s.start_ns),
+                            x1: vp.x_from_time(s.end_ns),
+                        },
+                    });
                 }
             }
-            let it = &trace.iterations;
-            let (p, d) = (
-                it.num_prefill_tokens[rows.start + i].unwrap_or(0),
-                it.num_decode_tokens[rows.start + i].unwrap_or(0),
-            );
-            for col in &mut column_tokens[c0..=c1] {
-                col.0 += u64::from(p);
-                col.1 += u64::from(d);
+        } else {
+            let items = compute_render_items(&track.spans, vp);
+            if let Some(item) = draw_items(
+                &mut mesh,
+                frame,
+                &items,
+                &track.spans,
+                steps_y,
+                theme::step_color,
+                pointer,
+            ) {
+                *hover = Some(Hover::Step { track: k_track, item });
             }
         }
+        // Counter rows: per point column, the largest value among the steps in it; and the tokens by kind.
+        let (column_max, column_tokens, busy) = match summary {
+            Some(c) => (c.max, c.tokens, c.busy),
+            None => {
+                let mut column_max = vec![[0.0f32; 4]; columns];
+                let mut column_tokens = vec![(0u64, 0u64); columns];
+                for i in vis.clone() {
+                    let s = track.spans[i];
+                    let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
+                    let values = counter_values(trace, rows.start + i);
+                    for col in &mut column_max[c0..=c1] {
+                        for (m, v) in col.iter_mut().zip(values) {
+                            *m = m.max(v);
+                        }
+                    }
+                    let it = &trace.iterations;
+                    let (p, d) = (
+                        it.num_prefill_tokens[rows.start + i].unwrap_or(0),
+                        it.num_decode_tokens[rows.start + i].unwrap_or(0),
+                    );
+                    for col in &mut column_tokens[c0..=c1] {
+                        col.0 += u64::from(p);
+                        col.1 += u64::from(d);
+                    }
+                }
+                let busy = if density_mode {
+                    crate::view::lod::density(&track.spans, vp, columns)
+                } else {
+                    Vec::new()
+                };
+                (column_max, column_tokens, busy)
+            }
+        };
         if density_mode {
-            let busy = crate::view::lod::density(&track.spans, vp, columns);
             let left = frame.time.left();
             for (col, (&b, &(p, d))) in busy.iter().zip(&column_tokens).enumerate() {
                 if b <= 0.0 {
@@ -764,9 +797,30 @@ fn draw_requests(
     }
 }
 
+/// What the lanes' mesh was made for: while it stays the same (the pointer moving, a repaint for another panel),
+/// the mesh is drawn again as it is.
+#[derive(Debug, Clone, PartialEq)]
+struct LanesKey {
+    view: [u64; 3],
+    area: [u32; 4],
+    scroll: [u32; 2],
+    selected: Option<u32>,
+    rows: (usize, u64),
+}
+
+/// The lanes' mesh of the last frame, with its outline and labels.
+#[derive(Debug, Clone)]
+pub struct LanesCache {
+    key: LanesKey,
+    mesh: std::sync::Arc<egui::Mesh>,
+    outline: Option<Rect>,
+    labels: Vec<(Pos2, String)>,
+}
+
 /// The request rows as lanes: each lane's requests in the view, drawn stage by stage when wide enough and the lanes
-/// tall enough, else rasterised into point columns (queue, prefill, decode from each request's times) and drawn as
-/// one quad per run of columns of one stage.
+/// tall enough, else as runs of their queue, prefill and decode (from each request's times), or, when requests
+/// outnumber half the point columns, as one sample a column. The mesh is kept while the view, the rows and the
+/// selection stay the same.
 #[allow(clippy::too_many_arguments)]
 fn draw_lanes(
     ui: &Ui,
@@ -778,9 +832,8 @@ fn draw_lanes(
     selected: Option<u32>,
     pointer: Option<Pos2>,
     hover: &mut Option<Hover>,
+    cache: &mut Option<LanesCache>,
 ) {
-    let (scroll_y, row_h) = (at.scroll_y, at.row_h);
-    let trace = &view.trace;
     let painter = painter.with_clip_rect(frame.requests);
     let area = frame.requests;
     let lanes = view.lanes();
@@ -794,6 +847,95 @@ fn draw_lanes(
         );
         return;
     }
+    let key = LanesKey {
+        view: [vp.start_ns as u64, vp.ns_per_point.to_bits(), vp.width.to_bits()],
+        area: [area.left(), area.top(), area.right(), area.bottom()].map(f32::to_bits),
+        scroll: [at.scroll_y.to_bits(), at.row_h.to_bits()],
+        selected,
+        rows: (view.rows.len(), view.rows_generation()),
+    };
+    let built = match cache.take() {
+        Some(c) if c.key == key => c,
+        _ => build_lanes(frame, vp, view, at, selected, key),
+    };
+    let clip = painter.clip_rect().intersect(frame.time);
+    painter
+        .with_clip_rect(clip)
+        .add(egui::Shape::Mesh(std::sync::Arc::clone(&built.mesh)));
+    if let Some(r) = built.outline {
+        painter.with_clip_rect(clip).rect_stroke(
+            r,
+            1.0,
+            Stroke::new(2.0, theme::SELECTION_OUTLINE),
+            egui::StrokeKind::Outside,
+        );
+    }
+    let font = FontId::monospace(11.0);
+    for (pos, label) in &built.labels {
+        painter.text(
+            *pos,
+            Align2::LEFT_CENTER,
+            label,
+            font.clone(),
+            ui.visuals().text_color(),
+        );
+    }
+    if at.row_h < 11.0 {
+        painter.text(
+            pos2(frame.labels_x, area.top() + 2.0),
+            Align2::LEFT_TOP,
+            format!("{} lanes", lanes.len()),
+            FontId::proportional(12.0),
+            ui.visuals().strong_text_color(),
+        );
+    }
+    *cache = Some(built);
+    if let Some(h) = pointer.and_then(|p| lane_hover(frame, vp, view, at, p)) {
+        *hover = Some(h);
+    }
+}
+
+/// What the pointer is over in the lanes: a stage of a request drawn stage by stage, else the request.
+fn lane_hover(frame: &Frame, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos2) -> Option<Hover> {
+    if !frame.requests.contains(p) || !frame.time.x_range().contains(p.x) {
+        return None;
+    }
+    let lanes = view.lanes();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let k = ((p.y - frame.requests.top() + at.scroll_y) / at.row_h).floor().max(0.0) as usize;
+    #[allow(clippy::cast_possible_truncation)]
+    let slack = (3.0 * vp.ns_per_point) as i64;
+    let request = lanes.at(k, vp.time_from_x(f64::from(p.x - frame.time.left())), slack)?;
+    let (a, b) = request_extent(&view.trace, request)?;
+    if at.row_h >= 8.0 && (vp.x_from_time(b) - vp.x_from_time(a)) as f32 >= DETAIL_WIDTH {
+        let spans = layout::request_spans(&view.trace, request);
+        let px = f64::from(p.x - frame.time.left());
+        let item = compute_render_items(&spans, vp).into_iter().find(|item| match item {
+            RenderItem::Span { x0, x1, .. } | RenderItem::Merged { x0, x1, .. } => {
+                (*x0 - 1.0..=*x1 + 1.0).contains(&px)
+            }
+        });
+        if let Some(item) = item {
+            return Some(Hover::Stage { request, item, spans });
+        }
+    }
+    Some(Hover::Request { request })
+}
+
+/// Makes the lanes' mesh, outline and labels for `key`.
+#[allow(clippy::too_many_lines)]
+fn build_lanes(
+    frame: &Frame,
+    vp: &Viewport,
+    view: &TraceView,
+    at: RowsAt,
+    selected: Option<u32>,
+    key: LanesKey,
+) -> LanesCache {
+    let (scroll_y, row_h) = (at.scroll_y, at.row_h);
+    let trace = &view.trace;
+    let area = frame.requests;
+    let lanes = view.lanes();
     let rows = layout::visible_rows(scroll_y, row_h, area.height(), lanes.len());
     let mut mesh = egui::Mesh::default();
     let mut labels = Vec::new();
@@ -824,7 +966,6 @@ fn draw_lanes(
             outline = Some(Rect::from_x_y_ranges(x0..=x1.max(x0 + 2.0), top..=top + row_h));
         }
         let in_view = lanes.in_range(k, vp.start_ns, vp.end_ns());
-        let mut detailed_hover = false;
         if in_view.len() * 2 > width {
             // More requests than one per two columns: one sample per column, the stage of the request alive at its
             // middle, found from the last column's in a few steps; one quad per run of a stage.
@@ -861,14 +1002,7 @@ fn draw_lanes(
                 if row_h >= 8.0 && x1 - x0 >= DETAIL_WIDTH {
                     let spans = layout::request_spans(trace, r);
                     let items = compute_render_items(&spans, vp);
-                    if let Some(item) = draw_items(&mut mesh, frame, &items, &spans, y, stage_color, pointer) {
-                        *hover = Some(Hover::Stage {
-                            request: r,
-                            item,
-                            spans: spans.clone(),
-                        });
-                        detailed_hover = true;
-                    }
+                    draw_items(&mut mesh, frame, &items, &spans, y, stage_color, None);
                 } else {
                     for s in lanes.spans(k, i) {
                         let (s0, s1) = (vp.x_from_time(s.start_ns), vp.x_from_time(s.end_ns));
@@ -888,41 +1022,12 @@ fn draw_lanes(
                 mesh.add_colored_rect(r, stage_color(class));
             }
         }
-        if !detailed_hover
-            && let Some(p) = pointer.filter(|p| row_rect.y_range().contains(p.y) && frame.time.x_range().contains(p.x))
-        {
-            #[allow(clippy::cast_possible_truncation)]
-            let slack = (3.0 * vp.ns_per_point) as i64;
-            if let Some(request) = lanes.at(k, vp.time_from_x(f64::from(p.x - left)), slack) {
-                *hover = Some(Hover::Request { request });
-            }
-        }
     }
-    painter
-        .with_clip_rect(painter.clip_rect().intersect(frame.time))
-        .add(egui::Shape::mesh(mesh));
-    if let Some(r) = outline {
-        painter
-            .with_clip_rect(painter.clip_rect().intersect(frame.time))
-            .rect_stroke(
-                r,
-                1.0,
-                Stroke::new(2.0, theme::SELECTION_OUTLINE),
-                egui::StrokeKind::Outside,
-            );
-    }
-    let font = FontId::monospace(11.0);
-    for (pos, label) in labels {
-        painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
-    }
-    if row_h < 11.0 {
-        painter.text(
-            pos2(frame.labels_x, area.top() + 2.0),
-            Align2::LEFT_TOP,
-            format!("{} lanes", lanes.len()),
-            FontId::proportional(12.0),
-            ui.visuals().strong_text_color(),
-        );
+    LanesCache {
+        key,
+        mesh: std::sync::Arc::new(mesh),
+        outline,
+        labels,
     }
 }
 

@@ -90,15 +90,34 @@ pub struct Interference {
     pub to_ns: i64,
     /// The steps; zero when the trace has no iterations.
     pub steps: Steps,
-    /// Requests prefilling, most tokens first.
+    /// Requests prefilling, most tokens first (the first [`LIST_LIMIT`]).
     pub prefilling: Vec<Prefilling>,
-    /// Requests decoding, stalled first, then by longest gap.
+    /// Requests decoding, stalled first, then by longest gap (the first [`LIST_LIMIT`]).
     pub decoding: Vec<Decoding>,
-    /// Requests waiting, longest first.
+    /// Requests waiting, longest first (the first [`LIST_LIMIT`]).
     pub waiting: Vec<Waiting>,
-    /// Who held the engine, largest share first.
+    /// Who held the engine, largest share first (the first [`LIST_LIMIT`]): the requests prefilling.
     pub holders: Vec<Holder>,
+    /// How many requests prefilled (and held the engine), decoded, stalled, and waited, in all.
+    pub counts: Counts,
 }
+
+/// How many requests each list would hold without [`LIST_LIMIT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Requests that computed prompt tokens (each a holder).
+    pub prefilling: usize,
+    /// Requests decoding.
+    pub decoding: usize,
+    /// Of those, stalled.
+    pub stalled: usize,
+    /// Requests waiting.
+    pub waiting: usize,
+}
+
+/// The most entries each list keeps: more than any panel shows, few enough that a whole trace of half a million
+/// requests is analysed in tens of milliseconds.
+pub const LIST_LIMIT: usize = 1000;
 
 /// Overlap of `[a0, a1]` with `[b0, b1]`, ns.
 fn overlap(a0: i64, a1: i64, b0: i64, b1: i64) -> i64 {
@@ -114,11 +133,104 @@ pub fn interference(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
     interference_indexed(trace, &RangeIndex::build(trace), from_ns, to_ns)
 }
 
-/// A prefill chunk in a step of the range: (request, stage row, iteration row).
-type Chunk = (u32, u32, u32);
+/// Per request of the trace, what a range adds up for it, and which requests were touched: sums in time linear in
+/// what the range holds, with no sort.
+struct Sums<T> {
+    of: Vec<T>,
+    touched: Vec<u32>,
+}
+
+impl<T: Default + Clone + PartialEq> Sums<T> {
+    fn new(n: usize) -> Self {
+        Sums {
+            of: vec![T::default(); n],
+            touched: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, r: u32) -> &mut T {
+        let slot = &mut self.of[r as usize];
+        if *slot == T::default() {
+            self.touched.push(r);
+        }
+        slot
+    }
+}
+
+/// Keeps the first `k` of `v` in the order `cmp` gives (a total order): a selection, then a sort of those kept.
+fn top_k<T>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    if v.len() > k && k > 0 {
+        v.select_nth_unstable_by(k - 1, &cmp);
+        v.truncate(k);
+    }
+    v.sort_unstable_by(cmp);
+}
+
+/// The panel's orders: most prompt tokens; largest holder; stalled, then longest gap; longest wait (ties by request).
+fn by_tokens(a: &Prefilling, b: &Prefilling) -> std::cmp::Ordering {
+    b.tokens.cmp(&a.tokens).then(a.request.cmp(&b.request))
+}
+fn by_held(a: &Holder, b: &Holder) -> std::cmp::Ordering {
+    b.held_ms.total_cmp(&a.held_ms).then(a.request.cmp(&b.request))
+}
+fn by_stall(a: &Decoding, b: &Decoding) -> std::cmp::Ordering {
+    b.stalled
+        .cmp(&a.stalled)
+        .then(b.max_itl_ms.total_cmp(&a.max_itl_ms))
+        .then(a.request.cmp(&b.request))
+}
+fn by_wait(a: &Waiting, b: &Waiting) -> std::cmp::Ordering {
+    b.waited_ms.total_cmp(&a.waited_ms).then(a.request.cmp(&b.request))
+}
+
+/// Request `r`'s decode in `[from_ns, to_ns]`, when it emitted a token in it or a gap crosses it.
+#[allow(clippy::cast_precision_loss)] // ns spans far below 2^53
+fn decoding(trace: &Trace, index: &RangeIndex, r: u32, from_ns: i64, to_ns: i64) -> Option<Decoding> {
+    let d = index.decode[r as usize];
+    if d.tokens < 2 {
+        return None;
+    }
+    let (emitted_in, max_gap) = if d.sorted && d.first_ns >= from_ns && d.last_ns <= to_ns {
+        (d.tokens as usize, Some(d.max_gap_ns))
+    } else {
+        let emitted = &trace.tokens.emitted_ns[trace.tokens_of(r)];
+        let count = emitted.len();
+        if d.sorted {
+            let lo = emitted.partition_point(|&t| t < from_ns);
+            let hi = emitted.partition_point(|&t| t <= to_ns);
+            // Gap k (emitted[k - 1]..emitted[k]) overlaps the range when k >= lo and k - 1 < hi.
+            let gaps = lo.max(1)..(hi + 1).min(count);
+            (hi - lo, gaps.map(|k| emitted[k] - emitted[k - 1]).max())
+        } else {
+            let emitted_in = emitted.iter().filter(|&&t| (from_ns..=to_ns).contains(&t)).count();
+            let gap = emitted
+                .windows(2)
+                .filter(|w| w[1] >= from_ns && w[0] <= to_ns)
+                .map(|w| w[1] - w[0])
+                .max();
+            (emitted_in, gap)
+        }
+    };
+    if emitted_in == 0 && max_gap.is_none() {
+        return None;
+    }
+    // A request still in its first token is prefilling, not decoding.
+    if d.from_first && d.first_ns > to_ns {
+        return None;
+    }
+    let max_gap = max_gap.unwrap_or(0);
+    Some(Decoding {
+        request: r,
+        tokens: u32::try_from(emitted_in).unwrap_or(u32::MAX),
+        median_itl_ms: ms(d.median_itl_ns),
+        max_itl_ms: ms(max_gap),
+        stalled: is_stall(max_gap, d.median_itl_ns),
+    })
+}
 
 /// Analyses `[from_ns, to_ns]` with the trace's index: about the same time for a second as for the whole trace
-/// (the requests the range cuts through are read token by token, the others from the index).
+/// (the requests the range cuts through are read token by token, the others from the index; the lists keep their
+/// first [`LIST_LIMIT`], chosen without sorting the rest).
 #[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
 pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_ns: i64) -> Interference {
     let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
@@ -129,6 +241,7 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
     };
     let it = &trace.iterations;
     let st = &trace.stages;
+    let n = trace.request_count();
     let alive = |r: u32| index.is_alive(trace, r, from_ns, to_ns);
 
     // Steps of every source overlapping the range, from the prefix sums.
@@ -154,125 +267,68 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
     }
     let has_steps = out.steps.count > 0;
 
-    // Prefill chunks in those steps, in stage order (by request): tokens and the step time their share of each
-    // step's tokens holds. Without steps, prefill spans overlapping the range say who was prefilling.
-    let mut chunks: Vec<Chunk> = step_ranges
-        .iter()
-        .flat_map(|rows| index.chunks_in(rows.clone()))
-        .map(|&s| (st.request[s as usize], s, st.iter_row[s as usize].unwrap_or(0)))
-        .collect();
-    chunks.par_sort_unstable();
-    // Per prefilling request: tokens, chunks, held ms, and its chunks' place in `chunks`.
-    let mut by_request: Vec<(u32, u64, u32, f64, std::ops::Range<usize>)> = Vec::new();
+    // Per prefilling request: prompt tokens, chunks (or spans), and the step time its share of each step's tokens
+    // holds. With steps, from the prefill chunks of the steps in the range; without, from the prefill spans that
+    // overlap it.
+    let mut prefill: Sums<(u64, u32, f64)> = Sums::new(n);
     if has_steps {
-        for (k, &(request, s, row)) in chunks.iter().enumerate() {
-            let i = row as usize;
-            let tokens = u64::from(st.tokens[s as usize].unwrap_or(0));
-            let step_tokens = u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
-            let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
-            let held = if step_tokens == 0 {
-                0.0
-            } else {
-                inside * tokens as f64 / step_tokens as f64
-            };
-            match by_request.last_mut() {
-                Some(e) if e.0 == request => {
-                    e.1 += tokens;
-                    e.2 += 1;
-                    e.3 += held;
-                    e.4.end = k + 1;
-                }
-                _ => by_request.push((request, tokens, 1, held, k..k + 1)),
+        for rows in &step_ranges {
+            for &s in index.chunks_in(rows.clone()) {
+                let s = s as usize;
+                let Some(i) = st.iter_row[s].map(|row| row as usize) else {
+                    continue;
+                };
+                let tokens = u64::from(st.tokens[s].unwrap_or(0));
+                let step_tokens =
+                    u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
+                let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
+                let held = if step_tokens == 0 {
+                    0.0
+                } else {
+                    inside * tokens as f64 / step_tokens as f64
+                };
+                let e = prefill.at(st.request[s]);
+                *e = (e.0 + tokens, e.1 + 1, e.2 + held);
             }
         }
     } else {
-        let mut spans: Vec<(u32, u64, i64)> = Vec::new();
         index.prefills.for_each_overlapping(from_ns, to_ns, true, |w| {
             if alive(w.request) {
-                let o = overlap(w.start_ns, w.end_ns, from_ns, to_ns);
-                spans.push((w.request, u64::from(w.tokens), o));
+                let o = ms(overlap(w.start_ns, w.end_ns, from_ns, to_ns));
+                let e = prefill.at(w.request);
+                *e = (e.0 + u64::from(w.tokens), e.1 + 1, e.2 + o);
             }
         });
-        spans.sort_by_key(|s| s.0); // stable: each request's spans stay in time order
-        for (request, tokens, o) in spans {
-            match by_request.last_mut() {
-                Some(e) if e.0 == request => {
-                    e.1 += tokens;
-                    e.2 += 1;
-                    e.3 += ms(o);
-                }
-                _ => by_request.push((request, tokens, 1, ms(o), 0..0)),
-            }
-        }
     }
 
     // Waiting: queue and preemption windows overlapping the range.
-    let mut waits: Vec<(u32, i64)> = Vec::new();
+    let mut waited: Sums<i64> = Sums::new(n);
     index.waits.for_each_overlapping(from_ns, to_ns, true, |w| {
         if alive(w.request) {
-            waits.push((w.request, overlap(w.start_ns, w.end_ns, from_ns, to_ns)));
+            *waited.at(w.request) += overlap(w.start_ns, w.end_ns, from_ns, to_ns);
         }
     });
-    waits.sort_by_key(|w| w.0);
-    for (request, waited) in waits {
-        match out.waiting.last_mut() {
-            Some(w) if w.request == request => w.waited_ms += ms(waited),
-            _ => out.waiting.push(Waiting {
-                request,
-                waited_ms: ms(waited),
-            }),
-        }
-    }
+    out.waiting = waited
+        .touched
+        .iter()
+        .map(|&request| Waiting {
+            request,
+            waited_ms: ms(waited.of[request as usize]),
+        })
+        .collect();
 
-    // Decoding: the requests alive in the range with tokens in it or a gap across it.
-    for r in index.alive(trace, from_ns, to_ns) {
-        let tokens = trace.tokens_of(r);
-        if tokens.len() < 2 {
-            continue;
-        }
-        let emitted = &trace.tokens.emitted_ns[tokens.clone()];
-        let d = index.decode[r as usize];
-        let n = emitted.len();
-        let (emitted_in, max_gap) = if d.sorted && emitted[0] >= from_ns && emitted[n - 1] <= to_ns {
-            (n, Some(d.max_gap_ns))
-        } else if d.sorted {
-            let lo = emitted.partition_point(|&t| t < from_ns);
-            let hi = emitted.partition_point(|&t| t <= to_ns);
-            // Gap k (emitted[k - 1]..emitted[k]) overlaps the range when k >= lo and k - 1 < hi.
-            let gaps = lo.max(1)..(hi + 1).min(n);
-            (hi - lo, gaps.map(|k| emitted[k] - emitted[k - 1]).max())
-        } else {
-            let emitted_in = emitted.iter().filter(|&&t| (from_ns..=to_ns).contains(&t)).count();
-            let gap = emitted
-                .windows(2)
-                .filter(|w| w[1] >= from_ns && w[0] <= to_ns)
-                .map(|w| w[1] - w[0])
-                .max();
-            (emitted_in, gap)
-        };
-        if emitted_in == 0 && max_gap.is_none() {
-            continue;
-        }
-        // A request still in its first token is prefilling, not decoding.
-        if trace.tokens.index[tokens.start] == 0 && emitted[0] > to_ns {
-            continue;
-        }
-        let max_gap = max_gap.unwrap_or(0);
-        out.decoding.push(Decoding {
-            request: r,
-            tokens: u32::try_from(emitted_in).unwrap_or(u32::MAX),
-            median_itl_ms: ms(d.median_itl_ns),
-            max_itl_ms: ms(max_gap),
-            stalled: is_stall(max_gap, d.median_itl_ns),
-        });
-    }
+    // Decoding: the requests alive in the range with tokens in it or a gap across it; those wholly inside it from
+    // the index alone, the few it cuts through token by token; on every core.
+    let alive_rows: Vec<u32> = index.alive(trace, from_ns, to_ns).collect();
+    out.decoding = alive_rows
+        .par_iter()
+        .filter_map(|&r| decoding(trace, index, r, from_ns, to_ns))
+        .collect();
 
     let mut busy_without_steps: rustc_hash::FxHashMap<u32, f64> = rustc_hash::FxHashMap::default();
     if !has_steps {
-        for e in &by_request {
-            *busy_without_steps
-                .entry(trace.requests.source[e.0 as usize])
-                .or_default() += e.3;
+        for &r in &prefill.touched {
+            *busy_without_steps.entry(trace.requests.source[r as usize]).or_default() += prefill.of[r as usize].2;
         }
     }
     let busy = if has_steps {
@@ -280,8 +336,8 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
     } else {
         &busy_without_steps
     };
-    let mut places: rustc_hash::FxHashMap<u32, std::ops::Range<usize>> = rustc_hash::FxHashMap::default();
-    for (request, tokens, steps, held_ms, place) in by_request {
+    for &request in &prefill.touched {
+        let (tokens, steps, held_ms) = prefill.of[request as usize];
         out.prefilling.push(Prefilling { request, tokens, steps });
         let source = trace.requests.source[request as usize];
         out.holders.push(Holder {
@@ -291,35 +347,30 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
             share: busy.get(&source).filter(|&&b| b > 0.0).map_or(0.0, |b| held_ms / b),
             delayed: None,
         });
-        places.insert(request, place);
     }
-    out.prefilling
-        .par_sort_by(|a, b| b.tokens.cmp(&a.tokens).then(a.request.cmp(&b.request)));
-    out.holders
-        .par_sort_by(|a, b| b.held_ms.total_cmp(&a.held_ms).then(a.request.cmp(&b.request)));
-    out.decoding
-        .par_sort_by(|a, b| b.stalled.cmp(&a.stalled).then(b.max_itl_ms.total_cmp(&a.max_itl_ms)));
-    out.waiting.par_sort_by(|a, b| b.waited_ms.total_cmp(&a.waited_ms));
+    out.keep_first(LIST_LIMIT);
 
     // Whom the largest holders delayed: other requests of their instance that waited, or stalled in decode,
     // during their prefill steps (or spans).
     for h in out.holders.iter_mut().take(DELAYED_COUNTED) {
         let request = h.request;
         let source = trace.requests.source[request as usize];
-        let windows: Vec<(i64, i64)> = match places.get(&request) {
-            Some(place) if !place.is_empty() => chunks[place.clone()]
-                .iter()
-                .map(|&(_, _, row)| {
-                    let i = row as usize;
-                    (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns))
-                })
-                .collect(),
-            _ => trace
+        let in_range = |row: usize| step_ranges.iter().any(|rows| rows.contains(&row));
+        let windows: Vec<(i64, i64)> = if has_steps {
+            trace
+                .explicit_stages_of(request)
+                .filter(|&s| st.kind[s] == StageKind::Prefill)
+                .filter_map(|s| st.iter_row[s].map(|row| row as usize))
+                .filter(|&i| in_range(i))
+                .map(|i| (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns)))
+                .collect()
+        } else {
+            trace
                 .stages_of(request)
                 .into_iter()
                 .filter(|s| s.kind == StageKind::Prefill)
                 .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
-                .collect(),
+                .collect()
         };
         let mut delayed: Vec<u32> = Vec::new();
         let mut hit = |w: crate::analysis::range_index::Window| {
@@ -340,8 +391,8 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
 
 /// The median of a request's inter-token latencies, ns; `None` under two tokens.
 fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
-    let mut gaps: Vec<i64> = crate::analysis::metrics::itl_ns(trace, request).collect();
-    crate::analysis::metrics::median(&mut gaps)
+    let mut gaps: Vec<i64> = super::metrics::itl_ns(trace, request).collect();
+    super::metrics::median(&mut gaps)
 }
 
 /// The analysis as it was before the index: a walk of every request, stage and token, holders' `delayed` counted
@@ -546,10 +597,25 @@ pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interfer
     out.decoding
         .sort_by(|a, b| b.stalled.cmp(&a.stalled).then(b.max_itl_ms.total_cmp(&a.max_itl_ms)));
     out.waiting.sort_by(|a, b| b.waited_ms.total_cmp(&a.waited_ms));
+    out.keep_first(LIST_LIMIT);
     out
 }
 
 impl Interference {
+    /// Counts the lists, then keeps the first `k` of each in the panel's order.
+    pub fn keep_first(&mut self, k: usize) {
+        self.counts = Counts {
+            prefilling: self.prefilling.len(),
+            decoding: self.decoding.len(),
+            stalled: self.decoding.iter().filter(|d| d.stalled).count(),
+            waiting: self.waiting.len(),
+        };
+        top_k(&mut self.prefilling, k, by_tokens);
+        top_k(&mut self.holders, k, by_held);
+        top_k(&mut self.decoding, k, by_stall);
+        top_k(&mut self.waiting, k, by_wait);
+    }
+
     /// The panel's content as plain text, for "Copy as text" and incident reports.
     pub fn to_text(&self, trace: &Trace) -> String {
         let mut t = String::new();
@@ -582,15 +648,14 @@ impl Interference {
                 h.delayed.unwrap_or(0)
             );
         }
-        if self.holders.len() > DELAYED_COUNTED {
-            let _ = writeln!(t, "  and {} more", self.holders.len() - DELAYED_COUNTED);
+        if self.counts.prefilling > DELAYED_COUNTED {
+            let _ = writeln!(t, "  and {} more", self.counts.prefilling - DELAYED_COUNTED);
         }
         let stalled: Vec<&Decoding> = self.decoding.iter().filter(|d| d.stalled).collect();
         let _ = writeln!(
             t,
             "decoding: {} requests, {} stalled",
-            self.decoding.len(),
-            stalled.len()
+            self.counts.decoding, self.counts.stalled
         );
         for d in stalled {
             let _ = writeln!(
@@ -601,7 +666,7 @@ impl Interference {
                 d.median_itl_ms
             );
         }
-        let _ = writeln!(t, "waiting: {} requests", self.waiting.len());
+        let _ = writeln!(t, "waiting: {} requests", self.counts.waiting);
         for w in self.waiting.iter().take(20) {
             let _ = writeln!(t, "  {}  {:.1} ms", trace.request_id(w.request), w.waited_ms);
         }
@@ -619,6 +684,9 @@ impl Interference {
             || !(close(sa.mean_ms, sb.mean_ms) && close(sa.max_ms, sb.max_ms) && close(sa.busy_ms, sb.busy_ms))
         {
             return Err(format!("steps {sa:?} against {sb:?}"));
+        }
+        if a.counts != b.counts {
+            return Err(format!("counts {:?} against {:?}", a.counts, b.counts));
         }
         if a.prefilling != b.prefilling {
             return Err("prefilling differs".to_owned());
@@ -720,6 +788,25 @@ mod tests {
             x.waiting.iter().find(|w| w.request == r2).map(|w| w.waited_ms),
             Some(30.0)
         );
+    }
+
+    #[test]
+    fn the_first_k_are_those_a_full_sort_puts_first() {
+        // 200 waits of 10 distinct lengths: many ties, broken by request.
+        let all: Vec<Waiting> = (0..200u32)
+            .map(|r| Waiting {
+                request: (r * 7919) % 200,
+                waited_ms: f64::from(r % 10),
+            })
+            .collect();
+        for k in [1, 5, 20, 199, 200, 500] {
+            let mut sorted = all.clone();
+            sorted.sort_by(by_wait);
+            sorted.truncate(k);
+            let mut top = all.clone();
+            top_k(&mut top, k, by_wait);
+            assert_eq!(top, sorted, "k = {k}");
+        }
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Windows {
     tokens: Vec<u32>,
     /// The largest end of each block of [`BLOCK`] windows.
     block_end: Vec<i64>,
+    /// The largest end of each run of [`BLOCK`] blocks: a query skips 4,096 windows at a time far from its range.
+    super_end: Vec<i64>,
 }
 
 /// One window.
@@ -43,9 +45,13 @@ pub struct Window {
 impl Windows {
     fn new(mut all: Vec<Window>) -> Self {
         all.par_sort_unstable();
-        let block_end = all
+        let block_end: Vec<i64> = all
             .chunks(BLOCK)
             .map(|c| c.iter().map(|w| w.end_ns).max().unwrap_or(i64::MIN))
+            .collect();
+        let super_end = block_end
+            .chunks(BLOCK)
+            .map(|c| c.iter().copied().max().unwrap_or(i64::MIN))
             .collect();
         Windows {
             start: all.iter().map(|w| w.start_ns).collect(),
@@ -53,6 +59,7 @@ impl Windows {
             request: all.iter().map(|w| w.request).collect(),
             tokens: all.iter().map(|w| w.tokens).collect(),
             block_end,
+            super_end,
         }
     }
 
@@ -65,12 +72,16 @@ impl Windows {
             self.start.partition_point(|&s| s <= to_ns)
         };
         let ends_after = |e: i64| if strict { e > from_ns } else { e >= from_ns };
-        for (b, &block_end) in self.block_end.iter().enumerate() {
+        let blocks = (0..self.super_end.len())
+            .take_while(|&g| g * BLOCK * BLOCK < last)
+            .filter(|&g| ends_after(self.super_end[g]))
+            .flat_map(|g| g * BLOCK..((g + 1) * BLOCK).min(self.block_end.len()));
+        for b in blocks {
             let first = b * BLOCK;
             if first >= last {
                 break;
             }
-            if !ends_after(block_end) {
+            if !ends_after(self.block_end[b]) {
                 continue;
             }
             for i in first..(first + BLOCK).min(last) {
@@ -237,6 +248,13 @@ pub struct Decode {
     pub max_gap_ns: i64,
     /// True when its tokens' times never go back.
     pub sorted: bool,
+    /// Its token records.
+    pub tokens: u32,
+    /// When its first and last token records were emitted, ns (0 without tokens).
+    pub first_ns: i64,
+    pub last_ns: i64,
+    /// True when its first token record is output token 0.
+    pub from_first: bool,
 }
 
 /// The index: built once per trace ([`RangeIndex::build`]), queried by `interference::interference_indexed`.
@@ -280,12 +298,17 @@ impl RangeIndex {
         let decode: Vec<Decode> = (0..n as u32)
             .into_par_iter()
             .map(|r| {
-                let emitted = &trace.tokens.emitted_ns[trace.tokens_of(r)];
+                let tokens = trace.tokens_of(r);
+                let emitted = &trace.tokens.emitted_ns[tokens.clone()];
                 let mut itl: Vec<i64> = super::metrics::itl_ns(trace, r).collect();
                 Decode {
                     median_itl_ns: super::metrics::median(&mut itl).unwrap_or(0),
                     max_gap_ns: emitted.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0),
                     sorted: emitted.is_sorted(),
+                    tokens: u32::try_from(emitted.len()).unwrap_or(u32::MAX),
+                    first_ns: emitted.first().copied().unwrap_or(0),
+                    last_ns: emitted.last().copied().unwrap_or(0),
+                    from_first: trace.tokens.index.get(tokens.start).is_some_and(|&i| i == 0) && !tokens.is_empty(),
                 }
             })
             .collect();
@@ -475,6 +498,16 @@ mod tests {
         assert_eq!(found(&w, 505, 525, false), [0, 50, 51, 52, 53]);
         assert_eq!(found(&w, 3000, 4000, false), Vec::<u32>::new());
         assert_eq!(found(&w, 1500, 1506, true), [150, 151]);
+        // Past a superblock (4,096 windows): 10,000 windows of 10 each, and a long one at the end.
+        let mut spans: Vec<(i64, i64)> = (0..10_000).map(|k| (k * 10, k * 10 + 10)).collect();
+        spans.push((95_000, 200_000));
+        let w = windows(&spans);
+        assert_eq!(found(&w, 45_001, 45_009, true), [4500]);
+        assert_eq!(found(&w, 99_995, 120_000, true), [10_000, 9999], "by start");
+        assert_eq!(found(&w, 150_000, 150_001, false), [10_000]);
+        let mut all = Vec::new();
+        w.for_each_overlapping(i64::MIN, i64::MAX, false, |x| all.push(x.request));
+        assert_eq!(all.len(), 10_001);
     }
 
     #[test]

@@ -1063,28 +1063,73 @@ pub fn write_with_row_groups(
     path: &Path,
     rows_per_group: usize,
 ) -> Result<(), parquet::errors::ParquetError> {
-    let rows_per_group = rows_per_group.max(1);
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .set_max_row_group_row_count(Some(rows_per_group))
-        // Small pages, so reading one request's candidates decodes a few thousand rows, not a row group's worth.
-        .set_data_page_row_count_limit(WRITE_PAGE_ROWS)
-        .build();
-    let file = File::create(path)?;
-    let mut writer = ArrowWriter::try_new(file, schema::arrow_schema(), Some(props))?;
-    let mut builders = Builders::new();
-    for_each_record(trace, |r| {
-        builders.push(r);
-        if builders.rows >= rows_per_group {
-            writer.write(&builders.finish()?)?;
-        }
-        Ok::<(), parquet::errors::ParquetError>(())
-    })?;
-    if builders.rows > 0 {
-        writer.write(&builders.finish()?)?;
+    let mut w = TraceWriter::create(path, rows_per_group)?;
+    w.append(trace)?;
+    w.close()
+}
+
+/// A Parquet trace written a part at a time (`synth --scenario xlarge`): each part's records after the last's, the
+/// meta record of the first only, so memory holds one part and a row group.
+pub struct TraceWriter {
+    writer: ArrowWriter<File>,
+    builders: Builders,
+    rows_per_group: usize,
+    parts: usize,
+}
+
+impl TraceWriter {
+    /// Creates the file (zstd, row groups of `rows_per_group` rows).
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn create(path: &Path, rows_per_group: usize) -> Result<Self, parquet::errors::ParquetError> {
+        let rows_per_group = rows_per_group.max(1);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            .set_max_row_group_row_count(Some(rows_per_group))
+            // Small pages, so reading one request's candidates decodes a few thousand rows, not a row group's worth.
+            .set_data_page_row_count_limit(WRITE_PAGE_ROWS)
+            .build();
+        let file = File::create(path)?;
+        Ok(TraceWriter {
+            writer: ArrowWriter::try_new(file, schema::arrow_schema(), Some(props))?,
+            builders: Builders::new(),
+            rows_per_group,
+            parts: 0,
+        })
     }
-    writer.close()?;
-    Ok(())
+
+    /// Writes the records of `trace` (its meta record only if it is the first part).
+    ///
+    /// # Errors
+    /// The writer failed.
+    pub fn append(&mut self, trace: &Trace) -> Result<(), parquet::errors::ParquetError> {
+        let first = self.parts == 0;
+        self.parts += 1;
+        let (writer, builders, rows_per_group) = (&mut self.writer, &mut self.builders, self.rows_per_group);
+        for_each_record(trace, |r| {
+            if !first && matches!(&r.kind, Some(Val::Ok(k)) if k == "meta") {
+                return Ok(());
+            }
+            builders.push(r);
+            if builders.rows >= rows_per_group {
+                writer.write(&builders.finish()?)?;
+            }
+            Ok::<(), parquet::errors::ParquetError>(())
+        })
+    }
+
+    /// Writes what is left and the footer.
+    ///
+    /// # Errors
+    /// The writer failed.
+    pub fn close(mut self) -> Result<(), parquet::errors::ParquetError> {
+        if self.builders.rows > 0 {
+            self.writer.write(&self.builders.finish()?)?;
+        }
+        self.writer.close()?;
+        Ok(())
+    }
 }
 
 /// What a file's footer says, without reading a record.

@@ -84,6 +84,8 @@ pub struct SimConfig {
     pub model: String,
     /// Seed of every random choice.
     pub seed: u64,
+    /// The number of each instance's first step (a part of `xlarge` continues the numbering of the last).
+    pub first_iteration: i64,
 }
 
 fn blocks_for(tokens: u32) -> u32 {
@@ -210,7 +212,7 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
             label: b.labels.intern(&e.name),
             clock_ns: i64::MIN,
             busy: false,
-            step: 0,
+            step: cfg.first_iteration,
             waiting: VecDeque::new(),
             running: Vec::new(),
             free_blocks: e.kv_blocks,
@@ -674,6 +676,7 @@ mod tests {
             top_k: 3,
             model: "m".into(),
             seed: 1,
+            first_iteration: 0,
         }
     }
 

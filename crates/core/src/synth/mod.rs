@@ -18,6 +18,7 @@ pub mod overrides;
 pub mod sampler;
 pub mod scenarios;
 pub mod sglang_otlp;
+pub mod xlarge;
 
 use std::path::PathBuf;
 
@@ -43,19 +44,22 @@ pub enum Scenario {
     Steady,
     /// The benchmark workload: 50,000 requests, ~10 M output tokens.
     Large,
+    /// Ten times `large`: 500,000 requests, ~100 M output tokens, written part by part (`.parquet` only).
+    Xlarge,
     /// A replay of a real request trace (`--arrivals`).
     Replay,
 }
 
 impl Scenario {
     /// Every scenario with its command-line name.
-    pub const ALL: [(Scenario, &'static str); 7] = [
+    pub const ALL: [(Scenario, &'static str); 8] = [
         (Scenario::PrefillInterruptsDecode, "prefill-interrupts-decode"),
         (Scenario::EosMistrigger, "eos-mistrigger"),
         (Scenario::LongPrefill, "long-prefill"),
         (Scenario::Mixed, "mixed"),
         (Scenario::Steady, "steady"),
         (Scenario::Large, "large"),
+        (Scenario::Xlarge, "xlarge"),
         (Scenario::Replay, "replay"),
     ];
 
@@ -72,6 +76,7 @@ impl Scenario {
             Scenario::LongPrefill => 8,
             Scenario::Mixed | Scenario::Steady => 300,
             Scenario::Large => 50_000,
+            Scenario::Xlarge => 500_000,
             Scenario::Replay => usize::MAX,
         }
     }
@@ -118,6 +123,9 @@ pub enum SynthError {
     /// The arrivals file could not be read.
     #[error(transparent)]
     Arrivals(#[from] ArrivalsError),
+    /// The trace could not be written (`xlarge`, written as it is simulated).
+    #[error(transparent)]
+    Write(#[from] crate::format::WriteError),
 }
 
 /// Simulates a scenario.
@@ -140,6 +148,7 @@ pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, S
         Scenario::Mixed => scenarios::mixed(seed, requests),
         Scenario::Steady => scenarios::steady(seed, requests),
         Scenario::Large => scenarios::large(seed, requests),
+        Scenario::Xlarge => return Err(SynthError::BadOption(xlarge::IN_PARTS.to_owned())),
         Scenario::Replay => {
             let path = options.arrivals.as_ref().ok_or(SynthError::NoArrivals)?;
             let arrivals = arrivals::replay(path, replay_options(options), scenarios::T0_NS)?;

@@ -191,6 +191,7 @@ pub fn config(engines: Vec<EngineConfig>, seed: u64) -> SimConfig {
         top_k: 5,
         model: "synthetic-8b".to_owned(),
         seed,
+        first_iteration: 0,
     }
 }
 

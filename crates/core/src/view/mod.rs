@@ -5,6 +5,7 @@ pub mod lanes;
 pub mod layout;
 pub mod lod;
 pub mod ruler;
+pub mod step_summary;
 pub mod trace_view;
 pub mod viewport;
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use super::lanes::Lanes;
 use super::layout::{self, TrackFilter, TrackOrder};
 use super::lod::Span;
+use super::step_summary::StepSummary;
 use super::viewport::Viewport;
 use crate::trace::{NO_STR, Trace};
 
@@ -25,6 +26,8 @@ pub struct TraceView {
     pub rows: Vec<u32>,
     /// The rows packed into lanes, when first asked for.
     lanes: OnceLock<Lanes>,
+    /// How many times the rows were set.
+    generation: u64,
     /// The distinct model, app, user and finish-reason labels, for the filters.
     pub filter_labels: [Vec<u32>; 4],
 }
@@ -40,6 +43,8 @@ pub struct EngineTrack {
     pub max_counters: [f32; 4],
     /// Whether any step of the source has each counter (an engine's own output may lack some: absent, not zero).
     pub present: [bool; 4],
+    /// Its steps in time buckets, for zoomed-out views.
+    pub summary: StepSummary,
 }
 
 /// Which counters a step has.
@@ -99,6 +104,7 @@ impl TraceView {
                     spans: layout::engine_spans(t, source),
                     max_counters,
                     present,
+                    summary: StepSummary::build(t, range.start as usize..range.end as usize, t0_ns, t1_ns),
                 }
             })
             .collect();
@@ -112,6 +118,7 @@ impl TraceView {
             engines,
             rows,
             lanes: OnceLock::new(),
+            generation: 0,
             filter_labels,
         }
     }
@@ -120,6 +127,12 @@ impl TraceView {
     pub fn set_rows(&mut self, rows: Vec<u32>) {
         self.rows = rows;
         self.lanes = OnceLock::new();
+        self.generation += 1;
+    }
+
+    /// How many times the rows were set: what was drawn from older rows is stale.
+    pub fn rows_generation(&self) -> u64 {
+        self.generation
     }
 
     /// The rows shown, packed into lanes (computed on first use, n log n).

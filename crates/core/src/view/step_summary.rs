@@ -1,0 +1,220 @@
+//! An engine track's steps summed into time buckets at several widths, a pyramid built once per trace, so that a
+//! zoomed-out view draws its density strip and counters from a few buckets per point column instead of every step:
+//! a million steps cost what a thousand columns do.
+
+use super::viewport::Viewport;
+use crate::trace::Trace;
+use crate::view::trace_view::counter_values;
+
+/// Buckets of the finest level across the trace's span.
+const FINEST: usize = 1 << 16;
+
+/// One level: buckets of `width_ns` from `t0_ns`.
+#[derive(Debug, Clone, Default)]
+struct Level {
+    width_ns: i64,
+    /// Step time in each bucket, ns.
+    busy: Vec<i64>,
+    /// Prompt and output tokens of the steps starting in each bucket.
+    tokens: Vec<(u64, u64)>,
+    /// The largest counters of the steps overlapping each bucket.
+    max: Vec<[f32; 4]>,
+}
+
+/// What a view's point columns show of an engine's steps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnStats {
+    /// The share of each column's time the engine was busy, 0 to 1.
+    pub busy: Vec<f32>,
+    /// Prompt and output tokens of the steps starting in each column.
+    pub tokens: Vec<(u64, u64)>,
+    /// The largest counters of the steps in each column.
+    pub max: Vec<[f32; 4]>,
+}
+
+/// A source's steps in buckets of doubling widths.
+#[derive(Debug, Clone, Default)]
+pub struct StepSummary {
+    t0_ns: i64,
+    levels: Vec<Level>,
+}
+
+impl StepSummary {
+    /// Sums the steps of rows `rows` (one source's, by start) into buckets from `t0_ns` to `t1_ns`.
+    pub fn build(trace: &Trace, rows: std::ops::Range<usize>, t0_ns: i64, t1_ns: i64) -> Self {
+        let it = &trace.iterations;
+        let width_ns = ((t1_ns - t0_ns) / FINEST as i64).max(1);
+        let n = usize::try_from((t1_ns - t0_ns) / width_ns + 1).unwrap_or(FINEST + 1);
+        let mut level = Level {
+            width_ns,
+            busy: vec![0; n],
+            tokens: vec![(0, 0); n],
+            max: vec![[0.0; 4]; n],
+        };
+        let bucket = |t: i64| usize::try_from((t - t0_ns) / width_ns).unwrap_or(0).min(n - 1);
+        for i in rows {
+            let (s, e) = (it.start_ns[i].max(t0_ns), it.end_ns[i].min(t1_ns));
+            if e < s {
+                continue;
+            }
+            let values = counter_values(trace, i);
+            for b in bucket(s)..=bucket(e) {
+                let b0 = t0_ns + b as i64 * width_ns;
+                level.busy[b] += e.min(b0 + width_ns) - s.max(b0);
+                for (m, v) in level.max[b].iter_mut().zip(values) {
+                    *m = m.max(v);
+                }
+            }
+            let t = &mut level.tokens[bucket(s)];
+            t.0 += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
+            t.1 += u64::from(it.num_decode_tokens[i].unwrap_or(0));
+        }
+        let mut levels = vec![level];
+        while levels.last().is_some_and(|l| l.busy.len() > 1) {
+            let Some(l) = levels.last() else { break };
+            let pairs = l.busy.len().div_ceil(2);
+            let at = |v: usize| v.min(l.busy.len() - 1);
+            let next = Level {
+                width_ns: l.width_ns * 2,
+                busy: (0..pairs)
+                    .map(|k| {
+                        l.busy[2 * k]
+                            + if 2 * k + 1 < l.busy.len() {
+                                l.busy[at(2 * k + 1)]
+                            } else {
+                                0
+                            }
+                    })
+                    .collect(),
+                tokens: (0..pairs)
+                    .map(|k| {
+                        let (a, b) = (l.tokens[2 * k], l.tokens.get(2 * k + 1).copied().unwrap_or((0, 0)));
+                        (a.0 + b.0, a.1 + b.1)
+                    })
+                    .collect(),
+                max: (0..pairs)
+                    .map(|k| {
+                        let (mut a, b) = (l.max[2 * k], l.max.get(2 * k + 1).copied().unwrap_or([0.0; 4]));
+                        for (x, y) in a.iter_mut().zip(b) {
+                            *x = x.max(y);
+                        }
+                        a
+                    })
+                    .collect(),
+            };
+            levels.push(next);
+        }
+        StepSummary { t0_ns, levels }
+    }
+
+    /// The columns of `vp` (`columns` points wide) from the coarsest level with at least two buckets a column;
+    /// `None` when the view is zoomed in past the finest level (draw the steps themselves). Each bucket counts in
+    /// the column its start falls in, its busy time shared with the next column when it straddles both.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    pub fn columns(&self, vp: &Viewport, columns: usize) -> Option<ColumnStats> {
+        let finest = self.levels.first()?;
+        if vp.ns_per_point < 2.0 * finest.width_ns as f64 || columns == 0 {
+            return None;
+        }
+        let level = self
+            .levels
+            .iter()
+            .take_while(|l| 2.0 * l.width_ns as f64 <= vp.ns_per_point)
+            .last()?;
+        let mut out = ColumnStats {
+            busy: vec![0.0; columns],
+            tokens: vec![(0, 0); columns],
+            max: vec![[0.0; 4]; columns],
+        };
+        let n = level.busy.len();
+        let first = ((vp.start_ns - self.t0_ns).max(0) / level.width_ns) as usize;
+        let last = (((vp.end_ns() - self.t0_ns).max(0) / level.width_ns) as usize + 1).min(n);
+        let mut busy = vec![0i64; columns];
+        for b in first.min(n)..last {
+            let start = self.t0_ns + b as i64 * level.width_ns;
+            let x = vp.x_from_time(start);
+            if x < 0.0 {
+                continue;
+            }
+            let c = x as usize;
+            if c >= columns {
+                break;
+            }
+            // A bucket straddling two columns shares its busy time between them by its overlap with each.
+            let x1 = vp.x_from_time(start + level.width_ns);
+            let split = (c + 1) as f64;
+            if x1 > split && c + 1 < columns {
+                let right = ((x1 - split) / (x1 - x) * level.busy[b] as f64) as i64;
+                busy[c] += level.busy[b] - right;
+                busy[c + 1] += right;
+            } else {
+                busy[c] += level.busy[b];
+            }
+            let t = &mut out.tokens[c];
+            t.0 += level.tokens[b].0;
+            t.1 += level.tokens[b].1;
+            for (m, v) in out.max[c].iter_mut().zip(level.max[b]) {
+                *m = m.max(v);
+            }
+        }
+        out.busy = busy
+            .into_iter()
+            .map(|t| (t as f64 / vp.ns_per_point).clamp(0.0, 1.0) as f32)
+            .collect();
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_of_a_zoomed_out_view_add_up_to_the_steps() {
+        let t = crate::test_support::sample("demo.parquet");
+        let view = crate::view::TraceView::new(
+            std::sync::Arc::new(t),
+            crate::view::layout::TrackOrder::Arrival,
+            &crate::view::layout::TrackFilter::default(),
+        );
+        let t = &view.trace;
+        for track in &view.engines {
+            let rows = t.iterations_of_source(track.source);
+            let summary = StepSummary::build(t, rows.clone(), view.t0_ns, view.t1_ns);
+            // The whole trace over 500 points: every step's tokens land in some column, and the busy time adds up
+            // to the steps' (a column's share times its width).
+            let vp = Viewport::fit(view.t0_ns, view.t1_ns + 1, 500.0);
+            let c = summary.columns(&vp, 500).unwrap();
+            let it = &t.iterations;
+            let prefill: u64 = rows
+                .clone()
+                .map(|i| u64::from(it.num_prefill_tokens[i].unwrap_or(0)))
+                .sum();
+            let decode: u64 = rows
+                .clone()
+                .map(|i| u64::from(it.num_decode_tokens[i].unwrap_or(0)))
+                .sum();
+            assert_eq!(c.tokens.iter().map(|t| t.0).sum::<u64>(), prefill);
+            assert_eq!(c.tokens.iter().map(|t| t.1).sum::<u64>(), decode);
+            let busy: i64 = rows.clone().map(|i| it.end_ns[i] - it.start_ns[i]).sum();
+            let drawn: f64 = c.busy.iter().map(|&b| f64::from(b) * vp.ns_per_point).sum();
+            assert!(
+                (drawn - busy as f64).abs() / (busy as f64) < 0.01,
+                "{drawn} against {busy}"
+            );
+            // The batch-size counter's peak is some column's.
+            let peak = rows.clone().map(|i| counter_values(t, i)[0]).fold(0.0f32, f32::max);
+            assert_eq!(c.max.iter().map(|m| m[0]).fold(0.0f32, f32::max), peak);
+            // Zoomed into 10 ms: the steps themselves.
+            assert!(
+                summary
+                    .columns(&Viewport::fit(view.t0_ns, view.t0_ns + 10_000_000, 500.0), 500)
+                    .is_none()
+            );
+        }
+    }
+}
