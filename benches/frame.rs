@@ -19,6 +19,9 @@ use tokenscope::view::viewport::Viewport;
 
 mod common;
 
+/// A view to draw: its name, its time range (`None`: fitted by the first frame), and whether it pans every frame.
+type Case = (&'static str, Option<(i64, i64)>, bool);
+
 fn percentile(sorted: &[f64], p: usize) -> f64 {
     let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
     sorted[rank - 1]
@@ -54,11 +57,18 @@ fn main() {
     let mid = (view.t0_ns + view.t1_ns) / 2;
     // The whole trace twice: with the view still (the pointer moving), and panned a point every frame, so that
     // nothing drawn before can be drawn again as it was.
-    let whole = (view.t0_ns - (view.t1_ns - view.t0_ns) / 50, view.t1_ns + (view.t1_ns - view.t0_ns) / 50);
-    let cases: [(&str, Option<(i64, i64)>, bool); 4] = [
+    let whole = (
+        view.t0_ns - (view.t1_ns - view.t0_ns) / 50,
+        view.t1_ns + (view.t1_ns - view.t0_ns) / 50,
+    );
+    let cases: [Case; 4] = [
         ("whole trace (zoomed out)", None, false),
         ("whole trace, panning", Some(whole), true),
-        ("mid zoom: 10 s", Some((mid - 5_000_000_000, mid + 5_000_000_000)), false),
+        (
+            "mid zoom: 10 s",
+            Some((mid - 5_000_000_000, mid + 5_000_000_000)),
+            false,
+        ),
         ("deep zoom: 50 ms", Some((mid - 25_000_000, mid + 25_000_000)), false),
     ];
     println!(

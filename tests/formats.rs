@@ -589,3 +589,50 @@ fn a_directory_of_partitions_is_the_same_trace_as_one_file() {
     assert_eq!(back.report.rejected_count(), 0, "{:?}", back.report.rejected.first());
     assert_eq!(jsonl_text(&original.trace), jsonl_text(&back.trace));
 }
+
+#[test]
+fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with_the_same_trace() {
+    // The demo in row groups of 100 rows: its 309 requests and 16,585 steps come before its 40,078 tokens, so the
+    // first previews show part of the requests, the later ones all of them and all the steps.
+    let demo = must_load(Path::new("sample_traces/demo.parquet")).trace;
+    let dir = tmp();
+    let path = dir.path().join("demo.parquet");
+    tokenscope::format::parquet::write_with_row_groups(&demo, &path, 100).unwrap();
+    let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
+    let heard = Arc::clone(&previews);
+    let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
+    let loaded = tokenscope::format::load_with(&path, &progress, tokenscope::format::LoadOptions::default()).unwrap();
+    let full = &loaded.trace;
+    let previews = previews.lock().unwrap();
+    assert!(previews.len() >= 2, "{} previews", previews.len());
+    let counts: Vec<usize> = previews.iter().map(|p| p.request_count()).collect();
+    assert!(counts.is_sorted(), "{counts:?}");
+    assert!(
+        counts[0] < 309,
+        "the first preview comes before every request is read: {counts:?}"
+    );
+    let last = previews.last().unwrap();
+    assert_eq!((last.request_count(), last.iterations.len()), (309, 16_585));
+    assert_eq!(last.token_count(), 0, "a preview holds no tokens");
+    // Every request a preview shows has the figures of the full trace: times, lengths, TTFT and E2E.
+    for p in previews.iter() {
+        for r in 0..p.request_count() as u32 {
+            let f = full.request_row(p.request_id(r)).unwrap();
+            let (a, b) = (
+                tokenscope::analysis::metrics::request_metrics(p, r),
+                tokenscope::analysis::metrics::request_metrics(full, f),
+            );
+            assert_eq!(
+                (a.ttft_ns, a.e2e_ns, a.queue_ns),
+                (b.ttft_ns, b.e2e_ns, b.queue_ns),
+                "{}",
+                p.request_id(r)
+            );
+        }
+    }
+    assert_eq!(last.iterations.start_ns, full.iterations.start_ns);
+    // And the load itself gives the trace a load without previews gives.
+    let plain = must_load(&path).trace;
+    assert_eq!(summary_of(full), summary_of(&plain));
+    assert_eq!(jsonl_text(full), jsonl_text(&plain));
+}

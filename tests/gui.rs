@@ -947,3 +947,34 @@ fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request
     let (top, height) = (k * 16.0 - s.waterfall.scroll_y, rect.height());
     assert!(top >= 0.0 && top + 16.0 <= height, "track {k} at {top} in {height}");
 }
+
+#[test]
+fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
+    // The demo in row groups of 100 rows: a load of some 450 row groups, whose requests come first.
+    let demo = tokenscope::format::load(std::path::Path::new("sample_traces/demo.parquet"), &Default::default())
+        .unwrap()
+        .trace;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo-small-groups.parquet");
+    tokenscope::format::parquet::write_with_row_groups(&demo, &path, 100).unwrap();
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(TraceSource::Path(path), None));
+    let start = std::time::Instant::now();
+    while h.state().preview_requests().is_none() {
+        assert!(
+            h.state().session().is_none(),
+            "the load ended before a preview was drawn"
+        );
+        assert!(start.elapsed().as_secs() < 60, "no preview");
+        h.step();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let shown = h.state().preview_requests().unwrap();
+    assert!(shown > 0 && shown <= 309, "{shown}");
+    h.get_by_label_contains("read so far. Findings and statistics start when the load ends.");
+    h.state_mut().wait_loaded();
+    h.step();
+    assert_eq!(h.state().preview_requests(), None);
+    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
+}

@@ -17,6 +17,7 @@ use super::findings as findings_panel;
 use super::job::Job;
 use super::microscope::microscope_ui;
 use super::panels;
+use super::preview::Preview;
 use super::render::{self, View};
 use super::session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
 use super::stats;
@@ -124,6 +125,8 @@ pub struct App {
     /// A trace to compare with once the one being loaded is on screen (`tokenscope A --compare B`).
     compare_next: Option<TraceSource>,
     loading: Option<Loading>,
+    /// The trace being loaded as read so far, while no other is on screen.
+    preview: Option<Preview>,
     dialog: Option<Dialog>,
     /// The dataset dialog, open while a dataset's window is being chosen.
     dataset: Option<DatasetDialog>,
@@ -193,6 +196,7 @@ impl App {
             show_query: false,
             show_timeline: false,
             fonts_installed: false,
+            preview: None,
             pending_capture: None,
             saving: None,
             rendering: None,
@@ -299,7 +303,15 @@ impl App {
         if let Some(old) = self.loading.take() {
             old.progress.cancel();
         }
-        let progress = Arc::new(Progress::default());
+        // With no trace on screen, the one loading is drawn as it is read.
+        self.preview = None;
+        let progress = if purpose == Purpose::Show && self.session.is_none() {
+            let (preview, progress) = Preview::start(self.ctx.as_ref());
+            self.preview = Some(preview);
+            Arc::new(progress)
+        } else {
+            Arc::new(Progress::default())
+        };
         let budget = self.memory_budget();
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
@@ -362,6 +374,11 @@ impl App {
         self.session.as_ref()
     }
 
+    /// How many requests the trace being loaded shows so far, while it is drawn as it is read.
+    pub fn preview_requests(&self) -> Option<usize> {
+        self.preview.as_ref().and_then(Preview::requests)
+    }
+
     /// The session of the trace on screen, to change (tests select, zoom and wait through it).
     pub fn session_mut(&mut self) -> Option<&mut Session> {
         self.session.as_mut()
@@ -376,6 +393,7 @@ impl App {
         };
         let (source, purpose) = (loading.source.clone(), loading.purpose);
         self.loading = None;
+        self.preview = None;
         match result {
             Ok((loaded, reader)) if purpose == Purpose::Compare => {
                 let other = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
@@ -1346,6 +1364,12 @@ impl App {
 
     fn central_ui(&mut self, ui: &mut Ui) {
         let Some(s) = &mut self.session else {
+            if self.loading.is_some()
+                && let Some(p) = &mut self.preview
+                && p.ui(ui, self.settings.order, self.settings.layout)
+            {
+                return;
+            }
             ui.centered_and_justified(|ui| {
                 if self.loading.is_some() {
                     ui.label(RichText::new("Loading…").size(18.0));

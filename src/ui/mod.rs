@@ -9,6 +9,7 @@ pub mod findings;
 pub mod job;
 pub mod microscope;
 pub mod panels;
+pub mod preview;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod render;

@@ -16,6 +16,7 @@ pub mod validate;
 pub mod window;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::import::Kind;
@@ -109,15 +110,65 @@ pub enum LoadError {
     },
 }
 
-/// Shared between a loading thread and the UI: bytes done of bytes total, and a cancel flag.
-#[derive(Debug, Default)]
+/// Shared between a loading thread and the UI: bytes done of bytes total, a cancel flag, and, when asked for,
+/// previews of what has been read so far.
+#[derive(Default)]
 pub struct Progress {
     done_bytes: AtomicU64,
     total_bytes: AtomicU64,
     cancel: AtomicBool,
+    previews: Option<Previews>,
+}
+
+/// Who hears of previews during a load, and how often.
+struct Previews {
+    /// Called with each preview.
+    sink: Box<dyn Fn(Arc<Trace>) + Send + Sync>,
+    /// The least time between two previews.
+    every: std::time::Duration,
+    /// When the last was made, and what it took.
+    last: std::sync::Mutex<Option<(std::time::Instant, std::time::Duration)>>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("fraction", &self.fraction())
+            .field("cancelled", &self.is_cancelled())
+            .field("previews", &self.previews.is_some())
+            .finish()
+    }
 }
 
 impl Progress {
+    /// A progress that hands `sink` a preview of the trace read so far (its requests and steps, without tokens)
+    /// from time to time during a Parquet load: at most once per `every`, and never more often than four times
+    /// what making one takes.
+    pub fn with_previews(every: std::time::Duration, sink: impl Fn(Arc<Trace>) + Send + Sync + 'static) -> Self {
+        Progress {
+            previews: Some(Previews {
+                sink: Box::new(sink),
+                every,
+                last: std::sync::Mutex::new(None),
+            }),
+            ..Progress::default()
+        }
+    }
+
+    /// Makes a preview of `b` and hands it on, when previews are asked for and one is due.
+    pub(crate) fn maybe_preview(&self, b: &TraceBuilder) {
+        let Some(p) = &self.previews else { return };
+        let mut last = p.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|(at, took)| at.elapsed() < p.every.max(4 * took)) || !b.has_requests() {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let preview = Arc::new(b.skeleton());
+        *last = Some((std::time::Instant::now(), start.elapsed()));
+        drop(last);
+        (p.sink)(preview);
+    }
+
     /// Adds bytes processed.
     pub fn add_done(&self, n: u64) {
         self.done_bytes.fetch_add(n, Ordering::Relaxed);

@@ -525,6 +525,7 @@ where
             let u = &units[offset + i];
             let meta = parts[u.part].meta.metadata();
             progress.add_done(u64::try_from(meta.row_group(u.rg).compressed_size()).unwrap_or(0));
+            progress.maybe_preview(b);
         }
         Ok(())
     };

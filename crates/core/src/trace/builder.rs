@@ -218,6 +218,34 @@ impl TraceBuilder {
 
     /// Appends what another builder collected from a later part of the same trace (a later Parquet row group, read
     /// on another thread), as if its records had been added here after this builder's own: first-wins duplicate
+    /// True once a request has been added.
+    pub fn has_requests(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    /// The trace of what was added so far but the tokens: its requests, steps and stages, resolved and indexed as
+    /// [`TraceBuilder::finish`] would (a preview while the rest is read). The builder is left as it is.
+    pub fn skeleton(&self) -> Trace {
+        let mut b = TraceBuilder {
+            labels: self.labels.clone(),
+            window: self.window.clone(),
+            ..TraceBuilder::default()
+        };
+        if let Some((meta, place)) = &self.meta {
+            b.set_meta(meta.clone(), *place);
+        }
+        for (i, &place) in self.request_places.iter().enumerate() {
+            b.add_request(self.requests.row(i), place);
+        }
+        for (i, &place) in self.iteration_places.iter().enumerate() {
+            b.add_iteration(self.iterations.row(i), place);
+        }
+        for (i, &place) in self.stage_places.iter().enumerate() {
+            b.add_stage(self.stages.row(i), place);
+        }
+        b.finish().0
+    }
+
     /// checks and the report keep file order.
     pub fn merge(&mut self, other: TraceBuilder) {
         let labels: Vec<u32> = (0..other.labels.len() as u32)

@@ -1,0 +1,75 @@
+//! A trace drawn while it loads: the loader hands over the requests and steps merged so far from time to time
+//! (Parquet; `Progress::with_previews`), and the waterfall draws the latest, updating as the load goes on. Findings
+//! and statistics wait for the whole trace.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use eframe::egui::{self, RichText, Ui};
+
+use super::waterfall::{self, WaterfallState};
+use crate::format::Progress;
+use crate::trace::Trace;
+use crate::view::TraceView;
+use crate::view::lanes::TrackLayout;
+use crate::view::layout::{TrackFilter, TrackOrder};
+
+/// The least time between two previews.
+const EVERY: Duration = Duration::from_millis(1500);
+
+/// The latest preview handed over, and the one on screen.
+pub struct Preview {
+    slot: Arc<Mutex<Option<Arc<Trace>>>>,
+    shown: Option<(TraceView, WaterfallState)>,
+}
+
+impl Preview {
+    /// A preview and the progress of the load that feeds it; `waker` is asked to repaint when a preview comes.
+    pub fn start(waker: Option<&egui::Context>) -> (Self, Progress) {
+        let slot: Arc<Mutex<Option<Arc<Trace>>>> = Arc::default();
+        let (into, waker) = (Arc::clone(&slot), waker.cloned());
+        let progress = Progress::with_previews(EVERY, move |trace| {
+            *into.lock().unwrap_or_else(PoisonError::into_inner) = Some(trace);
+            if let Some(ctx) = &waker {
+                ctx.request_repaint();
+            }
+        });
+        (Preview { slot, shown: None }, progress)
+    }
+
+    /// Takes the latest preview, if a new one came.
+    fn refresh(&mut self, order: TrackOrder) {
+        let newer = self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(trace) = newer {
+            let view = TraceView::new(trace, order, &TrackFilter::default());
+            let state = self.shown.take().map(|(_, s)| s).unwrap_or_default();
+            self.shown = Some((view, state));
+        }
+    }
+
+    /// How many requests the preview on screen shows.
+    pub fn requests(&self) -> Option<usize> {
+        self.shown.as_ref().map(|(v, _)| v.trace.request_count())
+    }
+
+    /// Draws the latest preview, if one came; false when there is none yet.
+    pub fn ui(&mut self, ui: &mut Ui, order: TrackOrder, layout: TrackLayout) -> bool {
+        self.refresh(order);
+        let Some((view, state)) = &mut self.shown else {
+            return false;
+        };
+        ui.label(
+            RichText::new(format!(
+                "Loading: {} requests and {} steps read so far. Findings and statistics start when the load ends.",
+                view.trace.request_count(),
+                view.trace.iterations.len()
+            ))
+            .weak(),
+        );
+        state.layout = layout;
+        // What a click asks for has nowhere to go until the trace is whole.
+        let mut ignored = Vec::new();
+        waterfall::waterfall_ui(ui, view, state, None, &mut ignored);
+        true
+    }
+}
