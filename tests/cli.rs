@@ -495,3 +495,46 @@ fn synth_replay_options_are_checked() {
         "{err}"
     );
 }
+
+#[test]
+fn findings_and_diff_from_parquet_read_only_the_candidates_they_need_and_match_a_whole_load() {
+    // The demo as Parquet (its candidates left on disk but for the stop tokens requests ended on) and as JSONL
+    // (read whole): the same findings, the EOS mis-trigger's runner-up included, and the same diff.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jsonl = dir.path().join("demo.jsonl");
+    let jsonl = jsonl.to_string_lossy();
+    let (code, _, err) = tokenscope(&["convert", "sample_traces/demo.parquet", "-o", &jsonl]);
+    assert_eq!(code, 0, "{err}");
+    let (_, from_parquet, _) = tokenscope(&["findings", "--json", "sample_traces/demo.parquet"]);
+    let (_, from_jsonl, _) = tokenscope(&["findings", "--json", &jsonl]);
+    let (mut a, mut b) = (json(&from_parquet), json(&from_jsonl));
+    a["trace"] = Value::Null;
+    b["trace"] = Value::Null;
+    assert_eq!(a, b);
+    let eos: Vec<&Value> = a["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "eos-mistrigger")
+        .collect();
+    assert_eq!(eos.len(), 1, "{eos:?}");
+    let summary = eos[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("(rank ") && summary.contains("was “"),
+        "the rank and the alternative, read from disk: {summary}"
+    );
+    let (_, diff_parquet, _) = tokenscope(&[
+        "diff",
+        "--json",
+        "sample_traces/demo.parquet",
+        "sample_traces/demo.parquet",
+    ]);
+    let (_, diff_jsonl, _) = tokenscope(&["diff", "--json", &jsonl, &jsonl]);
+    let strip = |text: &str| {
+        let mut v = json(text);
+        v["a"] = Value::Null;
+        v["b"] = Value::Null;
+        v
+    };
+    assert_eq!(strip(&diff_parquet), strip(&diff_jsonl));
+}

@@ -15,7 +15,7 @@ use crate::analysis::diff::{
 use crate::analysis::findings::{Finding, Thresholds};
 use crate::analysis::stats::Unit;
 use crate::analysis::summary::{GroupBy, Summary};
-use crate::format::{LoadOptions, Loaded};
+use crate::format::Loaded;
 use crate::trace::Trace;
 
 /// What `diff` was asked.
@@ -336,7 +336,7 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
 }
 
 fn load(path: &Path, as_json: bool) -> Result<Loaded, Output> {
-    super::load(&[path], LoadOptions::default()).map_err(|e| {
+    super::load_for_findings(&[path]).map_err(|e| {
         let mut out = validate::fatal(&e, as_json);
         if !as_json {
             out.stderr = format!("error: {}: {e}\n", path.display());

@@ -164,7 +164,7 @@ pub fn run(
     if let Err(e) = thresholds.check() {
         return Output::error(e, 2);
     }
-    let loaded = match super::load(&[input], crate::format::LoadOptions::default()) {
+    let loaded = match super::load_for_findings(&[input]) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, as_json),
     };

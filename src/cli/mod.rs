@@ -65,6 +65,22 @@ pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
 
 /// Loads the files of a trace for a subcommand. On a terminal, a load that takes over a second shows a progress bar
 /// on standard error, fed by the loader's own byte count; elsewhere (pipes, tests) nothing is drawn.
+/// Loads for the findings: a Parquet trace's candidates stay on disk but for the tokens a detector reads (the stop
+/// tokens requests ended on), read in one pass per file. The findings are those of a whole load.
+pub fn load_for_findings(paths: &[&Path]) -> Result<Loaded, LoadError> {
+    let options = LoadOptions {
+        lazy_candidates: true,
+        ..LoadOptions::default()
+    };
+    let mut loaded = load(paths, options)?;
+    if let Some(reader) = crate::format::parquet::CandidateReader::open(&loaded.trace)? {
+        let wanted = crate::analysis::findings::tokens_needing_candidates(&loaded.trace);
+        let found = reader.read_tokens(&loaded.trace, &wanted)?;
+        loaded.trace.attach_candidates(found);
+    }
+    Ok(loaded)
+}
+
 pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadError> {
     if options.window.is_none() {
         options.window = window().map(|w| Arc::new(w.clone()));

@@ -171,6 +171,39 @@ impl Trace {
         range_of(&self.cand_start, token)
     }
 
+    /// Puts candidates read from disk into memory for the tokens given (`(token row, its candidates)`), after any
+    /// the token has: a lazily loaded trace then answers `candidates_of` for them as a whole load would.
+    pub fn attach_candidates(&mut self, mut found: Vec<(u32, Vec<OwnedCandidate>)>) {
+        if found.is_empty() {
+            return;
+        }
+        found.sort_by_key(|f| f.0);
+        let n = self.tokens.len();
+        let mut cands = Candidates::default();
+        let mut starts = Vec::with_capacity(n + 1);
+        starts.push(0u32);
+        let mut next = found.into_iter().peekable();
+        for t in 0..n {
+            for c in self.candidates_of(t) {
+                cands.push(self.candidates.row(c));
+            }
+            while let Some((_, list)) = next.next_if(|f| f.0 as usize == t) {
+                for c in list {
+                    let text = c.text.as_deref().map_or(NO_STR, |s| self.texts.intern(s));
+                    cands.push(Candidate {
+                        token_id: c.token_id,
+                        text,
+                        logprob: c.logprob,
+                        special: c.special,
+                    });
+                }
+            }
+            starts.push(u32::try_from(cands.len()).unwrap_or(u32::MAX));
+        }
+        self.candidates = cands;
+        self.cand_start = starts;
+    }
+
     /// The candidates of every token of a request held in memory, with their texts.
     pub fn owned_candidates(&self, request: u32) -> Vec<Vec<OwnedCandidate>> {
         self.tokens_of(request)

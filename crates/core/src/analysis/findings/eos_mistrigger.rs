@@ -43,15 +43,10 @@ impl Detector for EosMistrigger {
         for r in 0..row_u32(n) {
             let ri = r as usize;
             let tokens = trace.tokens_of(r);
-            let Some(t) = tokens.clone().last() else { continue };
-            let reason = trace.requests.finish_reason[ri];
-            if reason != NO_STR && Some(reason) != stop {
+            let Some(t) = ended_on_stop(trace, r, stop) else {
                 continue;
-            }
+            };
             let output = trace.output_tokens(r);
-            if trace.tokens.index[t] + 1 != output || !is_stop_token(trace, t) {
-                continue;
-            }
             let p = opt_f64(trace.tokens.logprob[t]).map(f64::exp);
             let rank = rank_of(trace, t);
             let low_rank = match rank {
@@ -151,6 +146,26 @@ fn is_stop_token(trace: &Trace, t: usize) -> bool {
             .texts
             .get(trace.tokens.text[t])
             .is_some_and(|s| STOP_TEXTS.contains(&s))
+}
+
+/// The tokens whose candidates the detector reads: the last token of each request that ended on a stop token (its
+/// rank when not written, and the alternatives it names). A trace loaded with its candidates on disk reads these.
+pub fn tokens_needing_candidates(trace: &Trace) -> Vec<u32> {
+    let stop = trace.labels.lookup("stop");
+    (0..row_u32(trace.request_count()))
+        .filter_map(|r| ended_on_stop(trace, r, stop).and_then(|t| u32::try_from(t).ok()))
+        .collect()
+}
+
+/// The token row request `r` ended on, when its answer ended on a stop token (finish reason `stop`, label id
+/// `stop`, or none) as its last output token.
+fn ended_on_stop(trace: &Trace, r: u32, stop: Option<u32>) -> Option<usize> {
+    let t = trace.tokens_of(r).last()?;
+    let reason = trace.requests.finish_reason[r as usize];
+    let ends = (reason == NO_STR || Some(reason) == stop)
+        && trace.tokens.index[t] + 1 == trace.output_tokens(r)
+        && is_stop_token(trace, t);
+    ends.then_some(t)
 }
 
 /// The rank of token row `t`: as written, else found among its candidates in memory.

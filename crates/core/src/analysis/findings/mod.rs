@@ -29,7 +29,7 @@ use crate::trace::Trace;
 pub use chronic_interference::chronic_interference;
 pub use context::Context;
 pub use decode_interrupted::decode_interrupted;
-pub use eos_mistrigger::eos_mistrigger;
+pub use eos_mistrigger::{eos_mistrigger, tokens_needing_candidates};
 pub use kv_saturation::kv_saturation;
 pub use overload::overload;
 pub use preemption_burst::preemption_bursts;
