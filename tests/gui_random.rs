@@ -88,8 +88,8 @@ fn drive(seed: u64, steps: usize, files: &[PathBuf]) {
     // Saves land in a temporary folder instead of asking through a dialog.
     app.save_dir = Some(dir.path().to_path_buf());
     let mut size = vec2(1400.0, 860.0);
-    // The app's fonts have no CJK glyphs: a Chinese token shows as a box, as it does in the app (egui's default
-    // policy), instead of failing the test (kittest's).
+    // A token in a script no font of the machine has (CJK without a system CJK font, emoji) shows as a box, as it
+    // does in the app (egui's default policy), instead of failing the test (kittest's).
     let mut h = Harness::builder()
         .with_size(size)
         .with_max_steps(SETTLE_FRAMES)

@@ -10,20 +10,61 @@ use crate::view::layout::PREFILL_CLASSES;
 /// make tokens visible (⟨EOS⟩, ␣, ↵, ⇥) and that egui's own fonts lack.
 const SYMBOL_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
 
-/// Adds the symbol font as the last fallback of both font families.
+/// Where systems keep a font with Chinese, Japanese and Korean glyphs (Noto CJK, WenQuanYi, Droid on Linux; PingFang
+/// and Hiragino on macOS; YaHei, Yu Gothic and Malgun on Windows), tried in order. None is shipped (the smallest is
+/// 5 MB): without one, those tokens show as boxes.
+const CJK_FONTS: [&str; 11] = [
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+    "/usr/share/fonts/wqy-microhei/wqy-microhei.ttc",
+    "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+    "/System/Library/Fonts/PingFang.ttc",
+    "/System/Library/Fonts/Hiragino Sans GB.ttc",
+    "C:\\Windows\\Fonts\\msyh.ttc",
+    "C:\\Windows\\Fonts\\YuGothM.ttc",
+    "C:\\Windows\\Fonts\\malgun.ttf",
+];
+
+/// A font file larger than this is not read as a fallback font.
+const MAX_FONT_BYTES: u64 = 64 << 20;
+
+/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set, else the first of [`CJK_FONTS`] there is; its path and
+/// bytes.
+pub fn cjk_font() -> Option<(std::path::PathBuf, Vec<u8>)> {
+    let given = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from);
+    given
+        .into_iter()
+        .chain(CJK_FONTS.iter().map(std::path::PathBuf::from))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES))
+        .find_map(|p| std::fs::read(&p).ok().map(|bytes| (p, bytes)))
+}
+
+/// Adds the symbol font, then the system's CJK font when there is one, as the last fallbacks of both font families.
 pub fn install_fonts(ctx: &egui::Context) {
     let fallback = |family| egui::epaint::text::InsertFontFamily {
         family,
         priority: egui::epaint::text::FontPriority::Lowest,
     };
+    let families = || {
+        vec![
+            fallback(egui::FontFamily::Proportional),
+            fallback(egui::FontFamily::Monospace),
+        ]
+    };
     ctx.add_font(egui::epaint::text::FontInsert {
         name: "DejaVuSansMono".to_owned(),
         data: egui::FontData::from_static(SYMBOL_FONT),
-        families: vec![
-            fallback(egui::FontFamily::Proportional),
-            fallback(egui::FontFamily::Monospace),
-        ],
+        families: families(),
     });
+    if let Some((_, bytes)) = cjk_font() {
+        ctx.add_font(egui::epaint::text::FontInsert {
+            name: "CJK".to_owned(),
+            data: egui::FontData::from_owned(bytes),
+            families: families(),
+        });
+    }
 }
 
 /// Height of a request track, points.
