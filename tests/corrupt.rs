@@ -268,7 +268,10 @@ fn a_bit_flipped_anywhere_in_the_data_pages_is_an_error_a_rejection_or_a_changed
             std::fs::write(&flipped, &b).unwrap();
             match load(&flipped, &Progress::default()) {
                 Err(e) => {
-                    assert!(e.to_string().contains("flipped.parquet"), "byte {at}: the error names the file: {e}");
+                    assert!(
+                        e.to_string().contains("flipped.parquet"),
+                        "byte {at}: the error names the file: {e}"
+                    );
                     errors += 1;
                 }
                 Ok(l) if l.report.rejected_count() > 0 => rejected += 1,
@@ -282,6 +285,9 @@ fn a_bit_flipped_anywhere_in_the_data_pages_is_an_error_a_rejection_or_a_changed
         .recv_timeout(std::time::Duration::from_secs(600))
         .expect("every load ends");
     assert_eq!(errors + rejected + clean, tried);
-    assert!(rejected > 0 && clean > 0, "{errors} errors, {rejected} with rejections, {clean} clean");
+    assert!(
+        rejected > 0 && clean > 0,
+        "{errors} errors, {rejected} with rejections, {clean} clean"
+    );
     eprintln!("{tried} flips: {errors} errors, {rejected} loads with rejections, {clean} loads of other values");
 }

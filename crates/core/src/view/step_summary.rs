@@ -15,7 +15,8 @@ struct Level {
     width_ns: i64,
     /// Step time in each bucket, ns.
     busy: Vec<i64>,
-    /// Prompt and output tokens of the steps starting in each bucket.
+    /// Prompt and output tokens of the steps overlapping each bucket (a step over several counts in each: what
+    /// matters is a bucket's prefill share).
     tokens: Vec<(u64, u64)>,
     /// The largest counters of the steps overlapping each bucket.
     max: Vec<[f32; 4]>,
@@ -26,7 +27,7 @@ struct Level {
 pub struct ColumnStats {
     /// The share of each column's time the engine was busy, 0 to 1.
     pub busy: Vec<f32>,
-    /// Prompt and output tokens of the steps starting in each column.
+    /// Prompt and output tokens of the steps overlapping each column (for its prefill share).
     pub tokens: Vec<(u64, u64)>,
     /// The largest counters of the steps in each column.
     pub max: Vec<[f32; 4]>,
@@ -58,16 +59,19 @@ impl StepSummary {
                 continue;
             }
             let values = counter_values(trace, i);
+            let (p, d) = (
+                u64::from(it.num_prefill_tokens[i].unwrap_or(0)),
+                u64::from(it.num_decode_tokens[i].unwrap_or(0)),
+            );
             for b in bucket(s)..=bucket(e) {
                 let b0 = t0_ns + b as i64 * width_ns;
                 level.busy[b] += e.min(b0 + width_ns) - s.max(b0);
                 for (m, v) in level.max[b].iter_mut().zip(values) {
                     *m = m.max(v);
                 }
+                level.tokens[b].0 += p;
+                level.tokens[b].1 += d;
             }
-            let t = &mut level.tokens[bucket(s)];
-            t.0 += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
-            t.1 += u64::from(it.num_decode_tokens[i].unwrap_or(0));
         }
         let mut levels = vec![level];
         while levels.last().is_some_and(|l| l.busy.len() > 1) {
@@ -109,7 +113,8 @@ impl StepSummary {
 
     /// The columns of `vp` (`columns` points wide) from the coarsest level with at least two buckets a column;
     /// `None` when the view is zoomed in past the finest level (draw the steps themselves). Each bucket counts in
-    /// the column its start falls in, its busy time shared with the next column when it straddles both.
+    /// the column its start falls in, its busy time shared with the next column when it straddles both; a column
+    /// within half a percent of busy all through is busy all through (the buckets' edges are not the columns').
     #[allow(
         clippy::cast_possible_truncation,
         clippy::cast_sign_loss,
@@ -163,7 +168,10 @@ impl StepSummary {
         }
         out.busy = busy
             .into_iter()
-            .map(|t| (t as f64 / vp.ns_per_point).clamp(0.0, 1.0) as f32)
+            .map(|t| {
+                let share = t as f64 / vp.ns_per_point;
+                if share > 0.995 { 1.0 } else { share.max(0.0) as f32 }
+            })
             .collect();
         Some(out)
     }
@@ -185,21 +193,20 @@ mod tests {
         for track in &view.engines {
             let rows = t.iterations_of_source(track.source);
             let summary = StepSummary::build(t, rows.clone(), view.t0_ns, view.t1_ns);
-            // The whole trace over 500 points: every step's tokens land in some column, and the busy time adds up
-            // to the steps' (a column's share times its width).
+            // The whole trace over 500 points: the busy time adds up to the steps' (a column's share times its
+            // width), and a column inside the longest step (a prefill of thousands of tokens) is busy all through
+            // and over 99 % prefill.
             let vp = Viewport::fit(view.t0_ns, view.t1_ns + 1, 500.0);
             let c = summary.columns(&vp, 500).unwrap();
             let it = &t.iterations;
-            let prefill: u64 = rows
-                .clone()
-                .map(|i| u64::from(it.num_prefill_tokens[i].unwrap_or(0)))
-                .sum();
-            let decode: u64 = rows
-                .clone()
-                .map(|i| u64::from(it.num_decode_tokens[i].unwrap_or(0)))
-                .sum();
-            assert_eq!(c.tokens.iter().map(|t| t.0).sum::<u64>(), prefill);
-            assert_eq!(c.tokens.iter().map(|t| t.1).sum::<u64>(), decode);
+            let longest = rows.clone().max_by_key(|&i| it.end_ns[i] - it.start_ns[i]).unwrap();
+            let middle = vp.x_from_time((it.start_ns[longest] + it.end_ns[longest]) / 2) as usize;
+            let (p, d) = c.tokens[middle];
+            assert!(
+                p > 1_000 && d * 100 < p && c.busy[middle] == 1.0,
+                "{p} {d} {}",
+                c.busy[middle]
+            );
             let busy: i64 = rows.clone().map(|i| it.end_ns[i] - it.start_ns[i]).sum();
             let drawn: f64 = c.busy.iter().map(|&b| f64::from(b) * vp.ns_per_point).sum();
             assert!(
