@@ -365,12 +365,7 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
                 .map(|i| (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns)))
                 .collect()
         } else {
-            trace
-                .stages_of(request)
-                .into_iter()
-                .filter(|s| s.kind == StageKind::Prefill)
-                .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
-                .collect()
+            prefill_spans_in(trace, request, from_ns, to_ns)
         };
         let mut delayed: Vec<u32> = Vec::new();
         let mut hit = |w: crate::analysis::range_index::Window| {
@@ -387,6 +382,16 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
         h.delayed = Some(u32::try_from(delayed.len()).unwrap_or(u32::MAX));
     }
     out
+}
+
+/// A request's prefill spans (explicit or derived) clipped to `[from_ns, to_ns]` (those outside it come out empty).
+fn prefill_spans_in(trace: &Trace, request: u32, from_ns: i64, to_ns: i64) -> Vec<(i64, i64)> {
+    trace
+        .stages_of(request)
+        .into_iter()
+        .filter(|s| s.kind == StageKind::Prefill)
+        .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
+        .collect()
 }
 
 /// The median of a request's inter-token latencies, ns; `None` under two tokens.
@@ -552,12 +557,7 @@ pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interfer
         });
         let source = trace.requests.source[request as usize];
         let windows: Vec<(i64, i64)> = if rows.is_empty() {
-            trace
-                .stages_of(request)
-                .into_iter()
-                .filter(|s| s.kind == StageKind::Prefill)
-                .map(|s| (s.start_ns.max(from_ns), s.end_ns.min(to_ns)))
-                .collect()
+            prefill_spans_in(trace, request, from_ns, to_ns)
         } else {
             rows.iter()
                 .map(|&i| (it.start_ns[i].max(from_ns), it.end_ns[i].min(to_ns)))
