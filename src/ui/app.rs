@@ -1302,7 +1302,14 @@ impl App {
                 ui.separator();
             }
             let Some(s) = &self.session else {
-                ui.label("No trace open. File > Open…, or drop a trace file on the window.");
+                match (&self.loading, self.preview.as_ref().and_then(Preview::requests)) {
+                    (Some(l), Some(n)) => ui.label(format!(
+                        "Loading {}: {n} requests read so far are drawn; the rest follows.",
+                        l.source.name()
+                    )),
+                    (Some(l), None) => ui.label(format!("Loading {}…", l.source.name())),
+                    (None, _) => ui.label("No trace open. File > Open…, or drop a trace file on the window."),
+                };
                 return;
             };
             panels::status_ui(ui, s, s.waterfall.hover_ns);

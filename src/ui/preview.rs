@@ -42,7 +42,21 @@ impl Preview {
         let newer = self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(trace) = newer {
             let view = TraceView::new(trace, order, &TrackFilter::default());
-            let state = self.shown.take().map(|(_, s)| s).unwrap_or_default();
+            let mut state = match self.shown.take() {
+                Some((old, mut state)) => {
+                    // A view nobody moved follows the trace as it grows; one zoomed or panned stays.
+                    let untouched = state.viewport.is_none_or(|vp| {
+                        let full = old.full_view(vp.width);
+                        full.start_ns == vp.start_ns && full.ns_per_point == vp.ns_per_point
+                    });
+                    if untouched {
+                        state.viewport = None;
+                    }
+                    state
+                }
+                None => WaterfallState::default(),
+            };
+            state.hover_ns = None;
             self.shown = Some((view, state));
         }
     }

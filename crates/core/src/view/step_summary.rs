@@ -15,8 +15,8 @@ struct Level {
     width_ns: i64,
     /// Step time in each bucket, ns.
     busy: Vec<i64>,
-    /// Prompt and output tokens of the steps overlapping each bucket (a step over several counts in each: what
-    /// matters is a bucket's prefill share).
+    /// Prompt and output tokens of the steps overlapping each bucket, each step's in proportion to its time in the
+    /// bucket (what matters is a bucket's prefill share: a long step weighs by its time, not by its buckets).
     tokens: Vec<(u64, u64)>,
     /// The largest counters of the steps overlapping each bucket.
     max: Vec<[f32; 4]>,
@@ -27,7 +27,8 @@ struct Level {
 pub struct ColumnStats {
     /// The share of each column's time the engine was busy, 0 to 1.
     pub busy: Vec<f32>,
-    /// Prompt and output tokens of the steps overlapping each column (for its prefill share).
+    /// Prompt and output tokens of the steps in each column, in proportion to their time in it (for its prefill
+    /// share).
     pub tokens: Vec<(u64, u64)>,
     /// The largest counters of the steps in each column.
     pub max: Vec<[f32; 4]>,
@@ -63,14 +64,34 @@ impl StepSummary {
                 u64::from(it.num_prefill_tokens[i].unwrap_or(0)),
                 u64::from(it.num_decode_tokens[i].unwrap_or(0)),
             );
-            for b in bucket(s)..=bucket(e) {
+            // A step's tokens by its time in each bucket, the last taking what rounding left (an instant step's
+            // all in its bucket): the buckets' tokens add up to the steps'.
+            let share = |x: u64, before: i64| {
+                if e > s {
+                    u64::try_from(u128::from(x) * before.max(0) as u128 / (e - s) as u128).unwrap_or(x)
+                } else {
+                    0
+                }
+            };
+            let (first, last) = (bucket(s), bucket(e));
+            for b in first..=last {
                 let b0 = t0_ns + b as i64 * width_ns;
-                level.busy[b] += e.min(b0 + width_ns) - s.max(b0);
+                let o = e.min(b0 + width_ns) - s.max(b0);
+                level.busy[b] += o;
                 for (m, v) in level.max[b].iter_mut().zip(values) {
                     *m = m.max(v);
                 }
-                level.tokens[b].0 += p;
-                level.tokens[b].1 += d;
+                // The tokens of the step's time up to this bucket's end, less those up to its start.
+                let (upto_end, upto_start) = if b == last {
+                    ((p, d), (share(p, s.max(b0) - s), share(d, s.max(b0) - s)))
+                } else {
+                    (
+                        (share(p, b0 + width_ns - s), share(d, b0 + width_ns - s)),
+                        (share(p, s.max(b0) - s), share(d, s.max(b0) - s)),
+                    )
+                };
+                level.tokens[b].0 += upto_end.0 - upto_start.0;
+                level.tokens[b].1 += upto_end.1 - upto_start.1;
             }
         }
         let mut levels = vec![level];
@@ -207,6 +228,13 @@ mod tests {
                 "{p} {d} {}",
                 c.busy[middle]
             );
+            // Tokens are shared out by time and add up to the steps' (in buckets whose start is in the view).
+            let prefill: u64 = rows
+                .clone()
+                .map(|i| u64::from(it.num_prefill_tokens[i].unwrap_or(0)))
+                .sum();
+            let drawn_prefill: u64 = c.tokens.iter().map(|t| t.0).sum();
+            assert!(drawn_prefill == prefill, "{drawn_prefill} of {prefill}");
             let busy: i64 = rows.clone().map(|i| it.end_ns[i] - it.start_ns[i]).sum();
             let drawn: f64 = c.busy.iter().map(|&b| f64::from(b) * vp.ns_per_point).sum();
             assert!(
