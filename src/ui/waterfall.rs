@@ -969,30 +969,10 @@ fn build_lanes(
         if in_view.len() * 2 > width {
             // More requests than one per two columns: one sample per column, the stage of the request alive at its
             // middle, found from the last column's in a few steps; one quad per run of a stage.
-            let mut i = in_view.start;
-            let mut run: Option<(usize, usize, u8)> = None;
-            let flush = |mesh: &mut egui::Mesh, run: Option<(usize, usize, u8)>| {
-                if let Some((c0, c1, class)) = run {
-                    let r = Rect::from_x_y_ranges(left + c0 as f32..=left + c1 as f32, y);
-                    mesh.add_colored_rect(r, stage_color(class));
-                }
-            };
-            for col in 0..width {
-                let t = vp.time_from_x(col as f64 + 0.5);
-                i = lanes.seek(k, i, t);
-                if i >= in_view.end {
-                    break;
-                }
-                match (lanes.class_at(k, i, t), &mut run) {
-                    (Some(class), Some(r)) if r.2 == class && r.1 == col => r.1 = col + 1,
-                    (Some(class), _) => {
-                        flush(&mut mesh, run.take());
-                        run = Some((col, col + 1, class));
-                    }
-                    (None, _) => flush(&mut mesh, run.take()),
-                }
-            }
-            flush(&mut mesh, run);
+            lanes.sample_runs(k, vp.start_ns, vp.ns_per_point, width, |c0, c1, class| {
+                let r = Rect::from_x_y_ranges(left + c0 as f32..=left + c1 as f32, y);
+                mesh.add_colored_rect(r, stage_color(class));
+            });
         } else {
             runs.clear();
             let (requests, extents) = (lanes.requests(k), lanes.extents(k));

@@ -162,6 +162,51 @@ impl Lanes {
         lo + e[lo..hi].partition_point(|&(_, end)| end < t_ns)
     }
 
+    /// Classes a run of point columns of lane `k`, one sample a column: `columns` samples from time `start_ns`,
+    /// `ns_per_column` apart, each the stage of the request alive then (seeking forward from the last), handed to
+    /// `run` as `(first column, end column, class)` for each run of one class. For lanes with more requests in view
+    /// than columns, where drawing each request would cost more than the pixels.
+    pub fn sample_runs(
+        &self,
+        k: usize,
+        start_ns: i64,
+        ns_per_column: f64,
+        columns: usize,
+        mut run: impl FnMut(usize, usize, u8),
+    ) {
+        let e = self.extents(k);
+        let mut i = 0;
+        let mut current: Option<(usize, usize, u8)> = None;
+        for col in 0..columns {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+            let t = start_ns.saturating_add(((col as f64 + 0.5) * ns_per_column) as i64);
+            if i < e.len() && e[i].1 < t {
+                i = self.seek(k, i, t);
+            }
+            if i >= e.len() {
+                break;
+            }
+            let class = self.class_at(k, i, t);
+            match (class, &mut current) {
+                (Some(c), Some(r)) if r.2 == c && r.1 == col => r.1 = col + 1,
+                (Some(c), _) => {
+                    if let Some((c0, c1, cl)) = current.take() {
+                        run(c0, c1, cl);
+                    }
+                    current = Some((col, col + 1, c));
+                }
+                (None, _) => {
+                    if let Some((c0, c1, cl)) = current.take() {
+                        run(c0, c1, cl);
+                    }
+                }
+            }
+        }
+        if let Some((c0, c1, cl)) = current {
+            run(c0, c1, cl);
+        }
+    }
+
     /// The lane of request `r`, when shown.
     pub fn lane_of(&self, r: u32) -> Option<usize> {
         self.lane_of
@@ -333,6 +378,24 @@ mod tests {
         assert_eq!(l.in_range(0, at(10) + MS / 2, at(11) + MS / 2), 1..2);
         assert_eq!(l.in_range(0, at(0), at(30)), 0..3);
         assert_eq!(l.in_range(2, at(13), at(14)), 1..1);
+    }
+
+    #[test]
+    fn a_dense_lane_is_sampled_a_column_at_a_time() {
+        // Lane 0: r0 0-10, r4 10-11, r5 12-20 ms (no stage times: after an empty queue, no known stage). Columns of
+        // 2 ms from 0: samples at 1, 3, .., 19 ms; 11 ms is r4's end, 13 ms is in r5.
+        let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let mut runs = Vec::new();
+        l.sample_runs(0, T0, 2.0 * MS as f64, 12, |a, b, c| runs.push((a, b, c)));
+        let other = StageKind::Other as u8;
+        // Columns 0..=9 (1 to 19 ms) are all inside some request; column 10 (21 ms) and 11 (23 ms) are past the end.
+        assert_eq!(runs, [(0, 10, other)]);
+        // A lane with a gap: lane 1 holds r1 2-5 and r2 5-8; from 0 in 1 ms columns: empty at 0.5 and 1.5 ms, then
+        // 2.5 to 7.5 ms, then empty.
+        let mut runs = Vec::new();
+        l.sample_runs(1, T0, MS as f64, 10, |a, b, c| runs.push((a, b, c)));
+        assert_eq!(runs, [(2, 8, other)]);
     }
 
     #[test]
