@@ -306,7 +306,7 @@ impl App {
         // With no trace on screen, the one loading is drawn as it is read.
         self.preview = None;
         let progress = if purpose == Purpose::Show && self.session.is_none() {
-            let (preview, progress) = Preview::start(self.ctx.as_ref());
+            let (preview, progress) = Preview::start(self.ctx.as_ref(), self.settings.order);
             self.preview = Some(preview);
             Arc::new(progress)
         } else {
@@ -1373,7 +1373,7 @@ impl App {
         let Some(s) = &mut self.session else {
             if self.loading.is_some()
                 && let Some(p) = &mut self.preview
-                && p.ui(ui, self.settings.order, self.settings.layout)
+                && p.ui(ui, self.settings.layout)
             {
                 return;
             }

@@ -17,19 +17,21 @@ use crate::view::layout::{TrackFilter, TrackOrder};
 /// The least time between two previews.
 const EVERY: Duration = Duration::from_millis(1500);
 
-/// The latest preview handed over, and the one on screen.
+/// The latest preview handed over (its view built on the loader's thread), and the one on screen.
 pub struct Preview {
-    slot: Arc<Mutex<Option<Arc<Trace>>>>,
+    slot: Arc<Mutex<Option<TraceView>>>,
     shown: Option<(TraceView, WaterfallState)>,
 }
 
 impl Preview {
-    /// A preview and the progress of the load that feeds it; `waker` is asked to repaint when a preview comes.
-    pub fn start(waker: Option<&egui::Context>) -> (Self, Progress) {
-        let slot: Arc<Mutex<Option<Arc<Trace>>>> = Arc::default();
+    /// A preview and the progress of the load that feeds it, its tracks in `order`; `waker` is asked to repaint
+    /// when a preview comes.
+    pub fn start(waker: Option<&egui::Context>, order: TrackOrder) -> (Self, Progress) {
+        let slot: Arc<Mutex<Option<TraceView>>> = Arc::default();
         let (into, waker) = (Arc::clone(&slot), waker.cloned());
-        let progress = Progress::with_previews(EVERY, move |trace| {
-            *into.lock().unwrap_or_else(PoisonError::into_inner) = Some(trace);
+        let progress = Progress::with_previews(EVERY, move |trace: Arc<Trace>| {
+            let view = TraceView::new(trace, order, &TrackFilter::default());
+            *into.lock().unwrap_or_else(PoisonError::into_inner) = Some(view);
             if let Some(ctx) = &waker {
                 ctx.request_repaint();
             }
@@ -38,10 +40,9 @@ impl Preview {
     }
 
     /// Takes the latest preview, if a new one came.
-    fn refresh(&mut self, order: TrackOrder) {
+    fn refresh(&mut self) {
         let newer = self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(trace) = newer {
-            let view = TraceView::new(trace, order, &TrackFilter::default());
+        if let Some(view) = newer {
             let mut state = match self.shown.take() {
                 Some((old, mut state)) => {
                     // A view nobody moved follows the trace as it grows; one zoomed or panned stays.
@@ -67,8 +68,8 @@ impl Preview {
     }
 
     /// Draws the latest preview, if one came; false when there is none yet.
-    pub fn ui(&mut self, ui: &mut Ui, order: TrackOrder, layout: TrackLayout) -> bool {
-        self.refresh(order);
+    pub fn ui(&mut self, ui: &mut Ui, layout: TrackLayout) -> bool {
+        self.refresh();
         let Some((view, state)) = &mut self.shown else {
             return false;
         };
