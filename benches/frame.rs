@@ -1,7 +1,7 @@
 //! Frame benchmark: CPU time of one frame of the waterfall (layout and drawing by egui, then tessellation into
 //! triangles) on the `large` trace, at three zoom levels. Goal (DESIGN.md): p99 <= 8 ms at every zoom.
 //!
-//! `cargo bench --bench frame [-- --requests N | --xlarge] [--frames F --walk-max-s S]`. Uses `target/bench-data/large-N.parquet` (written by
+//! `cargo bench --bench frame [-- --requests N | --xlarge] [--frames F --walk-max-s S --select-runs R]`. Uses `target/bench-data/large-N.parquet` (written by
 //! `benches/common.rs`, shared with the load benchmark; generated when missing). No display and no GPU: egui runs headless, which is exactly
 //! the CPU part of a frame (the GPU upload and draw are not measured).
 
@@ -30,6 +30,8 @@ fn percentile(sorted: &[f64], p: usize) -> f64 {
 fn main() {
     let requests = common::flag("--requests", 50_000);
     let frames = common::flag("--frames", 200).max(10);
+    // Each range is analysed this many times (the median is shown).
+    let select_runs = common::flag("--select-runs", 5).max(1);
     let walk_max_s = i64::try_from(common::flag("--walk-max-s", usize::MAX)).unwrap_or(i64::MAX);
     // `--xlarge`: the 500,000-request trace (`tokenscope synth --scenario xlarge -o target/bench-data/xlarge.parquet`).
     let path = if std::env::args().any(|a| a == "--xlarge") {
@@ -167,7 +169,7 @@ fn main() {
         let (from, to) = (mid - half, mid + half);
         let mut indexed = Vec::new();
         let mut x = None;
-        for _ in 0..5 {
+        for _ in 0..select_runs {
             let t = Instant::now();
             x = Some(tokenscope::analysis::interference::interference_indexed(
                 &trace, &index, from, to,
@@ -190,8 +192,8 @@ fn main() {
         };
         println!(
             "{label:<14} {:>10.2} {walk_ms:>10.1} {:>7.3} {:>8} {:>8} {:>9}",
-            indexed[2],
-            indexed[2] / walk_ms,
+            indexed[select_runs / 2],
+            indexed[select_runs / 2] / walk_ms,
             x.steps.count,
             x.counts.prefilling,
             x.counts.decoding

@@ -14,7 +14,7 @@ use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos
 use super::command::Command;
 use super::theme;
 use crate::trace::{StageKind, Trace};
-use crate::view::lanes::{Runs, TrackLayout, request_extent};
+use crate::view::lanes::{LaneSamples, Runs, TrackLayout, class_runs, request_extent};
 use crate::view::layout;
 use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
 use crate::view::ruler;
@@ -808,13 +808,15 @@ struct LanesKey {
     rows: (usize, u64),
 }
 
-/// The lanes' mesh of the last frame, with its outline and labels.
+/// The lanes' mesh of the last frame, with its outline and labels, and the samples of dense lanes (kept while
+/// panning at one zoom).
 #[derive(Debug, Clone)]
 pub struct LanesCache {
     key: LanesKey,
     mesh: std::sync::Arc<egui::Mesh>,
     outline: Option<Rect>,
     labels: Vec<(Pos2, String)>,
+    samples: LaneSamples,
 }
 
 /// The request rows as lanes: each lane's requests in the view, drawn stage by stage when wide enough and the lanes
@@ -856,7 +858,7 @@ fn draw_lanes(
     };
     let built = match cache.take() {
         Some(c) if c.key == key => c,
-        _ => build_lanes(frame, vp, view, at, selected, key),
+        c => build_lanes(frame, vp, view, at, selected, key, c),
     };
     let clip = painter.clip_rect().intersect(frame.time);
     painter
@@ -931,13 +933,20 @@ fn build_lanes(
     at: RowsAt,
     selected: Option<u32>,
     key: LanesKey,
+    previous: Option<LanesCache>,
 ) -> LanesCache {
     let (scroll_y, row_h) = (at.scroll_y, at.row_h);
     let trace = &view.trace;
     let area = frame.requests;
     let lanes = view.lanes();
     let rows = layout::visible_rows(scroll_y, row_h, area.height(), lanes.len());
-    let mut mesh = egui::Mesh::default();
+    // The last frame's samples, and its mesh's memory once egui is done with it (hundreds of thousands of vertices
+    // when zoomed out over a big trace: allocated once, not every frame).
+    let (mut samples, mut mesh) = match previous {
+        Some(p) => (p.samples, std::sync::Arc::try_unwrap(p.mesh).unwrap_or_default()),
+        None => Default::default(),
+    };
+    mesh.clear();
     let mut labels = Vec::new();
     let mut outline = None;
     let left = frame.time.left();
@@ -947,6 +956,13 @@ fn build_lanes(
     let mut runs = Runs::default();
     let width = frame.time.width().ceil().max(1.0) as usize;
     let selected_lane = selected.and_then(|r| lanes.lane_of(r));
+    // Dense lanes are sampled on columns fixed to the view's start, a point wide: column `j` is at `x_j`.
+    let npp = vp.ns_per_point;
+    let offset = (vp.start_ns - view.t0_ns) as f64 / npp;
+    let first = offset.floor() as i64;
+    let columns = first..first + width as i64 + 1;
+    let x_j = |j: i64| left + (j as f64 - offset) as f32;
+    samples.grid(lanes, view.t0_ns, npp);
     for k in rows {
         let top = area.top() + k as f32 * row_h - scroll_y;
         let row_rect = Rect::from_min_max(pos2(area.left(), top), pos2(area.right(), top + row_h));
@@ -968,9 +984,10 @@ fn build_lanes(
         let in_view = lanes.in_range(k, vp.start_ns, vp.end_ns());
         if in_view.len() * 2 > width {
             // More requests than one per two columns: one sample per column, the stage of the request alive at its
-            // middle, found from the last column's in a few steps; one quad per run of a stage.
-            lanes.sample_runs(k, vp.start_ns, vp.ns_per_point, width, |c0, c1, class| {
-                let r = Rect::from_x_y_ranges(left + c0 as f32..=left + c1 as f32, y);
+            // middle (kept from the last frame when the column was in view); one quad per run of a stage.
+            class_runs(samples.lane(lanes, k, columns.clone()), |c0, c1, class| {
+                let (j0, j1) = (columns.start + c0 as i64, columns.start + c1 as i64);
+                let r = Rect::from_x_y_ranges(x_j(j0)..=x_j(j1), y);
                 mesh.add_colored_rect(r, stage_color(class));
             });
         } else {
@@ -1008,6 +1025,7 @@ fn build_lanes(
         mesh: std::sync::Arc::new(mesh),
         outline,
         labels,
+        samples,
     }
 }
 
@@ -1130,6 +1148,80 @@ fn merged_ui(ui: &mut Ui, what: &str, count: usize, total_ns: i64, max_ns: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three lanes of 60 back-to-back requests of 7 ms each (queue 1 ms, prefill 2 ms, decode 4 ms), a lane 1 ms
+    /// behind the one above.
+    fn dense_lanes() -> TraceView {
+        let (t0, ms) = (1_700_000_000_000_000_000i64, 1_000_000i64);
+        let mut lines = Vec::new();
+        for lane in 0..3 {
+            for i in 0..60 {
+                let a = t0 + (i * 7 + lane) * ms;
+                lines.push(format!(
+                    r#"{{"kind":"request","request_id":"r{lane}-{i}","arrival_ns":{a},"scheduled_ns":{},"first_token_ns":{},"finished_ns":{}}}"#,
+                    a + ms,
+                    a + 3 * ms,
+                    a + 7 * ms - 1
+                ));
+            }
+        }
+        let mut b = crate::trace::TraceBuilder::default();
+        let text = lines.join("\n");
+        let progress = crate::format::Progress::default();
+        crate::format::jsonl::read_from(text.as_bytes(), std::path::Path::new("t.jsonl"), 0, &mut b, &progress)
+            .expect("the test's records are valid");
+        let trace = std::sync::Arc::new(b.finish().0);
+        TraceView::new(trace, layout::TrackOrder::Arrival, &layout::TrackFilter::default())
+    }
+
+    #[test]
+    fn panned_lanes_draw_what_a_fresh_frame_draws_from_a_few_new_samples() {
+        let view = dense_lanes();
+        assert_eq!(view.lanes().len(), 3);
+        // 40 points for 422 ms: 60 requests a lane in view, more than one per two columns, so sampled; the columns
+        // (10.5 ms) fall on every stage of the requests (7 ms).
+        let frame = Frame {
+            time: Rect::from_min_size(pos2(100.0, 0.0), vec2(40.0, 100.0)),
+            labels_x: 4.0,
+            ruler: Rect::NOTHING,
+            engines_top: 0.0,
+            requests: Rect::from_min_size(pos2(0.0, 20.0), vec2(140.0, 48.0)),
+        };
+        let at = RowsAt {
+            scroll_y: 0.0,
+            row_h: 16.0,
+        };
+        let key = |vp: &Viewport| LanesKey {
+            view: [vp.start_ns as u64, vp.ns_per_point.to_bits(), vp.width.to_bits()],
+            area: [0; 4],
+            scroll: [0; 2],
+            selected: None,
+            rows: (0, 0),
+        };
+        let vp = Viewport::fit(view.t0_ns, view.t1_ns, 40.0);
+        let first = build_lanes(&frame, &vp, &view, at, None, key(&vp), None);
+        assert_eq!(first.samples.taken(), 3 * 41, "every column of the three lanes");
+        for shift in [3.0, -5.0, 2.5] {
+            // Panned by `shift` points (half a point included): the same grid, so only the new columns are sampled.
+            let panned = Viewport {
+                start_ns: vp.start_ns + (shift * vp.ns_per_point) as i64,
+                ..vp
+            };
+            let kept = build_lanes(&frame, &panned, &view, at, None, key(&panned), Some(first.clone()));
+            let fresh = build_lanes(&frame, &panned, &view, at, None, key(&panned), None);
+            assert_eq!(kept.mesh.vertices, fresh.mesh.vertices);
+            assert_eq!(kept.mesh.indices, fresh.mesh.indices);
+            // The grid's first column in view, before and after (the pan's nanoseconds round down).
+            let first_column = |vp: &Viewport| ((vp.start_ns - view.t0_ns) as f64 / vp.ns_per_point).floor() as i64;
+            let new_columns = (first_column(&panned) - first_column(&vp)).unsigned_abs() as usize;
+            assert!((2..=5).contains(&new_columns));
+            assert_eq!(kept.samples.taken(), 3 * new_columns, "panned by {shift}");
+            assert!(
+                kept.mesh.vertices.len() > 3 * 4 * 3,
+                "each lane shows runs of its stages"
+            );
+        }
+    }
 
     #[test]
     fn lanes_get_lower_to_fit_and_scroll_below_one_point() {

@@ -273,12 +273,9 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
     let mut prefill: Sums<(u64, u32, f64)> = Sums::new(n);
     if has_steps {
         for rows in &step_ranges {
-            for &s in index.chunks_in(rows.clone()) {
-                let s = s as usize;
-                let Some(i) = st.iter_row[s].map(|row| row as usize) else {
-                    continue;
-                };
-                let tokens = u64::from(st.tokens[s].unwrap_or(0));
+            for c in index.chunks_in(rows.clone()) {
+                let i = c.step as usize;
+                let tokens = u64::from(c.tokens);
                 let step_tokens =
                     u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
                 let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
@@ -287,7 +284,7 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
                 } else {
                     inside * tokens as f64 / step_tokens as f64
                 };
-                let e = prefill.at(st.request[s]);
+                let e = prefill.at(c.request);
                 *e = (e.0 + tokens, e.1 + 1, e.2 + held);
             }
         }
@@ -336,18 +333,30 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
     } else {
         &busy_without_steps
     };
-    for &request in &prefill.touched {
-        let (tokens, steps, held_ms) = prefill.of[request as usize];
-        out.prefilling.push(Prefilling { request, tokens, steps });
-        let source = trace.requests.source[request as usize];
-        out.holders.push(Holder {
-            request,
-            tokens,
-            held_ms,
-            share: busy.get(&source).filter(|&&b| b > 0.0).map_or(0.0, |b| held_ms / b),
-            delayed: None,
-        });
-    }
+    let busy_of = |source: u32| busy.get(&source).copied().filter(|&b| b > 0.0);
+    (out.prefilling, out.holders) = rayon::join(
+        || {
+            let of = |request: u32| {
+                let (tokens, steps, _) = prefill.of[request as usize];
+                Prefilling { request, tokens, steps }
+            };
+            prefill.touched.par_iter().map(|&r| of(r)).collect()
+        },
+        || {
+            let of = |request: u32| {
+                let (tokens, _, held_ms) = prefill.of[request as usize];
+                let source = trace.requests.source[request as usize];
+                Holder {
+                    request,
+                    tokens,
+                    held_ms,
+                    share: busy_of(source).map_or(0.0, |b| held_ms / b),
+                    delayed: None,
+                }
+            };
+            prefill.touched.par_iter().map(|&r| of(r)).collect()
+        },
+    );
     out.keep_first(LIST_LIMIT);
 
     // Whom the largest holders delayed: other requests of their instance that waited, or stalled in decode,
@@ -610,10 +619,12 @@ impl Interference {
             stalled: self.decoding.iter().filter(|d| d.stalled).count(),
             waiting: self.waiting.len(),
         };
-        top_k(&mut self.prefilling, k, by_tokens);
-        top_k(&mut self.holders, k, by_held);
-        top_k(&mut self.decoding, k, by_stall);
-        top_k(&mut self.waiting, k, by_wait);
+        let (prefilling, holders) = (&mut self.prefilling, &mut self.holders);
+        let (decoding, waiting) = (&mut self.decoding, &mut self.waiting);
+        rayon::join(
+            || rayon::join(|| top_k(prefilling, k, by_tokens), || top_k(holders, k, by_held)),
+            || rayon::join(|| top_k(decoding, k, by_stall), || top_k(waiting, k, by_wait)),
+        );
     }
 
     /// The panel's content as plain text, for "Copy as text" and incident reports.

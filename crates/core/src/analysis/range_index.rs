@@ -276,8 +276,19 @@ pub struct RangeIndex {
     pub steps: Vec<SourceSteps>,
     /// `chunk_start[i]..chunk_start[i + 1]`: the explicit prefill stages computed in iteration row `i`.
     chunk_start: Vec<u32>,
-    /// Stage rows of prefill chunks, by iteration row.
-    chunks: Vec<u32>,
+    /// Prefill chunks, by iteration row.
+    chunks: Vec<Chunk>,
+}
+
+/// A prefill chunk: an explicit prefill stage computed in one step, with what a range query reads of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// Its request row.
+    pub request: u32,
+    /// Prompt tokens it computed (0 when not recorded).
+    pub tokens: u32,
+    /// The iteration row of its step.
+    pub step: u32,
 }
 
 impl RangeIndex {
@@ -341,6 +352,15 @@ impl RangeIndex {
             .filter_map(|s| st.iter_row[s].map(|row| (row, s as u32)))
             .collect();
         by_step.par_sort_unstable();
+        // Read by a query in step order, so copied out of the stage table (where they are by request).
+        let chunks = by_step
+            .iter()
+            .map(|&(step, s)| Chunk {
+                request: st.request[s as usize],
+                tokens: st.tokens[s as usize].unwrap_or(0),
+                step,
+            })
+            .collect();
         let mut chunk_start = vec![0u32; trace.iterations.len() + 1];
         for &(row, _) in &by_step {
             if let Some(c) = chunk_start.get_mut(row as usize + 1) {
@@ -359,7 +379,7 @@ impl RangeIndex {
             prefills: Windows::new(prefills),
             steps,
             chunk_start,
-            chunks: by_step.into_iter().map(|(_, s)| s).collect(),
+            chunks,
         }
     }
 
@@ -443,8 +463,8 @@ impl RangeIndex {
         (s.totals(trace, rows.clone(), from_ns, to_ns), rows)
     }
 
-    /// The stage rows of the prefill chunks computed in iteration rows `rows`.
-    pub fn chunks_in(&self, rows: Range<usize>) -> &[u32] {
+    /// The prefill chunks computed in iteration rows `rows`, by step.
+    pub fn chunks_in(&self, rows: Range<usize>) -> &[Chunk] {
         let (a, b) = (
             self.chunk_start[rows.start] as usize,
             self.chunk_start[rows.end] as usize,

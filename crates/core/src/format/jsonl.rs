@@ -666,6 +666,88 @@ mod tests {
     }
 
     #[test]
+    fn tokens_candidates_and_stages_merged_from_chunks_are_those_of_one_reading() {
+        // Token texts and candidate texts interned apart in each chunk's builder; a token before its request, tokens
+        // out of order, a repeated index (the first kept), a token and a stage of an unknown request.
+        let t = |ms: u64| 1_764_403_200_000_000_000 + ms * 1_000_000;
+        let lines = [
+            format!(
+                r#"{{"kind":"token","request_id":"b","index":1,"emitted_ns":{},"text":"y","candidates":[{{"token_id":3,"text":"z","logprob":-0.1}},{{"token_id":4,"text":"y","logprob":-2.0}}]}}"#,
+                t(9)
+            ),
+            format!(r#"{{"kind":"request","request_id":"a","arrival_ns":{}}}"#, t(1)),
+            format!(
+                r#"{{"kind":"token","request_id":"a","index":1,"emitted_ns":{},"text":"x"}}"#,
+                t(4)
+            ),
+            format!(
+                r#"{{"kind":"token","request_id":"a","index":0,"emitted_ns":{},"text":"y","candidates":[{{"token_id":1,"text":"w","logprob":-0.5}}]}}"#,
+                t(3)
+            ),
+            format!(
+                r#"{{"kind":"token","request_id":"ghost","index":0,"emitted_ns":{}}}"#,
+                t(3)
+            ),
+            format!(r#"{{"kind":"request","request_id":"b","arrival_ns":{}}}"#, t(2)),
+            format!(
+                r#"{{"kind":"token","request_id":"a","index":1,"emitted_ns":{},"text":"again"}}"#,
+                t(5)
+            ),
+            format!(
+                r#"{{"kind":"stage","request_id":"b","stage":"prefill","start_ns":{},"end_ns":{}}}"#,
+                t(2),
+                t(8)
+            ),
+            format!(
+                r#"{{"kind":"stage","request_id":"ghost","stage":"prefill","start_ns":{},"end_ns":{}}}"#,
+                t(2),
+                t(8)
+            ),
+            format!(
+                r#"{{"kind":"token","request_id":"b","index":0,"emitted_ns":{},"text":"w"}}"#,
+                t(8)
+            ),
+        ];
+        let text = lines.join("\n");
+        let read = |chunk_bytes: usize| {
+            let mut b = TraceBuilder::default();
+            read_chunked(
+                text.as_bytes(),
+                Path::new("t.jsonl"),
+                0,
+                &mut b,
+                &Progress::default(),
+                chunk_bytes,
+            )
+            .unwrap();
+            let (trace, report) = b.finish();
+            (
+                String::from_utf8(write_to(&trace, Vec::new()).unwrap()).unwrap(),
+                report,
+                trace,
+            )
+        };
+        let (whole, report, trace) = read(usize::MAX);
+        assert_eq!(trace.token_count(), 4);
+        let a = trace.request_row("a").unwrap();
+        let texts: Vec<&str> = trace
+            .tokens_of(a)
+            .filter_map(|k| trace.texts.get(trace.tokens.text[k]))
+            .collect();
+        assert_eq!(texts, ["y", "x"], "a's tokens by index, the repeated index 1 left out");
+        let kinds: Vec<(u64, &str)> = report.rejected.iter().map(|r| (r.place.at, r.problem.name())).collect();
+        assert_eq!(
+            kinds,
+            [(5, "unknown_request"), (7, "duplicate"), (9, "unknown_request")]
+        );
+        for size in [1, 40, 150, 400] {
+            let (cut, cut_report, _) = read(size);
+            assert_eq!(cut, whole, "chunks of {size} bytes");
+            assert_eq!(cut_report.rejected, report.rejected, "chunks of {size} bytes");
+        }
+    }
+
+    #[test]
     fn chunks_parsed_apart_give_what_one_reading_gives() {
         let (whole, report) = read_with(usize::MAX);
         // 2 requests, 3 tokens kept; the duplicate of a, the array, the broken line and the bad time rejected, at

@@ -498,6 +498,11 @@ where
             ));
         }
     }
+    // At most a token per row: the token columns grow once, not by doubling (each doubling copies them and touches
+    // twice their pages). Capped at the most tokens a trace can index; room reserved and never used is address space,
+    // not memory, and a reservation that fails is skipped.
+    let rows: u64 = units.iter().map(|u| parts[u.part].rows_of(u.rg)).sum();
+    b.reserve_tokens(usize::try_from(rows.min(u64::from(u32::MAX))).unwrap_or(0));
     let window = 2 * rayon::current_num_threads() + 2;
     // The index in `units` of the first fatal error found so far: the units after it need not finish.
     let first_fatal = AtomicUsize::new(usize::MAX);

@@ -2,12 +2,13 @@
 //! request, to their iteration), sorts and indexes the tables, and reports what does not fit (duplicates, tokens of
 //! unknown requests, index gaps, usage that disagrees with the token records).
 
+use rayon::slice::ParallelSliceMut;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
 use super::tables::{Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens};
-use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, Trace};
+use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, NULL_U32, Trace};
 use crate::trace::strings::{Interner, NO_STR};
 
 /// Accumulates validated records; [`TraceBuilder::finish`] turns them into a [`Trace`] and its [`Report`].
@@ -273,30 +274,49 @@ impl TraceBuilder {
             row.source = label(row.source);
             self.add_iteration(row, place);
         }
-        for (i, &place) in other.stage_places.iter().enumerate() {
-            let mut row = other.stages.row(i);
-            row.request = label(row.request);
-            self.add_stage(row, place);
+        // Stages and tokens are appended column by column, their labels and texts mapped after.
+        let base = self.stages.len();
+        self.stages.append(&other.stages);
+        self.stage_places.extend_from_slice(&other.stage_places);
+        for id in &mut self.stages.request[base..] {
+            *id = label(*id);
         }
-        for (t, &place) in other.token_places.iter().enumerate() {
-            let mut row = other.tokens.row(t);
-            row.request = label(row.request);
-            row.text = text(row.text);
-            let candidates = (other.cand_start[t] as usize..other.cand_start[t + 1] as usize).map(|c| {
-                let mut c = other.candidates.row(c);
-                c.text = text(c.text);
-                c
-            });
-            self.add_token(row, candidates, place);
+        let base = self.tokens.len();
+        self.tokens.append(&other.tokens);
+        self.token_places.extend_from_slice(&other.token_places);
+        for id in &mut self.tokens.request[base..] {
+            *id = label(*id);
         }
+        for id in &mut self.tokens.text[base..] {
+            *id = text(*id);
+        }
+        let base = self.candidates.len();
+        self.candidates.append(&other.candidates);
+        for id in &mut self.candidates.text[base..] {
+            *id = text(*id);
+        }
+        let shift = u32::try_from(base).unwrap_or(u32::MAX);
+        self.cand_start
+            .extend(other.cand_start.iter().skip(1).map(|&s| s.saturating_add(shift)));
+    }
+
+    /// Makes room for up to `tokens` more token records, so that the token columns are not copied as they grow (a
+    /// reader that knows how many rows it will read calls it once). Room is only reserved, not touched: rows that
+    /// turn out not to be tokens cost address space, not memory. An absurd count reserves nothing.
+    pub fn reserve_tokens(&mut self, tokens: usize) {
+        let _ = self.tokens.try_reserve(tokens)
+            && self.token_places.try_reserve(tokens).is_ok()
+            && self.cand_start.try_reserve(tokens).is_ok();
     }
 
     /// Where each request's token records are (file, first row, last row), from the places of the kept tokens
-    /// (`order[k]` is the original index of token `k`). A request whose tokens span files keeps its first file's.
-    fn token_rows(&self, order: &[u32]) -> Vec<Option<(u32, u64, u64)>> {
+    /// (`order[k]` is the original index of token `k`; none: the tokens kept their order). A request whose tokens
+    /// span files keeps its first file's.
+    fn token_rows(&self, order: Option<&[u32]>) -> Vec<Option<(u32, u64, u64)>> {
         let mut rows: Vec<Option<(u32, u64, u64)>> = vec![None; self.requests.len()];
-        for (k, &old) in order.iter().enumerate() {
-            let place = self.token_places[old as usize];
+        for k in 0..self.tokens.len() {
+            let old = order.map_or(k, |o| o[k] as usize);
+            let place = self.token_places[old];
             let slot = &mut rows[self.tokens.request[k] as usize];
             match slot {
                 None => *slot = Some((place.file, place.at, place.at)),
@@ -308,6 +328,38 @@ impl TraceBuilder {
             }
         }
         rows
+    }
+
+    /// The rows of the tokens to keep, by (request, index): the first of repeated indices (the others rejected),
+    /// none of the orphans (their request already [`NULL_U32`]).
+    fn token_order(&mut self) -> Vec<u32> {
+        let mut keyed: Vec<(u64, u32)> = (0..self.tokens.len())
+            .filter(|&i| self.tokens.request[i] != NULL_U32)
+            .map(|i| {
+                let key = (u64::from(self.tokens.request[i]) << 32) | u64::from(self.tokens.index[i]);
+                (key, i as u32)
+            })
+            .collect();
+        keyed.par_sort_by_key(|&(k, _)| k); // stable: among repeats, the first in the file stays first
+        let mut order: Vec<u32> = Vec::with_capacity(keyed.len());
+        let mut prev_key = None;
+        for &(key, i) in &keyed {
+            if prev_key == Some(key) {
+                let i = i as usize;
+                let req = self.tokens.request[i];
+                let reason = format!(
+                    "token index {} of request {:?} appears twice; the first is kept",
+                    self.tokens.index[i],
+                    self.labels.str_or_empty(self.requests.id[req as usize])
+                );
+                self.report
+                    .reject(duplicate(self.token_places[i], "token", "index", reason));
+                continue;
+            }
+            prev_key = Some(key);
+            order.push(i);
+        }
+        order
     }
 
     /// Why a stage or token naming request label `id` cannot be kept, when it cannot.
@@ -380,6 +432,14 @@ impl TraceBuilder {
             .enumerate()
             .map(|(row, &id)| (id, row as u32))
             .collect();
+        // The same by label id, dense: looked up once per stage and token.
+        let mut row_of_label = vec![NULL_U32; self.labels.len()];
+        for (row, &id) in self.requests.id.iter().enumerate() {
+            if let Some(slot) = row_of_label.get_mut(id as usize) {
+                *slot = row as u32;
+            }
+        }
+        let row_of = |label: u32| row_of_label.get(label as usize).copied().filter(|&r| r != NULL_U32);
 
         // Iterations by source, then start.
         let mut order: Vec<u32> = (0..u32::try_from(self.iterations.len()).unwrap_or(u32::MAX)).collect();
@@ -414,7 +474,7 @@ impl TraceBuilder {
         let mut keep: Vec<u32> = Vec::with_capacity(self.stages.len());
         for i in 0..self.stages.len() {
             let label = self.stages.request[i];
-            let Some(&row) = request_by_id.get(&label) else {
+            let Some(row) = row_of(label) else {
                 if window.is_some() {
                     not_read += 1;
                 } else {
@@ -440,50 +500,34 @@ impl TraceBuilder {
         self.stages.permute(&keep);
         trace.stage_start = starts_by_request(&self.stages.request, self.requests.len());
 
-        // Tokens: resolve the request, sort by (request, index), reject repeated indices.
-        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(self.tokens.len());
+        // Tokens: resolve the request, sort by (request, index), reject repeated indices. Tokens already in that
+        // order with no repeat and no orphan (what a writer of this format produces) keep their rows as they are.
+        let mut in_order = true;
+        let mut previous: Option<u64> = None;
         for i in 0..self.tokens.len() {
             let label = self.tokens.request[i];
-            let Some(&row) = request_by_id.get(&label) else {
+            let Some(row) = row_of(label) else {
                 if window.is_some() {
                     not_read += 1;
                 } else {
                     let r = self.orphan(label, self.token_places[i], "token");
                     self.report.reject(r);
                 }
+                self.tokens.request[i] = NULL_U32;
+                in_order = false;
                 continue;
             };
             self.tokens.request[i] = row;
-            keyed.push(((u64::from(row) << 32) | u64::from(self.tokens.index[i]), i as u32));
+            let key = (u64::from(row) << 32) | u64::from(self.tokens.index[i]);
+            in_order &= previous.is_none_or(|p| p < key);
+            previous = Some(key);
         }
-        if !keyed.is_sorted_by_key(|&(k, _)| k) {
-            keyed.sort_by_key(|&(k, _)| k); // stable: among repeats, the first in the file stays first
-        }
-        let mut order: Vec<u32> = Vec::with_capacity(keyed.len());
-        let mut prev_key = None;
-        for &(key, i) in &keyed {
-            if prev_key == Some(key) {
-                let i = i as usize;
-                let req = self.tokens.request[i];
-                let reason = format!(
-                    "token index {} of request {:?} appears twice; the first is kept",
-                    self.tokens.index[i],
-                    self.labels.str_or_empty(self.requests.id[req as usize])
-                );
-                self.report
-                    .reject(duplicate(self.token_places[i], "token", "index", reason));
-                continue;
-            }
-            prev_key = Some(key);
-            order.push(i);
-        }
-        drop(keyed);
-        let identity = order.iter().enumerate().all(|(k, &i)| k as u32 == i) && order.len() == self.tokens.len();
-        if !identity {
+        let order = (!in_order).then(|| self.token_order());
+        if let Some(order) = &order {
             let mut cands = Candidates::default();
             let mut starts = Vec::with_capacity(order.len() + 1);
             starts.push(0u32);
-            for &t in &order {
+            for &t in order {
                 let (a, b) = (
                     self.cand_start[t as usize] as usize,
                     self.cand_start[t as usize + 1] as usize,
@@ -493,22 +537,33 @@ impl TraceBuilder {
                 }
                 starts.push(u32::try_from(cands.len()).unwrap_or(u32::MAX));
             }
-            self.tokens.permute(&order);
+            self.tokens.permute(order);
             self.candidates = cands;
             self.cand_start = starts;
         }
         if let Some(files) = self.lazy_candidate_files.take() {
             trace.candidates_on_disk = Some(CandidatesOnDisk {
                 files,
-                rows: self.token_rows(&order),
+                rows: self.token_rows(order.as_deref()),
             });
         }
+        // A request's next token is mostly in the step after its last one's, the next row of the table: tried
+        // before the map.
+        let mut last_row = NULL_U32;
         for i in 0..self.tokens.len() {
             let n = self.tokens.iteration[i];
             if n != NULL_I64 {
                 let source = self.requests.source[self.tokens.request[i] as usize];
-                match iteration_row.get(&(source, n)) {
-                    Some(&row) => self.tokens.iter_row[i] = row,
+                let it = &self.iterations;
+                let next = [last_row.wrapping_add(1), last_row].into_iter().find(|&g| {
+                    let g = g as usize;
+                    g < it.len() && it.iteration[g] == n && it.source[g] == source
+                });
+                match next.or_else(|| iteration_row.get(&(source, n)).copied()) {
+                    Some(row) => {
+                        self.tokens.iter_row[i] = row;
+                        last_row = row;
+                    }
                     None if has_iterations => {
                         *missing_iterations.entry(self.tokens.request[i]).or_default() += 1;
                     }

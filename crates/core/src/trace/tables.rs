@@ -102,6 +102,17 @@ macro_rules! table {
                 $( self.$field.push(row.$field); )+
             }
 
+            /// Appends every row of `other`, column by column.
+            pub fn append(&mut self, other: &Self) {
+                $( self.$field.extend_from_slice(&other.$field); )+
+            }
+
+            /// Makes room for `additional` more rows in every column it can; false when some column could not
+            /// grow (the count was absurd, or memory short): the table then grows as rows come.
+            pub fn try_reserve(&mut self, additional: usize) -> bool {
+                true $( && self.$field.try_reserve(additional).is_ok() )+
+            }
+
             /// The row at `i`. Panics when `i` is out of range, like slice indexing: callers hold valid row ids.
             pub fn row(&self, i: usize) -> $row {
                 $row { $( $field: self.$field[i], )+ }

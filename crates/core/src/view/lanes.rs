@@ -48,7 +48,12 @@ pub struct Lanes {
     marks: Vec<Vec<(i64, Option<i64>)>>,
     /// Per request row of the trace, its lane (`u32::MAX`: not shown).
     lane_of: Vec<u32>,
+    /// Tells this packing from every other of the process: samples taken of one are not drawn for another.
+    id: u64,
 }
+
+/// The source of [`Lanes::id`].
+static NEXT_LANES_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Lanes {
     /// Packs `rows` (the requests shown) into lanes: by arrival, each request goes to the lowest-numbered lane that
@@ -96,6 +101,7 @@ impl Lanes {
             extents,
             marks,
             lane_of,
+            id: NEXT_LANES_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -162,52 +168,29 @@ impl Lanes {
         lo + e[lo..hi].partition_point(|&(_, end)| end < t_ns)
     }
 
-    /// Classes a run of point columns of lane `k`, one sample a column: `columns` samples from time `start_ns`,
-    /// `ns_per_column` apart, each the stage of the request alive then (seeking forward from the last), handed to
-    /// `run` as `(first column, end column, class)` for each run of one class. For lanes with more requests in view
-    /// than columns, where drawing each request would cost more than the pixels.
-    pub fn sample_runs(
-        &self,
-        k: usize,
-        start_ns: i64,
-        ns_per_column: f64,
-        columns: usize,
-        mut run: impl FnMut(usize, usize, u8),
-    ) {
+    /// Samples lane `k` on a grid of time columns: `out[c]` is 1 + the stage class of the request alive at the
+    /// middle of column `columns.start + c`, `origin_ns + (j + 0.5) * ns_per_column` for column `j`, or 0 when none
+    /// is. Seeks forward from the last sample's request, so a row of columns costs about one step each. For lanes
+    /// with more requests in view than point columns, where drawing each request would cost more than the pixels.
+    pub fn sample_columns(&self, k: usize, origin_ns: i64, ns_per_column: f64, columns: Range<i64>, out: &mut [u8]) {
         let e = self.extents(k);
-        let mut i = 0;
-        let mut current: Option<(usize, usize, u8)> = None;
-        for col in 0..columns {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-            let t = start_ns.saturating_add(((col as f64 + 0.5) * ns_per_column) as i64);
+        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+        let time = |j: i64| origin_ns.saturating_add(((j as f64 + 0.5) * ns_per_column) as i64);
+        let mut i = e.partition_point(|&(_, end)| end < time(columns.start));
+        for (j, slot) in columns.zip(out.iter_mut()) {
+            let t = time(j);
             if i < e.len() && e[i].1 < t {
                 i = self.seek(k, i, t);
             }
-            if i >= e.len() {
-                break;
-            }
-            let class = self.class_at(k, i, t);
-            match (class, &mut current) {
-                (Some(c), Some(r)) if r.2 == c && r.1 == col => r.1 = col + 1,
-                (Some(c), _) => {
-                    if let Some((c0, c1, cl)) = current.take() {
-                        run(c0, c1, cl);
-                    }
-                    current = Some((col, col + 1, c));
-                }
-                (None, _) => {
-                    if let Some((c0, c1, cl)) = current.take() {
-                        run(c0, c1, cl);
-                    }
-                }
-            }
-        }
-        if let Some((c0, c1, cl)) = current {
-            run(c0, c1, cl);
+            *slot = if i < e.len() {
+                self.class_at(k, i, t).map_or(0, |c| c + 1)
+            } else {
+                0
+            };
         }
     }
 
-    /// The lane of request `r`, when shown.
+    /// The lane of request `r`, when shown.    /// The lane of request `r`, when shown.
     pub fn lane_of(&self, r: u32) -> Option<usize> {
         self.lane_of
             .get(r as usize)
@@ -310,6 +293,85 @@ impl Runs {
     }
 }
 
+/// The runs of one class in samples of [`Lanes::sample_columns`], handed to `run` as `(first column, end column,
+/// class)`; columns with no request are in no run.
+pub fn class_runs(samples: &[u8], mut run: impl FnMut(usize, usize, u8)) {
+    let mut c0 = 0;
+    for c in 1..=samples.len() {
+        if c == samples.len() || samples[c] != samples[c0] {
+            if samples[c0] != 0 {
+                run(c0, c, samples[c0] - 1);
+            }
+            c0 = c;
+        }
+    }
+}
+
+/// Samples of lanes kept from frame to frame on a grid of time columns fixed to a time origin (see
+/// [`Lanes::sample_columns`]): panning at one zoom keeps the grid, so a frame samples only the columns that came
+/// into view, and copies the rest.
+#[derive(Debug, Clone, Default)]
+pub struct LaneSamples {
+    /// The packing, origin and column width the samples are of.
+    grid: Option<(u64, i64, u64)>,
+    /// Per lane, the columns it holds samples of and the samples.
+    lanes: Vec<(Range<i64>, Vec<u8>)>,
+    /// Samples taken by the last [`LaneSamples::lane`] calls since [`LaneSamples::grid`]: what a frame cost.
+    taken: usize,
+}
+
+impl LaneSamples {
+    /// Sets the grid for the calls that follow; samples of another grid are dropped.
+    pub fn grid(&mut self, lanes: &Lanes, origin_ns: i64, ns_per_column: f64) {
+        let grid = Some((lanes.id, origin_ns, ns_per_column.to_bits()));
+        if self.grid != grid {
+            self.grid = grid;
+            self.lanes.clear();
+        }
+        self.lanes.resize_with(lanes.len(), Default::default);
+        self.taken = 0;
+    }
+
+    /// The samples of lane `k` for `columns` of the grid, reusing the columns already held.
+    pub fn lane(&mut self, lanes: &Lanes, k: usize, columns: Range<i64>) -> &[u8] {
+        let Some((_, origin, bits)) = self.grid else {
+            return &[];
+        };
+        let Some((held, samples)) = self.lanes.get_mut(k) else {
+            return &[];
+        };
+        if *held != columns {
+            let n = usize::try_from(columns.end - columns.start).unwrap_or(0);
+            let mut fresh = vec![0u8; n];
+            let (a, b) = (columns.start.max(held.start), columns.end.min(held.end));
+            let (keep_from, keep_to) = if a < b { (a, b) } else { (columns.start, columns.start) };
+            if a < b {
+                let at = |j: i64, from: i64| usize::try_from(j - from).unwrap_or(0);
+                fresh[at(a, columns.start)..at(b, columns.start)]
+                    .copy_from_slice(&samples[at(a, held.start)..at(b, held.start)]);
+            }
+            let ns = f64::from_bits(bits);
+            for part in [columns.start..keep_from, keep_to..columns.end] {
+                if part.is_empty() {
+                    continue;
+                }
+                let from = usize::try_from(part.start - columns.start).unwrap_or(0);
+                let to = usize::try_from(part.end - columns.start).unwrap_or(0);
+                self.taken += to - from;
+                lanes.sample_columns(k, origin, ns, part, &mut fresh[from..to]);
+            }
+            *held = columns;
+            *samples = fresh;
+        }
+        samples
+    }
+
+    /// The samples taken since the grid was last set (the others were copied).
+    pub fn taken(&self) -> usize {
+        self.taken
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,16 +448,66 @@ mod tests {
         // 2 ms from 0: samples at 1, 3, .., 19 ms; 11 ms is r4's end, 13 ms is in r5.
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
         let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
-        let mut runs = Vec::new();
-        l.sample_runs(0, T0, 2.0 * MS as f64, 12, |a, b, c| runs.push((a, b, c)));
+        let runs_of = |samples: &[u8]| {
+            let mut runs = Vec::new();
+            class_runs(samples, |a, b, c| runs.push((a, b, c)));
+            runs
+        };
+        let mut samples = [9u8; 12];
+        l.sample_columns(0, T0, 2.0 * MS as f64, 0..12, &mut samples);
         let other = StageKind::Other as u8;
         // Columns 0..=9 (1 to 19 ms) are all inside some request; column 10 (21 ms) and 11 (23 ms) are past the end.
-        assert_eq!(runs, [(0, 10, other)]);
+        assert_eq!(
+            samples,
+            [other + 1; 10].into_iter().chain([0, 0]).collect::<Vec<_>>()[..]
+        );
+        assert_eq!(runs_of(&samples), [(0, 10, other)]);
         // A lane with a gap: lane 1 holds r1 2-5 and r2 5-8; from 0 in 1 ms columns: empty at 0.5 and 1.5 ms, then
         // 2.5 to 7.5 ms, then empty.
-        let mut runs = Vec::new();
-        l.sample_runs(1, T0, MS as f64, 10, |a, b, c| runs.push((a, b, c)));
-        assert_eq!(runs, [(2, 8, other)]);
+        let mut samples = [9u8; 10];
+        l.sample_columns(1, T0, MS as f64, 0..10, &mut samples);
+        assert_eq!(runs_of(&samples), [(2, 8, other)]);
+        // Columns -3..2 of the same grid: at -2.5 .. 1.5 ms, before anything.
+        let mut samples = [9u8; 5];
+        l.sample_columns(1, T0, MS as f64, -3..2, &mut samples);
+        assert_eq!(samples, [0; 5]);
+    }
+
+    #[test]
+    fn lane_samples_are_kept_while_panning_and_dropped_on_zoom() {
+        let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let fresh = |k: usize, columns: Range<i64>, ns: f64| {
+            let mut v = vec![0u8; usize::try_from(columns.end - columns.start).unwrap()];
+            l.sample_columns(k, T0, ns, columns, &mut v);
+            v
+        };
+        let mut cache = LaneSamples::default();
+        cache.grid(&l, T0, MS as f64);
+        assert_eq!(cache.lane(&l, 1, 0..10), fresh(1, 0..10, MS as f64));
+        assert_eq!(cache.taken(), 10);
+        // Panned by three columns: three new samples, the same figures as sampling afresh.
+        cache.grid(&l, T0, MS as f64);
+        assert_eq!(cache.lane(&l, 1, 3..13), fresh(1, 3..13, MS as f64));
+        assert_eq!(cache.taken(), 3);
+        // Back by five: five new ones (columns -2..3), 3..8 copied.
+        cache.grid(&l, T0, MS as f64);
+        assert_eq!(cache.lane(&l, 1, -2..8), fresh(1, -2..8, MS as f64));
+        assert_eq!(cache.taken(), 5);
+        // Far away: no overlap, all sampled. The same columns again: none.
+        cache.grid(&l, T0, MS as f64);
+        assert_eq!(cache.lane(&l, 0, 100..110), fresh(0, 100..110, MS as f64));
+        assert_eq!(cache.lane(&l, 0, 100..110), fresh(0, 100..110, MS as f64));
+        assert_eq!(cache.taken(), 10);
+        // Zoomed: another grid, everything sampled again.
+        cache.grid(&l, T0, 2.0 * MS as f64);
+        assert_eq!(cache.lane(&l, 0, 0..12), fresh(0, 0..12, 2.0 * MS as f64));
+        assert_eq!(cache.taken(), 12);
+        // Another packing of the same rows: its samples are not taken for this one's.
+        let again = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        cache.grid(&again, T0, 2.0 * MS as f64);
+        let _ = cache.lane(&again, 0, 0..12);
+        assert_eq!(cache.taken(), 12);
     }
 
     #[test]
