@@ -71,6 +71,13 @@ fn child(mode: &str, file: &Path) {
             drop(keep);
             return;
         }
+        // `tokenscope summary FILE` as the CLI runs it (candidates left on disk), its text thrown away.
+        "summary" => {
+            let slo = tokenscope::analysis::summary::Slo::default();
+            let out = tokenscope::cli::summary::run(file, false, slo, None, None);
+            keep = Box::new(out);
+            0
+        }
         "arrow" => {
             let f = std::fs::File::open(file).unwrap_or_else(|e| panic!("{e}"));
             let reader = ParquetRecordBatchReaderBuilder::try_new(f)
@@ -187,6 +194,7 @@ fn main() {
         &parquet,
         measure("lazy", &parquet, runs),
     );
+    let summary = print("tokenscope summary (CLI)", &parquet, measure("summary", &parquet, runs));
     let polars_pq = polars(&parquet, runs).map(|m| print("polars read_parquet (Python)", &parquet, m));
     // `--parquet-only`: the Parquet rows alone (the JSONL ones take minutes, polars' most of them).
     let jsonl_too = !args.iter().any(|a| a == "--parquet-only");
@@ -202,6 +210,7 @@ fn main() {
     );
     if let Some(p) = polars_pq {
         println!("tokenscope Parquet time / polars read_parquet:   {:.2}", ours_pq / p);
+        println!("tokenscope summary time / polars read_parquet:   {:.2}", summary / p);
     }
     if let (Some(ours), Some(p)) = (ours_jsonl, polars_jsonl) {
         println!("tokenscope JSONL time / polars read_ndjson:      {:.2}", ours / p);

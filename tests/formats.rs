@@ -636,3 +636,54 @@ fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with
     assert_eq!(summary_of(full), summary_of(&plain));
     assert_eq!(jsonl_text(full), jsonl_text(&plain));
 }
+
+#[test]
+fn a_jsonl_load_is_previewed_as_its_chunks_are_merged() {
+    // The demo's records, requests spread through the file, which is read in 2 MB chunks.
+    let demo = must_load(Path::new("sample_traces/demo.parquet")).trace;
+    let text = jsonl_text(&demo);
+    let (requests, others): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.contains(r#""kind":"request""#));
+    let per = others.len().div_ceil(requests.len());
+    let mut lines = Vec::new();
+    for (i, r) in requests.iter().enumerate() {
+        lines.push(*r);
+        lines.extend_from_slice(&others[(i * per).min(others.len())..((i + 1) * per).min(others.len())]);
+    }
+    let dir = tmp();
+    let path = dir.path().join("spread.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    assert!(
+        std::fs::metadata(&path).unwrap().len() > 4 << 20,
+        "more than two chunks"
+    );
+    let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
+    let heard = Arc::clone(&previews);
+    let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
+    let loaded = tokenscope::format::load_with(&path, &progress, tokenscope::format::LoadOptions::default()).unwrap();
+    let previews = previews.lock().unwrap();
+    // The first preview comes after the first chunk is merged (the next ones at most every four times a preview's
+    // cost: this small file's chunks merge faster than that, a real one's are hundreds of windows apart).
+    let counts: Vec<usize> = previews.iter().map(|p| p.request_count()).collect();
+    assert!(!counts.is_empty(), "no preview");
+    assert!(counts.is_sorted() && counts[0] < demo.request_count(), "{counts:?}");
+    let full = &loaded.trace;
+    for p in previews.iter() {
+        for r in 0..p.request_count() as u32 {
+            let f = full.request_row(p.request_id(r)).unwrap();
+            let (a, b) = (
+                tokenscope::analysis::metrics::request_metrics(p, r),
+                tokenscope::analysis::metrics::request_metrics(full, f),
+            );
+            assert_eq!((a.ttft_ns, a.e2e_ns), (b.ttft_ns, b.e2e_ns), "{}", p.request_id(r));
+        }
+    }
+    // The same trace as a load without previews (not byte for byte the demo's: JSON floats parse to within an
+    // ulp of what was written).
+    let plain = must_load(&path).trace;
+    assert_eq!((full.request_count(), full.token_count()), (309, 40_078));
+    assert_eq!(
+        jsonl_text(full),
+        jsonl_text(&plain),
+        "previews change nothing of the load"
+    );
+}

@@ -305,6 +305,7 @@ fn read_capped(
             || -> Result<Vec<Chunk>, LoadError> {
                 for part in previous {
                     b.merge(part?);
+                    progress.maybe_preview(b);
                 }
                 if done { Ok(Vec::new()) } else { read_window() }
             },
