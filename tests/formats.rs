@@ -590,6 +590,25 @@ fn a_directory_of_partitions_is_the_same_trace_as_one_file() {
     assert_eq!(jsonl_text(&original.trace), jsonl_text(&back.trace));
 }
 
+/// Asserts that every request a preview shows has the figures of the full trace: TTFT, E2E and queue time.
+fn previews_agree_with(previews: &[Arc<Trace>], full: &Trace) {
+    for p in previews {
+        for r in 0..p.request_count() as u32 {
+            let f = full.request_row(p.request_id(r)).unwrap();
+            let (a, b) = (
+                tokenscope::analysis::metrics::request_metrics(p, r),
+                tokenscope::analysis::metrics::request_metrics(full, f),
+            );
+            assert_eq!(
+                (a.ttft_ns, a.e2e_ns, a.queue_ns),
+                (b.ttft_ns, b.e2e_ns, b.queue_ns),
+                "{}",
+                p.request_id(r)
+            );
+        }
+    }
+}
+
 #[test]
 fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with_the_same_trace() {
     // The demo in row groups of 100 rows: its 309 requests and 16,585 steps come before its 40,078 tokens, so the
@@ -615,21 +634,7 @@ fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with
     assert_eq!((last.request_count(), last.iterations.len()), (309, 16_585));
     assert_eq!(last.token_count(), 0, "a preview holds no tokens");
     // Every request a preview shows has the figures of the full trace: times, lengths, TTFT and E2E.
-    for p in previews.iter() {
-        for r in 0..p.request_count() as u32 {
-            let f = full.request_row(p.request_id(r)).unwrap();
-            let (a, b) = (
-                tokenscope::analysis::metrics::request_metrics(p, r),
-                tokenscope::analysis::metrics::request_metrics(full, f),
-            );
-            assert_eq!(
-                (a.ttft_ns, a.e2e_ns, a.queue_ns),
-                (b.ttft_ns, b.e2e_ns, b.queue_ns),
-                "{}",
-                p.request_id(r)
-            );
-        }
-    }
+    previews_agree_with(&previews, full);
     assert_eq!(last.iterations.start_ns, full.iterations.start_ns);
     // And the load itself gives the trace a load without previews gives.
     let plain = must_load(&path).trace;
@@ -667,16 +672,7 @@ fn a_jsonl_load_is_previewed_as_its_chunks_are_merged() {
     assert!(!counts.is_empty(), "no preview");
     assert!(counts.is_sorted() && counts[0] < demo.request_count(), "{counts:?}");
     let full = &loaded.trace;
-    for p in previews.iter() {
-        for r in 0..p.request_count() as u32 {
-            let f = full.request_row(p.request_id(r)).unwrap();
-            let (a, b) = (
-                tokenscope::analysis::metrics::request_metrics(p, r),
-                tokenscope::analysis::metrics::request_metrics(full, f),
-            );
-            assert_eq!((a.ttft_ns, a.e2e_ns), (b.ttft_ns, b.e2e_ns), "{}", p.request_id(r));
-        }
-    }
+    previews_agree_with(&previews, full);
     // The same trace as a load without previews (not byte for byte the demo's: JSON floats parse to within an
     // ulp of what was written).
     let plain = must_load(&path).trace;

@@ -334,29 +334,22 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
         &busy_without_steps
     };
     let busy_of = |source: u32| busy.get(&source).copied().filter(|&b| b > 0.0);
-    (out.prefilling, out.holders) = rayon::join(
-        || {
-            let of = |request: u32| {
-                let (tokens, steps, _) = prefill.of[request as usize];
-                Prefilling { request, tokens, steps }
+    (out.prefilling, out.holders) = prefill
+        .touched
+        .par_iter()
+        .map(|&request| {
+            let (tokens, steps, held_ms) = prefill.of[request as usize];
+            let source = trace.requests.source[request as usize];
+            let holder = Holder {
+                request,
+                tokens,
+                held_ms,
+                share: busy_of(source).map_or(0.0, |b| held_ms / b),
+                delayed: None,
             };
-            prefill.touched.par_iter().map(|&r| of(r)).collect()
-        },
-        || {
-            let of = |request: u32| {
-                let (tokens, _, held_ms) = prefill.of[request as usize];
-                let source = trace.requests.source[request as usize];
-                Holder {
-                    request,
-                    tokens,
-                    held_ms,
-                    share: busy_of(source).map_or(0.0, |b| held_ms / b),
-                    delayed: None,
-                }
-            };
-            prefill.touched.par_iter().map(|&r| of(r)).collect()
-        },
-    );
+            (Prefilling { request, tokens, steps }, holder)
+        })
+        .unzip();
     out.keep_first(LIST_LIMIT);
 
     // Whom the largest holders delayed: other requests of their instance that waited, or stalled in decode,

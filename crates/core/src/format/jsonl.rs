@@ -607,10 +607,11 @@ mod tests {
         {\"kind\":\"token\",\"request_id\":\"b\",\"index\":0,\"emitted_ns\":\"soon\"}\n\
         \n";
 
-    fn read_with(chunk_bytes: usize) -> (String, Report) {
+    /// Reads `text` in chunks of `chunk_bytes`: the trace written back as JSONL, the report, the trace.
+    fn read_text(text: &str, chunk_bytes: usize) -> (String, Report, Trace) {
         let mut b = TraceBuilder::default();
         read_chunked(
-            TEXT.as_bytes(),
+            text.as_bytes(),
             Path::new("t.jsonl"),
             0,
             &mut b,
@@ -620,7 +621,7 @@ mod tests {
         .unwrap();
         let (trace, report) = b.finish();
         let written = write_to(&trace, Vec::new()).unwrap();
-        (String::from_utf8(written).unwrap(), report)
+        (String::from_utf8(written).unwrap(), report, trace)
     }
 
     #[test]
@@ -710,24 +711,7 @@ mod tests {
             ),
         ];
         let text = lines.join("\n");
-        let read = |chunk_bytes: usize| {
-            let mut b = TraceBuilder::default();
-            read_chunked(
-                text.as_bytes(),
-                Path::new("t.jsonl"),
-                0,
-                &mut b,
-                &Progress::default(),
-                chunk_bytes,
-            )
-            .unwrap();
-            let (trace, report) = b.finish();
-            (
-                String::from_utf8(write_to(&trace, Vec::new()).unwrap()).unwrap(),
-                report,
-                trace,
-            )
-        };
+        let read = |chunk_bytes: usize| read_text(&text, chunk_bytes);
         let (whole, report, trace) = read(usize::MAX);
         assert_eq!(trace.token_count(), 4);
         let a = trace.request_row("a").unwrap();
@@ -750,7 +734,7 @@ mod tests {
 
     #[test]
     fn chunks_parsed_apart_give_what_one_reading_gives() {
-        let (whole, report) = read_with(usize::MAX);
+        let (whole, report, _) = read_text(TEXT, usize::MAX);
         // 2 requests, 3 tokens kept; the duplicate of a, the array, the broken line and the bad time rejected, at
         // their lines (1-based, blank lines counted).
         assert!(whole.contains("\"request_id\":\"b\""), "{whole}");
@@ -758,7 +742,7 @@ mod tests {
         assert_eq!(lines, [4, 6, 7, 10]);
         // A chunk a line, and chunks of a few lines: the same trace, the same rejections.
         for size in [1, 100, 300] {
-            let (cut, cut_report) = read_with(size);
+            let (cut, cut_report, _) = read_text(TEXT, size);
             assert_eq!(cut, whole, "chunks of {size} bytes");
             assert_eq!(cut_report.rejected, report.rejected, "chunks of {size} bytes");
             assert_eq!(cut_report.records, report.records);
