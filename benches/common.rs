@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tokenscope::format::{LoadOptions, Progress, load_with, write};
+use tokenscope::format::write;
+use tokenscope::ingest::Progress;
+use tokenscope::load::{LoadOptions, load_with};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions, generate};
 use tokenscope::trace::Trace;

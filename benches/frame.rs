@@ -203,7 +203,7 @@ fn main() {
     // Click a request to its candidates shown: the microscope's figures, and the candidates read from the Parquet
     // file for that request only. 50 requests spread over the trace.
     let picks: Vec<u32> = (0..50).map(|k| (k * trace.request_count() / 50) as u32).collect();
-    let reader = tokenscope::format::open_candidates(&trace).unwrap_or_else(|e| panic!("{e}"));
+    let reader = tokenscope::load::open_candidates(&trace).unwrap_or_else(|e| panic!("{e}"));
     let mut times = Vec::with_capacity(picks.len());
     let mut tokens = 0;
     for &r in &picks {

@@ -13,7 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use tokenscope::format::{Progress, load};
+use tokenscope::ingest::Progress;
+use tokenscope::load::load;
 
 mod common;
 

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use tokenscope::format::{LoadOptions, Progress, load, load_with};
+use tokenscope::ingest::Progress;
+use tokenscope::load::{LoadOptions, load, load_with};
 use tokenscope::view::TraceView;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 

@@ -40,7 +40,7 @@ struct Args {
     compare: Option<PathBuf>,
     /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
     /// by default half this machine's memory. The message says which part of it fits.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::format::budget::parse_size)]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::load::budget::parse_size)]
     memory_budget: Option<u64>,
 }
 

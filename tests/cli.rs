@@ -423,7 +423,7 @@ fn synth_replays_a_trace_under_a_changed_configuration() {
         "{out}"
     );
     let load = |p: &str| {
-        tokenscope::format::load(Path::new(p), &tokenscope::format::Progress::default())
+        tokenscope::load::load(Path::new(p), &tokenscope::ingest::Progress::default())
             .unwrap()
             .trace
     };

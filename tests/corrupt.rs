@@ -36,7 +36,8 @@ fn decoder_panics_are_rejected_row_groups_and_never_printed() {
     }
 }
 
-use tokenscope::format::{LoadError, Progress, load};
+use tokenscope::ingest::{LoadError, Progress};
+use tokenscope::load::load;
 
 /// The four-request sample written as Parquet in row groups of `rows` rows, into `dir`.
 fn small_parquet(dir: &std::path::Path, rows: usize) -> (std::path::PathBuf, Vec<u8>) {
@@ -167,12 +168,12 @@ fn spans_whose_parents_form_a_cycle_are_walked_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cycle.otlp.json");
     std::fs::write(&path, &bytes[1..]).unwrap();
-    let options = tokenscope::format::LoadOptions {
+    let options = tokenscope::load::LoadOptions {
         from: Some(tokenscope::import::Kind::SglangOtlp),
-        ..tokenscope::format::LoadOptions::default()
+        ..tokenscope::load::LoadOptions::default()
     };
     // It ends, with what the file holds (the cut at a non-UTF-8 byte is reported).
-    let outcome = tokenscope::format::load_many(&[path.as_path()], &Progress::default(), options);
+    let outcome = tokenscope::load::load_many(&[path.as_path()], &Progress::default(), options);
     match outcome {
         Ok(l) => assert!(l.report.records > 0 || l.report.rejected_count() > 0 || l.trace.request_count() > 0),
         Err(e) => assert!(e.to_string().contains("cycle.otlp.json"), "{e}"),

@@ -11,7 +11,8 @@ use std::path::Path;
 use common::tokenscope;
 use serde_json::Value;
 use tokenscope::analysis::metrics::request_metrics;
-use tokenscope::format::{Progress, load};
+use tokenscope::ingest::Progress;
+use tokenscope::load::load;
 
 const LONG: &str = "sample_traces/long_prefill.jsonl";
 
@@ -174,7 +175,7 @@ fn bad_export_requests_say_what_is_wrong() {
 #[test]
 fn a_slice_of_a_trace_loaded_without_candidates_reads_them_back() {
     use tokenscope::format::parquet::{CandidateReader, write_with_row_groups};
-    use tokenscope::format::{LoadOptions, load_with};
+    use tokenscope::load::{LoadOptions, load_with};
     use tokenscope::trace::slice::{slice, slice_with};
     let eager = load(Path::new("sample_traces/eos_mistrigger.jsonl"), &Progress::default())
         .unwrap()

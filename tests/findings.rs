@@ -13,7 +13,8 @@ use tokenscope::analysis::findings::{
     truncation,
 };
 use tokenscope::analysis::summary::{Slo, summarize_all};
-use tokenscope::format::{LoadOptions, Progress, load, load_bytes, load_with};
+use tokenscope::ingest::Progress;
+use tokenscope::load::{LoadOptions, load, load_bytes, load_with};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions, generate};
 use tokenscope::trace::Trace;

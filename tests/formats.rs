@@ -12,7 +12,9 @@ use parquet::arrow::ArrowWriter;
 use tokenscope::analysis::summary::{Slo, summarize_all};
 use tokenscope::cli::summary::summary_json;
 use tokenscope::format::records::for_each_record;
-use tokenscope::format::{LoadError, Loaded, Progress, jsonl, load, write};
+use tokenscope::format::{jsonl, write};
+use tokenscope::ingest::{LoadError, Progress};
+use tokenscope::load::{Loaded, load};
 use tokenscope::trace::Trace;
 use tokenscope::trace::report::Problem;
 
@@ -444,7 +446,8 @@ fn an_unknown_format_version_is_a_warning() {
 
 #[test]
 fn candidates_left_on_disk_read_per_request_equal_the_eager_ones() {
-    use tokenscope::format::{LoadOptions, load_with, parquet::read_request_candidates};
+    use tokenscope::format::parquet::read_request_candidates;
+    use tokenscope::load::{LoadOptions, load_with};
     let eager = must_load(Path::new("sample_traces/eos_mistrigger.jsonl"));
     let dir = tmp();
     let pq = dir.path().join("groups.parquet");
@@ -620,7 +623,7 @@ fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with
     let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
     let heard = Arc::clone(&previews);
     let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
-    let loaded = tokenscope::format::load_with(&path, &progress, tokenscope::format::LoadOptions::default()).unwrap();
+    let loaded = tokenscope::load::load_with(&path, &progress, tokenscope::load::LoadOptions::default()).unwrap();
     let full = &loaded.trace;
     let previews = previews.lock().unwrap();
     assert!(previews.len() >= 2, "{} previews", previews.len());
@@ -664,7 +667,7 @@ fn a_jsonl_load_is_previewed_as_its_chunks_are_merged() {
     let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
     let heard = Arc::clone(&previews);
     let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
-    let loaded = tokenscope::format::load_with(&path, &progress, tokenscope::format::LoadOptions::default()).unwrap();
+    let loaded = tokenscope::load::load_with(&path, &progress, tokenscope::load::LoadOptions::default()).unwrap();
     let previews = previews.lock().unwrap();
     // The first preview comes after the first chunk is merged (the next ones at most every four times a preview's
     // cost: this small file's chunks merge faster than that, a real one's are hundreds of windows apart).

@@ -617,7 +617,8 @@ fn the_timeline_follows_the_waterfall_and_a_drag_across_it_selects_a_range() {
 #[test]
 fn a_dataset_shows_what_it_holds_and_opens_the_part_chosen() {
     use tokenscope::format::partition::{PartitionKey, write_partitioned};
-    use tokenscope::format::{Progress, load};
+    use tokenscope::ingest::Progress;
+    use tokenscope::load::load;
     // The demo cut by hour and source: one hour, two instances, two files.
     let demo = load(std::path::Path::new("sample_traces/demo.parquet"), &Progress::default())
         .unwrap()
@@ -951,7 +952,7 @@ fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request
 #[test]
 fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
     // The demo in row groups of 100 rows: a load of some 450 row groups, whose requests come first.
-    let demo = tokenscope::format::load(std::path::Path::new("sample_traces/demo.parquet"), &Default::default())
+    let demo = tokenscope::load::load(std::path::Path::new("sample_traces/demo.parquet"), &Default::default())
         .unwrap()
         .trace;
     let dir = tempfile::tempdir().unwrap();

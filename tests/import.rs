@@ -10,8 +10,9 @@ use std::path::Path;
 
 use tokenscope::analysis::metrics::request_metrics;
 use tokenscope::analysis::summary::{Slo, summarize_all};
-use tokenscope::format::{Loaded, Progress, load};
 use tokenscope::import::{Kind, sniff};
+use tokenscope::ingest::Progress;
+use tokenscope::load::{Loaded, load};
 use tokenscope::trace::report::Problem;
 
 fn must_load(path: &str) -> Loaded {
@@ -603,13 +604,13 @@ fn otlp_protobuf_gives_the_same_trace_as_its_json() {
     std::fs::write(&cut, &framed[..framed.len() / 2]).unwrap();
     assert!(matches!(
         load(&cut, &Progress::default()),
-        Err(tokenscope::format::LoadError::UnknownFormat { .. })
+        Err(tokenscope::ingest::LoadError::UnknownFormat { .. })
     ));
-    let options = tokenscope::format::LoadOptions {
+    let options = tokenscope::load::LoadOptions {
         from: Some(Kind::SglangOtlp),
         ..Default::default()
     };
-    let l = tokenscope::format::load_with(&cut, &Progress::default(), options).unwrap();
+    let l = tokenscope::load::load_with(&cut, &Progress::default(), options).unwrap();
     assert_eq!(l.trace.request_count(), 0);
     assert_eq!(l.report.rejected[0].problem, Problem::Malformed);
     assert!(

@@ -24,9 +24,10 @@ use std::path::Path;
 
 use tokenscope::analysis::metrics::request_metrics;
 use tokenscope::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
-use tokenscope::format::{Progress, load};
+use tokenscope::ingest::Progress;
+use tokenscope::load::load;
 
-fn four_requests() -> tokenscope::format::Loaded {
+fn four_requests() -> tokenscope::load::Loaded {
     match load(Path::new("sample_traces/four_requests.jsonl"), &Progress::default()) {
         Ok(l) => l,
         Err(e) => panic!("the sample trace loads: {e}"),

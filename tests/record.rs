@@ -258,7 +258,7 @@ fn the_raw_capture_opens_as_the_same_trace() {
         tokenscope::import::sniff(&raw),
         Some(tokenscope::import::Kind::OpenaiStream)
     );
-    let back = tokenscope::format::load(&raw, &tokenscope::format::Progress::default()).unwrap();
+    let back = tokenscope::load::load(&raw, &tokenscope::ingest::Progress::default()).unwrap();
     assert_eq!(back.trace.request_count(), 3);
     assert_eq!(back.trace.token_count(), rec.trace.token_count());
     let times = |t: &Trace| (0..t.token_count()).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
@@ -297,7 +297,7 @@ fn the_command_line_writes_the_trace_and_rejects_bad_arguments() {
         stderr.contains(":2: not JSON"),
         "the bad prompt line is named: {stderr}"
     );
-    let back = tokenscope::format::load(&out, &tokenscope::format::Progress::default()).unwrap();
+    let back = tokenscope::load::load(&out, &tokenscope::ingest::Progress::default()).unwrap();
     assert_eq!(back.trace.token_count(), 4 * 6);
     assert_eq!(back.trace.meta.eos_token_ids.as_deref(), Some(&[1][..]));
 

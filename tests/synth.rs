@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use tokenscope::analysis::metrics::{itl_ns, request_metrics};
-use tokenscope::format::{Progress, load, write};
+use tokenscope::format::write;
+use tokenscope::ingest::Progress;
+use tokenscope::load::load;
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::scenarios::{
     BIG_PREFILL_ID, LONG_ID, LONG_INPUT, MISTRIGGER_AT, MISTRIGGER_ID, SHORT_ID, T0_NS, VICTIM_ID,
@@ -288,7 +290,7 @@ fn committed_samples_contain_their_incidents() {
     assert_prefill_interrupts_decode(&demo);
     assert_eos_mistrigger(&demo);
     assert_long_prefill(&demo);
-    let embedded = tokenscope::format::load_bytes("demo.parquet", tokenscope::ui::DEMO_TRACE).unwrap();
+    let embedded = tokenscope::load::load_bytes("demo.parquet", tokenscope::ui::DEMO_TRACE).unwrap();
     assert_eq!(embedded.trace.request_count(), demo.request_count());
 }
 

@@ -3,9 +3,9 @@
 //! `--partition-by`, as a hive-partitioned dataset (`OUT/date=../hour=../source=../part-0.parquet`).
 
 use super::{Output, thousands, validate};
-use crate::format::LoadOptions;
 use crate::format::partition::{PartitionKey, write_partitioned};
 use crate::import::Kind;
+use crate::load::LoadOptions;
 
 /// `tokenscope convert`: reads the inputs as one trace and writes it; rejected records are reported on stderr and
 /// not written, and what the importers noted is printed.

@@ -15,7 +15,7 @@ use crate::analysis::diff::{
 use crate::analysis::findings::{Finding, Thresholds};
 use crate::analysis::stats::Unit;
 use crate::analysis::summary::{GroupBy, Summary};
-use crate::format::Loaded;
+use crate::load::Loaded;
 use crate::trace::Trace;
 
 /// What `diff` was asked.

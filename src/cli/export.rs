@@ -40,7 +40,7 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
             output.display()
         ));
     }
-    let loaded = match super::load(&[input], crate::format::LoadOptions::default()) {
+    let loaded = match super::load(&[input], crate::load::LoadOptions::default()) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };

@@ -22,7 +22,8 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::format::window::Window;
-use crate::format::{LoadError, LoadOptions, Loaded, Progress};
+use crate::ingest::{LoadError, Progress};
+use crate::load::{LoadOptions, Loaded};
 
 /// The window of this run (`--from-time`, `--to-time`, `--where`): every load of a command reads only it.
 static WINDOW: OnceLock<Window> = OnceLock::new();
@@ -45,15 +46,15 @@ static BUDGET: OnceLock<u64> = OnceLock::new();
 /// Sets the memory budget of this run's loads (once, from the command line); none given: half the machine's
 /// memory.
 pub fn set_budget(budget: Option<u64>) {
-    let _ = BUDGET.set(budget.unwrap_or_else(crate::format::budget::default_budget));
+    let _ = BUDGET.set(budget.unwrap_or_else(crate::load::budget::default_budget));
 }
 
 /// The Parquet files of `path` a command reads out of core: those of the run's window.
 ///
 /// # Errors
-/// As [`crate::format::parquet_files`], or the window's filters name no key of the dataset or leave no file.
+/// As [`crate::load::parquet_files`], or the window's filters name no key of the dataset or leave no file.
 pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
-    let files = crate::format::parquet_files(path)?;
+    let files = crate::load::parquet_files(path)?;
     match window() {
         Some(w) if path.is_dir() => w.choose_files(path, files).map_err(|message| LoadError::Window {
             path: path.display().to_string(),
@@ -90,10 +91,10 @@ pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadErr
     }
     let progress = Progress::default();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        return crate::format::load_many(paths, &progress, options);
+        return crate::load::load_many(paths, &progress, options);
     }
     std::thread::scope(|scope| {
-        let loading = scope.spawn(|| crate::format::load_many(paths, &progress, options));
+        let loading = scope.spawn(|| crate::load::load_many(paths, &progress, options));
         let start = std::time::Instant::now();
         let mut bar: Option<indicatif::ProgressBar> = None;
         while !loading.is_finished() {

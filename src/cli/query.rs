@@ -77,9 +77,9 @@ pub fn run_out_of_core(path: &Path, sql_text: &str, format: Format) -> Output {
 
 /// Runs `sql` over the trace at `path`. Its candidates are read only when the query names the `candidates` table.
 pub fn run(path: &Path, sql_text: &str, format: Format) -> Output {
-    let options = crate::format::LoadOptions {
+    let options = crate::load::LoadOptions {
         lazy_candidates: !sql::tables_of(sql_text).contains(&Table::Candidates),
-        ..crate::format::LoadOptions::default()
+        ..crate::load::LoadOptions::default()
     };
     let loaded = match super::load(&[path], options) {
         Ok(l) => l,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::{Output, validate};
 use crate::analysis::findings::{Thresholds, find};
 use crate::analysis::summary::Slo;
-use crate::format::LoadOptions;
+use crate::load::LoadOptions;
 use crate::trace::{CandidateSource, Trace};
 use crate::ui::capture;
 use crate::ui::render::{Scene, Size, View, check, render};
@@ -107,7 +107,7 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };
-    let reader = match crate::format::open_candidates(&loaded.trace) {
+    let reader = match crate::load::open_candidates(&loaded.trace) {
         Ok(r) => r,
         Err(e) => return validate::fatal(&e, false),
     };

@@ -179,9 +179,9 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
         Some(Err(e)) => return Output::error(e, 2),
     };
     // No figure of the summary needs a candidate: a Parquet trace's stay on disk, as the app leaves them.
-    let options = crate::format::LoadOptions {
+    let options = crate::load::LoadOptions {
         lazy_candidates: true,
-        ..crate::format::LoadOptions::default()
+        ..crate::load::LoadOptions::default()
     };
     let loaded = match super::load(&[path], options) {
         Ok(l) => l,

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{Output, thousands};
-use crate::format::{self, LoadOptions};
+use crate::format;
+use crate::load::LoadOptions;
 use crate::synth::overrides::{MAX_BATCHED_TOKENS, MAX_INSTANCES, MAX_PREFIX_CACHE_TOKENS, MAX_SEQS};
 use crate::synth::{Overrides, Profile, Setting, SynthOptions, generate_with, replay_trace};
 use crate::trace::Trace;

@@ -25,9 +25,9 @@ pub fn parse_every(text: &str) -> Result<Duration, String> {
 /// Computes the timeline of the trace at `path`; buckets of `every`, or the round width that makes at most
 /// [`AUTO_BUCKETS`] of them.
 pub fn run(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, format: Format) -> Output {
-    let options = crate::format::LoadOptions {
+    let options = crate::load::LoadOptions {
         lazy_candidates: true,
-        ..crate::format::LoadOptions::default()
+        ..crate::load::LoadOptions::default()
     };
     let loaded = match super::load(&[path], options) {
         Ok(l) => l,

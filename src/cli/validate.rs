@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{Output, thousands};
-use crate::format::LoadError;
+use crate::ingest::LoadError;
 use crate::trace::report::{Encoding, Report};
 
 /// The JSON form of a report: `{records, kept, rejected: [...], rejected_total, rejected_by_kind, warnings: [...],
@@ -123,7 +123,7 @@ pub fn report_text(report: &Report) -> String {
 
 /// Runs `validate`.
 pub fn run(path: &Path, as_json: bool) -> Output {
-    match super::load(&[path], crate::format::LoadOptions::default()) {
+    match super::load(&[path], crate::load::LoadOptions::default()) {
         Ok(loaded) => Output {
             stdout: if as_json {
                 format!("{:#}\n", report_json(&loaded.report, None))

@@ -20,8 +20,8 @@ use rand_distr::Distribution;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::format::raw::Val;
 use crate::import::{Kind, Sink, ok, openai, text};
+use crate::ingest::raw::Val;
 use crate::trace::report::{Encoding, SourceFile};
 use crate::trace::{Trace, TraceBuilder};
 use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
@@ -385,7 +385,7 @@ pub fn build_trace(
     }
     meta.created_ns = ok(Clock::default().now_ns());
     meta.clock = text("client");
-    crate::format::validate::ingest(&meta, crate::trace::report::Place { file: 0, at: 0 }, &mut b);
+    crate::ingest::validate::ingest(&meta, crate::trace::report::Place { file: 0, at: 0 }, &mut b);
     b.report.records -= 1;
 
     let mut added_eos = 0usize;

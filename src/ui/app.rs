@@ -25,7 +25,10 @@ use super::waterfall;
 use crate::analysis::cost::Prices;
 use crate::analysis::findings::Thresholds;
 use crate::analysis::summary::Slo;
-use crate::format::{self, LoadError, Loaded, Progress};
+use crate::format;
+use crate::ingest::{LoadError, Progress};
+use crate::load;
+use crate::load::Loaded;
 use crate::trace::CandidateSource;
 use crate::view::lanes::TrackLayout;
 use crate::view::layout::TrackOrder;
@@ -275,7 +278,7 @@ impl App {
         self.settings
             .memory_budget_gb
             .filter(|gb| *gb > 0.0)
-            .map_or_else(format::budget::default_budget, |gb| (gb * 1e9) as u64)
+            .map_or_else(load::budget::default_budget, |gb| (gb * 1e9) as u64)
     }
 
     /// Sets the memory budget, GB (`None`: half this machine's memory); kept between runs.
@@ -317,30 +320,30 @@ impl App {
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) => format::load_with(
+                TraceSource::Path(p) => load::load_with(
                     &p,
                     &progress,
-                    format::LoadOptions {
+                    load::LoadOptions {
                         lazy_candidates: true,
                         budget: Some(budget),
-                        ..format::LoadOptions::default()
+                        ..load::LoadOptions::default()
                     },
                 ),
-                TraceSource::Part(p, window) => format::load_with(
+                TraceSource::Part(p, window) => load::load_with(
                     &p,
                     &progress,
-                    format::LoadOptions {
+                    load::LoadOptions {
                         lazy_candidates: true,
                         window: Some(Arc::new(window)),
                         budget: Some(budget),
-                        ..format::LoadOptions::default()
+                        ..load::LoadOptions::default()
                     },
                 ),
-                TraceSource::Demo => format::load_bytes(DEMO_NAME, DEMO_TRACE),
+                TraceSource::Demo => load::load_bytes(DEMO_NAME, DEMO_TRACE),
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
             result.and_then(|loaded| {
-                let reader = format::open_candidates(&loaded.trace)?;
+                let reader = load::open_candidates(&loaded.trace)?;
                 Ok((loaded, reader))
             })
         });
@@ -1090,7 +1093,7 @@ impl App {
                 ui.horizontal(|ui| {
                     let mut gb = self.settings.memory_budget_gb.unwrap_or_else(|| {
                         #[allow(clippy::cast_precision_loss)] // display
-                        let half = format::budget::default_budget() as f64 / 1e9;
+                        let half = load::budget::default_budget() as f64 / 1e9;
                         (half * 10.0).round() / 10.0
                     });
                     let label = ui.label("Memory budget");

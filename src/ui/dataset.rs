@@ -8,9 +8,8 @@ use std::path::{Path, PathBuf};
 
 use eframe::egui::{self, RichText, Ui};
 use tokenscope_core::analysis::stats::thousands;
-use tokenscope_core::format::LoadError;
 use tokenscope_core::format::window::{self, Survey, Window};
-use tokenscope_core::format::{self as fmt};
+use tokenscope_core::ingest::LoadError;
 
 use super::job::Job;
 use super::session::TraceSource;
@@ -21,7 +20,7 @@ use super::session::TraceSource;
 /// # Errors
 /// A footer cannot be read.
 pub fn survey(path: &Path) -> Result<Option<Survey>, String> {
-    match fmt::survey(path) {
+    match tokenscope_core::load::survey(path) {
         Ok(s) if s.files >= 2 => Ok(Some(s)),
         Ok(_)
         | Err(LoadError::NotParquet { .. } | LoadError::UnknownFormat { .. } | LoadError::EmptyDirectory { .. }) => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use eframe::egui::{self, RichText, Ui};
 
 use super::waterfall::{self, WaterfallState};
-use crate::format::Progress;
+use crate::ingest::Progress;
 use crate::trace::Trace;
 use crate::view::TraceView;
 use crate::view::lanes::TrackLayout;

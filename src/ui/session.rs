@@ -18,7 +18,7 @@ use super::stats::StatsState;
 use super::waterfall::{self, WaterfallState};
 use crate::analysis::interference::{Interference, interference_indexed};
 use crate::analysis::range_index::RangeIndex;
-use crate::format::Loaded;
+use crate::load::Loaded;
 use crate::trace::CandidateSource;
 use crate::trace::report::Report;
 use crate::view::TraceView;

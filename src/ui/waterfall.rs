@@ -1167,7 +1167,7 @@ mod tests {
         }
         let mut b = crate::trace::TraceBuilder::default();
         let text = lines.join("\n");
-        let progress = crate::format::Progress::default();
+        let progress = crate::ingest::Progress::default();
         crate::format::jsonl::read_from(text.as_bytes(), std::path::Path::new("t.jsonl"), 0, &mut b, &progress)
             .expect("the test's records are valid");
         let trace = std::sync::Arc::new(b.finish().0);

@@ -10,6 +10,8 @@ pub mod analysis;
 pub mod corpus;
 pub mod format;
 pub mod import;
+pub mod ingest;
+pub mod load;
 pub mod synth;
 #[cfg(test)]
 mod test_support;

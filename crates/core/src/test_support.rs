@@ -1,6 +1,7 @@
 //! What the unit tests share: the committed sample traces, loaded.
 
-use crate::format::{Progress, load};
+use crate::ingest::Progress;
+use crate::load::load;
 use crate::trace::Trace;
 
 /// A trace of `sample_traces/`, loaded whole; panics (fails the test) when it does not load.

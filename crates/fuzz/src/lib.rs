@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use arbitrary::{Arbitrary, Unstructured};
-use tokenscope_core::format::{LoadOptions, Progress, load_many};
 use tokenscope_core::import::Kind;
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{LoadOptions, load_many};
 
 /// The fuzz targets, by name (a folder of `fuzz/corpus/` each).
 pub const TARGETS: [&str; 5] = ["jsonl", "parquet", "import", "records", "sse"];

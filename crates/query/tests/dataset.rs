@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use tokenscope_core::analysis::metrics::Distribution;
 use tokenscope_core::analysis::summary::{Slo, Summary, summarize_all};
 use tokenscope_core::format::partition::{PartitionKey, write_partitioned};
-use tokenscope_core::format::{Progress, load, parquet_files};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{load, parquet_files};
 use tokenscope_query::dataset::{summarize_files, summarize_files_keeping};
 
 fn demo() -> PathBuf {

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use tokenscope_core::format::{Progress, load};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::load;
 use tokenscope_query::{run, tables};
 
 fn doc() -> String {

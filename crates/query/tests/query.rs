@@ -10,7 +10,8 @@
 
 use std::path::Path;
 
-use tokenscope_core::format::{Progress, load};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::load;
 use tokenscope_core::trace::Trace;
 use tokenscope_query::{Cell, Rows, Table, run};
 

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use tokenscope_core::analysis::summary::{GroupBy, Slo, summarize_all};
-use tokenscope_core::format::{Progress, load, load_bytes};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{load, load_bytes};
 use tokenscope_core::trace::Trace;
 use tokenscope_query::{Cell, Rows, TimelineOptions, auto_every, timeline};
 
@@ -198,7 +199,8 @@ fn assert_same_rows(a: &Rows, b: &Rows, what: &str) {
 #[test]
 fn out_of_core_the_timeline_of_the_files_is_the_loaded_traces() {
     use tokenscope_core::format::partition::{PartitionKey, write_partitioned};
-    use tokenscope_core::format::{parquet_files, write};
+    use tokenscope_core::format::write;
+    use tokenscope_core::load::parquet_files;
     use tokenscope_query::dataset::timeline_files;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     // The hand-built trace as one Parquet file, in half seconds, whole and by app.

@@ -720,7 +720,7 @@ mod tests {
             Err(e) => panic!("{e}"),
         };
         std::io::Write::write_all(&mut file, lines.join("\n").as_bytes()).unwrap();
-        crate::format::load(file.path(), &crate::format::Progress::default())
+        crate::load::load(file.path(), &crate::ingest::Progress::default())
             .unwrap()
             .trace
     }

@@ -261,7 +261,8 @@ fn invisible(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Progress, load};
+    use crate::ingest::Progress;
+    use crate::load::load;
 
     fn four() -> Trace {
         crate::test_support::sample("four_requests.jsonl")

@@ -6,10 +6,10 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-use super::raw::{Field, RawCandidate, RawRecord, Val};
 use super::records::for_each_record;
-use super::validate::ingest;
-use super::{LoadError, Progress};
+use crate::ingest::raw::{Field, RawCandidate, RawRecord, Val};
+use crate::ingest::validate::ingest;
+use crate::ingest::{LoadError, Progress};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{Trace, TraceBuilder};
 

@@ -27,12 +27,12 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
 use rayon::prelude::*;
 
-use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use super::records::for_each_record;
 use super::schema::{self, CANDIDATE_FIELDS, CANDIDATES, EOS_TOKEN_IDS, KIND, SCALAR_FIELDS};
-use super::validate::ingest;
 use super::window::{self, Window};
-use super::{LoadError, Progress};
+use crate::ingest::raw::{Field, Found, RawCandidate, RawRecord, Val};
+use crate::ingest::validate::ingest;
+use crate::ingest::{LoadError, Progress};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{Flag, NULL_U32, OwnedCandidate, Trace, TraceBuilder};
 
@@ -1249,6 +1249,30 @@ impl TraceWriter {
         self.writer.close()?;
         Ok(())
     }
+}
+
+/// The meta record's `clock` as the footer's statistics give it (the column's largest value over the row groups),
+/// without reading a record: `client` for a recording. `None` when the file has no such column or statistics, or
+/// cannot be read (the load then says why).
+pub fn footer_clock(path: &Path) -> Option<String> {
+    use parquet::file::statistics::Statistics;
+    let f = File::open(path).ok()?;
+    let meta = super::quiet::catch(|| ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()))
+        .ok()?
+        .ok()?;
+    let mut found: Option<String> = None;
+    for rg in meta.metadata().row_groups() {
+        for c in rg.columns().iter().filter(|c| c.column_path().string() == "clock") {
+            if let Some(Statistics::ByteArray(s)) = c.statistics()
+                && let Some(hi) = s.max_opt()
+                && let Ok(v) = std::str::from_utf8(hi.data())
+                && found.as_deref().is_none_or(|f| v > f)
+            {
+                found = Some(v.to_owned());
+            }
+        }
+    }
+    found
 }
 
 /// What a file's footer says, without reading a record.

@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
-use super::raw::{Field, RawCandidate, RawRecord, Val};
 use super::schema::{FORMAT_NAME, FORMAT_VERSION};
+use crate::ingest::raw::{Field, RawCandidate, RawRecord, Val};
 use crate::trace::{Flag, NO_STR, Trace, opt_f64, opt_i64, opt_u32};
 
 fn s(v: &str) -> Field<Cow<'_, str>> {
@@ -95,6 +95,7 @@ pub fn request_record(trace: &Trace, r: usize) -> RawRecord<'_> {
         server_queue_ns: int(q.server_queue_ns),
         server_ttft_ns: int(q.server_ttft_ns),
         server_decode_ns: int(q.server_decode_ns),
+        sent_ns: int(q.sent_ns),
         ..RawRecord::default()
     }
 }
@@ -168,6 +169,7 @@ pub fn token_record(trace: &Trace, t: usize) -> RawRecord<'_> {
         special: flag(tok.special),
         logprob: float(opt_f64(tok.logprob)),
         rank: count(opt_u32(tok.rank)),
+        received_ns: int(opt_i64(tok.received_ns)),
         candidates,
         ..RawRecord::default()
     }

@@ -1,7 +1,7 @@
 //! The one place the trace format's column names and types live (format version 1, `docs/TRACE_FORMAT.md`).
 //!
 //! [`scalar_fields!`] lists every scalar field once; the Parquet reader and writer, the JSONL writer and the Arrow
-//! schema are generated from it, and the compiler checks each name against [`RawRecord`](super::raw::RawRecord).
+//! schema are generated from it, and the compiler checks each name against [`RawRecord`](crate::ingest::raw::RawRecord).
 //! The two list fields, `eos_token_ids` and `candidates`, are handled beside it.
 
 use std::sync::Arc;
@@ -62,7 +62,7 @@ macro_rules! scalar_fields {
             (input_tokens, Int), (cached_tokens, Int), (context_tokens, Int), (output_tokens, Int),
             (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
             (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
-            (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int),
+            (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int), (sent_ns, Int),
             // iteration
             (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
             (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
@@ -72,7 +72,7 @@ macro_rules! scalar_fields {
             (stage, Str), (tokens, Int),
             // token
             (index, Int), (emitted_ns, Int), (token_id, Int), (text, Str), (special, Bool), (logprob, Float),
-            (rank, Int)
+            (rank, Int), (received_ns, Int)
         }
     };
 }
@@ -131,6 +131,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "server_queue_ns",
             "server_ttft_ns",
             "server_decode_ns",
+            "sent_ns",
         ],
         "iteration" => &[
             "kind",
@@ -170,6 +171,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "special",
             "logprob",
             "rank",
+            "received_ns",
         ],
         _ => &[],
     }

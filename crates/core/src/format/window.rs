@@ -409,7 +409,9 @@ mod tests {
 
     #[test]
     fn a_window_late_in_a_file_skips_the_row_groups_before_it_and_keeps_its_records_whole() {
-        use crate::format::{LoadOptions, Progress, load, load_with, parquet::write_with_row_groups};
+        use crate::format::parquet::write_with_row_groups;
+        use crate::ingest::Progress;
+        use crate::load::{LoadOptions, load, load_with};
         let demo_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet");
         let demo = load(&demo_path, &Progress::default())
             .map(|l| l.trace)

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::{Sink, float_of, int_of, ns_from_ms, ok, record, text};
 use crate::format::jsonl::for_each_line;
-use crate::format::{LoadError, Progress};
+use crate::ingest::{LoadError, Progress};
 use crate::trace::report::Problem;
 
 /// One line of `profile_export.jsonl`.

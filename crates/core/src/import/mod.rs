@@ -15,9 +15,9 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
-use crate::format::raw::{Field, RawRecord, Val};
-use crate::format::validate::ingest;
-use crate::format::{LoadError, Progress};
+use crate::ingest::raw::{Field, RawRecord, Val};
+use crate::ingest::validate::ingest;
+use crate::ingest::{LoadError, Progress};
 use crate::trace::TraceBuilder;
 use crate::trace::report::{Place, Problem, Rejection};
 

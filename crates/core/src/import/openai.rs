@@ -412,7 +412,7 @@ pub fn add_exchange(
     at: u64,
 ) -> bool {
     use super::{ok, record, text};
-    use crate::format::raw::Val;
+    use crate::ingest::raw::Val;
     let ending = x.ending.unwrap_or(Ending::Done);
     let added = ending == Ending::Done && stream.reconcile(eos_ids.first().copied());
     let mut r = record("request");
@@ -474,8 +474,8 @@ pub fn read_capture(
     input: impl std::io::Read,
     path: &std::path::Path,
     sink: &mut super::Sink<'_>,
-    progress: &crate::format::Progress,
-) -> Result<(), crate::format::LoadError> {
+    progress: &crate::ingest::Progress,
+) -> Result<(), crate::ingest::LoadError> {
     use crate::trace::report::Problem;
     let mut added = 0u64;
     let mut first_ns: Option<i64> = None;
@@ -530,7 +530,7 @@ pub fn read_capture(
 /// Adds the stream's tokens as token records of `request_id`, their candidates with them; `eos_ids` mark the
 /// special ones (an added end-of-sequence token is special whatever its id).
 pub fn add_tokens(stream: &Stream, request_id: &str, eos_ids: &[u32], sink: &mut super::Sink<'_>, at: u64) {
-    use crate::format::raw::{RawCandidate, Val};
+    use crate::ingest::raw::{RawCandidate, Val};
     for (index, t) in stream.tokens.iter().enumerate() {
         let mut r = super::record("token");
         r.request_id = super::text(request_id.to_owned());

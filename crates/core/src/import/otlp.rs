@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::{Sink, int_of};
 use crate::format::jsonl::for_each_line;
-use crate::format::{LoadError, Progress};
+use crate::ingest::{LoadError, Progress};
 use crate::trace::report::Problem;
 
 /// One `ExportTraceServiceRequest`.

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::{Sink, float_of, int_of, ns_from_ms, ns_from_secs, ok, record, text};
 use crate::format::jsonl::for_each_line;
-use crate::format::{LoadError, Progress};
+use crate::ingest::{LoadError, Progress};
 use crate::trace::TraceBuilder;
 use crate::trace::report::{Place, Problem, Rejection};
 
@@ -442,7 +442,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
         it.num_reqs = s.scheduled.and_then(ok);
         it.num_waiting = s.queued.and_then(ok);
         it.kv_usage = s.kv_usage.and_then(ok);
-        crate::format::validate::ingest(&it, s.place, b);
+        crate::ingest::validate::ingest(&it, s.place, b);
         for r in &s.requests {
             let life = lives.entry(r.id.clone()).or_default();
             if life.first_seen.is_none() {
@@ -517,7 +517,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
             .then_some(life.prefill_position)
             .and_then(ok);
         r.output_tokens = ok(life.generated);
-        crate::format::validate::ingest(&r, place, b);
+        crate::ingest::validate::ingest(&r, place, b);
         for &(start, end, iter, tokens) in &life.prefills {
             let mut st = record("stage");
             st.request_id = text(id.clone());
@@ -526,7 +526,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
             st.end_ns = ok(end);
             st.iteration = ok(iter);
             st.tokens = ok(tokens);
-            crate::format::validate::ingest(&st, place, b);
+            crate::ingest::validate::ingest(&st, place, b);
         }
         let mut token = record("token");
         token.request_id = text(id.clone());
@@ -534,7 +534,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
             token.index = ok(i64::try_from(index).unwrap_or(i64::MAX));
             token.emitted_ns = ok(emitted);
             token.iteration = ok(iter);
-            crate::format::validate::ingest(&token, place, b);
+            crate::ingest::validate::ingest(&token, place, b);
         }
     }
     // Perf entries of requests the iteration statistics never named are requests of their own (L1).
@@ -556,7 +556,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
         r.scheduled_ns = wall(p.first_scheduled).and_then(ok);
         r.first_token_ns = wall(p.first_token).and_then(ok);
         r.finished_ns = wall(p.last_token).and_then(ok);
-        crate::format::validate::ingest(&r, p.place, b);
+        crate::ingest::validate::ingest(&r, p.place, b);
     }
 
     let notes = &mut b.report.notes;

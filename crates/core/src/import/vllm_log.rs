@@ -20,7 +20,7 @@ use std::path::Path;
 
 use super::{Sink, ns_from_ms, ok, record, text};
 use crate::format::jsonl::for_each_line;
-use crate::format::{LoadError, Progress};
+use crate::ingest::{LoadError, Progress};
 use crate::trace::TraceBuilder;
 use crate::trace::report::{Place, Problem};
 
@@ -196,7 +196,7 @@ pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, b: &mut
         it.num_decode_tokens = ok(p.gen_tokens);
         it.num_reqs = ok(p.ctx_reqs + p.gen_reqs);
         it.kv_usage = p.kv_usage.and_then(ok);
-        crate::format::validate::ingest(&it, p.place, b);
+        crate::ingest::validate::ingest(&it, p.place, b);
     }
     if !parsed.is_empty() {
         b.report.notes.push(format!(

@@ -579,6 +579,7 @@ impl Sim<'_> {
             special: if v.special { Flag::True } else { Flag::Null },
             logprob: s.logprob,
             rank: s.rank,
+            received_ns: crate::trace::NULL_I64,
         };
         self.b.add_token(token, self.candidates.drain(..), Place::default());
         req.generated += 1;
@@ -626,6 +627,7 @@ impl Sim<'_> {
                 server_queue_ns: None,
                 server_ttft_ns: None,
                 server_decode_ns: None,
+                sent_ns: None,
             };
             self.b.add_request(row, Place::default());
         }

@@ -452,6 +452,7 @@ mod tests {
                 server_queue_ns: None,
                 server_ttft_ns: None,
                 server_decode_ns: None,
+                sent_ns: None,
             };
             b.add_request(row, Place::default());
         }

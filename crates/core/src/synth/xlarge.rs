@@ -115,7 +115,8 @@ fn write_in_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Progress, load};
+    use crate::ingest::Progress;
+    use crate::load::load;
     use crate::synth::arrivals::ReplayOptions;
     use crate::synth::{Profile, Scenario};
 

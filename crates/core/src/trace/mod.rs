@@ -71,7 +71,7 @@ pub struct OwnedCandidate {
 }
 
 /// Where the candidates of a trace loaded without them are read, one request at a time. The format's reader of the
-/// files the load left them in implements it (`format::open_candidates`); the app and the CLI know this trait, not
+/// files the load left them in implements it (`load::open_candidates`); the app and the CLI know this trait, not
 /// the file format.
 pub trait CandidateSource: Send + Sync {
     /// The candidates of every token of `request`, in index order.

@@ -190,6 +190,8 @@ table! {
         server_ttft_ns: Option<i64>,
         /// The server's own time generating after the first token (vLLM's generation time; llama.cpp's).
         server_decode_ns: Option<i64>,
+        /// When the client sent the request, in a joined trace (its `arrival_ns` is then the server's arrival).
+        sent_ns: Option<i64>,
     }
 }
 
@@ -354,6 +356,9 @@ table! {
         logprob: f64,
         /// 1-based rank among all candidates as written, or [`NULL_U32`].
         rank: u32,
+        /// When the client received the token's chunk, in a joined trace (`emitted_ns` is then the server's time),
+        /// or [`NULL_I64`].
+        received_ns: i64,
     }
 }
 

@@ -397,7 +397,7 @@ mod tests {
             .collect();
         let text = lines.join("\n");
         let path = std::path::Path::new("t.jsonl");
-        crate::format::jsonl::read_from(text.as_bytes(), path, 0, &mut b, &crate::format::Progress::default()).unwrap();
+        crate::format::jsonl::read_from(text.as_bytes(), path, 0, &mut b, &crate::ingest::Progress::default()).unwrap();
         b.finish().0
     }
 

@@ -151,6 +151,8 @@ pub struct RawRecord<'a> {
     pub server_ttft_ns: Field<i64>,
     #[serde(default)]
     pub server_decode_ns: Field<i64>,
+    #[serde(default)]
+    pub sent_ns: Field<i64>,
     // iteration
     #[serde(default)]
     pub iteration: Field<i64>,
@@ -200,6 +202,8 @@ pub struct RawRecord<'a> {
     pub logprob: Field<f64>,
     #[serde(default)]
     pub rank: Field<i64>,
+    #[serde(default)]
+    pub received_ns: Field<i64>,
     #[serde(default, borrow)]
     pub candidates: Field<Vec<RawCandidate<'a>>>,
 }

@@ -8,8 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::parquet::footer;
-use super::{Encoding, Format, LoadError};
+use super::Format;
+use crate::format::parquet::footer;
+use crate::ingest::LoadError;
+use crate::trace::report::Encoding;
 
 /// Resident bytes of a load whatever its size: the process, the thread pool, the row groups being decoded.
 const BASE: u64 = 150_000_000;
@@ -97,16 +99,8 @@ pub fn default_budget() -> u64 {
     machine_memory().map_or(u64::MAX, |m| m / 2)
 }
 
-/// A size for people: `1.8 GB`, `640 MB`.
-pub fn size(bytes: u64) -> String {
-    #[allow(clippy::cast_precision_loss)] // display
-    let b = bytes as f64;
-    if b >= 1e9 {
-        format!("{:.1} GB", b / 1e9)
-    } else {
-        format!("{:.0} MB", (b / 1e6).max(1.0))
-    }
-}
+/// A size in bytes for a message: "1.2 GB", "300 MB".
+pub use crate::ingest::size;
 
 /// A size on the command line or in the settings: `4GB`, `500MB`, `2.5G`, `800M`, or bytes.
 ///
@@ -155,7 +149,8 @@ mod tests {
 
     #[test]
     fn a_load_above_the_budget_is_refused_before_reading_and_says_what_fits() {
-        use crate::format::{Format, LoadOptions, Progress, load_with};
+        use crate::ingest::Progress;
+        use crate::load::{Format, LoadOptions, load_with};
         let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet");
         let e = estimate(&[(demo.clone(), Format::Native(Encoding::Parquet))]).unwrap_or_else(|e| panic!("{e}"));
         // The footer's sizes, by the factors: candidates are most of the demo.

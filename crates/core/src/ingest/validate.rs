@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
-use super::schema::KINDS;
+use crate::format::schema::KINDS;
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
     Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Stage, StageKind, Token,
@@ -287,6 +287,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
     let server_queue_ns = opt_duration("server_queue_ns", &r.server_queue_ns)?;
     let server_ttft_ns = opt_duration("server_ttft_ns", &r.server_ttft_ns)?;
     let server_decode_ns = opt_duration("server_decode_ns", &r.server_decode_ns)?;
+    let sent_ns = opt_time("sent_ns", &r.sent_ns)?;
     let labels = [
         opt_str("trace_id", &r.trace_id)?,
         opt_str("model", &r.model)?,
@@ -335,6 +336,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         server_queue_ns,
         server_ttft_ns,
         server_decode_ns,
+        sent_ns,
     })
 }
 
@@ -441,6 +443,12 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
         }
     }
     let token_id = opt_token_id("token_id", &r.token_id)?;
+    let logprob = opt_logprob("logprob", &r.logprob)?.unwrap_or(NULL_F64);
+    let rank = if rank == NULL_U32 {
+        rank_among(token_id, logprob, candidates)
+    } else {
+        rank
+    };
     Ok(Token {
         request,
         index,
@@ -450,9 +458,29 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
         token_id: token_id.unwrap_or(NULL_U32),
         text: opt_str("text", &r.text)?.map_or(NO_STR, |s| b.intern_token_text(token_id, s)),
         special: Flag::from_opt(opt_bool("special", &r.special)?),
-        logprob: opt_logprob("logprob", &r.logprob)?.unwrap_or(NULL_F64),
+        logprob,
         rank,
+        received_ns: opt_time("received_ns", &r.received_ns)?.unwrap_or(NULL_I64),
     })
+}
+
+/// The rank of the chosen token derived from its candidates (the format's rule for an absent `rank`): 1 + the
+/// candidates more probable than it, when it is among them (by token id); [`NULL_U32`] when it
+/// is not, since its rank is then only known to exceed their count.
+fn rank_among(token_id: Option<u32>, logprob: f64, candidates: &[Candidate]) -> u32 {
+    let chosen = match token_id {
+        Some(id) => candidates.iter().find(|c| c.token_id == id),
+        None => None,
+    };
+    let Some(chosen) = chosen else {
+        return NULL_U32;
+    };
+    let lp = if logprob.is_nan() { chosen.logprob } else { logprob };
+    let above = candidates
+        .iter()
+        .filter(|c| c.token_id != chosen.token_id && c.logprob > lp)
+        .count();
+    u32::try_from(above + 1).unwrap_or(NULL_U32)
 }
 
 /// The request label of a stage or token record, required.
