@@ -164,6 +164,35 @@ pub struct Outcome {
     pub error: Option<String>,
     /// True when the first send failed on a stale connection and was tried again.
     pub retried: bool,
+    /// The W3C trace id sent in `traceparent`: a server with tracing on puts it on its spans.
+    pub trace_id: String,
+}
+
+/// The ids a request carries to the server, so that its side of the run can be joined with the recording's:
+/// `X-Request-Id` (vLLM takes it as its request id and answers `chatcmpl-<id>`) and a W3C `traceparent` (vLLM,
+/// SGLang and TensorRT-LLM put its trace id on their spans when tracing is on). No body field is sent: SGLang's
+/// `rid` would make TensorRT-LLM refuse the request (its request models forbid unknown fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestIds {
+    /// The recording's request id (`rec-00001`).
+    pub request_id: String,
+    /// 32 hex digits, never all zero.
+    pub trace_id: String,
+}
+
+impl RequestIds {
+    /// The ids of request `index` of a run whose ids start from `nonce` (a run's start time: two runs differ).
+    pub fn new(nonce: u64, index: usize) -> Self {
+        RequestIds {
+            request_id: super::request_id(index),
+            trace_id: format!("{nonce:016x}{:016x}", index as u64 + 1),
+        }
+    }
+
+    /// The `traceparent` header: version 00, the trace id, a span id, sampled.
+    pub fn traceparent(&self) -> String {
+        format!("00-{}-{:016x}-01", self.trace_id, 1u64)
+    }
 }
 
 /// Phases of a recording, which every request watches: Ctrl-C moves it to `Draining` (no new requests) and, after
@@ -195,7 +224,7 @@ pub async fn run_one(
     clock: Clock,
     limits: Limits,
     mut phase: watch::Receiver<Phase>,
-    (index, prompt): (usize, usize),
+    (index, prompt, ids): (usize, usize, &RequestIds),
 ) -> Outcome {
     let sent_ns = clock.now_ns();
     let mut out = Outcome {
@@ -209,6 +238,7 @@ pub async fn run_one(
         error_code: None,
         error: None,
         retried: false,
+        trace_id: ids.trace_id.clone(),
     };
     let deadline = tokio::time::Instant::now() + limits.total;
     let fail = |out: &mut Outcome, ending: Ending, code: &str, why: String| {
@@ -222,7 +252,12 @@ pub async fn run_one(
     let mut response = None;
     for attempt in 0..2 {
         let r = tokio::select! {
-            r = tokio::time::timeout_at(deadline, client.post(url).json(body).send()) => r,
+            r = tokio::time::timeout_at(deadline, client
+                .post(url)
+                .header("x-request-id", &ids.request_id)
+                .header("traceparent", ids.traceparent())
+                .json(body)
+                .send()) => r,
             _ = phase.wait_for(|p| *p == Phase::Stopped) => {
                 fail(&mut out, Ending::Interrupted, "interrupted", "stopped before the server answered".to_owned());
                 return out;

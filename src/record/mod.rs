@@ -243,6 +243,7 @@ async fn run(
         .filter(|r| r.is_finite() && *r > 0.0)
         .and_then(|r| rand_distr::Exp::new(r).ok());
     let started = tokio::time::Instant::now();
+    let nonce = u64::try_from(clock.now_ns()).unwrap_or(1) | 1;
     let mut due = started;
     loop {
         if *phase_rx.borrow() != Phase::Running {
@@ -280,7 +281,8 @@ async fn run(
         );
         let limits = options.limits;
         set.spawn(async move {
-            let out = client::run_one(&client, &url, &body, clock, limits, phase, (i, p)).await;
+            let ids = client::RequestIds::new(nonce, i);
+            let out = client::run_one(&client, &url, &body, clock, limits, phase, (i, p, &ids)).await;
             drop(permit);
             counters.done.fetch_add(1, Ordering::Relaxed);
             counters
@@ -411,6 +413,7 @@ pub fn build_trace(
                 prompt.and_then(|p| p.max_tokens).unwrap_or(options.sampling.max_tokens),
             )),
             temperature: options.sampling.temperature,
+            trace_id: Some(&o.trace_id),
         };
         if openai::add_exchange(&mut stream, &x, &eos_ids, &mut sink, o.index as u64 + 1) {
             added_eos += 1;
@@ -477,6 +480,7 @@ pub fn write_raw(outcomes: &[Outcome], path: &PathBuf) -> std::io::Result<()> {
     for o in outcomes {
         let line = serde_json::json!({
             "request_id": request_id(o.index),
+            "trace_id": o.trace_id,
             "sent_ns": o.sent_ns,
             "end_ns": o.end_ns,
             "ending": format!("{:?}", o.ending).to_lowercase(),

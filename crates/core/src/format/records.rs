@@ -96,6 +96,7 @@ pub fn request_record(trace: &Trace, r: usize) -> RawRecord<'_> {
         server_ttft_ns: int(q.server_ttft_ns),
         server_decode_ns: int(q.server_decode_ns),
         sent_ns: int(q.sent_ns),
+        server_request_id: label(trace, q.server_request_id),
         ..RawRecord::default()
     }
 }

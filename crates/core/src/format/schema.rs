@@ -63,6 +63,7 @@ macro_rules! scalar_fields {
             (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
             (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
             (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int), (sent_ns, Int),
+            (server_request_id, Str),
             // iteration
             (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
             (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
@@ -132,6 +133,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "server_ttft_ns",
             "server_decode_ns",
             "sent_ns",
+            "server_request_id",
         ],
         "iteration" => &[
             "kind",

@@ -6,6 +6,7 @@
 //! rejected record is reported with its place, field and reason. `docs/IMPORT.md` maps each source's fields.
 
 pub mod aiperf;
+pub mod llamacpp_log;
 pub mod openai;
 pub mod otlp;
 pub mod trtllm;
@@ -42,11 +43,13 @@ pub enum Kind {
     AiperfAggregate,
     /// The raw capture of `tokenscope record --raw`: every SSE chunk of every request with its arrival time.
     OpenaiStream,
+    /// llama.cpp's `llama-server` log: requests at its default level, every step and token at `-lv 5`.
+    LlamacppLog,
 }
 
 impl Kind {
     /// Every kind, in the order they are listed to users.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::SglangOtlp,
         Kind::VllmOtlp,
         Kind::VllmIterations,
@@ -56,6 +59,7 @@ impl Kind {
         Kind::AiperfRaw,
         Kind::AiperfAggregate,
         Kind::OpenaiStream,
+        Kind::LlamacppLog,
     ];
 
     /// The name `--from` takes.
@@ -70,6 +74,7 @@ impl Kind {
             Kind::AiperfRaw => "aiperf-raw",
             Kind::AiperfAggregate => "aiperf-aggregate",
             Kind::OpenaiStream => "openai-stream",
+            Kind::LlamacppLog => "llamacpp-log",
         }
     }
 
@@ -79,6 +84,7 @@ impl Kind {
             Kind::SglangOtlp => Some("sglang"),
             Kind::VllmOtlp | Kind::VllmIterations => Some("vllm"),
             Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
+            Kind::LlamacppLog => Some("llama.cpp"),
             Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate | Kind::OpenaiStream => None,
         }
     }
@@ -135,6 +141,9 @@ fn otlp_pb_kind(path: &Path) -> Option<Kind> {
 pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
     let text = String::from_utf8_lossy(head);
     let has = |s: &str| text.contains(s);
+    if llamacpp_log::looks_like(&text) {
+        return Some(Kind::LlamacppLog);
+    }
     if vllm_log::looks_like(&text) {
         return Some(Kind::VllmIterations);
     }
@@ -259,6 +268,7 @@ pub fn read(
         Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
         Kind::OpenaiStream => openai::read_capture(input, path, &mut sink, progress)?,
+        Kind::LlamacppLog => llamacpp_log::read(input, path, &mut sink, progress)?,
     }
     imported.first_file.get_or_insert(file);
     imported.kinds.push(kind);

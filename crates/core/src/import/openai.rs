@@ -61,6 +61,8 @@ pub struct Stream {
     pub finish_reason: Option<String>,
     /// The model the server named.
     pub model: Option<String>,
+    /// The response's `id` (its first chunk's: older TensorRT-LLM gave every chunk a new one).
+    pub response_id: Option<String>,
     /// llama.cpp's `timings` of the last chunk that had them.
     pub timings: Option<Value>,
     /// vLLM's per-request `metrics` (with `--enable-per-request-metrics`).
@@ -156,6 +158,11 @@ impl Stream {
         self.last_ns = Some(time_ns);
         if let Some(model) = v.get("model").and_then(Value::as_str) {
             self.model = Some(model.to_owned());
+        }
+        if self.response_id.is_none()
+            && let Some(id) = v.get("id").and_then(Value::as_str).filter(|id| !id.is_empty())
+        {
+            self.response_id = Some(id.to_owned());
         }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
             self.prompt_tokens = usage
@@ -400,6 +407,8 @@ pub struct Exchange<'a> {
     pub max_tokens: Option<i64>,
     /// The temperature asked for.
     pub temperature: Option<f64>,
+    /// The W3C trace id the request carried.
+    pub trace_id: Option<&'a str>,
 }
 
 /// Adds one streamed request (its request record and its tokens), reconciling a left-out EOS against usage when
@@ -417,6 +426,8 @@ pub fn add_exchange(
     let added = ending == Ending::Done && stream.reconcile(eos_ids.first().copied());
     let mut r = record("request");
     r.request_id = text(x.id);
+    r.trace_id = x.trace_id.map(text).unwrap_or(None);
+    r.server_request_id = stream.response_id.as_deref().map(text).unwrap_or(None);
     r.arrival_ns = ok(x.sent_ns);
     r.first_token_ns = stream.tokens.first().map(|t| Val::Ok(t.emitted_ns));
     r.finished_ns = ok(x.end_ns);
@@ -509,6 +520,7 @@ pub fn read_capture(
                 .unwrap_or(sent_ns),
             ending: v.get("ending").cloned().and_then(|e| serde_json::from_value(e).ok()),
             error_code: v.get("error_code").and_then(Value::as_str),
+            trace_id: v.get("trace_id").and_then(Value::as_str),
             ..Exchange::default()
         };
         if add_exchange(&mut stream, &x, &[], sink, place.at) {

@@ -153,6 +153,8 @@ pub struct RawRecord<'a> {
     pub server_decode_ns: Field<i64>,
     #[serde(default)]
     pub sent_ns: Field<i64>,
+    #[serde(default, borrow)]
+    pub server_request_id: Field<Cow<'a, str>>,
     // iteration
     #[serde(default)]
     pub iteration: Field<i64>,

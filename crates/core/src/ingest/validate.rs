@@ -297,6 +297,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         opt_str("status", &r.status)?,
         opt_str("error_code", &r.error_code)?,
         opt_str("prompt_hash", &r.prompt_hash)?,
+        opt_str("server_request_id", &r.server_request_id)?,
     ];
     let [
         trace_id,
@@ -307,6 +308,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         status,
         error_code,
         prompt_hash,
+        server_request_id,
     ] = labels.map(|s| intern_opt(b, s));
     Ok(Request {
         id,
@@ -337,6 +339,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         server_ttft_ns,
         server_decode_ns,
         sent_ns,
+        server_request_id,
     })
 }
 

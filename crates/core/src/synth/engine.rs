@@ -628,6 +628,7 @@ impl Sim<'_> {
                 server_ttft_ns: None,
                 server_decode_ns: None,
                 sent_ns: None,
+                server_request_id: NO_STR,
             };
             self.b.add_request(row, Place::default());
         }

@@ -453,6 +453,7 @@ mod tests {
                 server_ttft_ns: None,
                 server_decode_ns: None,
                 sent_ns: None,
+                server_request_id: NO_STR,
             };
             b.add_request(row, Place::default());
         }

@@ -192,6 +192,8 @@ table! {
         server_decode_ns: Option<i64>,
         /// When the client sent the request, in a joined trace (its `arrival_ns` is then the server's arrival).
         sent_ns: Option<i64>,
+        /// The id the server answered with (the response's `id`), in a recording; or [`NO_STR`].
+        server_request_id: u32,
     }
 }
 
@@ -248,6 +250,7 @@ impl Request {
             &mut self.status,
             &mut self.error_code,
             &mut self.prompt_hash,
+            &mut self.server_request_id,
         ] {
             *field = f(*field);
         }

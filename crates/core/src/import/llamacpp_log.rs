@@ -1,0 +1,593 @@
+//! llama.cpp's `llama-server` log (the llama.cpp of llama-cpp-python 0.3.36; every line traced to its source in
+//! `tests/data/import/llamacpp/README.md`): the server's side of a run, as engine steps and per-request stages.
+//!
+//! Every line llama-server writes starts `M.SS.mmm.uuu L ` (minutes, seconds, ms and µs since the process started;
+//! the level letter), then a 19-character tag (`slot launch_slot_: `, `srv        decode: `), and for a slot
+//! `id S | task T | `. What each verbosity gives:
+//! - **default** (`-lv 3`): a request's launch on a slot (`processing task`), its prompt and generation times
+//!   (`prompt eval time`, `eval time`), its release (`stop processing`). Requests, with the first token placed at
+//!   the end of the prompt's processing; no steps.
+//! - **`-lv 4`**: the prompt's length (`new prompt ... task.n_tokens`), the tokens found in the prompt cache and
+//!   each prefill chunk's position (`cached n_tokens = C`), the last chunk (`init sampler`).
+//! - **`-lv 5`** (`-v`): every `llama_decode` (`srv decode: n_batch (effective)`), the token each decoding slot
+//!   feeds (`slot decode token`), each token sampled (`n_gen = G, ... next token: ID 'piece'`), the queue
+//!   (`new task, id = T`) and each pass of the main loop (`update slots`). Then every step is an iteration with
+//!   its prefill and decode tokens, every prefill chunk a stage, every token a record with its step.
+//!
+//! The times count from the process's start, so they are placed on the wall clock at the log file's last change
+//! (the last line written then) and the trace says so (`clock = "anchored"`): joined with a recording of the same
+//! run, the pairs place them exactly. Colour codes (a log written from a terminal) are stripped; lines that are
+//! not llama-server's (start-up dumps, other programs) are skipped and counted.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use super::{Sink, ok, record, text};
+use crate::format::jsonl::for_each_line;
+use crate::ingest::raw::Val;
+use crate::ingest::{LoadError, Progress};
+use crate::trace::report::{Place, Problem};
+
+/// The source name of the steps and requests of a llama-server log.
+pub const SOURCE: &str = "llama-server";
+
+/// True when the text has llama-server's prefixed lines (`0.01.234.567 I slot ...`).
+pub fn looks_like(text: &str) -> bool {
+    text.lines()
+        .take(2_000)
+        .filter_map(|l| parse_line(&strip_ansi(l)).map(|(_, _, m)| m.tag))
+        .any(|tag| matches!(tag, Tag::Slot(..) | Tag::Srv | Tag::Que))
+}
+
+/// The tag after the time and level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    /// `slot <func>: id S | task T | `.
+    Slot(u32, i64),
+    /// `srv  <func>: `.
+    Srv,
+    /// `que  <func>: `.
+    Que,
+    /// `res  <func>: `.
+    Res,
+}
+
+/// A line's message after its tag.
+struct Message<'a> {
+    tag: Tag,
+    text: &'a str,
+}
+
+/// Removes ANSI colour codes (`ESC [ ... m`).
+fn strip_ansi(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains('\x1b') {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `M.SS.mmm.uuu` to µs.
+fn parse_time(s: &str) -> Option<i64> {
+    let mut parts = s.split('.');
+    let (m, sec, ms, us) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || sec.len() != 2 || ms.len() != 3 || us.len() != 3 {
+        return None;
+    }
+    let n = |x: &str| {
+        x.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| x.parse::<i64>().ok())
+            .flatten()
+    };
+    let (m, sec, ms, us) = (n(m)?, n(sec)?, n(ms)?, n(us)?);
+    (sec < 60).then_some(((m * 60 + sec) * 1_000 + ms) * 1_000 + us)
+}
+
+/// A line split into (µs since start, level, message); `None` for a line that is not llama-server's.
+fn parse_line(line: &str) -> Option<(Option<i64>, char, Message<'_>)> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    let (time, rest) = match line.split_once(' ') {
+        Some((t, rest)) if t.contains('.') => (Some(parse_time(t)?), rest),
+        _ => (None, line),
+    };
+    let mut chars = rest.chars();
+    let level = chars.next().filter(|c| matches!(c, 'I' | 'W' | 'E' | 'D'))?;
+    let rest = rest.get(2..)?;
+    let (tag, after) = if let Some(r) = rest.strip_prefix("slot ") {
+        let (_, r) = split_func(r)?;
+        let r = r.strip_prefix("id ")?.trim_start();
+        let (slot, r) = r.split_once(" | task ")?;
+        let (task, r) = r.split_once(" | ")?;
+        (Tag::Slot(slot.trim().parse().ok()?, task.trim().parse().ok()?), r)
+    } else if let Some(r) = rest.strip_prefix("srv  ") {
+        (Tag::Srv, split_func(r)?.1)
+    } else if let Some(r) = rest.strip_prefix("que  ") {
+        (Tag::Que, split_func(r)?.1)
+    } else if let Some(r) = rest.strip_prefix("res  ") {
+        (Tag::Res, split_func(r)?.1)
+    } else {
+        return None;
+    };
+    Some((time, level, Message { tag, text: after }))
+}
+
+/// Splits the 12-column function name (right-aligned, cut to 12) from the message after it.
+fn split_func(r: &str) -> Option<(&str, &str)> {
+    let (func, rest) = r.split_once(": ")?;
+    (func.len() <= 12 && !func.trim().is_empty()).then_some((func.trim(), rest))
+}
+
+/// The integer after `key` (`"n_tokens = "`), up to the next non-digit.
+fn int_after(text: &str, key: &str) -> Option<i64> {
+    let at = text.find(key)? + key.len();
+    let rest = text[at..].trim_start();
+    let end = rest
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
+        .map_or(rest.len(), |(i, _)| i);
+    rest[..end].parse().ok()
+}
+
+/// The float after `key`, up to the next space.
+fn float_after(text: &str, key: &str) -> Option<f64> {
+    let at = text.find(key)? + key.len();
+    text[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// One request (a task on a slot) as the log tells it.
+#[derive(Debug, Default)]
+struct Task {
+    slot: u32,
+    place: Place,
+    posted_us: Option<i64>,
+    launched_us: Option<i64>,
+    input_tokens: Option<i64>,
+    cached_tokens: Option<i64>,
+    /// The slot's token count before each chunk, with the step it went into.
+    chunks: Vec<(i64, u64)>,
+    /// The step of the last chunk (`init sampler`), with the prompt's length.
+    last_chunk: Option<(u64, i64)>,
+    /// (n_gen, token id, piece, µs, step) of each sampled token.
+    tokens: Vec<(i64, i64, String, i64, Option<u64>)>,
+    prompt_ms: Option<f64>,
+    eval_ms: Option<f64>,
+    n_gen: Option<i64>,
+    stop_n_tokens: Option<i64>,
+    released_us: Option<i64>,
+    stop: Option<&'static str>,
+    cancelled: bool,
+}
+
+/// One `llama_decode` call.
+#[derive(Debug, Default)]
+struct Step {
+    place: Place,
+    start_us: i64,
+    end_us: i64,
+    /// Tokens fed by decoding slots (`slot decode token`), one each.
+    decode_tasks: Vec<i64>,
+}
+
+/// What the reader gathers while reading the lines.
+#[derive(Debug, Default)]
+struct Log {
+    tasks: BTreeMap<i64, Task>,
+    steps: Vec<Step>,
+    /// Tasks whose `slot decode token` line came in the current pass, before its decode.
+    pending_feeds: Vec<i64>,
+    /// The step the last decode line opened.
+    current_step: Option<u64>,
+    last_us: i64,
+    lines: u64,
+    skipped: u64,
+    untimed: u64,
+    /// The text of a `next token` line still open at a line break (its piece holds a newline).
+    open_piece: Option<i64>,
+}
+
+impl Log {
+    fn task(&mut self, id: i64, slot: u32, place: Place) -> &mut Task {
+        self.tasks.entry(id).or_insert_with(|| Task {
+            slot,
+            place,
+            ..Task::default()
+        })
+    }
+
+    fn line(&mut self, raw: &str, place: Place) {
+        self.lines += 1;
+        let line = strip_ansi(raw);
+        let Some((time, _level, m)) = parse_line(&line) else {
+            // A piece that holds a newline continues on the next physical line.
+            if let Some(task) = self.open_piece
+                && let Some(t) = self.tasks.get_mut(&task).and_then(|t| t.tokens.last_mut())
+            {
+                t.2.push('\n');
+                t.2.push_str(line.trim_end_matches(['\r', '\n']));
+                if line.trim_end().ends_with('\'') {
+                    t.2.pop();
+                    self.open_piece = None;
+                }
+                return;
+            }
+            self.skipped += 1;
+            return;
+        };
+        self.open_piece = None;
+        let Some(us) = time else {
+            self.untimed += 1;
+            return;
+        };
+        self.last_us = self.last_us.max(us);
+        let text = m.text;
+        match m.tag {
+            Tag::Slot(slot, task) if task >= 0 => self.slot_line(slot, task, text, us, place),
+            Tag::Srv => {
+                if text.starts_with("n_batch (effective) =") {
+                    let step = Step {
+                        place,
+                        start_us: us,
+                        end_us: us,
+                        decode_tasks: std::mem::take(&mut self.pending_feeds),
+                    };
+                    self.steps.push(step);
+                    self.current_step = Some(self.steps.len() as u64 - 1);
+                } else if let Some(task) = text
+                    .strip_prefix("stop: cancel task, id_task = ")
+                    .and_then(|t| t.trim().parse::<i64>().ok())
+                    && let Some(t) = self.tasks.get_mut(&task)
+                {
+                    t.cancelled = true;
+                }
+            }
+            Tag::Que => {
+                if let Some(rest) = text.strip_prefix("new task, id = ") {
+                    let id: Option<i64> = rest.split(['/', ',']).next().and_then(|t| t.trim().parse().ok());
+                    // The main loop's own NEXT_RESPONSE task is posted with the single-task form and never launched:
+                    // it stays a posting with no request.
+                    if let Some(id) = id {
+                        self.tasks.entry(id).or_insert_with(|| Task {
+                            place,
+                            ..Task::default()
+                        });
+                        if let Some(t) = self.tasks.get_mut(&id) {
+                            t.posted_us.get_or_insert(us);
+                        }
+                    }
+                } else if text.starts_with("done yielding to queue") {
+                    self.extend_step(us);
+                } else if text.starts_with("update slots") {
+                    self.current_step = None;
+                    self.pending_feeds.clear();
+                }
+            }
+            Tag::Res | Tag::Slot(..) => {}
+        }
+    }
+
+    fn extend_step(&mut self, us: i64) {
+        if let Some(s) = self.current_step.and_then(|i| self.steps.get_mut(i as usize)) {
+            s.end_us = s.end_us.max(us);
+        }
+    }
+
+    fn slot_line(&mut self, slot: u32, task: i64, text: &str, us: i64, place: Place) {
+        let step = self.current_step;
+        if text.starts_with("processing task") {
+            let t = self.task(task, slot, place);
+            t.slot = slot;
+            t.place = place;
+            t.launched_us.get_or_insert(us);
+        } else if text.starts_with("new prompt,") {
+            self.task(task, slot, place).input_tokens = int_after(text, "task.n_tokens =");
+        } else if text.starts_with("cached n_tokens =") {
+            let c = int_after(text, "cached n_tokens =");
+            // The chunk goes into the decode this pass makes next: the step after the last one opened.
+            let next = self.steps.len() as u64;
+            let t = self.task(task, slot, place);
+            if let Some(c) = c {
+                if t.chunks.is_empty() && t.cached_tokens.is_none() {
+                    t.cached_tokens = Some(c);
+                }
+                t.chunks.push((c, next));
+            }
+        } else if text.starts_with("init sampler") {
+            let total = int_after(text, "total =");
+            let next = self.steps.len() as u64;
+            let t = self.task(task, slot, place);
+            if let Some(total) = total {
+                t.last_chunk = Some((next, total));
+                t.input_tokens.get_or_insert(total);
+            }
+        } else if text.starts_with("slot decode token") {
+            self.pending_feeds.push(task);
+        } else if text.starts_with("n_gen =") && text.contains("next token:") {
+            let n_gen = int_after(text, "n_gen =");
+            let rest = text.split_once("next token:").map_or("", |(_, r)| r).trim_start();
+            let (id, piece) = rest.split_once(' ').unwrap_or((rest, ""));
+            let piece = piece.trim_start();
+            let closed = piece.len() >= 2 && piece.ends_with('\'');
+            let piece = piece.strip_prefix('\'').unwrap_or(piece);
+            let piece = if closed { &piece[..piece.len() - 1] } else { piece };
+            let id: Option<i64> = id.trim().parse().ok();
+            self.extend_step(us);
+            let t = self.task(task, slot, place);
+            if let (Some(n), Some(id)) = (n_gen, id) {
+                t.tokens.push((n, id, piece.to_owned(), us, step));
+            }
+            if !closed {
+                self.open_piece = Some(task);
+            }
+        } else if text.starts_with("stopped by EOS") {
+            self.task(task, slot, place).stop = Some("stop");
+        } else if text.starts_with("stopped by limit") || text.starts_with("stopped due to running out") {
+            self.task(task, slot, place).stop = Some("length");
+        } else if text.starts_with("stopped by") {
+            self.task(task, slot, place).stop = Some("stop");
+        } else if let Some(rest) = text.trim_start().strip_prefix("prompt eval time =") {
+            self.task(task, slot, place).prompt_ms = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+        } else if let Some(rest) = text.trim_start().strip_prefix("eval time =") {
+            let t = self.task(task, slot, place);
+            t.eval_ms = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+            t.n_gen = int_after(rest, "/");
+        } else if text.starts_with("stop processing:") {
+            let t = self.task(task, slot, place);
+            t.stop_n_tokens = int_after(text, "n_tokens =");
+            t.released_us.get_or_insert(us);
+        } else if text.starts_with("prompt processing,") {
+            // Progress of a long prompt (after 3 s): the times above already say it.
+            let _ = float_after(text, "progress =");
+        }
+    }
+}
+
+/// Reads a llama-server log into requests, steps, prefill chunks and tokens.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
+    let file = sink.file;
+    let mut log = Log::default();
+    for_each_line(input, path, file, sink.b, progress, |line, place, _| {
+        log.line(&String::from_utf8_lossy(line), place);
+    })?;
+    let anchor_us = anchor_us(path, log.last_us);
+    place(log, anchor_us, path, sink);
+    Ok(())
+}
+
+/// The wall-clock time of the process's start, µs since the Unix epoch: the file's last change less the last
+/// line's time.
+fn anchor_us(path: &Path, last_us: i64) -> i64 {
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(0));
+    modified - last_us
+}
+
+/// Adds the log's records, its times moved by `anchor_us`.
+fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
+    let ns = |us: i64| (anchor_us + us).saturating_mul(1_000);
+    let name = path.display();
+    let mut meta = record("meta");
+    meta.engine = text("llama.cpp");
+    meta.clock = text(crate::load::join::ANCHORED);
+    meta.eos_token_ids = None;
+    sink.add(&meta, 0);
+    sink.b.report.records -= 1;
+
+    let has_steps = !log.steps.is_empty();
+    // Steps: a step ends where its last sampled token was read (or its decode returned), and never after the next
+    // step starts.
+    let ends: Vec<i64> = log
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match log.steps.get(i + 1) {
+            Some(next) => s.end_us.min(next.start_us).max(s.start_us),
+            None => s.end_us,
+        })
+        .collect();
+    // Each step's prefill tokens, per task, from the chunk positions.
+    let mut prefill: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    for (&id, t) in &log.tasks {
+        for (k, &(c, step)) in t.chunks.iter().enumerate() {
+            let end = match t.chunks.get(k + 1) {
+                Some(&(next, _)) => Some(next),
+                None => t.last_chunk.filter(|&(s, _)| s == step).map(|(_, total)| total),
+            };
+            if let Some(end) = end.filter(|&e| e > c) {
+                prefill.entry(step).or_default().push((id, end - c));
+            }
+        }
+    }
+    let mut requests = 0u64;
+    for (&id, t) in &log.tasks {
+        let Some(launched) = t.launched_us else {
+            continue; // a posting never launched: the loop's own tasks, or a request still queued when the log ends
+        };
+        requests += 1;
+        let rid = format!("task-{id}");
+        let mut r = record("request");
+        r.request_id = text(rid.clone());
+        r.source = text(SOURCE);
+        let arrival = t.posted_us.unwrap_or(launched).min(launched);
+        r.arrival_ns = ok(ns(arrival));
+        let first_chunk_step = t
+            .chunks
+            .first()
+            .map(|&(_, s)| s)
+            .and_then(|s| log.steps.get(s as usize));
+        let scheduled = first_chunk_step.map_or(launched, |s| s.start_us).max(arrival);
+        r.scheduled_ns = ok(ns(scheduled));
+        let first_token_us = t
+            .tokens
+            .iter()
+            .find(|tok| tok.0 == 1)
+            .map(|tok| tok.3)
+            .or_else(|| {
+                // The default log: the first token comes at the end of the prompt's processing.
+                t.prompt_ms.map(|ms| launched + (ms * 1e3).round() as i64)
+            })
+            .map(|f| f.max(scheduled));
+        r.first_token_ns = first_token_us.map(|f| Val::Ok(ns(f)));
+        let finished = t
+            .released_us
+            .or_else(|| t.tokens.last().map(|tok| tok.3))
+            .map(|f| f.max(first_token_us.unwrap_or(scheduled)));
+        r.finished_ns = finished.map(|f| Val::Ok(ns(f)));
+        let n_gen = t.n_gen.or_else(|| t.tokens.iter().map(|tok| tok.0).max());
+        let input = t.input_tokens.or_else(|| {
+            // `stop processing: n_tokens` holds the prompt and every output token but the last.
+            t.stop_n_tokens.zip(n_gen).map(|(n, g)| n - g + 1).filter(|&i| i > 0)
+        });
+        r.input_tokens = input.map(Val::Ok);
+        r.cached_tokens = t.cached_tokens.filter(|&c| input.is_none_or(|i| c <= i)).map(Val::Ok);
+        r.output_tokens = n_gen.map(Val::Ok);
+        r.finish_reason = if t.cancelled && t.prompt_ms.is_none() {
+            text("abort")
+        } else {
+            t.stop.map(text).unwrap_or(None)
+        };
+        r.server_ttft_ns = t.prompt_ms.and_then(super::ns_from_ms).map(Val::Ok);
+        r.server_decode_ns = t.eval_ms.and_then(super::ns_from_ms).map(Val::Ok);
+        sink.add(&r, t.place.at);
+        for (n, id_tok, piece, us, step) in &t.tokens {
+            let mut k = record("token");
+            k.request_id = text(rid.clone());
+            k.index = ok(n - 1);
+            k.emitted_ns = ok(ns(*us));
+            k.iteration = step.map(|s| Val::Ok(s as i64));
+            k.token_id = ok(*id_tok);
+            k.text = text(piece.clone());
+            sink.add(&k, t.place.at);
+        }
+        for &(_, step) in &t.chunks {
+            let Some(s) = log.steps.get(step as usize) else {
+                continue;
+            };
+            let Some(&(_, tokens)) = prefill.get(&step).and_then(|v| v.iter().find(|(task, _)| *task == id)) else {
+                continue;
+            };
+            let mut st = record("stage");
+            st.request_id = text(rid.clone());
+            st.stage = text("prefill");
+            st.start_ns = ok(ns(s.start_us));
+            st.end_ns = ok(ns(ends[step as usize]));
+            st.iteration = ok(step as i64);
+            st.tokens = ok(tokens);
+            sink.add(&st, s.place.at);
+        }
+    }
+    for (i, s) in log.steps.iter().enumerate() {
+        let i64_of = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let chunks = prefill.get(&(i as u64)).map_or(&[][..], Vec::as_slice);
+        let mut it = record("iteration");
+        it.source = text(SOURCE);
+        it.iteration = ok(i64_of(i));
+        it.start_ns = ok(ns(s.start_us));
+        it.end_ns = ok(ns(ends[i]));
+        it.num_decode_reqs = ok(i64_of(s.decode_tasks.len()));
+        it.num_decode_tokens = ok(i64_of(s.decode_tasks.len()));
+        it.num_prefill_reqs = ok(i64_of(chunks.len()));
+        it.num_prefill_tokens = ok(chunks.iter().map(|c| c.1).sum());
+        it.num_reqs = ok(i64_of(s.decode_tasks.len() + chunks.len()));
+        sink.add(&it, s.place.at);
+    }
+    if log.lines > 0 && requests == 0 && !has_steps {
+        sink.reject(
+            0,
+            Problem::Malformed,
+            None,
+            format!(
+                "{name}: no request or step in {} lines of llama-server's log; it needs the default level at least \
+                 (`processing task`, `stop processing`)",
+                log.lines
+            ),
+        );
+    }
+    if log.untimed > 0 && requests == 0 {
+        sink.note(format!(
+            "{name}: {} lines have no timestamp: start llama-server without --no-log-timestamps",
+            log.untimed
+        ));
+    }
+    if !has_steps && requests > 0 {
+        sink.note(format!(
+            "{name}: llama-server's log at its default level gives requests but no steps; run it with -lv 5 (or -v) \
+             for every batch, prefill chunk and token"
+        ));
+    }
+    if log.skipped > 0 {
+        sink.note(format!(
+            "{name}: {} lines that are not llama-server's request and batch lines were skipped",
+            log.skipped
+        ));
+    }
+    sink.note(format!(
+        "{name}: llama-server counts time from its start; placed on the wall clock at the file's last change. Joined \
+         with a recording of the same run, the pairs place it exactly"
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_prefix_of_every_tag() {
+        let (t, level, m) =
+            parse_line("1.23.123.531 I slot launch_slot_: id  1 | task 12 | processing task, is_child = 0").unwrap();
+        assert_eq!(t, Some(83_123_531));
+        assert_eq!(level, 'I');
+        assert_eq!(m.tag, Tag::Slot(1, 12));
+        assert_eq!(m.text, "processing task, is_child = 0");
+        let (_, _, m) = parse_line("0.00.100.000 D srv        decode: n_batch (effective) = 2048, off = 0").unwrap();
+        assert_eq!(m.tag, Tag::Srv);
+        assert_eq!(m.text, "n_batch (effective) = 2048, off = 0");
+        assert!(parse_line("llama_model_loader: - kv   0: general.architecture str = gemma3").is_none());
+        assert!(parse_line("1.2.3.4 I slot x").is_none(), "a time of the wrong widths");
+    }
+
+    #[test]
+    fn strips_colour_codes() {
+        let coloured = "\x1b[34m0.00.001.000\x1b[0m \x1b[32mI \x1b[0mslot      release: id  0 | task 3 | stop processing: n_tokens = 9, truncated = 0";
+        let plain = strip_ansi(coloured);
+        let (t, _, m) = parse_line(&plain).unwrap();
+        assert_eq!(t, Some(1_000));
+        assert_eq!(m.tag, Tag::Slot(0, 3));
+    }
+
+    #[test]
+    fn integers_after_their_keys() {
+        assert_eq!(
+            int_after(
+                "new prompt, n_ctx_slot = 2048, n_keep = 0, task.n_tokens = 812",
+                "task.n_tokens ="
+            ),
+            Some(812)
+        );
+        assert_eq!(
+            int_after("n_gen = 25, n_remaining = -1, next token", "n_remaining ="),
+            Some(-1)
+        );
+        assert_eq!(int_after("nothing here", "n_gen ="), None);
+    }
+}
