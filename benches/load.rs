@@ -75,7 +75,7 @@ fn child(mode: &str, file: &Path) {
         // `tokenscope summary FILE` as the CLI runs it (candidates left on disk), its text thrown away.
         "summary" => {
             let slo = tokenscope::analysis::summary::Slo::default();
-            let out = tokenscope::cli::summary::run(file, false, slo, None, None);
+            let out = tokenscope::cli::summary::run(&[file], false, slo, None, None);
             keep = Box::new(out);
             0
         }

@@ -58,6 +58,7 @@ fn recorder(url: &str) -> f64 {
         max_tokens: None,
         app_id: None,
         user_id: None,
+        at_ms: None,
     }];
     let (_keep, stop) = tokio::sync::watch::channel(false);
     let start = Instant::now();

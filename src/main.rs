@@ -48,16 +48,20 @@ struct Args {
 enum Command {
     /// Load a trace and report every rejected record and warning (exit 1 when it cannot be loaded).
     Validate {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+        /// files: they are joined).
+        #[arg(required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Print the trace's figures: tokens, span, throughput, TTFT/TPOT/E2E/queue/ITL percentiles, SLO goodput.
     Summary {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+        /// files: they are joined).
+        #[arg(required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -230,8 +234,10 @@ enum Command {
     /// Find the known incident patterns (decode interrupted by prefill, EOS mis-trigger, prefill monopoly,
     /// preemption bursts, KV saturation, SLO violations, repetition loops, truncation, token mismatches).
     Findings {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+        /// files: they are joined).
+        #[arg(required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -445,9 +451,9 @@ fn main() -> ExitCode {
     cli::set_window(window.clone());
     cli::set_budget(args.memory_budget);
     match args.command {
-        Some(Command::Validate { trace, json }) => emit(&cli::validate::run(&trace, json)),
+        Some(Command::Validate { traces, json }) => emit(&cli::validate::run(&paths(&traces), json)),
         Some(Command::Summary {
-            trace,
+            traces,
             json,
             slo_ttft_ms,
             slo_tpot_ms,
@@ -462,9 +468,9 @@ fn main() -> ExitCode {
             };
             #[cfg(feature = "query")]
             if out_of_core {
-                return emit(&cli::summary::run_out_of_core(&trace, json, slo));
+                return emit(&cli::summary::run_out_of_core(&paths(&traces), json, slo));
             }
-            emit(&cli::summary::run(&trace, json, slo, by, prices.as_deref()))
+            emit(&cli::summary::run(&paths(&traces), json, slo, by, prices.as_deref()))
         }
         Some(Command::Synth {
             scenario,
@@ -585,7 +591,7 @@ fn main() -> ExitCode {
             emit(&cli::diff::run(&a, &b, &options))
         }
         Some(Command::Findings {
-            trace,
+            traces,
             json,
             kind,
             slo_ttft_ms,
@@ -595,7 +601,7 @@ fn main() -> ExitCode {
         }) => {
             let objectives = cli::findings::Objectives::from_flags(slo_ttft_ms, slo_tpot_ms, no_slo);
             emit(&cli::findings::run(
-                &trace,
+                &paths(&traces),
                 json,
                 objectives,
                 &thresholds,
@@ -752,4 +758,9 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The paths of the command line as the loaders take them.
+fn paths(traces: &[PathBuf]) -> Vec<&std::path::Path> {
+    traces.iter().map(PathBuf::as_path).collect()
 }

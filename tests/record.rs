@@ -53,6 +53,7 @@ fn prompts() -> Vec<Prompt> {
         max_tokens: None,
         app_id: Some("chat".into()),
         user_id: None,
+        at_ms: None,
     }]
 }
 

@@ -154,7 +154,7 @@ impl Objectives {
 
 /// Runs `findings`.
 pub fn run(
-    input: &Path,
+    inputs: &[&Path],
     as_json: bool,
     objectives: Objectives,
     thresholds: &Thresholds,
@@ -164,26 +164,31 @@ pub fn run(
     if let Err(e) = thresholds.check() {
         return Output::error(e, 2);
     }
-    let loaded = match super::load_for_findings(&[input]) {
+    let loaded = match super::load_for_findings(inputs) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, as_json),
     };
     let trace = &loaded.trace;
     let findings = find_kinds(trace, &slo, thresholds, kinds.unwrap_or(&Kind::ALL));
     let origin = trace.start_ns();
+    let name = inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     let stdout = if as_json {
         let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();
         format!(
             "{:#}\n",
             json!({
-                "trace": input.display().to_string(),
+                "trace": name,
                 "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": objectives == Objectives::Default},
                 "thresholds": thresholds,
                 "findings": list,
             })
         )
     } else {
-        let text = findings_text(trace, origin, &findings, &input.display().to_string());
+        let text = findings_text(trace, origin, &findings, &name);
         // The objectives right under the count: what the SLO findings (or their absence) mean.
         match text.split_once('\n') {
             Some((head, rest)) => format!("{head}\n{}\n{rest}", objectives.line()),

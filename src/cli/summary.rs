@@ -130,6 +130,24 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         dist_row("ITL", &s.itl_ms),
     ];
     out.push_str(&table(&rows));
+    if let Some(d) = &s.delivery {
+        out.push_str(&format!(
+            "\nclient vs server ({} of {} requests have both halves; the server's times on the client's clock)\n",
+            thousands(d.requests),
+            thousands(s.requests)
+        ));
+        let rows = vec![
+            ["delivery (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"]
+                .map(str::to_owned)
+                .to_vec(),
+            dist_row("client TTFT", &d.client_ttft_ms),
+            dist_row("server TTFT", &d.server_ttft_ms),
+            dist_row("TTFT gap", &d.ttft_gap_ms),
+            dist_row("token delivery", &d.token_ms),
+            dist_row("client ITL", &d.client_itl_ms),
+        ];
+        out.push_str(&table(&rows));
+    }
     out
 }
 
@@ -172,7 +190,7 @@ pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(Stri
 }
 
 /// Runs `summary`.
-pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Option<&Path>) -> Output {
+pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Option<&Path>) -> Output {
     let prices = match prices.map(Prices::load) {
         None => None,
         Some(Ok(p)) => Some(p),
@@ -183,7 +201,7 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
         lazy_candidates: true,
         ..crate::load::LoadOptions::default()
     };
-    let loaded = match super::load(&[path], options) {
+    let loaded = match super::load(paths, options) {
         Ok(l) => l,
         Err(e) => return fatal(&e, as_json),
     };
@@ -224,7 +242,15 @@ pub fn run(path: &Path, as_json: bool, slo: Slo, by: Option<GroupBy>, prices: Op
 /// requests whole, without loading the trace. Records are not validated on this path; a valid trace gives the
 /// in-memory path's figures (tested).
 #[cfg(feature = "query")]
-pub fn run_out_of_core(path: &Path, as_json: bool, slo: Slo) -> Output {
+pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
+    let [path] = paths else {
+        return Output::error(
+            "--out-of-core reads one file or dataset directory; give several files as one directory, or leave out \
+             --out-of-core to open them together",
+            2,
+        );
+    };
+    let path = *path;
     let files = match super::window_files(path) {
         Ok(f) => f,
         Err(e) => return fatal(&e, as_json),

@@ -122,8 +122,8 @@ pub fn report_text(report: &Report) -> String {
 }
 
 /// Runs `validate`.
-pub fn run(path: &Path, as_json: bool) -> Output {
-    match super::load(&[path], crate::load::LoadOptions::default()) {
+pub fn run(paths: &[&Path], as_json: bool) -> Output {
+    match super::load(paths, crate::load::LoadOptions::default()) {
         Ok(loaded) => Output {
             stdout: if as_json {
                 format!("{:#}\n", report_json(&loaded.report, None))

@@ -401,6 +401,7 @@ mod tests {
             max_tokens: Some(7),
             app_id: None,
             user_id: None,
+            at_ms: None,
         };
         let s = Sampling {
             model: Some("m".into()),

@@ -253,7 +253,18 @@ async fn run(
         if i >= options.requests {
             break;
         }
-        if let Some(exp) = &gaps {
+        let scripted = prompts
+            .get(i % prompts.len().max(1))
+            .and_then(|p| p.at_ms)
+            .filter(|_| i < prompts.len());
+        if let Some(at_ms) = scripted {
+            let at = started + Duration::from_secs_f64(at_ms / 1e3);
+            let mut phase = phase_rx.clone();
+            tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                _ = phase.wait_for(|p| *p != Phase::Running) => break,
+            }
+        } else if let Some(exp) = &gaps {
             due += Duration::from_secs_f64(exp.sample(&mut rng));
             let mut phase = phase_rx.clone();
             tokio::select! {
@@ -367,11 +378,24 @@ pub fn build_trace(
         path: url.clone(),
         encoding: Encoding::Jsonl,
     });
-    let eos_ids: Vec<u32> = if options.eos_ids.is_empty() {
+    let mut eos_ids: Vec<u32> = if options.eos_ids.is_empty() {
         info.eos_ids.clone()
     } else {
         options.eos_ids.clone()
     };
+    // A server that names no EOS (no llama.cpp `/props`, no --eos-id): the token streams stopped on with empty text.
+    let mut inferred: Vec<u32> = Vec::new();
+    let mut inferred_streams = 0usize;
+    if eos_ids.is_empty() {
+        for id in outcomes.iter().filter_map(|o| o.stream.unnamed_eos()) {
+            inferred_streams += 1;
+            if !inferred.contains(&id) {
+                inferred.push(id);
+            }
+        }
+        inferred.sort_unstable();
+        eos_ids.clone_from(&inferred);
+    }
     let mut meta = crate::import::record("meta");
     meta.engine = info.engine.clone().map(text).unwrap_or(None);
     meta.engine_version = info.version.clone().map(text).unwrap_or(None);
@@ -439,6 +463,15 @@ pub fn build_trace(
             } else {
                 ""
             }
+        ));
+    }
+    if !inferred.is_empty() {
+        let ids: Vec<String> = inferred.iter().map(u32::to_string).collect();
+        sink.note(format!(
+            "the server names no end-of-sequence token: {} stream(s) stopped on token id {} with empty text, taken as \
+             EOS (marked special, in meta.eos_token_ids); --eos-id overrides",
+            inferred_streams,
+            ids.join(", ")
         ));
     }
     let retried = outcomes.iter().filter(|o| o.retried).count();

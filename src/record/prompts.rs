@@ -1,5 +1,5 @@
 //! The prompts `tokenscope record` sends: JSON lines of `{"prompt": "..."}` or `{"messages": [...]}` (each
-//! optionally with `max_tokens`, `app_id`, `user_id`), or plain text, one prompt per line. A line that cannot be
+//! optionally with `max_tokens`, `app_id`, `user_id`, and `at_ms`: when to send it), or plain text, one prompt per line. A line that cannot be
 //! read is rejected with its number and reason; the others are kept.
 
 use std::path::Path;
@@ -26,6 +26,9 @@ pub struct Prompt {
     pub app_id: Option<String>,
     /// Attribution labels written on the request.
     pub user_id: Option<String>,
+    /// Sent no earlier than this many ms after the recording started (the first time through the file): a scripted
+    /// scenario, such as a long prompt arriving while others decode.
+    pub at_ms: Option<f64>,
 }
 
 /// The prompts of a file and the lines it rejected (`line: reason`).
@@ -102,6 +105,7 @@ pub fn parse(text: &str) -> Prompts {
                 max_tokens: None,
                 app_id: None,
                 user_id: None,
+                at_ms: None,
             });
             continue;
         }
@@ -132,11 +136,20 @@ fn prompt_of(line: &str) -> Result<Prompt, String> {
                 .ok_or_else(|| format!("max_tokens is {m}, not a positive integer"))?,
         ),
     };
+    let at_ms = match v.get("at_ms") {
+        None | Some(Value::Null) => None,
+        Some(a) => Some(
+            a.as_f64()
+                .filter(|t| t.is_finite() && *t >= 0.0 && *t < 1e9)
+                .ok_or_else(|| format!("at_ms is {a}, not a time in ms from the start (0 or more)"))?,
+        ),
+    };
     Ok(Prompt {
         body,
         max_tokens,
         app_id: label("app_id"),
         user_id: label("user_id"),
+        at_ms,
     })
 }
 
@@ -184,6 +197,17 @@ mod tests {
         let lines: Vec<usize> = p.rejected.iter().map(|r| r.0).collect();
         assert_eq!(lines, [4, 5, 6]);
         assert!(p.rejected[2].1.contains("max_tokens"), "{:?}", p.rejected[2]);
+    }
+
+    #[test]
+    fn a_prompt_may_say_when_it_is_sent() {
+        let p =
+            parse("{\"prompt\": \"a\", \"at_ms\": 1500}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\", \"at_ms\": -3}\n");
+        assert_eq!(p.prompts.len(), 2);
+        assert_eq!(p.prompts[0].at_ms, Some(1500.0));
+        assert_eq!(p.prompts[1].at_ms, None);
+        assert_eq!(p.rejected[0].0, 3);
+        assert!(p.rejected[0].1.contains("at_ms is -3"), "{:?}", p.rejected);
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub fn stage_color(kind: StageKind) -> Color32 {
         StageKind::Decode => Color32::from_rgb(46, 160, 140),
         StageKind::Preempted => Color32::from_rgb(200, 60, 90),
         StageKind::KvTransfer => Color32::from_rgb(150, 110, 200),
+        // Queue and prefill not split: between the queue's slate and the prefill's orange, paler than both.
+        StageKind::Waiting => Color32::from_rgb(176, 150, 120),
         StageKind::Tokenize | StageKind::Detokenize | StageKind::Other => Color32::from_rgb(130, 130, 130),
     }
 }
@@ -170,6 +172,7 @@ mod tests {
             StageKind::Prefill,
             StageKind::Decode,
             StageKind::Preempted,
+            StageKind::Waiting,
         ];
         for (i, a) in main.iter().enumerate() {
             for b in &main[i + 1..] {

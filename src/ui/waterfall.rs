@@ -1109,6 +1109,12 @@ fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
                     if kind == StageKind::Decode && trace.token_count() == 0 {
                         ui.weak("no token records: per-token steps need kind=\"token\" records");
                     }
+                    if kind == StageKind::Waiting {
+                        ui.weak(
+                            "waiting for the first token: queue and prefill not split (a client-side trace; open it \
+                             with the server's files of the same run to split it)",
+                        );
+                    }
                 }
                 RenderItem::Merged {
                     spans,

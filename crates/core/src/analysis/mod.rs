@@ -2,6 +2,7 @@
 //! percentiles, throughput, goodput under SLOs) and the summaries built from them.
 
 pub mod cost;
+pub mod delivery;
 pub mod diff;
 pub mod findings;
 pub mod interference;

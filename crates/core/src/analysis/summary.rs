@@ -101,6 +101,9 @@ pub struct Summary {
     /// Present when a price table was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// Present when requests have both halves (a joined trace): the client's view against the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<super::delivery::Delivery>,
 }
 
 /// The label a request is grouped by.
@@ -210,6 +213,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
         finish_reasons,
         token_mismatches,
         cost: prices.map(|_| cost),
+        delivery: super::delivery::delivery(trace, requests),
     }
 }
 

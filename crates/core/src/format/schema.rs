@@ -240,9 +240,9 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 6 meta + 27 request + 14 iteration + 2 stage + 7 token scalar fields.
-        assert_eq!(SCALAR_FIELDS.len(), 57);
-        assert_eq!(arrow_schema().fields().len(), 59);
+        // 1 kind + 6 meta + 29 request + 14 iteration + 2 stage + 8 token scalar fields.
+        assert_eq!(SCALAR_FIELDS.len(), 60);
+        assert_eq!(arrow_schema().fields().len(), 62);
         for kind in ["request", "iteration", "stage", "token"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

@@ -355,6 +355,21 @@ impl Stream {
         false
     }
 
+    /// The id of the token a stream ended on when it looks like an end-of-sequence token the server did not name:
+    /// the stream stopped (`finish_reason = stop`) on a token with per-token detail and empty text. Servers without
+    /// llama.cpp's `/props` (vLLM, SGLang, TGI, a proxy) stream their EOS so from `/v1/completions`.
+    pub fn unnamed_eos(&self) -> Option<u32> {
+        let last = self.tokens.last()?;
+        let detailed = last.logprob.is_some() || last.token_id.is_some();
+        (self.finish_reason.as_deref() == Some("stop")
+            && detailed
+            && !last.is_chunk
+            && !last.added_eos
+            && last.text.is_empty())
+        .then_some(last.token_id)
+        .flatten()
+    }
+
     /// True when the stream carried per-token logprobs.
     pub fn has_logprobs(&self) -> bool {
         self.tokens.iter().any(|t| t.logprob.is_some())
@@ -577,6 +592,27 @@ pub fn add_tokens(stream: &Stream, request_id: &str, eos_ids: &[u32], sink: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_that_stops_on_an_empty_token_names_its_eos() {
+        let chunk = |id: u32, text: &str| {
+            format!(
+                r#"{{"id":"cmpl-1","choices":[{{"text":"{text}","token_ids":[{id}],"logprobs":{{"tokens":["{text}"],"token_logprobs":[-0.5],"top_logprobs":[{{"{text}":-0.5}}]}}}}]}}"#
+            )
+        };
+        let mut s = Stream::default();
+        s.push(1, &chunk(42, "Hi"));
+        s.push(2, &chunk(2, ""));
+        s.push(3, r#"{"choices":[{"text":"","finish_reason":"stop"}]}"#);
+        s.push(4, "[DONE]");
+        assert_eq!(s.tokens.len(), 2);
+        assert_eq!(s.tokens[1].text, "");
+        assert_eq!(s.response_id.as_deref(), Some("cmpl-1"));
+        assert_eq!(s.unnamed_eos(), Some(2));
+        // The same stream stopped by its length limit: an empty last token is not an EOS.
+        s.finish_reason = Some("length".to_owned());
+        assert_eq!(s.unnamed_eos(), None);
+    }
 
     #[test]
     fn chat_chunks_with_logprobs_and_ids() {

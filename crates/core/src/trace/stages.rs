@@ -1,6 +1,8 @@
 //! The stages of one request, explicit and derived as the format says: `queue` from arrival to scheduling, one
 //! `decode` per output token after the first (from its iteration, else from the previous token), and one `prefill`
-//! from scheduling to the first token when the trace has no prefill stage. Explicit stages win over derived ones.
+//! from scheduling to the first token when the trace has no prefill stage; `waiting` from arrival to the first token
+//! when the trace has neither a scheduling time nor a queue or prefill stage (a client-side trace: the wait is
+//! known, its split is not). Explicit stages win over derived ones.
 //! Derived stages are computed on demand, never stored: ten million tokens would otherwise mean ten million rows.
 
 use super::tables::{StageKind, opt_u32};
@@ -73,6 +75,13 @@ impl Trace {
             {
                 out.push(derived(StageKind::Prefill, s, f));
             }
+        }
+        if scheduled.is_none()
+            && !has[StageKind::Queue as usize]
+            && !has[StageKind::Prefill as usize]
+            && let Some(f) = self.first_token_ns(request).filter(|&f| f > arrival)
+        {
+            out.push(derived(StageKind::Waiting, arrival, f));
         }
         if !has[StageKind::Decode as usize] {
             for t in tokens.clone().skip(1) {

@@ -276,11 +276,14 @@ pub enum StageKind {
     Detokenize,
     /// Anything else.
     Other,
+    /// Waiting for the first token, queue and prefill not split: what a client-side trace (a recording, a
+    /// benchmark export) knows of a request between its send and its first token.
+    Waiting,
 }
 
 impl StageKind {
     /// Every stage kind, in the order of the format's table.
-    pub const ALL: [StageKind; 8] = [
+    pub const ALL: [StageKind; 9] = [
         StageKind::Queue,
         StageKind::Prefill,
         StageKind::Decode,
@@ -289,6 +292,7 @@ impl StageKind {
         StageKind::Tokenize,
         StageKind::Detokenize,
         StageKind::Other,
+        StageKind::Waiting,
     ];
 
     /// The name written in the format's `stage` field.
@@ -302,6 +306,7 @@ impl StageKind {
             StageKind::Tokenize => "tokenize",
             StageKind::Detokenize => "detokenize",
             StageKind::Other => "other",
+            StageKind::Waiting => "waiting",
         }
     }
 

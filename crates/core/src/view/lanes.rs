@@ -144,6 +144,7 @@ impl Lanes {
             StageKind::Queue
         } else {
             match first {
+                Some(f) if t_ns < f && scheduled == UNSPLIT => StageKind::Waiting,
                 Some(f) if t_ns < f => StageKind::Prefill,
                 Some(_) => StageKind::Decode,
                 None => StageKind::Other,
@@ -232,24 +233,38 @@ pub fn coarse_spans(trace: &Trace, r: u32) -> impl Iterator<Item = Span> + use<>
     stage_spans(arrival, scheduled, first, end)
 }
 
-/// When request `r` (alive from `arrival` to `end`) was scheduled and had its first token, within those bounds.
+/// When request `r` (alive from `arrival` to `end`) was scheduled and had its first token, within those bounds. A
+/// request with no scheduling time (a client-side trace) is marked [`UNSPLIT`]: its wait is not split.
 fn marks_of(trace: &Trace, r: u32, arrival: i64, end: i64) -> (i64, Option<i64>) {
-    let scheduled = trace.requests.scheduled_ns[r as usize]
-        .unwrap_or(arrival)
-        .clamp(arrival, end);
-    (scheduled, trace.first_token_ns(r).map(|f| f.clamp(scheduled, end)))
+    let first = trace.first_token_ns(r).map(|f| f.clamp(arrival, end));
+    match trace.requests.scheduled_ns[r as usize] {
+        Some(s) => {
+            let scheduled = s.clamp(arrival, end);
+            (scheduled, first.map(|f| f.max(scheduled)))
+        }
+        None => (UNSPLIT, first),
+    }
 }
 
+/// The scheduling mark of a request whose wait for its first token is not split into queue and prefill.
+const UNSPLIT: i64 = i64::MIN;
+
 /// Queue from `arrival` to `scheduled`, prefill to `first` (token), decode to `end`, leaving out the empty ones;
-/// without a first token, what follows the queue is of no known stage (`Other`).
+/// without a first token, what follows the queue is of no known stage (`Other`). With no scheduling time
+/// ([`UNSPLIT`]), the wait up to the first token is one `Waiting` span.
 fn stage_spans(arrival: i64, scheduled: i64, first: Option<i64>, end: i64) -> impl Iterator<Item = Span> {
+    let (wait, scheduled) = if scheduled == UNSPLIT {
+        (StageKind::Waiting, arrival)
+    } else {
+        (StageKind::Prefill, scheduled)
+    };
     let (prefill_end, after) = match first {
         Some(f) => (f, StageKind::Decode),
         None => (scheduled, StageKind::Other),
     };
     [
         (arrival, scheduled, StageKind::Queue),
-        (scheduled, prefill_end, StageKind::Prefill),
+        (scheduled, prefill_end, wait),
         (prefill_end, end, after),
     ]
     .into_iter()

@@ -95,6 +95,8 @@ fn summarize_units(
             finish_reasons: BTreeMap::new(),
             token_mismatches: 0,
             cost: None,
+            // The views read no client-side column: a joined dataset's delivery figures come from a full load.
+            delivery: None,
         },
         first_arrival: None,
         last_end: None,

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::context::{PrefillIndex, add_to};
+use super::thresholds::STALL_PREFILL_SHARE;
 use super::words::{duration, multiple, names, range, row_u32};
 use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::metrics::ms;
@@ -41,7 +42,9 @@ impl Detector for DecodeInterrupted {
     /// median over its requests) or more, in time, so on any hardware. Ordinary prompts batched together (an
     /// overloaded engine without chunked prefill) are a condition, the chronic-interference finding's, not an
     /// incident. An instance with too few requests to know an ordinary prefill falls back to a count: other requests'
-    /// prompt tokens in those steps, `large_prefill_tokens` or more. Stalls whose prefill steps overlap or follow
+    /// prompt tokens in those steps, `large_prefill_tokens` or more. Whatever the prompt's rank, a stall of
+    /// `stall_ms` or more owed mostly (`STALL_PREFILL_SHARE` of its time) to other requests' prefill is one too: a
+    /// small trace, a slow server. Stalls whose prefill steps overlap or follow
     /// each other form one finding per episode: the worst-stalled victim (longest ITL, then largest multiple of its
     /// median) is the subject, the other victims follow, then the prefilling requests (the culprits), most prompt
     /// tokens first.
@@ -97,6 +100,7 @@ impl Detector for DecodeInterrupted {
                 let mut others = 0u64;
                 let mut outsized = false;
                 let mut steps = Vec::new();
+                let mut prefill_ns = 0f64;
                 let ordinary = times.ordinary(source);
                 for row in window {
                     let mut in_step = 0u64;
@@ -115,12 +119,18 @@ impl Detector for DecodeInterrupted {
                     if in_step > 0 {
                         others += in_step;
                         steps.push(row_u32(row));
+                        prefill_ns += prefill_time_ns(trace, row, in_step);
                     }
                 }
-                let decided = match ordinary {
+                let relative = match ordinary {
                     Some(_) => outsized,
                     None => others > 0 && others >= u64::from(th.large_prefill_tokens),
                 };
+                // Large in absolute terms and owed mostly to others' prefill: an interruption whatever the prompt's
+                // rank (a small trace, a slow server).
+                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
+                let decided = relative || absolute;
                 if !decided {
                     continue;
                 }
@@ -155,6 +165,21 @@ impl Detector for DecodeInterrupted {
             i = j;
         }
         out
+    }
+}
+
+/// The time of step `row` owed to `others` prompt tokens of other requests: the step's time × their share of its
+/// tokens (all of it when the step does not say how many tokens it computed).
+#[allow(clippy::cast_precision_loss)] // ns and token counts far below 2^53
+fn prefill_time_ns(trace: &Trace, row: usize, others: u64) -> f64 {
+    let it = &trace.iterations;
+    let span = (it.end_ns[row] - it.start_ns[row]).max(0) as f64;
+    let total =
+        it.num_prefill_tokens[row].map(u64::from).unwrap_or(0) + it.num_decode_tokens[row].map(u64::from).unwrap_or(0);
+    if total == 0 {
+        span
+    } else {
+        span * (others.min(total) as f64 / total as f64)
     }
 }
 

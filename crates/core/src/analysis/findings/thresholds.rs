@@ -15,6 +15,18 @@ pub const DEFAULT_ITL_FACTOR: f64 = crate::analysis::interference::STALL_FACTOR;
 /// waited behind 48,000 (24,000 + 4 × 6,000) and 20,479 per chunk of the 96k prompt.
 pub const DEFAULT_LARGE_PREFILL_TOKENS: u32 = 16_384;
 
+/// Decode interrupted, whatever the prompt's rank among its instance's: a decode token that waited this long (ms)
+/// or more, most of it through other requests' prefill. Ten times a 50 ms TPOT objective: a reader sees a stall of
+/// half a second mid-answer, on any hardware. It is what a small trace (too few requests to know an ordinary
+/// prefill) or a slow server (a 2,000-token prompt stalls a CPU server's decodes for seconds) needs; the relative
+/// yardstick (`outsized_prefill_factor`) still ranks severity and keeps ordinary prompts on a fast engine quiet.
+pub const DEFAULT_STALL_MS: f64 = 500.0;
+
+/// The share of a stall's time (0..1) that other requests' prefill must account for, for [`DEFAULT_STALL_MS`] to
+/// make it an interruption: each step the token waited through counts for its time × its other-prefill tokens'
+/// share of the step's tokens.
+pub const STALL_PREFILL_SHARE: f64 = 0.5;
+
 /// A stop token chosen with a probability below this is a suspect end. A natural stop is the model's clear first
 /// choice (p > 0.9 in the simulator, usually above 0.5 in real traces); below one half another continuation was
 /// at least as likely.
@@ -114,6 +126,10 @@ pub struct Thresholds {
     /// requests' prompt tokens in the stall's steps, at least.
     #[arg(long, default_value_t = DEFAULT_LARGE_PREFILL_TOKENS)]
     pub large_prefill_tokens: u32,
+    /// Decode interrupted, whatever the prompt's size: a token that waited this long (ms) or more, mostly through
+    /// other requests' prefill.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_STALL_MS)]
+    pub stall_ms: f64,
     /// EOS mis-trigger: stop-token probability below this.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_EOS_MAX_PROBABILITY)]
     pub eos_max_probability: f64,
@@ -181,6 +197,13 @@ impl Thresholds {
                 "itl_factor",
                 t.itl_factor.to_string(),
                 "give a factor above 1 (the default is 3)",
+            );
+        }
+        if !(t.stall_ms.is_finite() && t.stall_ms > 0.0) {
+            return bad(
+                "stall_ms",
+                t.stall_ms.to_string(),
+                "give a duration in ms above 0 (the default is 500)",
             );
         }
         if !(0.0..=1.0).contains(&t.eos_max_probability) {
@@ -303,11 +326,12 @@ pub enum ThresholdValue<'a> {
 
 impl Thresholds {
     /// Every threshold by its field name, to edit (the app's findings panel); in the flags' order.
-    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 18] {
+    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 19] {
         use ThresholdValue::{Count, Real};
         [
             ("itl_factor", Real(&mut self.itl_factor)),
             ("large_prefill_tokens", Count(&mut self.large_prefill_tokens)),
+            ("stall_ms", Real(&mut self.stall_ms)),
             ("eos_max_probability", Real(&mut self.eos_max_probability)),
             ("eos_min_rank", Count(&mut self.eos_min_rank)),
             ("early_eos_factor", Real(&mut self.early_eos_factor)),
@@ -350,6 +374,7 @@ impl Default for Thresholds {
         Thresholds {
             itl_factor: DEFAULT_ITL_FACTOR,
             large_prefill_tokens: DEFAULT_LARGE_PREFILL_TOKENS,
+            stall_ms: DEFAULT_STALL_MS,
             eos_max_probability: DEFAULT_EOS_MAX_PROBABILITY,
             eos_min_rank: DEFAULT_EOS_MIN_RANK,
             early_eos_factor: DEFAULT_EARLY_EOS_FACTOR,

@@ -1,0 +1,150 @@
+//! Both halves of a real run, joined: the recording of `tokenscope record` and llama-server's own log of the same
+//! five requests (`tests/data/real/llamacpp/PROVENANCE.md`). Every figure below is read off the log by hand.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use tokenscope::analysis::delivery::delivery;
+use tokenscope::analysis::findings::{Kind, Thresholds, find_kinds};
+use tokenscope::analysis::summary::Slo;
+use tokenscope::ingest::Progress;
+use tokenscope::load::{LoadOptions, load_many};
+use tokenscope::trace::{StageKind, opt_i64};
+
+const DIR: &str = "tests/data/real/llamacpp";
+
+fn joined() -> tokenscope::load::Loaded {
+    let client = Path::new(DIR).join("incident_client.parquet");
+    let server = Path::new(DIR).join("incident_server.log.gz");
+    load_many(&[&client, &server], &Progress::default(), LoadOptions::default()).unwrap()
+}
+
+#[test]
+fn a_recording_and_the_servers_log_are_one_trace() {
+    let loaded = joined();
+    let t = &loaded.trace;
+    assert_eq!(t.meta.clock.as_deref(), Some("joined"));
+    assert_eq!(
+        t.request_count(),
+        5,
+        "the server's requests are the client's: none left alone"
+    );
+    let notes = loaded.report.notes.join("\n");
+    assert!(
+        notes.contains(
+            "Joined 5 of 5 client requests with the server's: 0 by id, 5 by prompt and output length and time."
+        ),
+        "{notes}"
+    );
+    // The band the pairs leave for the offset: "± X ms", under 4 ms wide on this run (loopback).
+    let band: f64 = notes
+        .split(" ± ")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|x| x.parse().ok())
+        .unwrap();
+    assert!(band < 4.0, "{notes}");
+
+    // rec-00003 is task 54: a 2,583-token prompt (`new prompt ... task.n_tokens = 2583`), prefilled in five chunks
+    // whose `cached n_tokens` positions are 0, 1, 2046, 2067 and 2579.
+    let r = t.request_row("rec-00003").unwrap();
+    assert_eq!(t.requests.input_tokens[r as usize], Some(2_583));
+    let chunks: Vec<u32> = t
+        .stages_of(r)
+        .iter()
+        .filter(|s| s.kind == StageKind::Prefill && !s.derived)
+        .filter_map(|s| s.tokens)
+        .collect();
+    assert_eq!(chunks, [1, 2_045, 21, 512, 4]);
+    // Each of its tokens was produced by a step of the server, and received by the client after it.
+    for k in t.tokens_of(r) {
+        assert!(opt_i64(t.tokens.iteration[k]).is_some());
+        let received = opt_i64(t.tokens.received_ns[k]).unwrap();
+        assert!(
+            received >= t.tokens.emitted_ns[k] - 4_000_000,
+            "within the offset's band"
+        );
+    }
+    // The client sent every request before the server received it (on one clock now), to within the band.
+    for q in 0..5u32 {
+        let sent = t.requests.sent_ns[q as usize].unwrap();
+        assert!(t.requests.arrival_ns[q as usize] >= sent - 4_000_000);
+    }
+}
+
+#[test]
+fn the_stall_and_its_culprit_on_a_real_engine() {
+    let loaded = joined();
+    let t = &loaded.trace;
+    // The step that held rec-00003's 2,045-token chunk: from its decode line (4.749 s) to the next pass (11.793 s).
+    let source = t.labels.lookup("llama-server").unwrap();
+    let rows = t.iterations_of_source(source);
+    let big = rows
+        .clone()
+        .find(|&i| t.iterations.num_prefill_tokens[i] == Some(2_045))
+        .unwrap();
+    let took = t.iterations.end_ns[big] - t.iterations.start_ns[big];
+    assert!((7_000_000_000..7_100_000_000).contains(&took), "{took}");
+    // Three answers were decoding: their tokens fed into that step.
+    assert_eq!(t.iterations.num_decode_tokens[big], Some(3));
+
+    let found = find_kinds(
+        t,
+        &Slo::default(),
+        &Thresholds::default(),
+        &[Kind::DecodeInterrupted, Kind::PrefillMonopoly],
+    );
+    let interrupted: Vec<_> = found.iter().filter(|f| f.kind == Kind::DecodeInterrupted).collect();
+    assert!(!interrupted.is_empty());
+    let worst = interrupted[0];
+    assert!(
+        worst.summary.starts_with("rec-00000's token 50 waited 7.04 s")
+            && worst
+                .summary
+                .contains("while rec-00003 prefilled 2,045 prompt tokens in 1 step on llama-server"),
+        "{}",
+        worst.summary
+    );
+    let monopoly = found.iter().find(|f| f.kind == Kind::PrefillMonopoly).unwrap();
+    assert!(
+        monopoly
+            .summary
+            .starts_with("rec-00003's prefill of 2,583 prompt tokens"),
+        "{}",
+        monopoly.summary
+    );
+    assert!(monopoly.requests.contains(&t.request_row("rec-00004").unwrap()));
+}
+
+#[test]
+fn the_gap_between_server_and_client_is_a_figure() {
+    let loaded = joined();
+    let t = &loaded.trace;
+    let all: Vec<u32> = (0..5).collect();
+    let d = delivery(t, &all).unwrap();
+    assert_eq!(d.requests, 5);
+    assert_eq!(
+        d.token_ms.count, 544,
+        "every token was received by the client and produced by a step"
+    );
+    // On loopback, a token reaches the client within a few ms of the server sampling it.
+    let p50 = d.token_ms.p50.unwrap();
+    assert!((0.0..10.0).contains(&p50), "{p50}");
+}
+
+#[test]
+fn halves_of_different_runs_are_refused() {
+    // The recording with another run's server side (a simulated llama-server-like trace) pairs with nothing.
+    let client = Path::new(DIR).join("incident_client.parquet");
+    let other = Path::new("sample_traces/long_prefill.jsonl");
+    let e = load_many(&[&client, other], &Progress::default(), LoadOptions::default()).unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.starts_with(
+            "cannot join tests/data/real/llamacpp/incident_client.parquet with sample_traces/long_prefill.jsonl"
+        ),
+        "{e}"
+    );
+}
