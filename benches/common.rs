@@ -70,6 +70,14 @@ pub fn load_lazily(path: &Path) -> Trace {
     }
 }
 
+/// A trace loaded whole, candidates included.
+pub fn load_whole(path: &Path) -> Trace {
+    match tokenscope::load::load(path, &Progress::default()) {
+        Ok(l) => l.trace,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
 /// A flag's value from the command line, or its default.
 pub fn flag(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();

@@ -213,8 +213,10 @@ enum Command {
     /// Export the slice of a trace around an incident: a trace file (.parquet, .jsonl) or Chrome Trace Event JSON
     /// (.json, for Perfetto UI). Times are ms after the trace's start (the waterfall ruler's 0).
     Export {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+        /// files: they are joined).
+        #[arg(required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
         /// Range start, ms after the trace's start.
         #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         from_ms: f64,
@@ -292,8 +294,10 @@ enum Command {
     /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
     /// after the trace's start (the waterfall ruler's 0).
     Render {
-        /// The trace.
-        trace: PathBuf,
+        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+        /// files: they are joined).
+        #[arg(required = true, num_args = 1..)]
+        traces: Vec<PathBuf>,
         /// Range start, ms after the trace's start (with --to-ms; default: the whole trace).
         #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         from_ms: Option<f64>,
@@ -433,6 +437,18 @@ fn emit(out: &Output) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // A first word that is neither a subcommand nor a path: said plainly before clap reads it as the app's TRACE.
+    if let Some(first) = std::env::args_os().nth(1).and_then(|a| a.into_string().ok())
+        && !first.starts_with('-')
+        && first != "help"
+        && !<Args as clap::CommandFactory>::command()
+            .get_subcommands()
+            .any(|c| c.get_name() == first)
+        && let Some(message) = not_a_trace_path(std::path::Path::new(&first))
+    {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let args = Args::parse();
     let window = Window {
         from_ns: args.from_time,
@@ -515,7 +531,7 @@ fn main() -> ExitCode {
             ))
         }
         Some(Command::Export {
-            trace,
+            traces,
             from_ms,
             to_ms,
             requests,
@@ -528,7 +544,7 @@ fn main() -> ExitCode {
                 requests,
                 redact,
             };
-            emit(&cli::export::run(&trace, &options, &output))
+            emit(&cli::export::run(&paths(&traces), &options, &output))
         }
         #[cfg(feature = "query")]
         Some(Command::Query {
@@ -609,7 +625,7 @@ fn main() -> ExitCode {
             ))
         }
         Some(Command::Render {
-            trace,
+            traces,
             from_ms,
             to_ms,
             request,
@@ -642,7 +658,7 @@ fn main() -> ExitCode {
                     tpot_ms: Some(slo_tpot_ms),
                 },
             };
-            emit(&cli::render::run(&trace, &options, &output))
+            emit(&cli::render::run(&paths(&traces), &options, &output))
         }
         Some(Command::Corpus {
             root,
@@ -729,6 +745,12 @@ fn main() -> ExitCode {
             output,
         }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
         None => {
+            for p in args.trace.iter().chain(&args.compare) {
+                if let Some(message) = not_a_trace_path(p) {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(2);
+                }
+            }
             if args.compare.is_some() && args.trace.is_none() {
                 eprintln!("error: --compare B compares TRACE (A) with B: give TRACE too (tokenscope A --compare B)");
                 return ExitCode::from(2);
@@ -763,4 +785,27 @@ fn main() -> ExitCode {
 /// The paths of the command line as the loaders take them.
 fn paths(traces: &[PathBuf]) -> Vec<&std::path::Path> {
     traces.iter().map(PathBuf::as_path).collect()
+}
+
+/// Why the app cannot open `path`, said before a window opens: a mistyped subcommand (`sumary`), or no such file.
+fn not_a_trace_path(path: &std::path::Path) -> Option<String> {
+    if path.exists() {
+        return None;
+    }
+    let word = path.to_str().unwrap_or_default();
+    let command = <Args as clap::CommandFactory>::command();
+    let closest = command
+        .get_subcommands()
+        .map(|c| c.get_name())
+        .map(|name| (strsim::jaro_winkler(word, name), name))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    Some(match closest {
+        Some((score, name)) if score > 0.8 && !word.contains(['/', '.']) => {
+            format!("unrecognized subcommand '{word}': did you mean '{name}'? (tokenscope --help lists them)")
+        }
+        _ => format!(
+            "{}: no such file or directory; give a trace file or directory (tokenscope --help lists the subcommands)",
+            path.display()
+        ),
+    })
 }

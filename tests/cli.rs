@@ -538,3 +538,106 @@ fn findings_and_diff_from_parquet_read_only_the_candidates_they_need_and_match_a
     };
     assert_eq!(strip(&diff_parquet), strip(&diff_jsonl));
 }
+
+#[test]
+fn a_mistyped_subcommand_or_a_missing_file_is_said_before_any_window() {
+    let (code, _, err) = tokenscope(&["sumary", "sample_traces/four_requests.jsonl"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unrecognized subcommand 'sumary': did you mean 'summary'?"),
+        "{err}"
+    );
+    let (code, _, err) = tokenscope(&["missing.parquet"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.parquet: no such file or directory"), "{err}");
+    assert!(!err.contains("window"), "{err}");
+}
+
+#[test]
+fn summary_findings_and_validate_take_both_halves_of_a_run() {
+    let client = "tests/data/real/llamacpp/incident_client.parquet";
+    let server = "tests/data/real/llamacpp/incident_server.log.gz";
+    let (code, out, _) = tokenscope(&["summary", client, server, "--json"]);
+    assert_eq!(code, 0);
+    let v = json(&out);
+    assert_eq!(v["requests"], 5);
+    // The client-vs-server figures of a joined trace: 544 tokens, each received after it was produced.
+    assert_eq!(v["delivery"]["requests"], 5);
+    assert_eq!(v["delivery"]["token_ms"]["count"], 544);
+    let (code, out, _) = tokenscope(&["validate", client, server]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Joined 5 of 5 client requests with the server's"), "{out}");
+    let (code, out, _) = tokenscope(&["findings", client, server, "--kind", "decode-interrupted"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("rec-00000's token 50 waited 7.04 s"), "{out}");
+    // One file alone is one half: the recording has no steps.
+    let (_, out, _) = tokenscope(&["summary", client, "--json"]);
+    assert_eq!(json(&out)["delivery"], Value::Null);
+}
+
+#[test]
+fn synth_as_sglang_refuses_a_name_that_is_not_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.parquet");
+    let (code, _, err) = tokenscope(&[
+        "synth",
+        "--scenario",
+        "eos-mistrigger",
+        "--as",
+        "sglang-otlp",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("give the output a .jsonl name"), "{err}");
+    assert!(!out.exists(), "nothing written");
+    let (code, _, err) = tokenscope(&["synth", "--scenario", "eos-mistrigger", "-o", "x.csv"]);
+    assert_eq!(code, 2);
+    assert!(err.contains(".parquet, .jsonl, .jsonl.gz or .jsonl.zst"), "{err}");
+}
+
+#[cfg(feature = "query")]
+#[test]
+fn out_of_core_refuses_a_parquet_file_that_is_not_a_trace() {
+    // A Parquet file of some other table: no `kind` column. The in-memory path refuses it; so must out of core.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.parquet");
+    let batch = arrow::record_batch::RecordBatch::try_from_iter([(
+        "x",
+        std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 2, 3])) as arrow::array::ArrayRef,
+    )])
+    .unwrap();
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let p = path.to_str().unwrap();
+    for args in [
+        vec!["summary", p, "--out-of-core"],
+        vec!["query", p, "--out-of-core", "select count(*) as n from requests"],
+        vec!["summary", p],
+    ] {
+        let (code, out, err) = tokenscope(&args);
+        assert_ne!(code, 0, "{args:?}: {out}");
+        assert!(err.contains("\"kind\""), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn convert_from_the_wrong_kind_writes_nothing_and_says_what_the_file_looks_like() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.parquet");
+    // An AIPerf export read as TensorRT-LLM's perf metrics.
+    let (code, _, err) = tokenscope(&[
+        "convert",
+        "sample_traces/engines/aiperf/profile_export.jsonl",
+        "--from",
+        "trtllm-perf",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing was read as trtllm-perf"), "{err}");
+    assert!(err.contains("looks like aiperf"), "{err}");
+    assert!(!out.exists(), "nothing written");
+}

@@ -333,12 +333,19 @@ fn a_decode_that_sits_out_a_large_prefill_is_interrupted() {
     assert_eq!((f.from_ns, f.to_ns), (at(120), at(630)));
     assert_eq!(f.severity, Severity::Warning, "under a second");
 
-    // 10,000 prompt tokens are under the default 16,384...
-    assert!(decode_interrupted(&stalled_decode(10_000, true), &th()).is_empty());
-    // ...and over a lower threshold.
+    // 10,000 prompt tokens are under the default 16,384, but the stall (510 ms) is past `stall_ms` (500) and 500 ms
+    // of it is big's prefill-only step (98 %, over half): on this small trace it is an interruption all the same...
+    assert_eq!(decode_interrupted(&stalled_decode(10_000, true), &th()).len(), 1);
+    // ...not when a stall must last 600 ms...
+    let patient = Thresholds {
+        stall_ms: 600.0,
+        ..th()
+    };
+    assert!(decode_interrupted(&stalled_decode(10_000, true), &patient).is_empty());
+    // ...unless the count of prompt tokens is over a lower threshold.
     let low = Thresholds {
         large_prefill_tokens: 8_000,
-        ..th()
+        ..patient
     };
     assert_eq!(decode_interrupted(&stalled_decode(10_000, true), &low).len(), 1);
     // A stall under the ITL factor is not one: 510 ms is 51× the median.
@@ -416,32 +423,51 @@ fn repetition_loops_by_token_id_and_by_text() {
 }
 
 #[test]
-fn kv_saturation_is_one_finding_per_run_of_full_steps() {
+fn kv_saturation_is_one_finding_per_episode_of_full_steps() {
+    // Steps of 400 ms every second on e (f stays at half): 95 % or more at steps 1, 2, 3 and 5; at 30 and 31, with
+    // a preemption at 31; and at 60 alone.
     let usage = [0.5, 0.96, 0.97, 0.99, 0.8, 0.95, 0.5, 0.4];
     let mut l = vec![request("a", 0, "")];
+    let mut add = |k: i64, u: f64, more: &str| {
+        l.push(step(
+            "e",
+            k,
+            1_000 * k,
+            1_000 * k + 400,
+            &format!(r#","kv_usage":{u}{more}"#),
+        ));
+        l.push(step("f", k, 1_000 * k, 1_000 * k + 400, r#","kv_usage":0.5"#));
+    };
     for (k, u) in usage.iter().enumerate() {
-        let k = k as i64;
-        l.push(step("e", k, 100 * k, 100 * k + 90, &format!(r#","kv_usage":{u}"#)));
-        l.push(step("f", k, 100 * k, 100 * k + 90, r#","kv_usage":0.5"#));
+        add(k as i64, *u, "");
     }
+    add(30, 0.97, "");
+    add(31, 0.96, r#","num_preempted":1"#);
+    add(60, 0.96, "");
     let t = trace_of(&l);
     let found = kv_saturation(&t, &th());
     assert_eq!(found.len(), 2, "{found:#?}");
-    assert_eq!(iterations(&t, &found[0]), [1, 2, 3]);
-    assert_eq!((found[0].from_ns, found[0].to_ns), (at(100), at(390)));
+    // Steps 1-3 and 5 are one episode: the cache was under the line for 1.6 s between them (3.4 s to 5.0 s), less
+    // than the 10 s that part two episodes. Four steps of 400 ms saturated, within 1.0 s to 5.4 s.
+    assert_eq!(iterations(&t, &found[0]), [1, 2, 3, 5]);
+    assert_eq!((found[0].from_ns, found[0].to_ns), (at(1_000), at(5_400)));
     assert_eq!(
         found[0].summary,
-        "KV cache of e at 95 % or more for 3 steps (290.0 ms), peak 99.0 %"
+        "KV cache of e at 95 % or more for 4 steps (1.60 s within 4.40 s), peak 99.0 %"
     );
-    // Exactly at the threshold counts.
-    assert_eq!(iterations(&t, &found[1]), [5]);
+    // 24.6 s later: two steps in a row, 800 ms saturated, under the second an episode must last, but a request was
+    // preempted: kept. Step 60, 400 ms alone with no preemption, is a brush with the limit: no finding.
+    assert_eq!(iterations(&t, &found[1]), [30, 31]);
+    assert_eq!(
+        found[1].summary,
+        "KV cache of e at 95 % or more for 2 steps (800.0 ms), peak 97.0 %; 1 preemptions"
+    );
+    // A stricter line: only step 3 (99 %), 400 ms, nothing preempted.
     let stricter = Thresholds {
         kv_saturation: 0.98,
         ..th()
     };
-    let found = kv_saturation(&t, &stricter);
-    assert_eq!(found.len(), 1);
-    assert_eq!(iterations(&t, &found[0]), [3]);
+    assert!(kv_saturation(&t, &stricter).is_empty());
 }
 
 #[test]

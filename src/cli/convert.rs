@@ -25,6 +25,40 @@ pub fn run(
         Err(e) => return validate::fatal(&e, false),
     };
     let rejected = loaded.report.rejected_count();
+    let t = &loaded.trace;
+    if t.request_count() == 0 && t.iterations.is_empty() && t.token_count() == 0 {
+        // Nothing to write: an empty trace written with success would hide that the input was not what was said.
+        let what = from.map_or_else(
+            || "a trace".to_owned(),
+            |k| {
+                let sniffed: Vec<String> = paths
+                    .iter()
+                    .filter_map(|p| crate::import::sniff(p).map(|s| format!("{} looks like {}", p.display(), s.name())))
+                    .collect();
+                let hint = if sniffed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({}: leave out --from, or give that kind)", sniffed.join(", "))
+                };
+                format!("{}{hint}", k.name())
+            },
+        );
+        let first = loaded.report.rejected.first().map_or_else(String::new, |r| {
+            format!(
+                "; the first rejected: {}: {}",
+                loaded.report.describe(r.place),
+                r.reason
+            )
+        });
+        return Output::error(
+            format!(
+                "nothing was read as {what}: no request, step or token in {} record(s), {rejected} rejected{first}; \
+                 nothing was written",
+                thousands(loaded.report.records)
+            ),
+            1,
+        );
+    }
     let written = if partition_by.is_empty() {
         crate::format::write(&loaded.trace, output).map(|()| format!("wrote {}", output.display()))
     } else {
@@ -47,7 +81,8 @@ pub fn run(
                 let mut notes: String = loaded.report.notes.iter().map(|n| format!("note: {n}\n")).collect();
                 if rejected > 0 {
                     notes.push_str(&format!(
-                        "note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them\n"
+                        "note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them (with the \
+                         same inputs)\n"
                     ));
                 }
                 notes

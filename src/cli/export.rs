@@ -26,7 +26,7 @@ fn error(message: String) -> Output {
 }
 
 /// Runs `export`.
-pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
+pub fn run(inputs: &[&Path], options: &ExportOptions, output: &Path) -> Output {
     let (a, b) = (options.from_ms, options.to_ms);
     if !(a.is_finite() && b.is_finite() && a >= 0.0 && b > a) {
         return error(format!(
@@ -36,11 +36,11 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
     let is_chrome = output.extension().is_some_and(|e| e == "json");
     if !is_chrome && format::encoding_of(output).is_none() {
         return error(format!(
-            "{}: give the output a .parquet, .jsonl or .json (Chrome trace) name",
+            "{}: give the output a .parquet, .jsonl, .jsonl.gz, .jsonl.zst or .json (Chrome trace) name",
             output.display()
         ));
     }
-    let loaded = match super::load(&[input], crate::load::LoadOptions::default()) {
+    let loaded = match super::load(inputs, crate::load::LoadOptions::default()) {
         Ok(l) => l,
         Err(e) => return validate::fatal(&e, false),
     };
@@ -60,7 +60,11 @@ pub fn run(input: &Path, options: &ExportOptions, output: &Path) -> Output {
                 return error(format!(
                     "no request with id {} in {}",
                     unknown.join(", "),
-                    input.display()
+                    inputs
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" + ")
                 ));
             }
             Some(rows.into_iter().flatten().collect::<Vec<u32>>())

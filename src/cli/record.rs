@@ -40,7 +40,10 @@ pub fn run(
 ) -> Output {
     if crate::format::encoding_of(output).is_none() {
         return Output::error(
-            format!("{}: give the output a .parquet or .jsonl name", output.display()),
+            format!(
+                "{}: give the output a .parquet, .jsonl, .jsonl.gz or .jsonl.zst name",
+                output.display()
+            ),
             2,
         );
     }

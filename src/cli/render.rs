@@ -52,7 +52,12 @@ fn usage(message: String) -> Output {
 }
 
 /// Runs `render`.
-pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
+pub fn run(inputs: &[&Path], options: &RenderOptions, output: &Path) -> Output {
+    let name = inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     if !output.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
         return usage(format!("{}: give the output a .png name", output.display()));
     }
@@ -98,7 +103,7 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
         return usage(e.to_string());
     }
     let loaded = match super::load(
-        &[input],
+        inputs,
         LoadOptions {
             lazy_candidates: true,
             ..LoadOptions::default()
@@ -113,13 +118,13 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
     };
     let trace = Arc::new(loaded.trace);
     if let Some(n) = options.finding {
-        return render_finding(input, options, output, &trace, reader, n, size);
+        return render_finding(&name, options, output, &trace, reader, n, size);
     }
     let request = match &options.request {
         None => None,
         Some(id) => match trace.request_row(id) {
             Some(r) => Some(r),
-            None => return usage(format!("no request with id {id} in {}", input.display())),
+            None => return usage(format!("no request with id {id} in {name}")),
         },
     };
     let token = match (request, options.token) {
@@ -154,7 +159,7 @@ pub fn run(input: &Path, options: &RenderOptions, output: &Path) -> Output {
     let scene = Scene {
         view,
         candidates: reader,
-        source_name: input.display().to_string(),
+        source_name: name.clone(),
         time_range,
         selection: None,
         request,
@@ -195,7 +200,7 @@ fn write_png(scene: Scene, which: View, size: Size, output: &Path) -> Output {
 /// `--finding N`: the Nth finding's range (with a tenth of its length, at least 1 ms, either side), its range
 /// selected, its subject request and token under the microscope.
 fn render_finding(
-    input: &Path,
+    input: &str,
     options: &RenderOptions,
     output: &Path,
     trace: &Arc<Trace>,
@@ -207,10 +212,10 @@ fn render_finding(
     let Some(f) = n.checked_sub(1).and_then(|k| found.get(k)) else {
         return usage(format!(
             "--finding {n}: {} has {} finding{} (`tokenscope findings {}` lists them); give 1 to {}",
-            input.display(),
+            input,
             found.len(),
             if found.len() == 1 { "" } else { "s" },
-            input.display(),
+            input,
             found.len().max(1)
         ));
     };
@@ -227,7 +232,7 @@ fn render_finding(
     let scene = Scene {
         view: TraceView::new(Arc::clone(trace), TrackOrder::default(), &TrackFilter::default()),
         candidates: reader,
-        source_name: input.display().to_string(),
+        source_name: input.to_owned(),
         time_range: Some((f.from_ns - pad, f.to_ns + pad)),
         selection: Some((f.from_ns, f.to_ns)),
         request,

@@ -145,11 +145,22 @@ pub fn run(
         return Output {
             stdout: String::new(),
             stderr: format!(
-                "error: {}: give the output a .parquet or .jsonl name\n",
+                "error: {}: give the output a .parquet, .jsonl, .jsonl.gz or .jsonl.zst name\n",
                 output.display()
             ),
             code: 2,
         };
+    }
+    // SGLang's OTLP JSON is plain text, one request a line: a .parquet (or compressed) name would hold JSON.
+    let name = output.to_string_lossy().to_ascii_lowercase();
+    if as_output.is_some() && !(name.ends_with(".jsonl") || name.ends_with(".json")) {
+        return Output::error(
+            format!(
+                "{}: --as sglang-otlp writes SGLang's OTLP JSON lines (plain text): give the output a .jsonl name",
+                output.display()
+            ),
+            2,
+        );
     }
     let set = Overrides::from_settings(settings);
     if options.scenario == crate::synth::Scenario::Xlarge {

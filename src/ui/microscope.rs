@@ -338,6 +338,14 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
     let output = BarChart::new("output", bars(|l| l.output_ns, c_output))
         .color(c_output)
         .stack_on(&[&whole, &wait, &compute]);
+    // A joined trace: the token's way from the server to the client, on top of what the server took.
+    let delivery = BarChart::new(
+        "delivery (server to client)",
+        bars(|l| l.delivery_ns.map(|d| d.max(0)), theme::DELIVERY),
+    )
+    .color(theme::DELIVERY)
+    .stack_on(&[&whole, &wait, &compute, &output]);
+    let delivered = m.latencies.iter().any(|l| l.delivery_ns.is_some());
     let link = egui::Id::unique("microscope-x");
     let height = (ui.available_height() * 0.6).max(80.0);
     let plot = Plot::new("latency")
@@ -353,6 +361,9 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
             p.bar_chart(wait);
             p.bar_chart(compute);
             p.bar_chart(output);
+            if delivered {
+                p.bar_chart(delivery);
+            }
             p.hline(HLine::new("median ITL", ms(m.median_ns)).color(theme::MARKER));
         });
     let hovered = plot
@@ -381,6 +392,9 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
                     ms(c),
                     ms(o)
                 ));
+            }
+            if let Some(d) = l.delivery_ns {
+                ui.label(format!("then {:.1} ms from the server to the client", ms(d)));
             }
             step_load_ui(ui, trace, &load);
         });

@@ -130,6 +130,8 @@ pub const SELECTION_OUTLINE: Color32 = Color32::from_rgb(250, 215, 70);
 pub const STRIPE_ROW: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 8);
 /// First-token and finish markers.
 pub const MARKER: Color32 = Color32::from_rgb(235, 235, 235);
+/// A token's delivery, from the server to the client (a joined trace): apart from the server's own stages.
+pub const DELIVERY: Color32 = Color32::from_rgb(190, 120, 200);
 /// Ruler ticks and grid lines.
 pub const GRID: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 24);
 /// Muted text (labels of counters, hints).

@@ -53,10 +53,14 @@ impl Cell {
         }
     }
 
-    /// The value for a person: floats to three decimals at most, nulls as `-`.
+    /// The value for a person: floats to three decimals at most, nulls as `-`, a text's line breaks and tabs
+    /// escaped (`\n`, `\t`) so that a row of a table stays one line.
     pub fn display(&self) -> String {
         match self {
             Cell::Null => "-".to_owned(),
+            Cell::Text(s) if s.contains(['\n', '\r', '\t']) => {
+                s.replace('\n', "\\n").replace('\r', "\\r").replace('\t', "\\t")
+            }
             Cell::Float(x) => {
                 let s = format!("{x:.3}");
                 let s = s.trim_end_matches('0').trim_end_matches('.');
@@ -199,5 +203,12 @@ mod tests {
         assert_eq!(Cell::Float(50.0).display(), "50");
         assert_eq!(Cell::Float(-0.0001).display(), "0");
         assert_eq!(Cell::Null.display(), "-");
+        // A token's text with a line break stays on its row; CSV keeps it exact.
+        assert_eq!(Cell::Text("a\nb\t".into()).display(), "a\\nb\\t");
+        assert_eq!(Cell::Text("a\nb".into()).exact(), "a\nb");
+        assert_eq!(
+            Cell::Text("plain 'text' é 中\n".into()).display(),
+            "plain 'text' é 中\\n"
+        );
     }
 }

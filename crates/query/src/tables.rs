@@ -405,6 +405,34 @@ static REQUESTS: &[Col] = &[
         "the server's own generation time after the first token",
         |s| { Series::new("server_decode_ms".into(), opt_ns_ms(&s.trace.requests.server_decode_ns)) }
     ),
+    col!(
+        "sent_ns",
+        "i64",
+        "a joined trace: when the client sent it (arrival_ns is then the server's, on the client's clock)",
+        |s| Series::new("sent_ns".into(), &s.trace.requests.sent_ns)
+    ),
+    col!(
+        "client_ttft_ms",
+        "f64",
+        "a joined trace: the client's time to first token, from the send to the first token received",
+        |s| {
+            let t = s.trace;
+            let v: Vec<Option<f64>> = (0..t.request_count())
+                .map(|r| {
+                    let sent = t.requests.sent_ns[r]?;
+                    let k = t.tokens_of(u32::try_from(r).ok()?).next()?;
+                    opt_i64(t.tokens.received_ns[k]).map(|f| ms(f - sent))
+                })
+                .collect();
+            Series::new("client_ttft_ms".into(), v)
+        }
+    ),
+    col!(
+        "server_request_id",
+        "str",
+        "the id the server answered with (the response's id), in a recording",
+        |s| labels(s, "server_request_id", &s.trace.requests.server_request_id)
+    ),
 ];
 
 static TOKENS: &[Col] = &[
@@ -474,6 +502,27 @@ static TOKENS: &[Col] = &[
         |s| {
             let v: Vec<Option<u32>> = s.trace.tokens.rank.iter().map(|&r| opt_u32(r)).collect();
             Series::new("rank".into(), v)
+        }
+    ),
+    col!(
+        "received_ns",
+        "i64",
+        "a joined trace: when the client received it (emitted_ns is then the server's, on the client's clock)",
+        |s| {
+            let v: Vec<Option<i64>> = s.trace.tokens.received_ns.iter().map(|&r| opt_i64(r)).collect();
+            Series::new("received_ns".into(), v)
+        }
+    ),
+    col!(
+        "delivery_ms",
+        "f64",
+        "a joined trace: received − emitted, the token's way from the server to the client",
+        |s| {
+            let t = &s.trace.tokens;
+            let v: Vec<Option<f64>> = (0..t.len())
+                .map(|i| opt_i64(t.received_ns[i]).map(|r| ms(r - t.emitted_ns[i])))
+                .collect();
+            Series::new("delivery_ms".into(), v)
         }
     ),
 ];
@@ -552,7 +601,7 @@ static STAGES: &[Col] = &[
     col!(
         "stage",
         "str",
-        "queue, prefill, decode, preempted, kv_transfer, tokenize, detokenize, other",
+        "queue, prefill, decode, preempted, kv_transfer, tokenize, detokenize, other, waiting",
         |s| {
             let v: Vec<&str> = s.stages().iter().map(|(_, st)| st.kind.name()).collect();
             Series::new("stage".into(), v)

@@ -85,6 +85,11 @@ figures! {
     "slo_attainment", "SLO met", Share, Higher, |s| s.slo.and_then(|x| x.attainment);
     "goodput_tok_s", "goodput tok/s", Rate, Higher, |s| s.slo.and_then(|x| x.goodput_tok_s);
     "cost", "cost", Money, Lower, |s| s.cost.map(|c| c.total);
+    "client_ttft_p50_ms", "client TTFT p50 ms", Ms, Lower, |s| s.delivery.as_ref().and_then(|d| d.client_ttft_ms.p50);
+    "client_ttft_p99_ms", "client TTFT p99 ms", Ms, Lower, |s| s.delivery.as_ref().and_then(|d| d.client_ttft_ms.p99);
+    "ttft_gap_p50_ms", "TTFT gap p50 ms", Ms, Lower, |s| s.delivery.as_ref().and_then(|d| d.ttft_gap_ms.p50);
+    "delivery_p50_ms", "token delivery p50 ms", Ms, Lower, |s| s.delivery.as_ref().and_then(|d| d.token_ms.p50);
+    "delivery_p99_ms", "token delivery p99 ms", Ms, Lower, |s| s.delivery.as_ref().and_then(|d| d.token_ms.p99);
 }
 
 /// A change smaller than this share of A's figure reads as no change: percentiles of two runs of one workload
@@ -187,6 +192,9 @@ pub fn changes(a: &Summary, b: &Summary) -> Vec<Change> {
         .filter(|f| match f.key {
             "slo_attainment" | "goodput_tok_s" => a.slo.is_some() || b.slo.is_some(),
             "cost" => a.cost.is_some() || b.cost.is_some(),
+            k if k.starts_with("client_") || k.starts_with("delivery_") || k.starts_with("ttft_gap") => {
+                a.delivery.is_some() || b.delivery.is_some()
+            }
             _ => true,
         })
         .map(|f| Change::of(f, a, b))

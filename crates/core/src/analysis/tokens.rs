@@ -16,6 +16,9 @@ pub struct Latency {
     pub compute_ns: Option<i64>,
     /// From the step's end to the token's emission.
     pub output_ns: Option<i64>,
+    /// In a joined trace: from the server producing the token to the client receiving it (network, detokenizer,
+    /// proxy); `None` where the trace has only one side.
+    pub delivery_ns: Option<i64>,
 }
 
 /// What else the engine did for a token: in the step that produced it, and in the steps it waited through since
@@ -79,12 +82,14 @@ pub fn latency(trace: &Trace, request: u32, t: usize) -> Latency {
         None
     };
     let total_ns = prev.map_or(0, |p| emitted - p);
+    let delivery_ns = crate::trace::opt_i64(trace.tokens.received_ns[t]).map(|r| r - emitted);
     let Some(it) = opt_u32(trace.tokens.iter_row[t]).map(|i| i as usize) else {
         return Latency {
             total_ns,
             schedule_wait_ns: None,
             compute_ns: None,
             output_ns: None,
+            delivery_ns,
         };
     };
     let (start, end) = (trace.iterations.start_ns[it], trace.iterations.end_ns[it]);
@@ -93,6 +98,7 @@ pub fn latency(trace: &Trace, request: u32, t: usize) -> Latency {
         schedule_wait_ns: prev.map(|p| (start - p).max(0)),
         compute_ns: Some(end - start),
         output_ns: Some((emitted - end).max(0)),
+        delivery_ns,
     }
 }
 

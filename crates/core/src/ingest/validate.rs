@@ -388,7 +388,7 @@ fn stage(r: &RawRecord<'_>, request: u32) -> Check<Stage> {
         field: "stage",
         reason: format!(
             "stage {name:?} is not one of queue, prefill, decode, preempted, kv_transfer, tokenize, detokenize, \
-             other; use \"other\" for anything else"
+             other, waiting; use \"other\" for anything else"
         ),
     })?;
     let start_ns = req_time("start_ns", &r.start_ns, "stage")?;

@@ -406,6 +406,18 @@ fn shifted(t: Option<i64>, by: i64) -> Option<i64> {
     t.map(|t| t.saturating_add(by))
 }
 
+/// Adds the explicit stages of the server's request `s` under the request label `label`, moved by `off`.
+fn add_stages(server: &Trace, s: u32, label: u32, off: i64, b: &mut TraceBuilder) {
+    for k in server.explicit_stages_of(s) {
+        let mut st = server.stages.row(k);
+        st.request = label;
+        st.start_ns = st.start_ns.saturating_add(off);
+        st.end_ns = st.end_ns.saturating_add(off);
+        st.iter_row = None;
+        b.add_stage(st, Place::default());
+    }
+}
+
 /// The joined trace: the client's requests and tokens (texts, candidates, arrival times) with the server's times,
 /// stages, steps and each token's step; unpaired requests of either side kept on their own. `report` is the two
 /// halves' load reports, absorbed into one; the join's notes are added to it.
@@ -467,14 +479,7 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
                 num_preemptions: srv.num_preemptions.or(row.num_preemptions),
                 ..row
             };
-            for k in server.explicit_stages_of(s) {
-                let mut st = server.stages.row(k);
-                st.request = label;
-                st.start_ns = st.start_ns.saturating_add(off);
-                st.end_ns = st.end_ns.saturating_add(off);
-                st.iter_row = None;
-                b.add_stage(st, place);
-            }
+            add_stages(server, s, label, off, &mut b);
         }
         b.add_request(row, place);
         // Tokens: the client's, with the server's time and step for the same index.
@@ -540,14 +545,7 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
         row.first_token_ns = shifted(row.first_token_ns, off);
         row.finished_ns = shifted(row.finished_ns, off);
         b.add_request(row, place);
-        for k in server.explicit_stages_of(s) {
-            let mut st = server.stages.row(k);
-            st.request = label;
-            st.start_ns = st.start_ns.saturating_add(off);
-            st.end_ns = st.end_ns.saturating_add(off);
-            st.iter_row = None;
-            b.add_stage(st, place);
-        }
+        add_stages(server, s, label, off, &mut b);
         for k in server.tokens_of(s) {
             let mut tok = server.tokens.row(k);
             tok.request = label;

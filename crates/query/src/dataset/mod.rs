@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use polars::prelude::*;
 use polars::sql::SQLContext;
 use tokenscope_core::analysis::summary::NO_LABEL;
-use tokenscope_core::format::schema::{SCALAR_FIELDS, Scalar};
+use tokenscope_core::format::schema::{KIND, SCALAR_FIELDS, Scalar};
 use tokenscope_core::format::window::{LABELS, Window};
 use tokenscope_core::trace::DEFAULT_SOURCE;
 
@@ -90,6 +90,16 @@ pub fn scan(files: &[PathBuf], window: Option<&Window>) -> Result<LazyFrame, Que
         .clone()
         .collect_schema()
         .map_err(|e| QueryError(format!("reading the files' schema: {e}")))?;
+    // Every record of the format has a kind: a Parquet file without the column is not a trace, and its figures
+    // would all be zero (the in-memory load refuses it the same way).
+    if !schema.contains(KIND) {
+        let first = files.first().map_or_else(String::new, |p| p.display().to_string());
+        return Err(QueryError(format!(
+            "{first}: not a tokenscope trace: required column \"{KIND}\" is absent (every record of the format has \
+             one; see docs/TRACE_FORMAT.md). If it is an engine's or a tool's file, convert it first: tokenscope \
+             convert {first} -o trace.parquet"
+        )));
+    }
     // A column no file has (a trace without tokens has no `index`) is null, typed as the format types it.
     let select: Vec<Expr> = COLUMNS
         .iter()

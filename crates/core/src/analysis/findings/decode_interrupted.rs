@@ -42,9 +42,9 @@ impl Detector for DecodeInterrupted {
     /// median over its requests) or more, in time, so on any hardware. Ordinary prompts batched together (an
     /// overloaded engine without chunked prefill) are a condition, the chronic-interference finding's, not an
     /// incident. An instance with too few requests to know an ordinary prefill falls back to a count: other requests'
-    /// prompt tokens in those steps, `large_prefill_tokens` or more. Whatever the prompt's rank, a stall of
-    /// `stall_ms` or more owed mostly (`STALL_PREFILL_SHARE` of its time) to other requests' prefill is one too: a
-    /// small trace, a slow server. Stalls whose prefill steps overlap or follow
+    /// prompt tokens in those steps, `large_prefill_tokens` or more, or a stall of `stall_ms` or more owed mostly
+    /// (`STALL_PREFILL_SHARE` of its time) to other requests' prefill, whatever the prompt's size: a small trace, a
+    /// slow server. Stalls whose prefill steps overlap or follow
     /// each other form one finding per episode: the worst-stalled victim (longest ITL, then largest multiple of its
     /// median) is the subject, the other victims follow, then the prefilling requests (the culprits), most prompt
     /// tokens first.
@@ -122,15 +122,16 @@ impl Detector for DecodeInterrupted {
                         prefill_ns += prefill_time_ns(trace, row, in_step);
                     }
                 }
-                let relative = match ordinary {
-                    Some(_) => outsized,
-                    None => others > 0 && others >= u64::from(th.large_prefill_tokens),
-                };
                 // Large in absolute terms and owed mostly to others' prefill: an interruption whatever the prompt's
-                // rank (a small trace, a slow server).
+                // size, where no ordinary prefill is known to rank it against (a small trace, a slow server). Where
+                // one is, the relative yardstick decides: it keeps the stalls of heavy-tailed ordinary traffic on an
+                // overloaded engine (a condition, chronic interference's) out of the incidents.
                 #[allow(clippy::cast_precision_loss)] // ns far below 2^53
                 let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
-                let decided = relative || absolute;
+                let decided = match ordinary {
+                    Some(_) => outsized,
+                    None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute,
+                };
                 if !decided {
                     continue;
                 }
