@@ -21,8 +21,9 @@ use tokenscope::view::lanes::TrackLayout;
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Trace to open in the app (.parquet, .jsonl[.gz|.zst], or a directory of them).
-    trace: Option<PathBuf>,
+    /// Trace to open in the app (.parquet, .jsonl[.gz|.zst], a directory of them, or what an engine or tool
+    /// writes); several files of one run (a recording and the server's log) open as one trace.
+    traces: Vec<PathBuf>,
     /// Only the part of the trace from this time: requests arriving and steps starting at or after it. A dataset's
     /// `date=`/`hour=` folders before it are not read. RFC 3339 (2025-11-29T08:15:00Z), a UTC date and time
     /// (2025-11-29T08:15), a UTC date, or ns since 1970.
@@ -745,20 +746,32 @@ fn main() -> ExitCode {
             output,
         }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
         None => {
-            for p in args.trace.iter().chain(&args.compare) {
+            for p in args.traces.iter().chain(&args.compare) {
                 if let Some(message) = not_a_trace_path(p) {
                     eprintln!("error: {message}");
                     return ExitCode::from(2);
                 }
             }
-            if args.compare.is_some() && args.trace.is_none() {
+            if args.compare.is_some() && args.traces.is_empty() {
                 eprintln!("error: --compare B compares TRACE (A) with B: give TRACE too (tokenscope A --compare B)");
                 return ExitCode::from(2);
             }
-            let source = match args.trace {
-                None => TraceSource::Demo,
-                Some(p) if window.is_all() => TraceSource::Path(p),
-                Some(p) => TraceSource::Part(p, window.clone()),
+            let mut traces = args.traces;
+            let source = match (traces.len(), traces.pop()) {
+                (_, None) => TraceSource::Demo,
+                (1, Some(p)) if window.is_all() => TraceSource::Path(p),
+                (1, Some(p)) => TraceSource::Part(p, window.clone()),
+                (_, Some(p)) if window.is_all() => {
+                    traces.push(p);
+                    TraceSource::Paths(traces)
+                }
+                (_, Some(_)) => {
+                    eprintln!(
+                        "error: --from-time, --to-time and --where choose a part of one trace: give one file or \
+                         directory, or convert the files of the run to one first (tokenscope convert ... -o OUT)"
+                    );
+                    return ExitCode::from(2);
+                }
             };
             // B is read through the same window as A.
             let compare = args.compare.map(|b| {

@@ -281,6 +281,34 @@ fn a_file_dropped_on_the_window_opens() {
 }
 
 #[test]
+fn a_recording_and_its_servers_log_dropped_together_open_as_one_run() {
+    let mut h = harness(demo_app());
+    let halves = [
+        std::path::PathBuf::from("tests/data/real/llamacpp/incident_client.parquet"),
+        std::path::PathBuf::from("tests/data/real/llamacpp/incident_server.log.gz"),
+    ];
+    for p in &halves {
+        h.input_mut()
+            .dropped_files
+            .push(std::sync::Arc::new(Dropped(p.clone())));
+    }
+    h.step();
+    h.state_mut().wait_loaded();
+    h.run();
+    let shown = h.state().session().unwrap();
+    assert_eq!(shown.source, TraceSource::Paths(halves.to_vec()));
+    // The client's 5 requests and 544 tokens, with the server's steps: both halves in one trace.
+    h.get_by_label_contains("5 requests · 544 tokens · 172 steps");
+    assert!(shown.view.trace.labels.lookup("llama-server").is_some(), "the server's steps, its source");
+    // rec-00000 under the microscope: its tokens came from the server's steps and reached the client after.
+    let r = shown.view.trace.request_row("rec-00000").unwrap();
+    h.state_mut().session_mut().unwrap().selected = Some(r);
+    h.run();
+    h.get_by_label_contains("delivery (server to client)");
+    assert!(h.query_by_label_contains("Needs the engine's steps").is_none());
+}
+
+#[test]
 fn ctrl_shift_s_saves_a_2x_png_of_what_is_on_screen() {
     let dir = tempfile::tempdir().unwrap();
     let mut app = demo_app();

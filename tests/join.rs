@@ -148,3 +148,26 @@ fn halves_of_different_runs_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn the_default_log_of_llama_server_joins_its_recording_too() {
+    // llama-server's log at its default level: a launch, the timings and a release per request, nothing per step.
+    let dir = Path::new("sample_traces/engines/llamacpp");
+    let loaded = load_many(&[dir], &Progress::default(), LoadOptions::default()).unwrap();
+    let t = &loaded.trace;
+    assert_eq!(t.request_count(), 4);
+    assert!(t.iterations.is_empty(), "the default level writes no step");
+    let notes = loaded.report.notes.join("\n");
+    assert!(notes.contains("Joined 4 of 4 client requests"), "{notes}");
+    assert!(notes.contains("-lv 5"), "the notes say how to get the steps: {notes}");
+    // rec-00002 is task 29: `stop processing: n_tokens = 40` holds the prompt and every output token but the
+    // last (24 generated): a 17-token prompt, of which `prompt eval time = 704.16 ms / 16 tokens` computed 16: one
+    // came from the cache. The recording's usage says the same (prompt 17, cached 1).
+    let r = t.request_row("rec-00002").unwrap() as usize;
+    assert_eq!(t.requests.input_tokens[r], Some(17));
+    assert_eq!(t.requests.cached_tokens[r], Some(1));
+    // llama.cpp's own prompt time, as its stream's `timings.prompt_ms` gave it (704.159 ms; the log rounds it to
+    // 704.16).
+    assert_eq!(t.requests.server_ttft_ns[r], Some(704_159_000));
+    assert_eq!(t.requests.output_tokens[r], Some(24));
+}

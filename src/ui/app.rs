@@ -215,8 +215,11 @@ impl App {
     /// Opens a trace: a directory of several Parquet files (a dataset) through the dataset dialog, which shows what
     /// it holds and lets a window of it be chosen; anything else is loaded at once.
     pub fn open(&mut self, source: TraceSource) {
+        // A directory of Parquet files only: a dataset to choose a part of. One that holds other files too (a
+        // recording with its server's log) is the files of one run, loaded whole.
         if let TraceSource::Path(p) = &source
             && p.is_dir()
+            && load::parquet_files(p).is_ok()
         {
             match DatasetDialog::start(p.clone(), self.ctx.as_ref()) {
                 Ok(d) => {
@@ -335,6 +338,15 @@ impl App {
                     load::LoadOptions {
                         lazy_candidates: true,
                         window: Some(Arc::new(window)),
+                        budget: Some(budget),
+                        ..load::LoadOptions::default()
+                    },
+                ),
+                TraceSource::Paths(ps) => load::load_many(
+                    &ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+                    &progress,
+                    load::LoadOptions {
+                        lazy_candidates: true,
                         budget: Some(budget),
                         ..load::LoadOptions::default()
                     },
@@ -520,6 +532,7 @@ impl App {
         let waker = self.ctx.clone();
         match command {
             Command::Open(path) => self.open(TraceSource::Path(path)),
+            Command::OpenMany(paths) => self.open(TraceSource::Paths(paths)),
             Command::OpenDemo => self.open(TraceSource::Demo),
             Command::OpenDialog => self.open_dialog(Purpose::Show),
             Command::CompareDialog => self.open_dialog(Purpose::Compare),
@@ -955,8 +968,11 @@ impl App {
             s.poll_interference();
         }
         let dropped: Vec<PathBuf> = ui.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
-        if let Some(p) = dropped.into_iter().next() {
-            self.commands.push(Command::Open(p));
+        match <[PathBuf; 1]>::try_from(dropped) {
+            Ok([p]) => self.commands.push(Command::Open(p)),
+            // Several files dropped together: one run's files, opened as one trace.
+            Err(several) if !several.is_empty() => self.commands.push(Command::OpenMany(several)),
+            Err(_) => {}
         }
         self.poll_capture(ui.ctx());
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, egui::Key::S)) {

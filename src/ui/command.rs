@@ -51,6 +51,8 @@ pub enum Command {
     },
     /// Open a trace file or directory.
     Open(PathBuf),
+    /// Open several files of one run as one trace (dropped together).
+    OpenMany(Vec<PathBuf>),
     /// Ask for a trace to open through the file dialog.
     OpenDialog,
     /// Open the embedded demo trace.

@@ -34,6 +34,8 @@ pub const DEMO_NAME: &str = "demo.parquet";
 pub enum TraceSource {
     /// A file or directory.
     Path(PathBuf),
+    /// Several files of one run opened together (a client's recording with the server's files: joined).
+    Paths(Vec<PathBuf>),
     /// The part of a file or dataset in a window (`--from-time`, `--where`, the dataset dialog).
     Part(PathBuf, Window),
     /// The embedded demo.
@@ -45,6 +47,11 @@ impl TraceSource {
     pub fn name(&self) -> String {
         match self {
             TraceSource::Path(p) => p.display().to_string(),
+            TraceSource::Paths(ps) => ps
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" + "),
             TraceSource::Part(p, w) => format!("{} ({})", p.display(), w.describe()),
             TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
         }

@@ -165,6 +165,8 @@ struct Task {
     /// (n_gen, token id, piece, µs, step) of each sampled token.
     tokens: Vec<(i64, i64, String, i64, Option<u64>)>,
     prompt_ms: Option<f64>,
+    /// Prompt tokens computed (`prompt eval time = X ms / N tokens`): the prompt less what the cache held.
+    prompt_computed: Option<i64>,
     eval_ms: Option<f64>,
     n_gen: Option<i64>,
     stop_n_tokens: Option<i64>,
@@ -340,7 +342,9 @@ impl Log {
         } else if text.starts_with("stopped by") {
             self.task(task, slot, place).stop = Some("stop");
         } else if let Some(rest) = text.trim_start().strip_prefix("prompt eval time =") {
-            self.task(task, slot, place).prompt_ms = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+            let t = self.task(task, slot, place);
+            t.prompt_ms = rest.split_whitespace().next().and_then(|v| v.parse().ok());
+            t.prompt_computed = int_after(rest, "/");
         } else if let Some(rest) = text.trim_start().strip_prefix("eval time =") {
             let t = self.task(task, slot, place);
             t.eval_ms = rest.split_whitespace().next().and_then(|v| v.parse().ok());
@@ -459,7 +463,12 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             t.stop_n_tokens.zip(n_gen).map(|(n, g)| n - g + 1).filter(|&i| i > 0)
         });
         r.input_tokens = input.map(Val::Ok);
-        r.cached_tokens = t.cached_tokens.filter(|&c| input.is_none_or(|i| c <= i)).map(Val::Ok);
+        // The cache's share: the first chunk's start (`-lv 4`), else the prompt less what was computed.
+        let cached = t
+            .cached_tokens
+            .or_else(|| input.zip(t.prompt_computed).map(|(i, c)| i - c))
+            .filter(|&c| c >= 0 && input.is_none_or(|i| c <= i));
+        r.cached_tokens = cached.map(Val::Ok);
         r.output_tokens = n_gen.map(Val::Ok);
         r.finish_reason = if t.cancelled && t.prompt_ms.is_none() {
             text("abort")

@@ -68,9 +68,10 @@ impl Detector for KvSaturation {
                 let mut requests = cx.preempted_in(source, from_ns, to_ns);
                 let n = episode.len();
                 let mut summary = format!(
-                    "KV cache{} at {:.0} % or more for {n} step{} ({}",
+                    "KV cache{} at {:.0} % or more for {} step{} ({}",
                     trace.label(source).map_or(String::new(), |s| format!(" of {s}")),
                     100.0 * th.kv_saturation,
+                    thousands(n as u64),
                     if n == 1 { "" } else { "s" },
                     duration(saturated_ns),
                 );
