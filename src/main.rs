@@ -207,6 +207,11 @@ enum Command {
         /// Also write every streamed chunk with its arrival time (JSON lines; opens as kind openai-stream).
         #[arg(long, value_name = "FILE")]
         raw: Option<PathBuf>,
+        /// The server's log of this run (llama-server --log-file PATH, best at -lv 5; or any server-side file
+        /// tokenscope reads): read when the recording ends and joined with it, so the trace written has both halves.
+        /// When the two do not join, the recording is written alone and the reason said.
+        #[arg(long, value_name = "PATH")]
+        server_log: Option<PathBuf>,
         /// The trace to write (.parquet, .jsonl).
         #[arg(short, long)]
         output: PathBuf,
@@ -687,6 +692,7 @@ fn main() -> ExitCode {
             timeout,
             grace,
             raw,
+            server_log,
             output,
         }) => {
             let secs = |name: &str, v: f64| {
@@ -737,7 +743,14 @@ fn main() -> ExitCode {
                 seed,
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            emit(&cli::record::run(&options, &prompts, raw.as_ref(), &output, progress))
+            emit(&cli::record::run(
+                &options,
+                &prompts,
+                raw.as_ref(),
+                server_log.as_deref(),
+                &output,
+                progress,
+            ))
         }
         Some(Command::Convert {
             input,

@@ -299,7 +299,10 @@ fn a_recording_and_its_servers_log_dropped_together_open_as_one_run() {
     assert_eq!(shown.source, TraceSource::Paths(halves.to_vec()));
     // The client's 5 requests and 544 tokens, with the server's steps: both halves in one trace.
     h.get_by_label_contains("5 requests · 544 tokens · 172 steps");
-    assert!(shown.view.trace.labels.lookup("llama-server").is_some(), "the server's steps, its source");
+    assert!(
+        shown.view.trace.labels.lookup("llama-server").is_some(),
+        "the server's steps, its source"
+    );
     // rec-00000 under the microscope: its tokens came from the server's steps and reached the client after.
     let r = shown.view.trace.request_row("rec-00000").unwrap();
     h.state_mut().session_mut().unwrap().selected = Some(r);

@@ -370,3 +370,66 @@ fn keys_given_to_record_reach_no_trace_capture_note_or_message() {
         "https://api.example.com/v1?…"
     );
 }
+
+#[test]
+fn every_request_carries_its_ids_and_the_servers_answer_is_kept() {
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    let rec = record(&options(&server.url, Api::Chat, 2));
+    let t = &rec.trace;
+    let mut seen = server.seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen.len(), 2);
+    for (k, (id, traceparent)) in seen.iter().enumerate() {
+        // X-Request-Id is the recording's id; traceparent carries the trace id kept on the request.
+        let id = id.as_deref().unwrap();
+        assert_eq!(id, format!("rec-{k:05}"));
+        let r = t.request_row(id).unwrap() as usize;
+        let trace_id = t.label(t.requests.trace_id[r]).unwrap();
+        assert_eq!(trace_id.len(), 32);
+        assert_eq!(
+            traceparent.as_deref(),
+            Some(format!("00-{trace_id}-0000000000000001-01").as_str())
+        );
+        // The id the server answered with (the capture's chunks carry llama.cpp's).
+        assert_eq!(
+            t.label(t.requests.server_request_id[r]),
+            Some("chatcmpl-SEPJArJHmZDarebrSpMAuIXNYL1CsZSd")
+        );
+    }
+}
+
+#[test]
+fn a_server_log_of_another_run_is_not_joined_and_the_recording_is_kept() {
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
+    let out = dir.path().join("rec.parquet");
+    let (code, stdout, stderr) = common::tokenscope(&[
+        "record",
+        "--url",
+        &server.url,
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--requests",
+        "2",
+        "--server-log",
+        "tests/data/real/llamacpp/incident_server.log.gz",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the server's log was not joined, the recording is written alone: cannot join"),
+        "{stderr}"
+    );
+    let back = tokenscope::load::load(&out, &tokenscope::ingest::Progress::default()).unwrap();
+    assert_eq!(back.trace.request_count(), 2);
+    assert_eq!(back.trace.meta.clock.as_deref(), Some("client"));
+}

@@ -35,6 +35,7 @@ pub fn run(
     options: &RecordOptions,
     prompts_path: &Path,
     raw: Option<&PathBuf>,
+    server_log: Option<&Path>,
     output: &Path,
     progress: bool,
 ) -> Output {
@@ -67,10 +68,22 @@ pub fn run(
     {
         return Output::error(format!("cannot write {}: {e}", raw.display()), 1);
     }
-    if let Err(e) = crate::format::write(&rec.trace, output) {
+    // The server's half, when given: joined with the recording, or the recording alone and why.
+    let joined = server_log.map(|log| join_server_log(&rec, log));
+    let (trace, notes) = match joined {
+        Some(Ok((trace, notes))) => (std::borrow::Cow::Owned(trace), notes),
+        Some(Err(why)) => {
+            stderr.push_str(&format!(
+                "note: the server's log was not joined, the recording is written alone: {why}\n"
+            ));
+            (std::borrow::Cow::Borrowed(&rec.trace), rec.report.notes.clone())
+        }
+        None => (std::borrow::Cow::Borrowed(&rec.trace), rec.report.notes.clone()),
+    };
+    if let Err(e) = crate::format::write(&trace, output) {
         return Output::error(e, 1);
     }
-    for n in &rec.report.notes {
+    for n in &notes {
         stderr.push_str(&format!("note: {n}\n"));
     }
     let failed: Vec<&record::client::Outcome> = rec
@@ -90,11 +103,23 @@ pub fn run(
         stdout: format!(
             "wrote {} ({} requests, {} tokens): {}\n",
             output.display(),
-            thousands(rec.trace.request_count() as u64),
-            thousands(rec.trace.token_count() as u64),
+            thousands(trace.request_count() as u64),
+            thousands(trace.token_count() as u64),
             record::summary_line(&rec)
         ),
         stderr,
         code: i32::from(ok == 0 && !rec.outcomes.is_empty()),
     }
+}
+
+/// The recording joined with the server's side of the run read from `log`: the joined trace and its notes.
+fn join_server_log(rec: &record::Recording, log: &Path) -> Result<(crate::trace::Trace, Vec<String>), String> {
+    use crate::load::join;
+    let server = crate::load::load(log, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+    let names = ("the recording", &*log.display().to_string());
+    let pairs = join::pair(&rec.trace, &server.trace, (names.0, names.1)).map_err(|e| e.to_string())?;
+    let mut report = rec.report.clone();
+    report.notes.extend(server.report.notes);
+    let (trace, report) = join::build(&rec.trace, &server.trace, &pairs, report);
+    Ok((trace, report.notes))
 }

@@ -46,7 +46,14 @@ impl Behavior {
 
 type Body = BoxBody<Bytes, std::io::Error>;
 
-async fn answer(req: Request<hyper::body::Incoming>, behavior: Behavior) -> Result<Response<Body>, Infallible> {
+/// The ids each POST carried: (`x-request-id`, `traceparent`), in arrival order.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+async fn answer(
+    req: Request<hyper::body::Incoming>,
+    behavior: Behavior,
+    seen: Seen,
+) -> Result<Response<Body>, Infallible> {
     let full = |status: u16, text: String| {
         Response::builder()
             .status(status)
@@ -57,6 +64,9 @@ async fn answer(req: Request<hyper::body::Incoming>, behavior: Behavior) -> Resu
     if req.method() == hyper::Method::GET {
         return Ok(full(404, "{\"error\": \"not here\"}".to_owned()));
     }
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let ids = (header("x-request-id"), header("traceparent"));
+    seen.lock().unwrap().push(ids);
     // Read the request body whole, as a server would, before answering.
     let _ = req.into_body().collect().await;
     match behavior {
@@ -112,6 +122,8 @@ fn tokio_stream_of<T: Send + 'static>(
 pub struct Server {
     /// Its base URL.
     pub url: String,
+    /// The ids every POST carried.
+    pub seen: Seen,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -131,6 +143,8 @@ impl Drop for Server {
 pub fn start(behavior: Behavior) -> Server {
     let (url_tx, url_rx) = std::sync::mpsc::channel();
     let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let seen = Seen::default();
+    let log = std::sync::Arc::clone(&seen);
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -148,8 +162,11 @@ pub fn start(behavior: Behavior) -> Server {
                     accepted = listener.accept() => {
                         let Ok((socket, _)) = accepted else { continue };
                         let behavior = behavior.clone();
+                        let log = std::sync::Arc::clone(&log);
                         tokio::spawn(async move {
-                            let service = hyper::service::service_fn(move |req| answer(req, behavior.clone()));
+                            let service = hyper::service::service_fn(move |req| {
+                                answer(req, behavior.clone(), std::sync::Arc::clone(&log))
+                            });
                             let _ = hyper::server::conn::http1::Builder::new()
                                 .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
                                 .await;
@@ -161,6 +178,7 @@ pub fn start(behavior: Behavior) -> Server {
     });
     Server {
         url: url_rx.recv().unwrap(),
+        seen,
         stop: Some(stop_tx),
         thread: Some(thread),
     }
