@@ -52,6 +52,7 @@ fn recorder(url: &str) -> f64 {
         },
         grace: Duration::from_secs(1),
         seed: 1,
+        journal: None,
     };
     let prompts = [Prompt {
         body: Body::Text("x".into()),

@@ -741,6 +741,7 @@ fn main() -> ExitCode {
                 limits: limits.0,
                 grace: limits.1,
                 seed,
+                journal: None,
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             emit(&cli::record::run(

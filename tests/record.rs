@@ -44,6 +44,7 @@ fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
         },
         grace: Duration::from_millis(200),
         seed: 1,
+        journal: None,
     }
 }
 
@@ -300,6 +301,8 @@ fn the_command_line_writes_the_trace_and_rejects_bad_arguments() {
     );
     let back = tokenscope::load::load(&out, &tokenscope::ingest::Progress::default()).unwrap();
     assert_eq!(back.trace.token_count(), 4 * 6);
+    // Written whole, the journal of what was received as it came is gone.
+    assert!(!dir.path().join("rec.parquet.partial.jsonl").exists());
     assert_eq!(back.trace.meta.eos_token_ids.as_deref(), Some(&[1][..]));
 
     for bad in [["--rate", "-1"], ["--timeout", "0"]] {
@@ -432,4 +435,74 @@ fn a_server_log_of_another_run_is_not_joined_and_the_recording_is_kept() {
     let back = tokenscope::load::load(&out, &tokenscope::ingest::Progress::default()).unwrap();
     assert_eq!(back.trace.request_count(), 2);
     assert_eq!(back.trace.meta.clock.as_deref(), Some("client"));
+}
+
+#[test]
+fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
+    // Chunks 150 ms apart: a stream of 9 chunks takes over a second, two at a time.
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(150),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
+    let out = dir.path().join("rec.parquet");
+    let journal = dir.path().join("rec.parquet.partial.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(["record", "--url", &server.url, "--prompts"])
+        .arg(&prompts)
+        .args(["--requests", "6", "--concurrency", "2", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait, on what the journal says (never on a clock), for two requests ended and a third begun; then kill -9.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
+        let third = text.lines().any(|l| l.contains("rec-00002") || l.contains("rec-00003"));
+        if ended >= 2 && third {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the journal never showed progress: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !out.exists(),
+        "killed before the end: no trace written, only the journal"
+    );
+
+    let loaded = tokenscope::load::load(&journal, &tokenscope::ingest::Progress::default()).unwrap();
+    let t = &loaded.trace;
+    assert!(t.request_count() >= 3, "{}", t.request_count());
+    let mut finished = 0;
+    let mut cut = 0;
+    for r in 0..u32::try_from(t.request_count()).unwrap() {
+        let ri = r as usize;
+        match t.label(t.requests.status[ri]) {
+            // A request that ended is exact: its 5 streamed tokens and the EOS usage counts.
+            Some("ok") => {
+                finished += 1;
+                assert_eq!(texts(t, r)[..5], ["Name", " a", " color", ".", "で購入"]);
+                assert_eq!(t.tokens_of(r).len(), 6);
+            }
+            // One in flight: kept up to its last chunk, marked cut.
+            _ => {
+                cut += 1;
+                assert_eq!(t.label(t.requests.error_code[ri]), Some("recorder_stopped"));
+                assert!(t.tokens_of(r).len() <= 5);
+            }
+        }
+    }
+    assert!(finished >= 2 && cut >= 1, "finished {finished}, cut {cut}");
+    let notes = loaded.report.notes.join("\n");
+    assert!(notes.contains("the recording was interrupted"), "{notes}");
 }

@@ -59,7 +59,13 @@ pub fn run(
             prompts_path.display()
         ));
     }
-    let rec = match record::run_recording(options, &prompts.prompts, progress, None) {
+    // What is received is written as it comes, beside the output: a killed recording leaves it, and it opens.
+    let journal = record::journal::path_for(output);
+    let options = RecordOptions {
+        journal: Some(journal.clone()),
+        ..options.clone()
+    };
+    let rec = match record::run_recording(&options, &prompts.prompts, progress, None) {
         Ok(r) => r,
         Err(e) => return Output::error(e, 2),
     };
@@ -81,8 +87,16 @@ pub fn run(
         None => (std::borrow::Cow::Borrowed(&rec.trace), rec.report.notes.clone()),
     };
     if let Err(e) = crate::format::write(&trace, output) {
-        return Output::error(e, 1);
+        return Output::error(
+            format!(
+                "{e}; what was recorded is in {}, which opens as a trace",
+                journal.display()
+            ),
+            1,
+        );
     }
+    // Written whole: the journal has done its job.
+    let _ = std::fs::remove_file(&journal);
     for n in &notes {
         stderr.push_str(&format!("note: {n}\n"));
     }

@@ -224,7 +224,7 @@ pub async fn run_one(
     clock: Clock,
     limits: Limits,
     mut phase: watch::Receiver<Phase>,
-    (index, prompt, ids): (usize, usize, &RequestIds),
+    (index, prompt, ids, journal): (usize, usize, &RequestIds, Option<&super::journal::Journal>),
 ) -> Outcome {
     let sent_ns = clock.now_ns();
     let mut out = Outcome {
@@ -367,6 +367,9 @@ pub async fn run_one(
             }
             Ok(Some(Ok(event))) => {
                 let at = clock.now_ns();
+                if let Some(j) = journal {
+                    j.chunk(ids, out.sent_ns, at, &event.data).await;
+                }
                 out.stream.push(at, &event.data);
                 out.events.push((at, event.data));
                 if out.stream.done {
@@ -377,6 +380,9 @@ pub async fn run_one(
     }
     if out.ending == Ending::Done {
         out.end_ns = out.stream.last_ns.unwrap_or_else(|| clock.now_ns());
+    }
+    if let Some(j) = journal {
+        j.end(ids, &out).await;
     }
     out
 }

@@ -8,6 +8,7 @@
 //! special token with no probability, and the load report says so.
 
 pub mod client;
+pub mod journal;
 pub mod prompts;
 
 use std::path::PathBuf;
@@ -52,6 +53,8 @@ pub struct RecordOptions {
     pub grace: Duration,
     /// Seed of the open loop's arrivals.
     pub seed: u64,
+    /// Where to write what is received as it comes (see [`journal`]); `None` keeps it in memory only.
+    pub journal: Option<std::path::PathBuf>,
 }
 
 /// What a recording gives: the trace, and the raw captures.
@@ -79,6 +82,9 @@ pub enum RecordError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// The journal (what is received, written as it comes) cannot be written.
+    #[error("cannot write the recording's journal {0}: {1}; give an output in a writable directory")]
+    Journal(String, std::io::Error),
 }
 
 /// What the server says of itself before the run: its name and version, the model, its EOS ids.
@@ -234,6 +240,15 @@ async fn run(
         })
     };
 
+    // What is received goes to the journal as it comes: a killed recording leaves it on disk.
+    let (journal, writer) = match &options.journal {
+        Some(path) => {
+            let (j, w) =
+                journal::Journal::create(path).map_err(|e| RecordError::Journal(path.display().to_string(), e))?;
+            (Some(j), Some(w))
+        }
+        None => (None, None),
+    };
     let next = Arc::new(AtomicUsize::new(0));
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
@@ -283,17 +298,27 @@ async fn run(
         let p = i % prompts.len().max(1);
         let Some(prompt) = prompts.get(p) else { break };
         let body = client::body(options.api, prompt, &options.sampling);
-        let (client, url, phase, counters, bar) = (
+        let (client, url, phase, counters, bar, journal) = (
             client.clone(),
             url.clone(),
             phase_rx.clone(),
             Arc::clone(&counters),
             bar.clone(),
+            journal.clone(),
         );
         let limits = options.limits;
         set.spawn(async move {
             let ids = client::RequestIds::new(nonce, i);
-            let out = client::run_one(&client, &url, &body, clock, limits, phase, (i, p, &ids)).await;
+            let out = client::run_one(
+                &client,
+                &url,
+                &body,
+                clock,
+                limits,
+                phase,
+                (i, p, &ids, journal.as_ref()),
+            )
+            .await;
             drop(permit);
             counters.done.fetch_add(1, Ordering::Relaxed);
             counters
@@ -319,6 +344,18 @@ async fn run(
         if let Ok(out) = done {
             outcomes.push(out);
         }
+    }
+    drop(journal);
+    if let Some(w) = writer {
+        w.finish().await.map_err(|e| {
+            RecordError::Journal(
+                options
+                    .journal
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+                e,
+            )
+        })?;
     }
     watcher.abort();
     if let Some(bar) = &bar {
@@ -516,7 +553,7 @@ pub fn write_raw(outcomes: &[Outcome], path: &PathBuf) -> std::io::Result<()> {
             "trace_id": o.trace_id,
             "sent_ns": o.sent_ns,
             "end_ns": o.end_ns,
-            "ending": format!("{:?}", o.ending).to_lowercase(),
+            "ending": o.ending,
             "error_code": o.error_code,
             "error": o.error,
             "events": o.events,

@@ -494,8 +494,23 @@ pub fn add_exchange(
     added
 }
 
-/// Reads a raw capture of `tokenscope record --raw`: one JSON line per request, `{request_id, sent_ns, end_ns,
-/// ending, error_code, events: [[t_ns, data], ...]}`, each stream read again as it arrived.
+/// One request of a capture as its lines tell it: a raw capture writes it whole on one line; a recording's journal
+/// writes a line per chunk as it arrives and a last line with how it ended.
+#[derive(Debug, Default)]
+struct Captured {
+    at: u64,
+    sent_ns: i64,
+    trace_id: Option<String>,
+    events: Vec<(i64, String)>,
+    /// The last line's `end_ns`, `ending` and `error_code`, when a line said how the request ended.
+    end: Option<(Option<i64>, Option<Ending>, Option<String>)>,
+}
+
+/// Reads a capture of `tokenscope record`: the raw capture of `--raw` (one JSON line per request, `{request_id,
+/// trace_id, sent_ns, end_ns, ending, error_code, events: [[t_ns, data], ...]}`), or a recording's journal (the same
+/// fields over several lines of one request: its chunks as they came, then a line with its ending). Each stream is
+/// read again as it arrived; a request whose lines never said how it ended (the recorder was killed mid-stream) is
+/// kept up to its last chunk and marked cut.
 pub fn read_capture(
     input: impl std::io::Read,
     path: &std::path::Path,
@@ -503,8 +518,8 @@ pub fn read_capture(
     progress: &crate::ingest::Progress,
 ) -> Result<(), crate::ingest::LoadError> {
     use crate::trace::report::Problem;
-    let mut added = 0u64;
-    let mut first_ns: Option<i64> = None;
+    let mut requests: Vec<(String, Captured)> = Vec::new();
+    let mut by_id: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     super::for_each_json_line(input, path, sink, progress, "a recorded stream", |v, place, sink| {
         let (Some(id), Some(sent_ns)) = (
             v.get("request_id").and_then(Value::as_str),
@@ -518,34 +533,71 @@ pub fn read_capture(
             );
             return;
         };
-        first_ns = Some(first_ns.map_or(sent_ns, |f: i64| f.min(sent_ns)));
-        let mut stream = Stream::default();
+        let k = *by_id.entry(id.to_owned()).or_insert_with(|| {
+            requests.push((
+                id.to_owned(),
+                Captured {
+                    at: place.at,
+                    sent_ns,
+                    ..Captured::default()
+                },
+            ));
+            requests.len() - 1
+        });
+        let c = &mut requests[k].1;
+        if c.trace_id.is_none() {
+            c.trace_id = v.get("trace_id").and_then(Value::as_str).map(str::to_owned);
+        }
         for e in v.get("events").and_then(Value::as_array).into_iter().flatten() {
             if let (Some(t), Some(data)) = (e.get(0).and_then(Value::as_i64), e.get(1).and_then(Value::as_str)) {
-                stream.push(t, data);
+                c.events.push((t, data.to_owned()));
             }
         }
-        let x = Exchange {
-            id,
-            sent_ns,
-            end_ns: v
-                .get("end_ns")
-                .and_then(Value::as_i64)
-                .or(stream.last_ns)
-                .unwrap_or(sent_ns),
-            ending: v.get("ending").cloned().and_then(|e| serde_json::from_value(e).ok()),
-            error_code: v.get("error_code").and_then(Value::as_str),
-            trace_id: v.get("trace_id").and_then(Value::as_str),
-            ..Exchange::default()
-        };
-        if add_exchange(&mut stream, &x, &[], sink, place.at) {
-            added += 1;
+        if let Some(ending) = v.get("ending") {
+            c.end = Some((
+                v.get("end_ns").and_then(Value::as_i64),
+                serde_json::from_value(ending.clone()).ok(),
+                v.get("error_code").and_then(Value::as_str).map(str::to_owned),
+            ));
         }
     })?;
-    if let Some(first) = first_ns {
+    let mut added = 0u64;
+    let mut cut = 0u64;
+    if let Some(first) = requests.iter().map(|(_, c)| c.sent_ns).min() {
         sink.saw_time(first);
     }
+    for (id, c) in &requests {
+        let mut stream = Stream::default();
+        for (t, data) in &c.events {
+            stream.push(*t, data);
+        }
+        let (end_ns, ending, error_code) = match &c.end {
+            Some((end, ending, code)) => (*end, *ending, code.clone()),
+            None => {
+                cut += 1;
+                (None, Some(Ending::Cut), Some("recorder_stopped".to_owned()))
+            }
+        };
+        let x = Exchange {
+            id,
+            sent_ns: c.sent_ns,
+            end_ns: end_ns.or(stream.last_ns).unwrap_or(c.sent_ns),
+            ending,
+            error_code: error_code.as_deref(),
+            trace_id: c.trace_id.as_deref(),
+            ..Exchange::default()
+        };
+        if add_exchange(&mut stream, &x, &[], sink, c.at) {
+            added += 1;
+        }
+    }
     sink.note("a recorded stream: times are the client's (send time, chunk arrival times)".to_owned());
+    if cut > 0 {
+        sink.note(format!(
+            "the recording was interrupted: {cut} requests were in flight when it stopped (its journal has no end for \
+             them); they are kept up to their last chunk and marked cut (status error, error_code recorder_stopped)"
+        ));
+    }
     if added > 0 {
         sink.note(format!(
             "{added} streams left out the end-of-sequence token usage counts: added, with no id or probability"
