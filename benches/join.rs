@@ -56,6 +56,17 @@ fn main() {
     let (apart, _, n) = common::time(runs, || open(&[&client]) + open(&[&server]));
     let (joined, _, m) = common::time(runs, || open(&[&client, &server]));
     assert_eq!(m * 2, n, "every token of the client's half has its server's");
+    // Where the join's time goes: pairing (the rest is building the one trace).
+    let load = |p: &Path| match tokenscope::load::load(p, &Progress::default()) {
+        Ok(l) => l,
+        Err(e) => panic!("{e}"),
+    };
+    let (c, s) = (load(&client), load(&server));
+    let (pair_ms, _, pairs) = common::time(runs, || {
+        tokenscope::load::join::pair(&c.trace, &s.trace, ("client", "server")).unwrap_or_else(|e| panic!("{e}"))
+    });
+    assert_eq!(pairs.pairs.len(), requests, "every request pairs by id");
+    println!("pair:                             {pair_ms:>9.0} ms");
     println!("open apart (client, then server): {apart:>9.0} ms");
     println!("open together, joined:            {joined:>9.0} ms");
     println!(

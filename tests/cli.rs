@@ -641,3 +641,28 @@ fn convert_from_the_wrong_kind_writes_nothing_and_says_what_the_file_looks_like(
     assert!(err.contains("looks like aiperf"), "{err}");
     assert!(!out.exists(), "nothing written");
 }
+
+#[test]
+fn a_source_without_cached_counts_shows_them_absent_not_zero() {
+    // AIPerf's export has no cached counts: "-" in text, null in JSON, and the cost says it bills input as uncached.
+    let aiperf = "sample_traces/engines/aiperf";
+    let (code, out, _) = tokenscope(&["summary", aiperf]);
+    assert_eq!(code, 0);
+    let tokens = out.lines().find(|l| l.starts_with("tokens")).unwrap();
+    assert!(tokens.contains("cached -,"), "{tokens}");
+    let (_, out, _) = tokenscope(&["summary", aiperf, "--json"]);
+    assert_eq!(json(&out)["cached_tokens"], Value::Null);
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"default": {"input": 1, "cached_input": 0.5, "output": 2}}"#,
+    )
+    .unwrap();
+    let (_, out, _) = tokenscope(&["summary", aiperf, "--prices", prices.to_str().unwrap()]);
+    let cost = out.lines().find(|l| l.starts_with("cost")).unwrap();
+    assert!(cost.contains("cached input unknown"), "{cost}");
+    // A trace with cached counts still sums them: four_requests.jsonl has 64 + 1000.
+    let (_, out, _) = tokenscope(&["summary", "sample_traces/four_requests.jsonl", "--json"]);
+    assert_eq!(json(&out)["cached_tokens"], 1064);
+}

@@ -58,7 +58,7 @@ fn summary_figures_match_the_hand_computation() {
     let s = summarize_all(&l.trace, Slo::default(), None);
     assert_eq!(s.requests, 4);
     assert_eq!(s.input_tokens, 812 + 100 + 2000 + 50);
-    assert_eq!(s.cached_tokens, 64 + 1000);
+    assert_eq!(s.cached_tokens, Some(64 + 1000));
     assert_eq!(s.output_tokens, 3 + 1 + 4 + 5);
     // Span: first arrival 0 ms to last finish 1000 ms; throughput 13 tokens / 1 s.
     assert_eq!(s.span_ms, Some(1000.0));

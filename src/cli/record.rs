@@ -134,6 +134,6 @@ fn join_server_log(rec: &record::Recording, log: &Path) -> Result<(crate::trace:
     let pairs = join::pair(&rec.trace, &server.trace, (names.0, names.1)).map_err(|e| e.to_string())?;
     let mut report = rec.report.clone();
     report.notes.extend(server.report.notes);
-    let (trace, report) = join::build(&rec.trace, &server.trace, &pairs, report);
+    let (trace, report) = join::build(rec.trace.clone(), &server.trace, &pairs, report);
     Ok((trace, report.notes))
 }

@@ -69,7 +69,7 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
             format!(
                 "input {}, cached {}, output {}",
                 thousands(s.input_tokens),
-                thousands(s.cached_tokens),
+                s.cached_tokens.map_or_else(|| "-".to_owned(), thousands),
                 thousands(s.output_tokens)
             ),
         ],
@@ -88,16 +88,24 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         head.push(vec!["SLO".to_owned(), t]);
     }
     if let Some(c) = s.cost {
-        head.push(vec![
-            "cost".to_owned(),
+        let cache = if s.cached_tokens.is_some() {
             format!(
-                "{currency} {} (input {}, cached input {}, output {}); the prefix cache saved {}",
-                money(c.total),
-                money(c.input),
+                "cached input {}, output {}); the prefix cache saved {}",
                 money(c.cached_input),
                 money(c.output),
                 money(c.cache_savings)
-            ),
+            )
+        } else {
+            // The source gives no cached counts: every input token is billed as uncached, and the savings unknown.
+            format!(
+                "output {}); cached input unknown: the trace has no cached counts, so every input token is billed \
+                 as uncached",
+                money(c.output)
+            )
+        };
+        head.push(vec![
+            "cost".to_owned(),
+            format!("{currency} {} (input {}, {cache}", money(c.total), money(c.input)),
         ]);
     }
     let reasons: Vec<String> = s

@@ -63,7 +63,7 @@ macro_rules! figures {
 figures! {
     "requests", "requests", Count, Neither, |s| count(s.requests);
     "input_tokens", "input tokens", Count, Neither, |s| count(s.input_tokens);
-    "cached_tokens", "cached tokens", Count, Higher, |s| count(s.cached_tokens);
+    "cached_tokens", "cached tokens", Count, Higher, |s| s.cached_tokens.and_then(count);
     "output_tokens", "output tokens", Count, Neither, |s| count(s.output_tokens);
     "span_s", "span s", Rate, Neither, |s| s.span_ms.map(|v| v / 1e3);
     "throughput_tok_s", "throughput tok/s", Rate, Higher, |s| s.throughput_tok_s;

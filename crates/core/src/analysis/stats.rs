@@ -54,7 +54,7 @@ pub const COLUMNS: [Column; 18] = [
         key: "cached_tokens",
         header: "cached tok",
         unit: Unit::Count,
-        get: |s| count(s.cached_tokens),
+        get: |s| s.cached_tokens.and_then(count),
     },
     Column {
         key: "output_tokens",

@@ -73,8 +73,8 @@ pub struct Summary {
     pub requests: u64,
     /// Sum of `input_tokens`.
     pub input_tokens: u64,
-    /// Sum of `cached_tokens`.
-    pub cached_tokens: u64,
+    /// Sum of `cached_tokens`; `None` when no request has one (the source does not say: never shown as zero).
+    pub cached_tokens: Option<u64>,
     /// Sum of output tokens (usage, else token records).
     pub output_tokens: u64,
     /// First arrival to last finish, ms.
@@ -157,7 +157,8 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
     let mut e2e = Vec::with_capacity(requests.len());
     let mut queue = Vec::with_capacity(requests.len());
     let mut itl = Vec::new();
-    let (mut input, mut cached, mut output, mut good_output, mut good_requests) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut input, mut output, mut good_output, mut good_requests) = (0u64, 0u64, 0u64, 0u64);
+    let mut cached: Option<u64> = None;
     let mut first_arrival = i64::MAX;
     let mut last_finish = i64::MIN;
     let mut finish_reasons: BTreeMap<String, u64> = BTreeMap::new();
@@ -172,7 +173,9 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
         queue.extend(m.queue_ns.map(ms));
         itl.extend(itl_ns(trace, r).map(ms));
         input += u64::from(trace.requests.input_tokens[ri].unwrap_or(0));
-        cached += u64::from(trace.requests.cached_tokens[ri].unwrap_or(0));
+        if let Some(c) = trace.requests.cached_tokens[ri] {
+            cached = Some(cached.unwrap_or(0) + u64::from(c));
+        }
         output += u64::from(m.output_tokens);
         first_arrival = first_arrival.min(trace.requests.arrival_ns[ri]);
         last_finish = last_finish.max(finish_ns(trace, r).unwrap_or(trace.requests.arrival_ns[ri]));

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::ingest::LoadError;
 use crate::trace::report::{Place, Report};
-use crate::trace::{Candidate, Interner, Meta, NO_STR, NULL_I64, NULL_U32, Request, Trace, TraceBuilder, opt_i64};
+use crate::trace::{Interner, Meta, NO_STR, NULL_I64, NULL_U32, Trace, TraceBuilder, opt_i64};
 
 /// Whose clock a server-side trace's absolute times are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,24 +421,21 @@ fn add_stages(server: &Trace, s: u32, label: u32, off: i64, b: &mut TraceBuilder
 /// The joined trace: the client's requests and tokens (texts, candidates, arrival times) with the server's times,
 /// stages, steps and each token's step; unpaired requests of either side kept on their own. `report` is the two
 /// halves' load reports, absorbed into one; the join's notes are added to it.
-pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) -> (Trace, Report) {
+///
+/// The client's trace is patched in place and its columns moved into the builder (its tokens and candidates, most
+/// of a trace, are not copied), then the server's records are added: `docs/PERFORMANCE.md`, "Both halves".
+pub fn build(client: Trace, server: &Trace, join: &Join, mut report: Report) -> (Trace, Report) {
     let off = join.offset_ns;
-    let mut b = TraceBuilder::default();
-    let client_labels = remap(&client.labels, &mut b.labels);
-    let server_labels = remap(&server.labels, &mut b.labels);
-    let client_texts = remap(&client.texts, &mut b.texts);
-    let server_texts = remap(&server.texts, &mut b.texts);
-    let server_of: HashMap<u32, u32> = join.pairs.iter().copied().collect();
+    let (client_requests, client_only) = (client.requests.len(), client.requests.len() - join.pairs.len());
+    let mut t = client;
+    let server_labels = remap(&server.labels, &mut t.labels);
+    let server_texts = remap(&server.texts, &mut t.texts);
     let mut server_paired = vec![false; server.requests.len()];
-    for &(_, s) in &join.pairs {
-        server_paired[s as usize] = true;
-    }
-    let place = Place::default();
 
     let mut meta = Meta {
         present: true,
         clock: Some(JOINED.to_owned()),
-        ..client.meta.clone()
+        ..t.meta.clone()
     };
     meta.engine = meta.engine.or_else(|| server.meta.engine.clone());
     meta.engine_version = meta.engine_version.or_else(|| server.meta.engine_version.clone());
@@ -448,8 +445,64 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
     eos.sort_unstable();
     eos.dedup();
     meta.eos_token_ids = (!eos.is_empty()).then_some(eos);
-    b.set_meta(meta, place);
+    t.meta = meta;
 
+    // Each paired request, in place: the server's times, source and counts; its tokens' server times and steps.
+    let mut extra: Vec<(u32, usize)> = Vec::new();
+    for &(c, s) in &join.pairs {
+        server_paired[s as usize] = true;
+        let (ci, srv) = (c as usize, server.requests.row(s as usize));
+        let q = &mut t.requests;
+        q.sent_ns[ci] = Some(q.arrival_ns[ci]);
+        q.arrival_ns[ci] = srv.arrival_ns.saturating_add(off);
+        q.scheduled_ns[ci] = shifted(srv.scheduled_ns, off);
+        q.first_token_ns[ci] = shifted(srv.first_token_ns.or_else(|| server.first_token_ns(s)), off);
+        q.finished_ns[ci] = shifted(srv.finished_ns.or_else(|| server.finish_ns(s)), off);
+        q.source[ci] = mapped(&server_labels, srv.source);
+        q.input_tokens[ci] = q.input_tokens[ci].or(srv.input_tokens);
+        q.cached_tokens[ci] = srv.cached_tokens.or(q.cached_tokens[ci]);
+        q.output_tokens[ci] = q.output_tokens[ci].or(srv.output_tokens);
+        q.num_preemptions[ci] = srv.num_preemptions.or(q.num_preemptions[ci]);
+        // Both sides' tokens are in index order: walked together.
+        let theirs = server.tokens_of(s);
+        let mut k = theirs.start;
+        let mut last_index = None;
+        for mine in t.tokens_of(c) {
+            let index = t.tokens.index[mine];
+            while k < theirs.end && server.tokens.index[k] < index {
+                k += 1;
+            }
+            last_index = Some(index);
+            if k < theirs.end && server.tokens.index[k] == index {
+                let tk = &mut t.tokens;
+                tk.received_ns[mine] = tk.emitted_ns[mine];
+                tk.emitted_ns[mine] = server.tokens.emitted_ns[k].saturating_add(off);
+                tk.iteration[mine] = server.tokens.iteration[k];
+                if tk.token_id[mine] == NULL_U32 {
+                    tk.token_id[mine] = server.tokens.token_id[k];
+                }
+            }
+        }
+        // Tokens the server produced that the client never received (a chat stream leaves out its EOS).
+        extra.extend(
+            theirs
+                .filter(|&k| last_index.is_none_or(|i| server.tokens.index[k] > i))
+                .map(|k| (t.requests.id[ci], k)),
+        );
+    }
+    let stages_of_pairs: Vec<(u32, u32)> = join
+        .pairs
+        .iter()
+        .map(|&(c, s)| (t.requests.id[c as usize], s))
+        .collect();
+    // The server's requests no client request paired with, and whether a client request has their id.
+    let unpaired: Vec<(u32, bool)> = (0..u32::try_from(server.requests.len()).unwrap_or(u32::MAX))
+        .filter(|&s| !server_paired[s as usize])
+        .map(|s| (s, t.request_row(server.request_id(s)).is_some()))
+        .collect();
+
+    let mut b = TraceBuilder::from_trace(t);
+    let place = Place::default();
     for i in 0..server.iterations.len() {
         let mut it = server.iterations.row(i);
         it.source = mapped(&server_labels, it.source);
@@ -457,87 +510,24 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
         it.end_ns = it.end_ns.saturating_add(off);
         b.add_iteration(it, place);
     }
-
-    let mut candidates: Vec<Candidate> = Vec::new();
-    for c in 0..u32::try_from(client.requests.len()).unwrap_or(u32::MAX) {
-        let mut row = client.requests.row(c as usize);
-        row.map_labels(|id| mapped(&client_labels, id));
-        let label = row.id;
-        let server_row = server_of.get(&c).copied();
-        if let Some(s) = server_row {
-            let srv = server.requests.row(s as usize);
-            row = Request {
-                source: mapped(&server_labels, srv.source),
-                sent_ns: Some(row.arrival_ns),
-                arrival_ns: srv.arrival_ns.saturating_add(off),
-                scheduled_ns: shifted(srv.scheduled_ns, off),
-                first_token_ns: shifted(srv.first_token_ns.or_else(|| server.first_token_ns(s)), off),
-                finished_ns: shifted(srv.finished_ns.or_else(|| server.finish_ns(s)), off),
-                input_tokens: row.input_tokens.or(srv.input_tokens),
-                cached_tokens: srv.cached_tokens.or(row.cached_tokens),
-                output_tokens: row.output_tokens.or(srv.output_tokens),
-                num_preemptions: srv.num_preemptions.or(row.num_preemptions),
-                ..row
-            };
-            add_stages(server, s, label, off, &mut b);
-        }
-        b.add_request(row, place);
-        // Tokens: the client's, with the server's time and step for the same index.
-        let server_tokens: HashMap<u32, usize> = server_row
-            .map(|s| server.tokens_of(s).map(|k| (server.tokens.index[k], k)).collect())
-            .unwrap_or_default();
-        let mut last_index = None;
-        for k in client.tokens_of(c) {
-            let mut tok = client.tokens.row(k);
-            tok.request = label;
-            tok.text = mapped(&client_texts, tok.text);
-            tok.iter_row = NULL_U32;
-            if let Some(&ks) = server_tokens.get(&tok.index) {
-                tok.received_ns = tok.emitted_ns;
-                tok.emitted_ns = server.tokens.emitted_ns[ks].saturating_add(off);
-                tok.iteration = server.tokens.iteration[ks];
-                if tok.token_id == NULL_U32 {
-                    tok.token_id = server.tokens.token_id[ks];
-                }
-            }
-            candidates.clear();
-            candidates.extend(client.candidates_of(k).map(|x| {
-                let mut cand = client.candidates.row(x);
-                cand.text = mapped(&client_texts, cand.text);
-                cand
-            }));
-            last_index = Some(tok.index);
-            b.add_token(tok, candidates.drain(..), place);
-        }
-        // Tokens the server produced that the client never received (a chat stream leaves out its EOS).
-        if let Some(s) = server_row {
-            for k in server.tokens_of(s) {
-                if last_index.is_some_and(|i| server.tokens.index[k] <= i) {
-                    continue;
-                }
-                let mut tok = server.tokens.row(k);
-                tok.request = label;
-                tok.text = mapped(&server_texts, tok.text);
-                tok.iter_row = NULL_U32;
-                tok.emitted_ns = tok.emitted_ns.saturating_add(off);
-                tok.received_ns = NULL_I64;
-                b.add_token(tok, std::iter::empty(), place);
-            }
-        }
+    for (label, s) in stages_of_pairs {
+        add_stages(server, s, label, off, &mut b);
+    }
+    for (label, k) in extra {
+        b.add_token(
+            server_token(server, k, label, &server_texts, off),
+            std::iter::empty(),
+            place,
+        );
     }
 
     // The server's requests no client request paired with, on their own.
-    let mut server_only = 0usize;
-    for s in 0..u32::try_from(server.requests.len()).unwrap_or(u32::MAX) {
-        if server_paired[s as usize] {
-            continue;
-        }
-        server_only += 1;
+    let server_only = unpaired.len();
+    for (s, taken) in unpaired {
         let mut row = server.requests.row(s as usize);
         row.map_labels(|id| mapped(&server_labels, id));
-        let id = server.request_id(s);
-        if client.request_row(id).is_some() {
-            row.id = b.labels.intern(&format!("server:{id}"));
+        if taken {
+            row.id = b.labels.intern(&format!("server:{}", server.request_id(s)));
         }
         let label = row.id;
         row.arrival_ns = row.arrival_ns.saturating_add(off);
@@ -547,21 +537,19 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
         b.add_request(row, place);
         add_stages(server, s, label, off, &mut b);
         for k in server.tokens_of(s) {
-            let mut tok = server.tokens.row(k);
-            tok.request = label;
-            tok.text = mapped(&server_texts, tok.text);
-            tok.iter_row = NULL_U32;
-            tok.emitted_ns = tok.emitted_ns.saturating_add(off);
-            b.add_token(tok, std::iter::empty(), place);
+            b.add_token(
+                server_token(server, k, label, &server_texts, off),
+                std::iter::empty(),
+                place,
+            );
         }
     }
 
-    let client_only = client.requests.len() - join.pairs.len();
     let by_shape = join.pairs.len() - join.by_id;
     let mut note = format!(
         "Joined {} of {} client requests with the server's: {} by id, {} by prompt and output length and time",
         join.pairs.len(),
-        client.requests.len(),
+        client_requests,
         join.by_id,
         by_shape
     );
@@ -601,6 +589,17 @@ pub fn build(client: &Trace, server: &Trace, join: &Join, mut report: Report) ->
     report.warnings = built.warnings;
     report.warnings_by_concern = built.warnings_by_concern;
     (trace, report)
+}
+
+/// Server token row `k` as a token of request `label` of the joined trace, moved by `off`.
+fn server_token(server: &Trace, k: usize, label: u32, texts: &[u32], off: i64) -> crate::trace::Token {
+    let mut tok = server.tokens.row(k);
+    tok.request = label;
+    tok.text = mapped(texts, tok.text);
+    tok.iter_row = NULL_U32;
+    tok.emitted_ns = tok.emitted_ns.saturating_add(off);
+    tok.received_ns = NULL_I64;
+    tok
 }
 
 /// Client-side figures in a joined trace: true when a request has both halves.
@@ -714,7 +713,7 @@ mod tests {
         assert_eq!(join.uncertainty_ns, Some(2 * MS));
         assert_eq!(join.conflict_ns, 0);
 
-        let (t, report) = build(&client, &server, &join, Report::default());
+        let (t, report) = build(client.clone(), &server, &join, Report::default());
         assert_eq!(t.meta.clock.as_deref(), Some(JOINED));
         assert_eq!(t.meta.engine.as_deref(), Some("llama.cpp"));
         let r = t.request_row("rec-00000").unwrap();
@@ -825,7 +824,7 @@ mod tests {
         let client = trace_of(&lines).0;
         let join = pair(&client, &server, ("rec", "log")).unwrap();
         assert_eq!(join.pairs.len(), 2);
-        let (t, report) = build(&client, &server, &join, Report::default());
+        let (t, report) = build(client.clone(), &server, &join, Report::default());
         assert_eq!(t.requests.len(), 3);
         let lone = t.request_row("rec-00002").unwrap();
         assert_eq!(

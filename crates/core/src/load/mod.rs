@@ -156,7 +156,7 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
         let join = join::pair(&client, &server, (&names(&client_files), &names(&server_files)))?;
         let mut report = client_report;
         report.absorb(server_report);
-        let (trace, report) = join::build(&client, &server, &join, report);
+        let (trace, report) = join::build(client, &server, &join, report);
         return Ok(Loaded { trace, report });
     }
     let (trace, report) = read_files(&numbered, &files, window, lazy, progress)?;

@@ -300,6 +300,72 @@ impl TraceBuilder {
             .extend(other.cand_start.iter().skip(1).map(|&s| s.saturating_add(shift)));
     }
 
+    /// A builder holding a finished trace's records, moved (not copied) back into builder form: to add records to a
+    /// trace and finish it again (the join of a client's and a server's halves). Places are unknown (row 0 of file
+    /// 0): the trace's records were checked when it was built. Candidates left on disk are not carried.
+    pub fn from_trace(trace: Trace) -> TraceBuilder {
+        let Trace {
+            meta,
+            labels,
+            texts,
+            requests,
+            iterations,
+            mut stages,
+            mut tokens,
+            candidates,
+            cand_start,
+            ..
+        } = trace;
+        // Stages and tokens name their request by row in a trace, by label id in a builder; their steps' rows are
+        // found again when the builder finishes (the steps may be sorted anew).
+        for r in &mut stages.request {
+            *r = requests.id.get(*r as usize).copied().unwrap_or(NULL_U32);
+        }
+        stages.iter_row.fill(None);
+        for r in &mut tokens.request {
+            *r = requests.id.get(*r as usize).copied().unwrap_or(NULL_U32);
+        }
+        tokens.iter_row.fill(NULL_U32);
+        let place = Place::default();
+        let request_by_id = requests
+            .id
+            .iter()
+            .enumerate()
+            .map(|(row, &id)| (id, u32::try_from(row).unwrap_or(u32::MAX)))
+            .collect();
+        let iteration_by_key = (0..iterations.len())
+            .map(|i| {
+                (
+                    (iterations.source[i], iterations.iteration[i]),
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                )
+            })
+            .collect();
+        let cand_start = if cand_start.len() == tokens.len() + 1 {
+            cand_start
+        } else {
+            vec![0; tokens.len() + 1]
+        };
+        TraceBuilder {
+            meta: meta.present.then_some((meta, place)),
+            request_places: vec![place; requests.len()],
+            iteration_places: vec![place; iterations.len()],
+            stage_places: vec![place; stages.len()],
+            token_places: vec![place; tokens.len()],
+            labels,
+            texts,
+            requests,
+            request_by_id,
+            iterations,
+            iteration_by_key,
+            stages,
+            tokens,
+            cand_start,
+            candidates,
+            ..TraceBuilder::default()
+        }
+    }
+
     /// Makes room for up to `tokens` more token records, so that the token columns are not copied as they grow (a
     /// reader that knows how many rows it will read calls it once). Room is only reserved, not touched: rows that
     /// turn out not to be tokens cost address space, not memory. An absurd count reserves nothing.

@@ -82,7 +82,7 @@ fn summarize_units(
         summary: Summary {
             requests: 0,
             input_tokens: 0,
-            cached_tokens: 0,
+            cached_tokens: None,
             output_tokens: 0,
             span_ms: None,
             throughput_tok_s: None,
@@ -185,7 +185,10 @@ fn first_pass(ctx: &mut SQLContext, slo: Slo, t: &mut Totals, tallies: &mut [Tal
     };
     s.requests += df.height() as u64;
     s.input_tokens += sum(ints("input_tokens")?);
-    s.cached_tokens += sum(ints("cached_tokens")?);
+    let cached = ints("cached_tokens")?;
+    if cached.iter().any(Option::is_some) {
+        s.cached_tokens = Some(s.cached_tokens.unwrap_or(0) + sum(cached));
+    }
     let output = ints("output_tokens")?;
     s.output_tokens += sum(output.clone());
     for a in ints("arrival_ns")?.into_iter().flatten() {
