@@ -760,6 +760,25 @@ mod tests {
     }
 
     #[test]
+    fn pairs_by_the_trace_id_the_client_sent_in_traceparent() {
+        // SGLang and vLLM put the W3C trace id of the request's traceparent on their spans; the recording keeps the
+        // one it sent. Server ids are the engine's own (no relation to the client's).
+        let (client, mut server) = halves(0, ["5f2b", "a9c0"]);
+        let (mut client, ids) = (
+            client,
+            ["0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"],
+        );
+        for (r, id) in ids.iter().enumerate() {
+            client.requests.trace_id[r] = client.labels.intern(id);
+            // The server's rows are in the same order (arrival): the first is the first client request's.
+            server.requests.trace_id[r] = server.labels.intern(id);
+        }
+        let join = pair(&client, &server, ("rec", "spans")).unwrap();
+        assert_eq!(join.by_id, 2);
+        assert_eq!(join.pairs, vec![(0, 0), (1, 1)]);
+    }
+
+    #[test]
     fn id_candidates_respect_dash_boundaries() {
         let c: Vec<&str> = id_candidates("chatcmpl-rec-00001-9f").collect();
         assert!(c.contains(&"rec-00001"));
