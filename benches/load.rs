@@ -2,7 +2,7 @@
 //! decode of the same Parquet columns and Python polars' `read_parquet` / `read_ndjson` of the same files.
 //!
 //! `cargo bench --bench load [-- --requests N --runs R] [--parquet-only | --xlarge]`. The workload is `tokenscope synth --scenario large`
-//! (50,000 requests, ~10 M output tokens, top-5 candidates, ~200,000 iterations); `--requests 5000` gives ~1 M
+//! (50,000 requests, ~10 M output tokens, top-5 candidates, 102,427 iterations); `--requests 5000` gives ~1 M
 //! tokens. Files are generated once into `target/bench-data/` (deterministic: same N, same bytes). Each
 //! measurement runs in a fresh process, so its peak resident set (VmHWM) is its own; figures are the median of R
 //! runs. Polars is measured when `python3 -c "import polars"` works (`pip install polars`).
