@@ -263,18 +263,23 @@ pub fn pair(client: &Trace, server: &Trace, names: (&str, &str)) -> Result<Join,
     for list in by_input.values_mut() {
         list.sort_by_key(|&s| ss[s as usize].at_ns);
     }
+    // A client request without a prompt length (a benchmark export) is searched among all of them, by time.
+    let mut all: Vec<u32> = (0..n32(ns)).filter(|&s| !server_used[s as usize]).collect();
+    all.sort_by_key(|&s| ss[s as usize].at_ns);
     let mut order: Vec<u32> = (0..n32(nc)).filter(|&c| !client_used[c as usize]).collect();
     order.sort_by_key(|&c| cs[c as usize].at_ns);
     for c in order {
         let shape_c = &cs[c as usize];
         let want = shape_c.at_ns - coarse;
-        let keys: Vec<Option<u32>> = match shape_c.input {
-            Some(i) => vec![Some(i), Some(i.saturating_sub(1)), Some(i + 1), None],
-            None => by_input.keys().copied().collect(),
+        let lists: Vec<&[u32]> = match shape_c.input {
+            Some(i) => [Some(i), Some(i.saturating_sub(1)), Some(i + 1), None]
+                .iter()
+                .filter_map(|key| by_input.get(key).map(Vec::as_slice))
+                .collect(),
+            None => vec![all.as_slice()],
         };
         let mut best: Option<(i64, u32)> = None;
-        for key in keys {
-            let Some(list) = by_input.get(&key) else { continue };
+        for list in lists {
             let from = list.partition_point(|&s| ss[s as usize].at_ns < want - window);
             for &s in &list[from..] {
                 let at = ss[s as usize].at_ns;
