@@ -45,6 +45,25 @@ fn scaled(bytes: u64, factor: f64) -> u64 {
     (bytes as f64 * factor) as u64
 }
 
+/// The share (0..1) of a load estimated at `need` bytes that fits in `budget`: the part above the fixed cost
+/// ([`BASE`]) scales with the records read, so a window of about this share of the trace's time fits (with a tenth
+/// kept spare: records are not spread evenly in time). `None` when not even the fixed cost fits.
+#[allow(clippy::cast_precision_loss)] // estimates
+pub fn share_that_fits(need: u64, budget: u64) -> Option<f64> {
+    let (need, budget) = (need.saturating_sub(BASE), budget.checked_sub(BASE)?);
+    (need > 0 && budget > 0).then(|| (0.9 * budget as f64 / need as f64).min(1.0))
+}
+
+/// `bytes` of a load with the part above the fixed cost ([`BASE`]) scaled by `share` (0..1): a window's.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss
+)] // estimates
+pub fn scaled_above_base(bytes: u64, share: f64) -> u64 {
+    BASE + (bytes.saturating_sub(BASE) as f64 * share.clamp(0.0, 1.0)) as u64
+}
+
 /// The estimate for `files`.
 ///
 /// # Errors
@@ -168,11 +187,29 @@ mod tests {
         assert!(
             err.contains("loading it would take about")
                 && err.contains("without its candidates it takes about")
-                && err.contains("--from-time and --to-time (it spans 2025-11-29T08:00:00 to 2025-11-29T08:01:40 UTC)")
+                && err.contains("--from-time and --to-time (it spans 2025-11-29T08:00:00 to 2025-11-29T08:01:40 UTC; ")
                 && err.contains("--memory-budget"),
             "{err}"
         );
+        // Which part fits, to the second: a tenth spare, 90 % of the 100.3 s span, 90.3 s (the budget is a byte short
+        // of the whole: the share a hair under 0.9).
+        assert!(
+            err.contains("about its first 90 s fit: --from-time 2025-11-29T08:00:00 --to-time 2025-11-29T08:01:30"),
+            "{err}"
+        );
         assert_eq!(load(e.whole - 1, true).ok(), Some(309));
+        // And it does: that window, with its candidates, under the same budget.
+        let window = crate::format::window::Window {
+            from_ns: Some(1_764_403_200_000_000_000),
+            to_ns: Some(1_764_403_289_000_000_000),
+            filters: Vec::new(),
+        };
+        let options = LoadOptions {
+            budget: Some(e.whole - 1),
+            window: Some(std::sync::Arc::new(window)),
+            ..LoadOptions::default()
+        };
+        assert!(load_with(&demo, &Progress::default(), options).is_ok());
         // Below even that: refused, with no word of candidates.
         let err = load(e.without_candidates - 1, true).unwrap_err().to_string();
         assert!(

@@ -211,18 +211,7 @@ fn check_budget(
     window: Option<&window::Window>,
 ) -> Result<(), LoadError> {
     let e = budget::estimate(files)?;
-    let need = if lazy { e.without_candidates } else { e.whole };
-    if need <= budget {
-        return Ok(());
-    }
-    let mut advice = Vec::new();
-    if !lazy && all_parquet && e.without_candidates <= budget {
-        advice.push(format!(
-            "without its candidates it takes about {}: the app, summary, timeline and query leave them on disk",
-            budget::size(e.without_candidates)
-        ));
-    }
-    // What it spans, so that a window can be chosen.
+    // What it spans, so that a window can be weighed and chosen.
     let parquet: Vec<PathBuf> = files
         .iter()
         .filter(|(_, f)| *f == Format::Native(Encoding::Parquet))
@@ -233,6 +222,31 @@ fn check_budget(
     for footer in parquet.iter().filter_map(|f| parquet::footer(f).ok()) {
         survey.add_footer(&footer);
     }
+    // A window keeps about its share of the files' time span (records are read, then the window's kept).
+    let in_window = |bytes: u64| match (window, survey.first_ns, survey.last_ns) {
+        (Some(w), Some(a), Some(b)) if b > a => {
+            let (from, to) = (w.from_ns.unwrap_or(a).max(a), w.to_ns.unwrap_or(b).min(b));
+            #[allow(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss
+            )]
+            let kept = ((to - from).max(0) as f64 / (b - a) as f64).min(1.0);
+            budget::scaled_above_base(bytes, kept)
+        }
+        _ => bytes,
+    };
+    let need = in_window(if lazy { e.without_candidates } else { e.whole });
+    if need <= budget {
+        return Ok(());
+    }
+    let mut advice = Vec::new();
+    if !lazy && all_parquet && in_window(e.without_candidates) <= budget {
+        advice.push(format!(
+            "without its candidates it takes about {}: the app, summary, timeline and query leave them on disk",
+            budget::size(in_window(e.without_candidates))
+        ));
+    }
     let time = |ns: i64| {
         chrono::DateTime::from_timestamp_nanos(ns)
             .format("%Y-%m-%dT%H:%M:%S")
@@ -240,7 +254,24 @@ fn check_budget(
     };
     let mut part = String::from("open a part of it with --from-time and --to-time");
     if let (Some(a), Some(b)) = (survey.first_ns, survey.last_ns) {
-        part.push_str(&format!(" (it spans {} to {} UTC)", time(a), time(b)));
+        part.push_str(&format!(" (it spans {} to {} UTC", time(a), time(b)));
+        // Which part fits: about the budget's share of the span, from its start.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // a time within the span
+        if let Some(share) = budget::share_that_fits(need, budget).filter(|&s| s < 1.0 && b > a) {
+            let end = a + ((b - a) as f64 * share) as i64;
+            let minutes = (end - a) as f64 / 60e9;
+            part.push_str(&format!(
+                "; about its first {} fit: --from-time {} --to-time {}",
+                if minutes >= 10.0 {
+                    format!("{minutes:.0} min")
+                } else {
+                    format!("{:.0} s", minutes * 60.0)
+                },
+                time(a),
+                time(end.max(a + 1_000_000_000))
+            ));
+        }
+        part.push(')');
     }
     if !survey.keys.is_empty() {
         let keys: Vec<&str> = survey.keys.keys().map(String::as_str).collect();
