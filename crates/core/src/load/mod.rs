@@ -133,7 +133,15 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
         .enumerate()
         .map(|(i, (p, format))| (p.as_path(), u32::try_from(i).unwrap_or(u32::MAX), *format))
         .collect();
-    let sides: Vec<Side> = files.iter().map(|(p, format)| sniff::side_of(p, *format)).collect();
+    // Halves are looked for among several paths, beside an engine's or tool's file, or in a folder of a few files;
+    // a dataset's partitions are one side, and their footers are not read again for it.
+    let mixed =
+        paths.len() > 1 || files.len() <= MIXED_FILES || files.iter().any(|(_, f)| matches!(f, Format::Import(_)));
+    let sides: Vec<Side> = if mixed {
+        files.iter().map(|(p, format)| sniff::side_of(p, *format)).collect()
+    } else {
+        Vec::new()
+    };
     if sides.contains(&Side::Client) && sides.contains(&Side::Server) {
         // Two halves of one run: each read on its own (its records keep their own clock and ids), then joined.
         let half = |side: Side| -> Vec<(&Path, u32, Format)> {
@@ -162,6 +170,10 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
     let (trace, report) = read_files(&numbered, &files, window, lazy, progress)?;
     Ok(Loaded { trace, report })
 }
+
+/// A folder of at most this many files may hold both halves of a run (a recording and the server's files); one of
+/// more is taken for a dataset's partitions, all of one side.
+const MIXED_FILES: usize = 16;
 
 /// Reads `these` files (numbered among all the load's `files`) into one trace. Runs of Parquet files are read
 /// together, so their row groups share the threads (a directory of one-row-group partitions loads on every core);
