@@ -143,12 +143,6 @@ fn int_after(text: &str, key: &str) -> Option<i64> {
     rest[..end].parse().ok()
 }
 
-/// The float after `key`, up to the next space.
-fn float_after(text: &str, key: &str) -> Option<f64> {
-    let at = text.find(key)? + key.len();
-    text[at..].split_whitespace().next()?.parse().ok()
-}
-
 /// One request (a task on a slot) as the log tells it.
 #[derive(Debug, Default)]
 struct Task {
@@ -353,10 +347,8 @@ impl Log {
             let t = self.task(task, slot, place);
             t.stop_n_tokens = int_after(text, "n_tokens =");
             t.released_us.get_or_insert(us);
-        } else if text.starts_with("prompt processing,") {
-            // Progress of a long prompt (after 3 s): the times above already say it.
-            let _ = float_after(text, "progress =");
         }
+        // `prompt processing, ... progress = ...` (a long prompt, after 3 s) is not read: the chunks say it.
     }
 }
 
