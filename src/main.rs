@@ -43,6 +43,10 @@ struct Args {
     /// by default half this machine's memory. The message says which part of it fits.
     #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::load::budget::parse_size)]
     memory_budget: Option<u64>,
+    /// Read every input with this importer instead of recognising it by its content (for a file whose name and
+    /// first bytes do not say what it is).
+    #[arg(long, global = true, value_enum, value_name = "KIND")]
+    from: Option<tokenscope::import::Kind>,
 }
 
 #[derive(Subcommand)]
@@ -414,9 +418,6 @@ enum Command {
         /// The trace, or the engine's or tool's files (recognised by their content).
         #[arg(required = true)]
         input: Vec<PathBuf>,
-        /// Read every input with this importer instead of recognising it.
-        #[arg(long, value_enum)]
-        from: Option<tokenscope::import::Kind>,
         /// Write a hive-partitioned dataset under OUTPUT (a folder): key=value folders of Parquet files, outermost
         /// first (e.g. date,hour,source).
         #[arg(long, value_enum, value_delimiter = ',', value_name = "KEY,..")]
@@ -472,6 +473,18 @@ fn main() -> ExitCode {
     }
     cli::set_window(window.clone());
     cli::set_budget(args.memory_budget);
+    cli::set_from(args.from);
+    if let Some(kind) = args.from
+        && out_of_core(args.command.as_ref())
+    {
+        eprintln!(
+            "error: --out-of-core reads tokenscope's Parquet traces only, not {}: convert first \
+             (tokenscope convert FILE --from {} -o trace.parquet), or leave out --out-of-core",
+            kind.name(),
+            kind.name()
+        );
+        return ExitCode::from(2);
+    }
     match args.command {
         Some(Command::Validate { traces, json }) => emit(&cli::validate::run(&paths(&traces), json)),
         Some(Command::Summary {
@@ -755,10 +768,9 @@ fn main() -> ExitCode {
         }
         Some(Command::Convert {
             input,
-            from,
             partition_by,
             output,
-        }) => emit(&cli::convert::run(&input, from, &partition_by, &output)),
+        }) => emit(&cli::convert::run(&input, args.from, &partition_by, &output)),
         None => {
             for p in args.traces.iter().chain(&args.compare) {
                 if let Some(message) = not_a_trace_path(p) {
@@ -795,7 +807,7 @@ fn main() -> ExitCode {
                     TraceSource::Part(b, window.clone())
                 }
             });
-            match ui::run(source, args.memory_budget, compare) {
+            match ui::run(source, args.memory_budget, args.from, compare) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(
@@ -807,6 +819,22 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether the subcommand reads its Parquet files out of core (`--out-of-core`), with no importer.
+#[allow(clippy::unnecessary_wraps, unused_variables)] // without the `query` feature nothing reads out of core
+fn out_of_core(command: Option<&Command>) -> bool {
+    #[cfg(feature = "query")]
+    return matches!(
+        command,
+        Some(
+            Command::Summary { out_of_core: true, .. }
+                | Command::Query { out_of_core: true, .. }
+                | Command::Timeline { out_of_core: true, .. }
+        )
+    );
+    #[cfg(not(feature = "query"))]
+    false
 }
 
 /// The paths of the command line as the loaders take them.

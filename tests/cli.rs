@@ -624,6 +624,46 @@ fn out_of_core_refuses_a_parquet_file_that_is_not_a_trace() {
 }
 
 #[test]
+fn every_reading_command_takes_from_and_refuses_what_is_not_that_kind() {
+    // The SGLang fixture under a name that says nothing, read with --from by each reading command.
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump");
+    std::fs::copy("tests/data/import/sglang/otlp_small.jsonl", &dump).unwrap();
+    let d = dump.to_str().unwrap();
+    let (code, out, err) = tokenscope(&["summary", d, "--from", "sglang-otlp"]);
+    assert_eq!(code, 0, "{err}");
+    // expected.md: 2 requests, 120 + 2,000 prompt tokens, 4 + 3 output tokens.
+    assert!(out.contains("requests          2"), "{out}");
+    assert!(out.contains("input 2,120"), "{out}");
+    assert!(out.contains("output 7"), "{out}");
+    let (code, out, err) = tokenscope(&["validate", d, "--from", "sglang-otlp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("22 records, 22 kept, 0 rejected"), "{out}");
+    // A trace of tokenscope's own format read as vLLM spans: nothing, said, exit 1, for every reading command.
+    let slice = dir.path().join("slice.json");
+    for command in ["validate", "summary", "findings", "export"] {
+        let mut args = vec![command, "sample_traces/four_requests.jsonl", "--from", "vllm-otlp"];
+        if command == "export" {
+            args.extend(["--from-ms", "0", "--to-ms", "10", "-o", slice.to_str().unwrap()]);
+        }
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 1, "{command}: {out}{err}");
+        assert!(err.contains("nothing was read as vllm-otlp"), "{command}: {err}");
+        assert!(
+            err.contains("is a tokenscope trace: leave out --from"),
+            "{command}: {err}"
+        );
+    }
+    // Out of core reads tokenscope's Parquet only: an importer there is refused, not ignored.
+    let (code, _, err) = tokenscope(&["summary", d, "--out-of-core", "--from", "sglang-otlp"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("convert first (tokenscope convert FILE --from sglang-otlp"),
+        "{err}"
+    );
+}
+
+#[test]
 fn convert_from_the_wrong_kind_writes_nothing_and_says_what_the_file_looks_like() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.parquet");

@@ -170,4 +170,14 @@ fn the_default_log_of_llama_server_joins_its_recording_too() {
     // 704.16).
     assert_eq!(t.requests.server_ttft_ns[r], Some(704_159_000));
     assert_eq!(t.requests.output_tokens[r], Some(24));
+    // The log times no token, so the tokens keep the client's times: the client's TTFT is a figure (the
+    // recording's own TTFTs: 526.8, 695.6, 751.3 and 842.3 ms; nearest-rank p50 is the 2nd), token delivery is
+    // absent, not zero.
+    let all: Vec<u32> = (0..4).collect();
+    let d = delivery(t, &all).unwrap();
+    assert_eq!(d.client_ttft_ms.count, 4);
+    let p50 = d.client_ttft_ms.p50.unwrap();
+    assert!((p50 - 695.6).abs() < 0.1, "{p50}");
+    assert_eq!(d.token_ms.count, 0);
+    assert_eq!(d.token_ms.p50, None);
 }

@@ -27,22 +27,8 @@ pub fn run(
     let rejected = loaded.report.rejected_count();
     let t = &loaded.trace;
     if t.request_count() == 0 && t.iterations.is_empty() && t.token_count() == 0 {
-        // Nothing to write: an empty trace written with success would hide that the input was not what was said.
-        let what = from.map_or_else(
-            || "a trace".to_owned(),
-            |k| {
-                let sniffed: Vec<String> = paths
-                    .iter()
-                    .filter_map(|p| crate::import::sniff(p).map(|s| format!("{} looks like {}", p.display(), s.name())))
-                    .collect();
-                let hint = if sniffed.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({}: leave out --from, or give that kind)", sniffed.join(", "))
-                };
-                format!("{}{hint}", k.name())
-            },
-        );
+        // Nothing to write: an empty trace written with success would hide that the input was not a trace. (Read
+        // with --from, the loader has refused already, saying what the files look like.)
         let first = loaded.report.rejected.first().map_or_else(String::new, |r| {
             format!(
                 "; the first rejected: {}: {}",
@@ -52,7 +38,7 @@ pub fn run(
         });
         return Output::error(
             format!(
-                "nothing was read as {what}: no request, step or token in {} record(s), {rejected} rejected{first}; \
+                "nothing was read as a trace: no request, step or token in {} record(s), {rejected} rejected{first}; \
                  nothing was written",
                 thousands(loaded.report.records)
             ),
@@ -80,9 +66,10 @@ pub fn run(
             stderr: {
                 let mut notes: String = loaded.report.notes.iter().map(|n| format!("note: {n}\n")).collect();
                 if rejected > 0 {
+                    let with = from.map_or_else(String::new, |k| format!(" --from {}", k.name()));
                     notes.push_str(&format!(
-                        "note: {rejected} rejected record(s) were not written; `tokenscope validate` lists them (with the \
-                         same inputs)\n"
+                        "note: {rejected} rejected record(s) were not written; `tokenscope validate{with} ...` lists \
+                         them (with the same inputs)\n"
                     ));
                 }
                 notes

@@ -49,6 +49,16 @@ pub fn set_budget(budget: Option<u64>) {
     let _ = BUDGET.set(budget.unwrap_or_else(crate::load::budget::default_budget));
 }
 
+/// The importer of this run's loads (`--from KIND`), instead of recognising each file.
+static FROM: OnceLock<crate::import::Kind> = OnceLock::new();
+
+/// Sets the importer of this run's loads (once, from the command line).
+pub fn set_from(kind: Option<crate::import::Kind>) {
+    if let Some(kind) = kind {
+        let _ = FROM.set(kind);
+    }
+}
+
 /// The Parquet files of `path` a command reads out of core: those of the run's window.
 ///
 /// # Errors
@@ -88,6 +98,9 @@ pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadErr
     }
     if options.budget.is_none() {
         options.budget = BUDGET.get().copied();
+    }
+    if options.from.is_none() {
+        options.from = FROM.get().copied();
     }
     let progress = Progress::default();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {

@@ -121,6 +121,8 @@ struct Dialog {
 /// The app.
 pub struct App {
     settings: Settings,
+    /// The importer of the files given on the command line (`--from KIND`); files opened later are recognised.
+    importer: Option<crate::import::Kind>,
     /// The trace on screen and everything that belongs to it.
     session: Option<Session>,
     /// The trace it is compared with, and the comparison.
@@ -177,6 +179,17 @@ impl App {
 
     /// [`App::new`], with a memory budget for this run (bytes; `--memory-budget`) instead of the setting.
     pub fn with_budget(source: TraceSource, storage: Option<&dyn eframe::Storage>, budget: Option<u64>) -> Self {
+        Self::with_importer(source, storage, budget, None)
+    }
+
+    /// As [`App::with_budget`], reading every file of `source` with the importer `from` (`--from KIND`) instead
+    /// of recognising it.
+    pub fn with_importer(
+        source: TraceSource,
+        storage: Option<&dyn eframe::Storage>,
+        budget: Option<u64>,
+        from: Option<crate::import::Kind>,
+    ) -> Self {
         let settings = storage
             .and_then(|s| eframe::get_value(s, STORAGE_KEY))
             .unwrap_or_default();
@@ -193,6 +206,7 @@ impl App {
             path_purpose: None,
             dataset: None,
             budget_override: budget,
+            importer: from,
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -319,6 +333,7 @@ impl App {
             Arc::new(Progress::default())
         };
         let budget = self.memory_budget();
+        let from = self.importer.take();
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
@@ -329,6 +344,7 @@ impl App {
                     load::LoadOptions {
                         lazy_candidates: true,
                         budget: Some(budget),
+                        from,
                         ..load::LoadOptions::default()
                     },
                 ),
@@ -339,6 +355,7 @@ impl App {
                         lazy_candidates: true,
                         window: Some(Arc::new(window)),
                         budget: Some(budget),
+                        from,
                         ..load::LoadOptions::default()
                     },
                 ),
@@ -348,6 +365,7 @@ impl App {
                     load::LoadOptions {
                         lazy_candidates: true,
                         budget: Some(budget),
+                        from,
                         ..load::LoadOptions::default()
                     },
                 ),

@@ -24,8 +24,14 @@ pub use app::App;
 pub use session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
 
 /// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
-/// setting, else half the machine's memory); `compare`: a trace to compare the first with.
-pub fn run(source: TraceSource, budget: Option<u64>, compare: Option<TraceSource>) -> Result<(), eframe::Error> {
+/// setting, else half the machine's memory); `from`: the importer of every file (`--from`), instead of recognising
+/// it; `compare`: a trace to compare the first with.
+pub fn run(
+    source: TraceSource,
+    budget: Option<u64>,
+    from: Option<crate::import::Kind>,
+    compare: Option<TraceSource>,
+) -> Result<(), eframe::Error> {
     let options = eframe::NativeOptions {
         viewport: eframe::egui::ViewportBuilder::default()
             .with_inner_size([1400.0, 860.0])
@@ -37,7 +43,7 @@ pub fn run(source: TraceSource, budget: Option<u64>, compare: Option<TraceSource
         "tokenscope",
         options,
         Box::new(move |cc| {
-            let mut app = App::with_budget(source, cc.storage, budget);
+            let mut app = App::with_importer(source, cc.storage, budget, from);
             if let Some(b) = compare {
                 app.compare_with(b);
             }

@@ -41,9 +41,11 @@ pub fn delivery(trace: &Trace, requests: &[u32]) -> Option<Delivery> {
         };
         joined += 1;
         let tokens = trace.tokens_of(r);
+        // A token the server's side has no time for (a log without per-token lines) keeps the client's time as
+        // its emission: that is when the client received it.
         let received: Vec<i64> = tokens
             .clone()
-            .filter_map(|k| opt_i64(trace.tokens.received_ns[k]))
+            .map(|k| opt_i64(trace.tokens.received_ns[k]).unwrap_or(trace.tokens.emitted_ns[k]))
             .collect();
         for k in tokens {
             if let Some(rec) = opt_i64(trace.tokens.received_ns[k]) {

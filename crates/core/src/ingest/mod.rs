@@ -103,6 +103,17 @@ pub enum LoadError {
         /// Why they do not belong together.
         why: String,
     },
+    /// Files read with a named importer (`--from KIND`) that gave no request, step or token: they are not of that
+    /// kind.
+    #[error("{path}: nothing was read as {kind}: {detail}")]
+    NotThatKind {
+        /// The path(s).
+        path: String,
+        /// The importer's name.
+        kind: String,
+        /// What was read and rejected, and what the files look like instead.
+        detail: String,
+    },
     /// A window or filter that cannot be applied (`--from-time`, `--to-time`, `--where`).
     #[error("{path}: {message}")]
     Window {

@@ -168,7 +168,47 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
         return Ok(Loaded { trace, report });
     }
     let (trace, report) = read_files(&numbered, &files, window, lazy, progress)?;
+    if let Some(kind) = options.from
+        && trace.request_count() == 0
+        && trace.iterations.is_empty()
+        && trace.token_count() == 0
+    {
+        return Err(not_that_kind(paths, kind, &report));
+    }
     Ok(Loaded { trace, report })
+}
+
+/// Why files read as `kind` gave nothing: what was read and rejected, and what their content looks like instead.
+fn not_that_kind(paths: &[&Path], kind: Kind, report: &Report) -> LoadError {
+    let sniffed: Vec<String> = paths
+        .iter()
+        .filter_map(|p| match sniff::format_of(p, None) {
+            Ok(Some(Format::Import(k))) => Some(format!("{} looks like {}", p.display(), k.name())),
+            Ok(Some(Format::Native(_))) => Some(format!("{} is a tokenscope trace", p.display())),
+            _ => None,
+        })
+        .collect();
+    let first = report.rejected.first().map_or_else(String::new, |r| {
+        format!("; the first rejected: {}: {}", report.describe(r.place), r.reason)
+    });
+    let hint = if sniffed.is_empty() {
+        format!("give the kind the files are ({}), or leave out --from", Kind::names())
+    } else {
+        format!("{}: leave out --from, or give that kind", sniffed.join(", "))
+    };
+    LoadError::NotThatKind {
+        path: paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        kind: kind.name().to_owned(),
+        detail: format!(
+            "no request, step or token in {} record(s), {} rejected{first}; {hint}",
+            report.records,
+            report.rejected_count()
+        ),
+    }
 }
 
 /// A folder of at most this many files may hold both halves of a run (a recording and the server's files); one of
