@@ -706,3 +706,29 @@ fn a_source_without_cached_counts_shows_them_absent_not_zero() {
     let (_, out, _) = tokenscope(&["summary", "sample_traces/four_requests.jsonl", "--json"]);
     assert_eq!(json(&out)["cached_tokens"], 1064);
 }
+
+#[test]
+fn summary_of_a_steps_only_log_shows_its_steps_and_no_token_counts() {
+    // vLLM's iteration log: nine steps, no request. Read off the log by hand: prompt tokens 512 + 256 + 128 = 896,
+    // one output token in each of steps 1, 2, 3, 5, 6, 7 and 8 = 7; durations 40, 25, 10, 10, 20 and four of 12.5
+    // ms: nearest-rank p50 is the 5th of nine sorted (12.5), p99 the 9th (40).
+    let (code, out, err) = tokenscope(&["summary", "sample_traces/engines/vllm/server.log"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("requests          0\n"), "{out}");
+    assert!(
+        out.contains("tokens            - (no requests in the trace)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "engine steps      9 on 1 instance(s) over 2.038 s; prompt tokens 896, output tokens 7; step p50 12.5 ms, \
+             p99 40.0 ms\n"
+        ),
+        "{out}"
+    );
+    let (code, out, _) = tokenscope(&["summary", "sample_traces/engines/vllm/server.log", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["input_tokens"], serde_json::Value::Null);
+    assert_eq!(v["output_tokens"], serde_json::Value::Null);
+}

@@ -35,7 +35,8 @@ fn every_console_example_in_the_docs_prints_what_the_docs_show() {
     cases
         .register_bin("tokenscope", trycmd::cargo::cargo_bin!("tokenscope"))
         .env("NO_COLOR", "1")
-        .case(root.join("README.md"));
+        .case(root.join("README.md"))
+        .case(root.join("sample_traces/README.md"));
     for doc in std::fs::read_dir(root.join("docs")).unwrap() {
         let path = doc.unwrap().path();
         if path.extension().is_some_and(|e| e == "md") {
@@ -43,4 +44,31 @@ fn every_console_example_in_the_docs_prints_what_the_docs_show() {
         }
     }
     cases.run();
+}
+
+/// The README's "Two commands" are the ones a fresh machine runs: `cargo run --release` (the app on the embedded
+/// demo: `tests/gui.rs` opens it), and `cargo test`, exactly what `.ci/run` runs after installing what it needs.
+/// With the test above, which runs the README's examples in order from a fresh folder, this is a new user's first
+/// hour replayed.
+#[test]
+fn the_readme_two_commands_are_what_ci_runs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = readme.split("## Two commands").nth(1).unwrap();
+    let block = section.split("```sh\n").nth(1).unwrap().split("```").next().unwrap();
+    let commands: Vec<&str> = block
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands, ["cargo run --release", "cargo test"], "{block}");
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let tests: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("cargo test"))
+        .collect();
+    assert_eq!(tests, ["cargo test 2>&1 | tee \"$log\""], "{ci}");
+    // Nothing in .ci/run narrows the tests: no skip variable is set.
+    assert!(!ci.contains("TOKENSCOPE_SKIP"), "{ci}");
 }

@@ -180,4 +180,12 @@ fn the_default_log_of_llama_server_joins_its_recording_too() {
     assert!((p50 - 695.6).abs() < 0.1, "{p50}");
     assert_eq!(d.token_ms.count, 0);
     assert_eq!(d.token_ms.p50, None);
+    // The log alone: it has no posting line, so the time each request queued before its slot is unknown, and
+    // shown as unknown (it was 0.0 ms for all four before).
+    let log = Path::new("sample_traces/engines/llamacpp/llama-server-default.log");
+    let alone = load_many(&[log], &Progress::default(), LoadOptions::default()).unwrap();
+    assert_eq!(alone.trace.request_count(), 4);
+    assert!(alone.trace.requests.scheduled_ns.iter().all(Option::is_none));
+    let s = tokenscope::analysis::summary::summarize_all(&alone.trace, Slo::default(), None);
+    assert_eq!(s.queue_ms.count, 0);
 }

@@ -27,6 +27,11 @@ such modules. Those are replaced in ``sys.modules`` before anything is imported:
   sglang.srt.disaggregation.utils
                                imports torch and the KV-transfer stack. Holds
                                DisaggregationMode, compiled from the wheel's source.
+  sglang.srt.managers.schedule_batch
+                               imports torch (and the whole batch machinery).
+                               TraceReqContext.abort() imports BaseFinishReason
+                               from it; holds BaseFinishReason and the FINISH_*
+                               classes the driver uses, compiled from the wheel.
   sglang.srt.observability.metrics_collector
                                imports server_args (torch) and prometheus. Only
                                its class names are used by req_time_stats (type
@@ -163,6 +168,15 @@ def install() -> None:
         "DisaggregationMode",
         modname="sglang.srt.disaggregation.utils",
     )
+
+    # trace.TraceReqContext.abort(abort_info=...) imports BaseFinishReason from
+    # here; the finish reasons the driver reports come from the same classes.
+    sb = _package("sglang.srt.managers.schedule_batch", None)
+    g = {}
+    for cls in ("BaseFinishReason", "FINISH_MATCHED_TOKEN", "FINISH_LENGTH", "FINISH_ABORT"):
+        obj = extract("srt/managers/schedule_batch.py", cls, g, "sglang.srt.managers.schedule_batch")
+        g[cls] = obj
+        setattr(sb, cls, obj)
 
     mc = _package("sglang.srt.observability.metrics_collector", None)
     for cls in ("SchedulerMetricsCollector", "TokenizerMetricsCollector", "EncoderMetricsCollector"):

@@ -49,6 +49,44 @@ fn slo_text(s: &Summary) -> Option<String> {
     ))
 }
 
+/// The engine's steps in a line: how many, on how many instances, over what time, the prompt and output tokens they
+/// computed (when the source counts them), and their median and 99th-percentile durations. `None` without steps.
+fn steps_text(trace: &Trace) -> Option<String> {
+    let it = &trace.iterations;
+    if it.is_empty() {
+        return None;
+    }
+    let instances: std::collections::BTreeSet<u32> = it.source.iter().copied().collect();
+    let first = it.start_ns.iter().copied().min()?;
+    let last = it.end_ns.iter().copied().max()?;
+    let sum = |column: &[Option<u32>]| -> Option<u64> {
+        column
+            .iter()
+            .any(Option::is_some)
+            .then(|| column.iter().flatten().map(|&v| u64::from(v)).sum())
+    };
+    let count = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), thousands);
+    #[allow(clippy::cast_precision_loss)] // ns durations far below 2^53
+    let mut durations: Vec<f64> = it
+        .start_ns
+        .iter()
+        .zip(&it.end_ns)
+        .map(|(a, b)| (b - a) as f64 / 1e6)
+        .collect();
+    let d = Distribution::of(&mut durations);
+    #[allow(clippy::cast_precision_loss)]
+    let span = (last - first) as f64 / 1e9;
+    Some(format!(
+        "{} on {} instance(s) over {span:.3} s; prompt tokens {}, output tokens {}; step p50 {} ms, p99 {} ms",
+        thousands(it.len() as u64),
+        instances.len(),
+        count(sum(&it.num_prefill_tokens)),
+        count(sum(&it.num_decode_tokens)),
+        fmt_ms(d.p50),
+        fmt_ms(d.p99)
+    ))
+}
+
 /// The human form of a summary.
 pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -> String {
     let mut out = String::new();
@@ -66,12 +104,17 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         vec!["requests".to_owned(), thousands(s.requests)],
         vec![
             "tokens".to_owned(),
-            format!(
-                "input {}, cached {}, output {}",
-                thousands(s.input_tokens),
-                s.cached_tokens.map_or_else(|| "-".to_owned(), thousands),
-                thousands(s.output_tokens)
-            ),
+            if s.requests == 0 {
+                // No request: the source says nothing of tokens per request (an iteration log); not zero.
+                "- (no requests in the trace)".to_owned()
+            } else {
+                format!(
+                    "input {}, cached {}, output {}",
+                    thousands(s.input_tokens),
+                    s.cached_tokens.map_or_else(|| "-".to_owned(), thousands),
+                    thousands(s.output_tokens)
+                )
+            },
         ],
         vec![
             "span".to_owned(),
@@ -84,6 +127,9 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
                 .map_or_else(|| "-".to_owned(), |v| format!("{v:.1} output tok/s")),
         ],
     ];
+    if let Some(steps) = steps_text(trace) {
+        head.push(vec!["engine steps".to_owned(), steps]);
+    }
     if let Some(t) = slo_text(s) {
         head.push(vec!["SLO".to_owned(), t]);
     }
@@ -181,6 +227,11 @@ pub fn groups_text(by: GroupBy, groups: &[(String, Summary)], currency: &str) ->
 pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(String, Summary)])>) -> Value {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
     v["rejected"] = json!(rejected);
+    if s.requests == 0 {
+        // No request: token counts per request are unknown, not zero.
+        v["input_tokens"] = Value::Null;
+        v["output_tokens"] = Value::Null;
+    }
     if let Some((by, groups)) = groups {
         v["by"] = json!(by.name());
         v["groups"] = Value::Array(

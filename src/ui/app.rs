@@ -356,7 +356,6 @@ impl App {
                         window: Some(Arc::new(window)),
                         budget: Some(budget),
                         from,
-                        ..load::LoadOptions::default()
                     },
                 ),
                 TraceSource::Paths(ps) => load::load_many(

@@ -432,7 +432,11 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             .map(|&(_, s)| s)
             .and_then(|s| log.steps.get(s as usize));
         let scheduled = first_chunk_step.map_or(launched, |s| s.start_us).max(arrival);
-        r.scheduled_ns = ok(ns(scheduled));
+        // Without the posting (the default level logs none) nor a step, the arrival is the launch itself: the time
+        // queued before it is unknown, not zero.
+        if t.posted_us.is_some() || first_chunk_step.is_some() {
+            r.scheduled_ns = ok(ns(scheduled));
+        }
         let first_token_us = t
             .tokens
             .iter()
@@ -532,8 +536,8 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
     }
     if !has_steps && requests > 0 {
         sink.note(format!(
-            "{name}: llama-server's log at its default level gives requests but no steps; run it with -lv 5 (or -v) \
-             for every batch, prefill chunk and token"
+            "{name}: llama-server's log at its default level gives requests but no steps, and no time queued \
+             before a slot took them; run it with -lv 5 (or -v) for every batch, prefill chunk and token"
         ));
     }
     if log.skipped > 0 {

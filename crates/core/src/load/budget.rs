@@ -14,7 +14,7 @@ use crate::ingest::LoadError;
 use crate::trace::report::Encoding;
 
 /// Resident bytes of a load whatever its size: the process, the thread pool, the row groups being decoded.
-const BASE: u64 = 150_000_000;
+pub const BASE: u64 = 150_000_000;
 /// Resident bytes per decoded byte of the Parquet columns read, candidates aside. Measured on the `large` trace
 /// (195 MB of columns by its footer: 1,069 MB resident after a load without candidates) and on a tenth of it
 /// (19 MB: 208 MB).

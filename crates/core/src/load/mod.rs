@@ -315,9 +315,9 @@ fn check_budget(
             part.push_str(&format!(
                 "; about its first {} fit: --from-time {} --to-time {}",
                 if minutes >= 10.0 {
-                    format!("{minutes:.0} min")
+                    format!("{:.0} min", minutes.floor())
                 } else {
-                    format!("{:.0} s", minutes * 60.0)
+                    format!("{:.0} s", (minutes * 60.0).floor())
                 },
                 time(a),
                 time(end.max(a + 1_000_000_000))
@@ -333,6 +333,13 @@ fn check_budget(
     }
     if window.is_some() {
         part = format!("choose a narrower window ({part})");
+    }
+    if budget <= budget::BASE {
+        // No part fits: the program itself takes about this much, whatever it loads.
+        part = format!(
+            "no part of it fits: any load takes about {} (the program, its threads, the pages being decoded)",
+            budget::size(budget::BASE)
+        );
     }
     advice.push(part);
     advice.push(match budget::machine_memory() {
