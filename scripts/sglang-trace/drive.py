@@ -700,7 +700,7 @@ class Scheduler:
     # -- event loops --
     def event_loop_normal(self) -> None:
         while True:
-            idle = not (self.waiting or self.running or self.chunked)
+            idle = not (self.waiting or self.running or self.chunked or self.last_batch)
             self.ingest_requests(block=idle)
             if self.stopping and idle:
                 return

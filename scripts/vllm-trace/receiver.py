@@ -6,7 +6,9 @@ same `ExportTraceServiceRequest` as one OTLP-JSON line to OUT/spans.jsonl: the o
 hex, as the OTLP/JSON spec and the Collector's file exporter write them. OUT/exports.json lists each body with its
 transport, path, size and the exporter's user agent.
 
-    python receiver.py OUT READY_FILE     (READY_FILE gets {"grpc": "127.0.0.1:P", "http": "http://127.0.0.1:Q/v1/traces"})
+    python receiver.py OUT READY_FILE
+
+READY_FILE appears once both servers listen: {"grpc": "127.0.0.1:P", "http": "http://127.0.0.1:Q/v1/traces"}.
 
 Stops on SIGTERM or SIGINT.
 """

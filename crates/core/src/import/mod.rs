@@ -203,6 +203,10 @@ pub struct Imported {
     vllm_iterations: Vec<(Vec<vllm_log::Parsed>, i32)>,
     /// TensorRT-LLM statistics and perf metrics, joined once every file is read.
     trtllm: trtllm::Pending,
+    /// SGLang's spans, mapped once every file is read (a request's spans are spread over files), and the first
+    /// file that held any.
+    sglang: otlp::sglang::Collector,
+    sglang_file: Option<u32>,
 }
 
 impl Imported {
@@ -215,6 +219,10 @@ impl Imported {
             use chrono::Datelike;
             chrono::DateTime::from_timestamp_nanos(ns).year()
         });
+        if let Some(sglang_file) = self.sglang_file.filter(|_| !self.sglang.is_empty()) {
+            let mut sink = Sink::new(b, sglang_file, Kind::SglangOtlp);
+            otlp::finish(self.sglang, &mut sink);
+        }
         for (parsed, fallback_year) in self.vllm_iterations {
             vllm_log::place(parsed, year, fallback_year, b);
         }
@@ -260,7 +268,13 @@ pub fn read(
     })?;
     let mut sink = Sink::new(b, file, kind);
     match kind {
-        Kind::SglangOtlp | Kind::VllmOtlp => otlp::read(input, path, &mut sink, progress)?,
+        Kind::SglangOtlp | Kind::VllmOtlp => {
+            let before = imported.sglang.len();
+            otlp::read(input, path, &mut sink, progress, &mut imported.sglang)?;
+            if imported.sglang.len() > before {
+                imported.sglang_file.get_or_insert(file);
+            }
+        }
         Kind::VllmIterations => vllm_log::read(input, path, &mut sink, progress)?,
         Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
         Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,

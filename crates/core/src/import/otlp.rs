@@ -346,17 +346,25 @@ pub fn for_each_span(
     })
 }
 
-/// Reads an OTLP JSON file and maps the spans of whichever engine wrote them: vLLM's `llm_request` spans, SGLang's
-/// request trees. Both may be in one file (a collector shared by two deployments).
-pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
+/// Reads an OTLP file and maps the spans of whichever engine wrote them: vLLM's `llm_request` spans at once,
+/// SGLang's request trees into `collector`, mapped when every file of the load is read ([`finish`]): one request's
+/// spans come from several processes and bodies, so several files. Both engines may be in one file (a collector
+/// shared by two deployments).
+pub fn read(
+    input: impl Read,
+    path: &Path,
+    sink: &mut Sink<'_>,
+    progress: &Progress,
+    collector: &mut sglang::Collector,
+) -> Result<(), LoadError> {
     let mut first: Option<i64> = None;
     let mut vllm_count = 0usize;
-    let mut collector = sglang::Collector::default();
+    let before = collector.len();
+    collector.file = sink.file;
     for_each_span(input, path, sink, progress, |span, sink| {
         if let Some(t) = span.start_ns {
             first = Some(first.map_or(t, |f| f.min(t)));
         }
-        // vLLM's spans stand alone and are mapped at once; SGLang's wait for the rest of their request.
         if vllm::is_vllm(&span) {
             vllm_count += 1;
             vllm::map_one(&span, sink);
@@ -370,21 +378,31 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     if vllm_count > 0 {
         vllm::note(sink);
     }
-    let other = collector.finish(sink);
-    if vllm_count == 0 && other.requests == 0 {
+    if vllm_count == 0 && collector.len() == before {
         sink.note(format!(
             "{} has no request spans tokenscope knows (vLLM's llm_request, SGLang's request spans with rid)",
             path.display()
         ));
     }
-    if other.ignored > 0 {
+    Ok(())
+}
+
+/// Maps the SGLang spans gathered from every file of the load, and says what could not be.
+pub fn finish(collector: sglang::Collector, sink: &mut Sink<'_>) {
+    let mapped = collector.finish(sink);
+    if mapped.orphans > 0 {
         sink.note(format!(
-            "{} spans of {} are neither vLLM's nor SGLang's and were left out",
-            other.ignored,
-            path.display()
+            "{} SGLang spans of {} requests were left out: their request's root span (module sglang::request, \
+             written by the tokenizer process) is in none of the files given; give every file of the export",
+            mapped.orphans, mapped.orphan_traces
         ));
     }
-    Ok(())
+    if mapped.ignored > 0 {
+        sink.note(format!(
+            "{} spans are neither vLLM's nor SGLang's and were left out",
+            mapped.ignored
+        ));
+    }
 }
 
 /// OTLP protobuf: one `ExportTraceServiceRequest` (or `TracesData`, the same fields), or a stream of them each

@@ -32,6 +32,10 @@ pub struct Mapped {
     pub requests: usize,
     /// Spans that belong to no SGLang request.
     pub ignored: usize,
+    /// SGLang's spans whose request root is in none of the files (an export given in part), and their traces.
+    pub orphans: usize,
+    /// The traces of those spans.
+    pub orphan_traces: usize,
 }
 
 /// What a span is to the mapping.
@@ -94,7 +98,7 @@ type SchedulerInfo = (String, (i64, i64, i64));
 /// file of a million spans holds tens of MB, not a GB.
 #[derive(Debug, Clone)]
 struct Slim {
-    line: u64,
+    line: Line,
     trace: u32,
     id: u64,
     parent: u64,
@@ -108,14 +112,49 @@ struct Slim {
     scheduler: Option<Box<SchedulerInfo>>,
 }
 
-/// Gathers SGLang's spans as they are read, and maps them once the file is read.
+/// Where a span was read: the file (its index in the load) and the line or message in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Line {
+    file: u32,
+    at: u64,
+}
+
+/// Adds a record read at `line` (of any file of the load).
+fn add(sink: &mut Sink<'_>, r: &crate::ingest::raw::RawRecord<'_>, line: Line) {
+    sink.file = line.file;
+    sink.add(r, line.at);
+}
+
+/// Rejects a record read at `line` (of any file of the load).
+fn reject(sink: &mut Sink<'_>, line: Line, problem: Problem, field: Option<&'static str>, reason: String) {
+    sink.file = line.file;
+    sink.reject(line.at, problem, field, reason);
+}
+
+/// Gathers SGLang's spans as they are read, from every file of the load (an export is split across the processes
+/// that write it and the bodies they post: a request's spans are in several files), and maps them once all are
+/// read.
 #[derive(Debug, Default)]
 pub struct Collector {
+    /// The file whose spans are being pushed.
+    pub file: u32,
     traces: HashMap<String, u32>,
     trace_ids: Vec<String>,
     bids: HashMap<String, u32>,
     bid_names: Vec<String>,
     spans: Vec<Slim>,
+}
+
+impl Collector {
+    /// How many spans were gathered.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether no span was gathered.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
 }
 
 /// A span id as a number (16 hex digits); anything else by its hash.
@@ -230,7 +269,10 @@ impl Collector {
             Box::new((source_name(&s), (r("dp_rank"), r("pp_rank"), r("tp_rank"))))
         });
         self.spans.push(Slim {
-            line: s.line,
+            line: Line {
+                file: self.file,
+                at: s.line,
+            },
             trace,
             id: id_of(&s.span_id),
             parent: id_of(&s.parent_span_id),
@@ -253,11 +295,18 @@ impl Collector {
         for trace in spans.chunk_by(|a, b| a.trace == b.trace) {
             let roots: Vec<&Slim> = trace.iter().filter(|s| s.role == Role::Root).collect();
             let Some(&root) = roots.first() else {
-                mapped.ignored += trace.len();
+                if trace.iter().any(|s| s.role != Role::Other) {
+                    // SGLang's own spans whose request root is in none of the files given.
+                    mapped.orphans += trace.len();
+                    mapped.orphan_traces += 1;
+                } else {
+                    mapped.ignored += trace.len();
+                }
                 continue;
             };
             for extra in &roots[1..] {
-                sink.reject(
+                reject(
+                    sink,
                     extra.line,
                     Problem::Duplicate,
                     Some("traceId"),
@@ -364,8 +413,8 @@ impl Collector {
                     .chain(&batch.decode)
                     .map(|&i| requests[i].root.line)
                     .min()
-                    .unwrap_or(0);
-                sink.add(&it, line);
+                    .unwrap_or_default();
+                add(sink, &it, line);
             }
         }
 
@@ -520,7 +569,8 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
     let info = root.root.as_deref().cloned().unwrap_or_default();
     let id = info.rid.clone().unwrap_or_else(|| format!("span-{:016x}", root.id));
     let Some(arrival) = root.start_ns else {
-        sink.reject(
+        reject(
+            sink,
             root.line,
             Problem::MissingField,
             Some("startTimeUnixNano"),
@@ -531,8 +581,18 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
         );
         return;
     };
-    let first_token = info.ttft_ns.map(|d| arrival + d).or(m.prefill_end);
     let finished = info.e2e_ns.map(|d| arrival + d).or(root.end_ns);
+    let mut first_token = info.ttft_ns.map(|d| arrival + d).or(m.prefill_end);
+    // A non-streaming request: the tokenizer sees only the final output, so SGLang's time to first token is the
+    // end-to-end time (within a ms). Its first token was sampled at the end of its prefill, as the scheduler's
+    // spans say; placed at the end, it would come after its later tokens.
+    if let (Some(f), Some(end), Some(prefill_end)) = (first_token, finished, m.prefill_end)
+        && (end - f).abs() < 1_000_000
+        && prefill_end < f
+        && m.events.iter().any(|e| e.time_ns >= prefill_end && !e.prebuilt)
+    {
+        first_token = Some(prefill_end);
+    }
     let scheduled = r
         .slices
         .iter()
@@ -570,7 +630,7 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
     if root.error || r.scheduler.is_some_and(|s| s.error) {
         req.status = text("error");
     }
-    sink.add(&req, root.line);
+    add(sink, &req, root.line);
 
     // Stages: the queue, the prefill (chunks when chunked), the tokenizer's work.
     let iteration_at = |bid: u32| m.iteration_of.get(&(m.source, bid)).map(|&(i, _)| i);
@@ -601,7 +661,7 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
         if stage == "prefill" && !has_chunks {
             st.tokens = whole_prefill_tokens(r).and_then(ok);
         }
-        sink.add(&st, s.line);
+        add(sink, &st, s.line);
     }
 
     // Tokens: the first at TTFT, one per batch the request decoded in.
@@ -619,7 +679,7 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
     token.index = ok(0);
     token.emitted_ns = ok(first);
     token.iteration = last_prefill.and_then(ok);
-    sink.add(&token, root.line);
+    add(sink, &token, root.line);
     let decode_steps = m
         .events
         .iter()
@@ -630,7 +690,7 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
         token.index = ok(i64::try_from(n + 1).unwrap_or(i64::MAX));
         token.emitted_ns = ok(end);
         token.iteration = ok(iteration);
-        sink.add(&token, root.line);
+        add(sink, &token, root.line);
     }
 }
 

@@ -1,0 +1,133 @@
+//! SGLang's spans as its own tracing code emits them (`scripts/sglang-trace/`, fixtures and their ground truth in
+//! `tests/data/import/sglang/engine/`): the import is checked against what the harness drove, not against a reading
+//! of the engine's source.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tokenscope::ingest::Progress;
+use tokenscope::load::{LoadOptions, Loaded, load_many};
+
+const DIR: &str = "tests/data/import/sglang/engine";
+
+fn truth(version: &str, scenario: &str) -> Value {
+    let path = Path::new(DIR).join(version).join(scenario).join("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The export bodies of a scenario, each a file of its own, as a receiver that writes one file per POST keeps them.
+fn bodies(version: &str, scenario: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(DIR).join(version).join(scenario))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pb"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn load(paths: &[PathBuf]) -> Loaded {
+    let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    load_many(&paths, &Progress::default(), LoadOptions::default()).unwrap()
+}
+
+/// Per request (by rid): its output token count, and its token records' times.
+fn tokens_by_rid(loaded: &Loaded) -> Vec<(String, Option<u32>, Vec<i64>)> {
+    let t = &loaded.trace;
+    let mut out: Vec<(String, Option<u32>, Vec<i64>)> = (0..t.request_count())
+        .map(|r| {
+            let r = u32::try_from(r).unwrap();
+            let id = t.request_id(r).to_owned();
+            let times = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
+            (id, t.requests.output_tokens[r as usize], times)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn an_export_split_across_bodies_imports_as_the_whole_export() {
+    // SGLang's tokenizer and scheduler export from two processes, each in batches: the root of a request and its
+    // scheduler's spans are in different bodies. Given as one file per body, they join by trace id, and the import
+    // is the one of the same spans in one JSON-lines file.
+    for version in ["0.5.10", "0.5.23"] {
+        for scenario in ["no-overlap", "overlap", "mixed", "dp2"] {
+            let files = bodies(version, scenario);
+            assert!(files.len() >= 2, "{version} {scenario}: {files:?}");
+            let split = load(&files);
+            let whole = load(&[Path::new(DIR).join(version).join(scenario).join("spans.jsonl")]);
+            let expected = truth(version, scenario)["requests"].as_array().unwrap().len();
+            assert_eq!(split.trace.request_count(), expected, "{version} {scenario}");
+            assert_eq!(
+                tokens_by_rid(&split),
+                tokens_by_rid(&whole),
+                "{version} {scenario}: split and whole differ"
+            );
+            assert_eq!(
+                split.trace.iterations.len(),
+                whole.trace.iterations.len(),
+                "{version} {scenario}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_part_of_an_export_is_reported_not_silently_dropped() {
+    // The scheduler's bodies without the tokenizer's, which holds the roots: nothing can be mapped, and the notes
+    // say which spans were left out and why.
+    let files = bodies("0.5.23", "no-overlap");
+    let whole = load(&files);
+    let roots_in: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| {
+            let one = load(&[(*f).clone()]);
+            one.trace.request_count() > 0
+        })
+        .collect();
+    assert_eq!(roots_in.len(), 1, "one body holds the roots: {files:?}");
+    let without: Vec<PathBuf> = files.iter().filter(|f| *f != roots_in[0]).cloned().collect();
+    let part = load(&without);
+    assert_eq!(part.trace.request_count(), 0);
+    let notes = part.report.notes.join("\n");
+    assert!(notes.contains("SGLang spans of 3 requests were left out"), "{notes}");
+    assert!(notes.contains("give every file of the export"), "{notes}");
+    assert_eq!(whole.trace.request_count(), 3);
+}
+
+#[test]
+fn without_overlap_every_output_token_is_a_token_record_in_time_order() {
+    for version in ["0.5.10", "0.5.23"] {
+        let truth = truth(version, "no-overlap");
+        let loaded = load(&[Path::new(DIR).join(version).join("no-overlap").join("spans.jsonl")]);
+        let t = &loaded.trace;
+        for req in truth["requests"].as_array().unwrap() {
+            let rid = req["rid"].as_str().unwrap();
+            let r = t
+                .request_row(rid)
+                .unwrap_or_else(|| panic!("{version}: {rid} not imported"));
+            let output = u32::try_from(req["output_tokens"].as_u64().unwrap()).unwrap();
+            assert_eq!(t.requests.output_tokens[r as usize], Some(output), "{version} {rid}");
+            let times: Vec<i64> = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "{version} {rid}: {times:?}");
+            // TTFT within 1 ms of the scheduler's first token (the end of the request's last prefill chunk).
+            let scheduler_first = req["scheduler_first_token_ns"].as_i64().unwrap();
+            let first = t.requests.first_token_ns[r as usize].unwrap();
+            assert!(
+                (first - scheduler_first).abs() <= 1_000_000,
+                "{version} {rid}: first token {first}, the scheduler's {scheduler_first}"
+            );
+            if req["stream"].as_bool() == Some(true) {
+                assert_eq!(
+                    times.len(),
+                    output as usize,
+                    "{version} {rid}: one record per output token"
+                );
+            }
+        }
+    }
+}
