@@ -172,19 +172,23 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
     assert_eq!(t.request_count(), 2);
     let a = t.request_row("a1b2c3d4e5f6a7b8").unwrap();
     let b = t.request_row("ffee00112233aabb").unwrap();
-    // A: arrival 0, TTFT 0.021 s, E2E 0.098 s; 120 prompt tokens, 4 output. B: arrival 25, TTFT 73, E2E 97.
+    // A: arrival 0, E2E 0.098 s; 120 prompt tokens, 4 output. B: arrival 25, E2E 97. The first token is the
+    // scheduler's, at the end of the prefill (A's prefill_forward ends at 20, B's last chunk at 96): TTFT 20 and 71.
+    // SGLang's own time to first token is the tokenizer's (0.021 s, 0.073 s), kept as the server's TTFT.
     let ma = request_metrics(t, a);
     assert_eq!(t.requests.arrival_ns[a as usize], at_ms(0));
     assert_eq!(
         (ma.ttft_ns, ma.e2e_ns, ma.output_tokens),
-        (Some(21_000_000), Some(98_000_000), 4)
+        (Some(20_000_000), Some(98_000_000), 4)
     );
+    assert_eq!(t.requests.server_ttft_ns[a as usize], Some(21_000_000));
     let mb = request_metrics(t, b);
     assert_eq!(t.requests.arrival_ns[b as usize], at_ms(25));
     assert_eq!(
         (mb.ttft_ns, mb.e2e_ns, mb.output_tokens),
-        (Some(73_000_000), Some(97_000_000), 3)
+        (Some(71_000_000), Some(97_000_000), 3)
     );
+    assert_eq!(t.requests.server_ttft_ns[b as usize], Some(73_000_000));
     // Queue: prefill_waiting A 4->5, B 32->33: scheduled at 5 and 33.
     assert_eq!(t.requests.scheduled_ns[a as usize], Some(at_ms(5)));
     assert_eq!(t.requests.scheduled_ns[b as usize], Some(at_ms(33)));
@@ -215,11 +219,12 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
     let prefill_tokens: Vec<Option<u32>> = (0..6).map(|i| its.num_prefill_tokens[i]).collect();
     assert_eq!(prefill_tokens, [Some(120), Some(0), None, None, Some(0), Some(0)]);
 
-    // Tokens: A's first at 21 (TTFT), then the ends of the batches it decoded in: 30, 64, 96 (the two mixed
-    // steps write no decode_loop, and still gave A a token each). B: 98, then 110 and 120.
+    // Tokens: A's first at 20 (the end of its prefill_forward), then the ends of the batches it decoded in: 30, 64,
+    // 96 (the two mixed steps write no decode_loop, and still gave A a token each). B: 96 (the end of its last
+    // chunk), then 110 and 120.
     let emitted = |r: u32| t.tokens_of(r).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
-    assert_eq!(emitted(a), [21, 30, 64, 96].map(at_ms));
-    assert_eq!(emitted(b), [98, 110, 120].map(at_ms));
+    assert_eq!(emitted(a), [20, 30, 64, 96].map(at_ms));
+    assert_eq!(emitted(b), [96, 110, 120].map(at_ms));
     // B's prefill is its two chunks (33->64, 64->96), in the iterations of the mixed batches.
     let stages: Vec<(i64, i64)> = t
         .explicit_stages_of(b)
@@ -642,16 +647,15 @@ fn a_simulated_run_written_as_sglang_traces_it_imports_back_to_the_same_requests
             t.requests.arrival_ns[back as usize], original.requests.arrival_ns[r as usize],
             "{id}"
         );
-        assert_eq!(
-            (a.ttft_ns, a.e2e_ns, a.output_tokens),
-            (b.ttft_ns, b.e2e_ns, b.output_tokens),
-            "{id}"
-        );
-        // One token record per step, as the original had: the first at TTFT, the others at their step's end,
-        // which the simulator's tokens leave within 0.2 ms of (sampling and detokenizing).
+        assert_eq!((a.e2e_ns, a.output_tokens), (b.e2e_ns, b.output_tokens), "{id}");
+        // SGLang's time to first token (the tokenizer's) is kept as the server's TTFT; the first token itself is
+        // the scheduler's, at its prefill step's end.
+        assert_eq!(t.requests.server_ttft_ns[back as usize], a.ttft_ns, "{id}");
+        // One token record per step, as the original had, each at its step's end, which the simulator's tokens
+        // leave within 0.2 ms of (sampling and detokenizing).
         let (ta, tb): (Vec<usize>, Vec<usize>) = (original.tokens_of(r).collect(), t.tokens_of(back).collect());
         assert_eq!(ta.len(), tb.len(), "{id}");
-        for (&x, &y) in ta.iter().zip(&tb).skip(1) {
+        for (&x, &y) in ta.iter().zip(&tb) {
             let lag = original.tokens.emitted_ns[x] - t.tokens.emitted_ns[y];
             assert!(
                 (0..=200_000).contains(&lag),

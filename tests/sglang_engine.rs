@@ -99,6 +99,50 @@ fn a_part_of_an_export_is_reported_not_silently_dropped() {
     assert_eq!(whole.trace.request_count(), 3);
 }
 
+/// Every scenario the harness drove, in both versions.
+const SCENARIOS: [&str; 7] = ["no-overlap", "overlap", "mixed", "retract", "abort", "dp2", "tp2"];
+
+#[test]
+fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() {
+    // For every request of every scenario (overlap on and off, chunked and mixed prefill, retraction, aborts, DP and
+    // TP ranks), from the bodies as separate files: the root's token count, one token record per output token in
+    // time order, token 0 within 1 ms of the scheduler's first token (the end of the last prefill chunk), and every
+    // later token within 1 ms of the end of the batch that produced it.
+    for version in ["0.5.10", "0.5.23"] {
+        for scenario in SCENARIOS {
+            let truth = truth(version, scenario);
+            let loaded = load(&bodies(version, scenario));
+            let t = &loaded.trace;
+            for req in truth["requests"].as_array().unwrap() {
+                let rid = req["rid"].as_str().unwrap();
+                let at = format!("{version} {scenario} {}", req["key"]);
+                let r = t.request_row(rid).unwrap_or_else(|| panic!("{at}: not imported"));
+                let output = u32::try_from(req["output_tokens"].as_u64().unwrap()).unwrap();
+                if output > 0 {
+                    assert_eq!(t.requests.output_tokens[r as usize], Some(output), "{at}");
+                }
+                let times: Vec<i64> = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
+                assert_eq!(times.len(), output as usize, "{at}: one record per output token");
+                assert!(times.windows(2).all(|w| w[0] <= w[1]), "{at}: {times:?}");
+                let produced: Vec<i64> = req["schedulers"][0]["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|tok| tok["ns"].as_i64().unwrap())
+                    .collect();
+                assert_eq!(produced.len(), times.len(), "{at}");
+                for (k, (&got, &want)) in times.iter().zip(&produced).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1_000_000,
+                        "{at}: token {k} at {got}, produced at {want} ({} µs off)",
+                        (got - want) / 1000
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn without_overlap_every_output_token_is_a_token_record_in_time_order() {
     for version in ["0.5.10", "0.5.23"] {
@@ -127,6 +171,50 @@ fn without_overlap_every_output_token_is_a_token_record_in_time_order() {
                     output as usize,
                     "{version} {rid}: one record per output token"
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_batch_is_a_step_from_its_schedule_to_its_result() {
+    // One step per batch of each scheduler (TP ranks run the same batches: rank 0's are the instance's), starting
+    // when SGLang scheduled it and ending within 1 ms of when its result was processed. Under the overlap scheduler
+    // the slice that carries a batch's `schedule` event ends with the batch before: the end comes from the members'
+    // own result slices instead.
+    for version in ["0.5.10", "0.5.23"] {
+        for scenario in SCENARIOS {
+            let at = format!("{version} {scenario}");
+            let truth = truth(version, scenario);
+            let mut want: Vec<(i64, Option<i64>)> = truth["batches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["rank"].as_str().unwrap().starts_with("TP0"))
+                .map(|b| {
+                    // A batch that gave no member a token (under overlap, the one more a finished request rode)
+                    // leaves no slice that ends with its result: only its start is known.
+                    let gave = !b["produced"].as_array().unwrap().is_empty();
+                    (
+                        b["schedule_ns"].as_i64().unwrap(),
+                        gave.then(|| b["result_ns"].as_i64().unwrap()),
+                    )
+                })
+                .collect();
+            want.sort_unstable();
+            let loaded = load(&bodies(version, scenario));
+            let it = &loaded.trace.iterations;
+            let mut got: Vec<(i64, i64)> = it.start_ns.iter().copied().zip(it.end_ns.iter().copied()).collect();
+            got.sort_unstable();
+            assert_eq!(got.len(), want.len(), "{at}: steps");
+            for ((start, end), (scheduled, result)) in got.iter().zip(&want) {
+                assert_eq!(start, scheduled, "{at}");
+                if let Some(result) = result {
+                    assert!(
+                        (end - result).abs() <= 1_000_000,
+                        "{at}: step from {start} ends {end}, result {result}"
+                    );
+                }
             }
         }
     }

@@ -70,6 +70,8 @@ struct SlimEvent {
     time_ns: Option<i64>,
     batch_size: Option<i64>,
     prebuilt: bool,
+    /// `forward_mode` "prefill": a prefill or mixed batch (a decode in it gets no `decode_loop`).
+    extend: bool,
 }
 
 const RETRACT: u32 = u32::MAX;
@@ -243,6 +245,7 @@ impl Collector {
                 time_ns: e.time_ns,
                 batch_size: attr(&e.attributes, "batch_size").and_then(|a| a.as_i64()),
                 prebuilt: attr(&e.attributes, "forward_mode").and_then(|a| a.as_str()) == Some("prebuilt"),
+                extend: attr(&e.attributes, "forward_mode").and_then(|a| a.as_str()) == Some("prefill"),
             });
         }
         let root = (role == Role::Root).then(|| {
@@ -339,6 +342,16 @@ impl Collector {
                     .map_or_else(|| crate::trace::DEFAULT_SOURCE.to_owned(), |s| s.0.clone())
             })
             .collect();
+        // When each batch's result was processed, from the members whose own slices say it: under the overlap
+        // scheduler the slice that carries a batch's `schedule` event ends with the batch before.
+        let mut result_of: HashMap<(&str, u32), i64> = HashMap::new();
+        for (i, r) in requests.iter().enumerate() {
+            let completion = r.root.root.as_ref().and_then(|info| info.completion);
+            for (bid, end) in results_of(r, &events[i], completion) {
+                let at = result_of.entry((sources[i].as_str(), bid)).or_insert(end);
+                *at = (*at).min(end);
+            }
+        }
         let mut batches: BTreeMap<&str, HashMap<u32, Batch>> = BTreeMap::new();
         for (i, evs) in events.iter().enumerate() {
             for e in evs {
@@ -388,8 +401,10 @@ impl Collector {
                     .chain(&batch.decode)
                     .filter_map(|&i| requests[i].root.end_ns)
                     .min();
-                let end = batch
-                    .step_end_ns
+                let end = result_of
+                    .get(&(*source, *bid))
+                    .copied()
+                    .or(batch.step_end_ns)
                     .or(next_start)
                     .or(members_end)
                     .unwrap_or(batch.start_ns)
@@ -446,6 +461,8 @@ struct Scheduled {
     time_ns: i64,
     batch_size: Option<i64>,
     prebuilt: bool,
+    /// A prefill or mixed batch.
+    extend: bool,
     /// The end of the slice that carries it, when that slice is the step's own (not a thread span flushed at the
     /// request's end).
     step_end_ns: Option<i64>,
@@ -525,6 +542,7 @@ fn scheduled_of(r: &RequestSpans<'_>) -> Vec<Scheduled> {
                 time_ns,
                 batch_size: e.batch_size,
                 prebuilt: e.prebuilt,
+                extend: e.extend,
                 step_end_ns: if span.role.is_step() { span.end_ns } else { None },
             });
         }
@@ -582,17 +600,20 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
         return;
     };
     let finished = info.e2e_ns.map(|d| arrival + d).or(root.end_ns);
-    let mut first_token = info.ttft_ns.map(|d| arrival + d).or(m.prefill_end);
+    // The batches that gave the request its tokens; the first token at the end of the first of them, on the
+    // scheduler's clock as every later token (SGLang's own time to first token is the tokenizer's, which receives it
+    // later: kept as the server's TTFT).
+    let batches = token_batches(r, m.events, info.completion);
+    let times = token_times(r, &batches, m);
+    let scheduler_first = times.first().copied();
+    let ttft_first = info.ttft_ns.map(|d| arrival + d);
     // A non-streaming request: the tokenizer sees only the final output, so SGLang's time to first token is the
-    // end-to-end time (within a ms). Its first token was sampled at the end of its prefill, as the scheduler's
-    // spans say; placed at the end, it would come after its later tokens.
-    if let (Some(f), Some(end), Some(prefill_end)) = (first_token, finished, m.prefill_end)
-        && (end - f).abs() < 1_000_000
-        && prefill_end < f
-        && m.events.iter().any(|e| e.time_ns >= prefill_end && !e.prebuilt)
-    {
-        first_token = Some(prefill_end);
-    }
+    // end-to-end time (within a ms), not a first token's.
+    let non_streaming =
+        matches!((ttft_first, finished), (Some(f), Some(end)) if (end - f).abs() < 1_000_000) && batches.len() > 1;
+    let first_token = scheduler_first
+        .or(if non_streaming { m.prefill_end } else { ttft_first })
+        .or(m.prefill_end);
     let scheduled = r
         .slices
         .iter()
@@ -607,6 +628,9 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
     req.arrival_ns = ok(arrival);
     req.scheduled_ns = scheduled.and_then(ok);
     req.first_token_ns = first_token.and_then(ok);
+    if !non_streaming {
+        req.server_ttft_ns = info.ttft_ns.and_then(ok);
+    }
     req.finished_ns = finished.and_then(ok);
     req.input_tokens = info.prompt.and_then(ok);
     req.cached_tokens = info.cached.and_then(ok);
@@ -664,34 +688,224 @@ fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
         add(sink, &st, s.line);
     }
 
-    // Tokens: the first at TTFT, one per batch the request decoded in.
+    // Tokens: the first at TTFT, then one at the end of each later batch that gave the request a token.
     let Some(first) = first_token else {
         return;
     };
-    let prefill_end = m.prefill_end;
-    let last_prefill = m
-        .events
-        .iter()
-        .rfind(|e| prefill_end.is_none_or(|end| e.time_ns < end))
-        .and_then(|e| iteration_at(e.bid));
     let mut token = record("token");
     token.request_id = text(id);
     token.index = ok(0);
     token.emitted_ns = ok(first);
-    token.iteration = last_prefill.and_then(ok);
+    token.iteration = batches.first().and_then(|e| iteration_at(e.bid)).and_then(ok);
     add(sink, &token, root.line);
-    let decode_steps = m
-        .events
-        .iter()
-        .filter(|e| prefill_end.is_some_and(|end| e.time_ns >= end))
-        .filter(|e| !e.prebuilt)
-        .filter_map(|e| m.iteration_of.get(&(m.source, e.bid)));
-    for (n, &(iteration, end)) in decode_steps.enumerate() {
-        token.index = ok(i64::try_from(n + 1).unwrap_or(i64::MAX));
+    for (n, (e, &end)) in batches.iter().zip(&times).enumerate().skip(1) {
+        token.index = ok(i64::try_from(n).unwrap_or(i64::MAX));
         token.emitted_ns = ok(end);
-        token.iteration = ok(iteration);
+        token.iteration = iteration_at(e.bid).and_then(ok);
         add(sink, &token, root.line);
     }
+}
+
+/// When each of `batches` gave the request its token: its own result slices where they say it
+/// ([`aligned_results`]), else the batch's end as its other members' slices say it.
+fn token_times(r: &RequestSpans<'_>, batches: &[&Scheduled], m: &Mapping<'_>) -> Vec<i64> {
+    batches
+        .iter()
+        .zip(aligned_results(r, m.events, batches))
+        .filter_map(|(e, own)| own.or_else(|| m.iteration_of.get(&(m.source, e.bid)).map(|&(_, end)| end)))
+        .collect()
+}
+
+/// One prefill of a request and what followed it until a retraction (or the end): the batches of its chunks (the
+/// last gives a token), then the batches it was a member of after.
+struct Episode<'e> {
+    chunks: Vec<&'e Scheduled>,
+    rest: Vec<&'e Scheduled>,
+}
+
+/// A request's batches split at its retractions: each part starts with as many prefill batches as its
+/// `chunked_prefill` spans in that part (at least one). `None` for a request with no prefill here (a PD decode
+/// node's).
+fn episodes<'e>(r: &RequestSpans<'_>, events: &'e [Scheduled]) -> Option<Vec<Episode<'e>>> {
+    if !r.slices.iter().any(|s| s.role == Role::PrefillForward) {
+        return None;
+    }
+    let mut retracts: Vec<i64> = r
+        .slices
+        .iter()
+        .copied()
+        .chain(r.scheduler)
+        .chain(std::iter::once(r.root))
+        .flat_map(|s| &s.events)
+        .filter(|e| e.bid == RETRACT)
+        .filter_map(|e| e.time_ns)
+        .collect();
+    retracts.sort_unstable();
+    let chunk_starts: Vec<i64> = r
+        .slices
+        .iter()
+        .filter(|s| s.role == Role::ChunkedPrefill)
+        .filter_map(|s| s.start_ns)
+        .collect();
+    let bounds: Vec<i64> = std::iter::once(i64::MIN)
+        .chain(retracts)
+        .chain(std::iter::once(i64::MAX))
+        .collect();
+    let mut out = Vec::new();
+    for window in bounds.windows(2) {
+        let (from, to) = (window[0], window[1]);
+        let mut part: Vec<&Scheduled> = events
+            .iter()
+            .filter(|e| !e.prebuilt && e.time_ns >= from && e.time_ns < to)
+            .collect();
+        let chunks = chunk_starts.iter().filter(|&&t| t >= from && t < to).count().max(1);
+        if part.len() < chunks {
+            continue; // retracted before its prefill ended, or a prefill still running when the trace ends
+        }
+        let rest = part.split_off(chunks);
+        out.push(Episode { chunks: part, rest });
+    }
+    Some(out)
+}
+
+/// The batches that gave a request its tokens, in order: the last chunk of its prefill (token 0), then every batch
+/// it was a member of after that, decode or mixed; after a retraction, the last chunk of its new prefill gives the
+/// next token.
+///
+/// The overlap scheduler (SGLang's default) schedules a batch before the previous one's result is processed, so
+/// membership runs ahead of tokens: a request that stops on EOS rides one more batch with no token, and the batch in
+/// flight when a request is retracted gives it none. When the batches outnumber `completion_tokens` (the root's
+/// count), those are taken out: first the batches in flight at a retraction, then the last ones. Without overlap
+/// the counts agree and nothing is taken out.
+fn token_batches<'e>(r: &RequestSpans<'_>, events: &'e [Scheduled], completion: Option<i64>) -> Vec<&'e Scheduled> {
+    let Some(episodes) = episodes(r, events) else {
+        // No prefill here: every batch gives a token.
+        return events.iter().filter(|e| !e.prebuilt).collect();
+    };
+    let mut tokens: Vec<&Scheduled> = Vec::new();
+    let mut in_flight: Vec<usize> = Vec::new();
+    let last = episodes.len().saturating_sub(1);
+    for (k, episode) in episodes.iter().enumerate() {
+        tokens.extend(episode.chunks.last());
+        tokens.extend(&episode.rest);
+        if k < last && !tokens.is_empty() {
+            in_flight.push(tokens.len() - 1);
+        }
+    }
+    if let Some(n) = completion.and_then(|n| usize::try_from(n).ok()) {
+        while tokens.len() > n.max(1) {
+            match in_flight.pop() {
+                Some(i) => {
+                    tokens.remove(i);
+                }
+                None => {
+                    tokens.pop();
+                }
+            }
+        }
+    }
+    tokens
+}
+
+/// When each of a request's token batches was processed, as its own slices say, where they say it. SGLang closes a
+/// prefill (its last chunk, else its `prefill_forward`) and each `decode_loop` when it processes a batch's result:
+/// the prefills' ends are the times of the tokens their last chunks gave, in order, and the `decode_loop`s' those of
+/// the tokens of pure decode batches, in order. A decode in a mixed batch has no slice of its own: `None` there.
+/// Under the overlap scheduler a batch's `schedule` event sits on the slice of the batch before, so these are used
+/// rather than the slice that carries the event.
+fn aligned_results(r: &RequestSpans<'_>, events: &[Scheduled], tokens: &[&Scheduled]) -> Vec<Option<i64>> {
+    let mut out = vec![None; tokens.len()];
+    let Some(episodes) = episodes(r, events) else {
+        return out;
+    };
+    let prefill_token_bids: Vec<u32> = episodes.iter().filter_map(|e| e.chunks.last()).map(|e| e.bid).collect();
+    let mut forwards: Vec<&Slim> = r
+        .slices
+        .iter()
+        .copied()
+        .filter(|s| s.role == Role::PrefillForward)
+        .collect();
+    forwards.sort_by_key(|f| f.start_ns);
+    let prefill_ends: Vec<i64> = forwards
+        .iter()
+        .filter_map(|f| {
+            r.slices
+                .iter()
+                .filter(|s| s.role == Role::ChunkedPrefill && s.parent == f.id)
+                .filter_map(|s| s.end_ns)
+                .max()
+                .or(f.end_ns)
+        })
+        .collect();
+    let mut decode_ends: Vec<i64> = r
+        .slices
+        .iter()
+        .filter(|s| s.role == Role::DecodeLoop)
+        .filter_map(|s| s.end_ns)
+        .collect();
+    decode_ends.sort_unstable();
+    // Each token batch takes the first result slice of its kind not taken yet that ends after it was scheduled:
+    // a slice left over (the batch in flight at a retraction, the one more batch an EOS rode under overlap, a
+    // writer that gives mixed batches a `decode_loop`) is passed by.
+    let (mut p, mut d) = (0, 0);
+    for (k, e) in tokens.iter().enumerate() {
+        let (ends, next) = if prefill_token_bids.contains(&e.bid) {
+            (&prefill_ends, &mut p)
+        } else if e.extend {
+            continue; // a decode in a mixed batch: no slice of its own
+        } else {
+            (&decode_ends, &mut d)
+        };
+        while ends.get(*next).is_some_and(|&end| end <= e.time_ns) {
+            *next += 1;
+        }
+        if let Some(&end) = ends.get(*next) {
+            out[k] = Some(end);
+            *next += 1;
+        }
+    }
+    out
+}
+
+/// When the batches of a request were processed, as its own slices say: `(bid, result time)` for its token batches
+/// ([`aligned_results`]) and for each chunk of its prefills, from its `chunked_prefill` spans.
+fn results_of(r: &RequestSpans<'_>, events: &[Scheduled], completion: Option<i64>) -> Vec<(u32, i64)> {
+    let tokens = token_batches(r, events, completion);
+    let aligned = aligned_results(r, events, &tokens);
+    let mut out: Vec<(u32, i64)> = tokens
+        .iter()
+        .zip(&aligned)
+        .filter_map(|(e, end)| Some((e.bid, (*end)?)))
+        .collect();
+    // A batch after the last token (under overlap, the one more a finished request rode): its `decode_loop` is the
+    // one left after the tokens'.
+    if let (Some(last), Some(Some(last_end))) = (tokens.last(), aligned.last()) {
+        let after = events.iter().find(|e| !e.prebuilt && e.time_ns > last.time_ns);
+        let left = r
+            .slices
+            .iter()
+            .filter(|s| s.role == Role::DecodeLoop)
+            .filter_map(|s| s.end_ns)
+            .filter(|end| end > last_end)
+            .min();
+        if let (Some(e), Some(end)) = (after, left) {
+            out.push((e.bid, end));
+        }
+    }
+    if let Some(episodes) = episodes(r, events) {
+        let chunk_batches: Vec<&Scheduled> = episodes.iter().flat_map(|e| e.chunks.iter().copied()).collect();
+        let mut chunks: Vec<(i64, i64)> = r
+            .slices
+            .iter()
+            .filter(|s| s.role == Role::ChunkedPrefill)
+            .filter_map(|s| Some((s.start_ns?, s.end_ns?)))
+            .collect();
+        chunks.sort_unstable();
+        if chunks.len() == chunk_batches.len() {
+            out.extend(chunk_batches.iter().map(|e| e.bid).zip(chunks.iter().map(|c| c.1)));
+        }
+    }
+    out
 }
 
 /// The first finish reason of SGLang's `gen_ai.response.finish_reasons`, a string holding a JSON array
