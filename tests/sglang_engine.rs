@@ -13,6 +13,9 @@ use tokenscope::load::{LoadOptions, Loaded, load_many};
 
 const DIR: &str = "tests/data/import/sglang/engine";
 
+/// Every scenario the harness drove, in both versions.
+const SCENARIOS: [&str; 7] = ["no-overlap", "overlap", "mixed", "retract", "abort", "dp2", "tp2"];
+
 fn truth(version: &str, scenario: &str) -> Value {
     let path = Path::new(DIR).join(version).join(scenario).join("truth.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -54,24 +57,40 @@ fn an_export_split_across_bodies_imports_as_the_whole_export() {
     // SGLang's tokenizer and scheduler export from two processes, each in batches: the root of a request and its
     // scheduler's spans are in different bodies. Given as one file per body, they join by trace id, and the import
     // is the one of the same spans in one JSON-lines file.
+    // The same with the formats mixed: the first body as a JSON line of its own, the others as protobuf.
+    let scratch = tempfile::tempdir().unwrap();
     for version in ["0.5.10", "0.5.23"] {
-        for scenario in ["no-overlap", "overlap", "mixed", "dp2"] {
+        for scenario in SCENARIOS {
             let files = bodies(version, scenario);
             assert!(files.len() >= 2, "{version} {scenario}: {files:?}");
             let split = load(&files);
-            let whole = load(&[Path::new(DIR).join(version).join(scenario).join("spans.jsonl")]);
+            let jsonl = Path::new(DIR).join(version).join(scenario).join("spans.jsonl");
+            let whole = load(std::slice::from_ref(&jsonl));
+            let first_line = std::fs::read_to_string(&jsonl)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap()
+                .to_owned();
+            let first = scratch.path().join(format!("{version}-{scenario}-000.jsonl"));
+            std::fs::write(&first, first_line).unwrap();
+            let mut mixed = vec![first];
+            mixed.extend(files[1..].iter().cloned());
+            let mixed = load(&mixed);
             let expected = truth(version, scenario)["requests"].as_array().unwrap().len();
             assert_eq!(split.trace.request_count(), expected, "{version} {scenario}");
-            assert_eq!(
-                tokens_by_rid(&split),
-                tokens_by_rid(&whole),
-                "{version} {scenario}: split and whole differ"
-            );
-            assert_eq!(
-                split.trace.iterations.len(),
-                whole.trace.iterations.len(),
-                "{version} {scenario}"
-            );
+            for (name, other) in [("whole", &whole), ("mixed", &mixed)] {
+                assert_eq!(
+                    tokens_by_rid(&split),
+                    tokens_by_rid(other),
+                    "{version} {scenario}: split and {name} differ"
+                );
+                assert_eq!(
+                    split.trace.iterations.len(),
+                    other.trace.iterations.len(),
+                    "{version} {scenario}: {name}"
+                );
+            }
         }
     }
 }
@@ -98,9 +117,6 @@ fn a_part_of_an_export_is_reported_not_silently_dropped() {
     assert!(notes.contains("give every file of the export"), "{notes}");
     assert_eq!(whole.trace.request_count(), 3);
 }
-
-/// Every scenario the harness drove, in both versions.
-const SCENARIOS: [&str; 7] = ["no-overlap", "overlap", "mixed", "retract", "abort", "dp2", "tp2"];
 
 #[test]
 fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() {

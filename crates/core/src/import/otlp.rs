@@ -359,6 +359,7 @@ pub fn read(
 ) -> Result<(), LoadError> {
     let mut first: Option<i64> = None;
     let mut vllm_count = 0usize;
+    let mut seen = vllm::Seen::default();
     let before = collector.len();
     collector.file = sink.file;
     for_each_span(input, path, sink, progress, |span, sink| {
@@ -367,7 +368,7 @@ pub fn read(
         }
         if vllm::is_vllm(&span) {
             vllm_count += 1;
-            vllm::map_one(&span, sink);
+            vllm::map_one(&span, sink, &mut seen);
         } else {
             collector.push(span);
         }
@@ -377,6 +378,13 @@ pub fn read(
     }
     if vllm_count > 0 {
         vllm::note(sink);
+    }
+    if seen.sequences > 0 {
+        sink.note(format!(
+            "{} vLLM spans share their request id with another: the sequences of requests sampled n > 1 times, one \
+             span each; the second and later are named ID#2, ID#3, ...",
+            seen.sequences
+        ));
     }
     if vllm_count == 0 && collector.len() == before {
         sink.note(format!(

@@ -26,12 +26,38 @@ pub fn note(sink: &mut Sink<'_>) {
     );
 }
 
+/// The request ids of a file's `llm_request` spans, to tell a sequence of an `n > 1` request (its own span, the
+/// same `gen_ai.request.id`) from the same span given twice.
+#[derive(Debug, Default)]
+pub struct Seen {
+    spans: std::collections::HashMap<String, Vec<String>>,
+    /// Spans that share their request id with another: sequences of one request sampled `n > 1` times.
+    pub sequences: usize,
+}
+
 /// Maps one `llm_request` span to a request record.
-pub fn map_one(span: &Span, sink: &mut Sink<'_>) {
-    let id = span
+pub fn map_one(span: &Span, sink: &mut Sink<'_>, seen: &mut Seen) {
+    let given = span
         .attr("gen_ai.request.id")
         .and_then(|a| a.as_str())
         .map_or_else(|| format!("span-{}", span.span_id), str::to_owned);
+    // vLLM gives each sequence of a request sampled n > 1 times its own span, all with the request's id (and
+    // `gen_ai.request.n` 1): the second and later are named ID#2, ID#3, ... A span seen again (same span id) keeps
+    // its name, and is rejected as a duplicate downstream.
+    let spans = seen.spans.entry(given.clone()).or_default();
+    let k = match spans.iter().position(|s| *s == span.span_id) {
+        Some(k) => k,
+        None => {
+            spans.push(span.span_id.clone());
+            spans.len() - 1
+        }
+    };
+    let id = if k == 0 {
+        given
+    } else {
+        seen.sequences += 1;
+        format!("{given}#{}", k + 1)
+    };
     let Some(arrival) = span.start_ns else {
         sink.reject(
             span.line,
@@ -52,15 +78,23 @@ pub fn map_one(span: &Span, sink: &mut Sink<'_>) {
         .then(|| text(span.trace_id.clone()))
         .flatten();
     r.arrival_ns = ok(arrival);
-    r.first_token_ns = secs("gen_ai.latency.time_to_first_token").and_then(|d| ok(arrival + d));
+    let completion = int("gen_ai.usage.completion_tokens");
+    // A request aborted before it produced a token (vLLM 0.16+ writes a span for each request it drops when paused
+    // or shut down): its time to first token is its end-to-end time and its queue time 0, neither of them real.
+    let produced = completion != Some(0);
+    r.first_token_ns = secs("gen_ai.latency.time_to_first_token")
+        .filter(|_| produced)
+        .and_then(|d| ok(arrival + d));
     // The span ends after the output processor's bookkeeping; e2e is the request's own figure.
     r.finished_ns = secs("gen_ai.latency.e2e")
         .map(|d| arrival + d)
         .or(span.end_ns)
         .and_then(ok);
-    r.scheduled_ns = secs("gen_ai.latency.time_in_queue").and_then(|d| ok(arrival + d));
+    r.scheduled_ns = secs("gen_ai.latency.time_in_queue")
+        .filter(|_| produced)
+        .and_then(|d| ok(arrival + d));
     r.input_tokens = int("gen_ai.usage.prompt_tokens").and_then(ok);
-    r.output_tokens = int("gen_ai.usage.completion_tokens").and_then(ok);
+    r.output_tokens = completion.and_then(ok);
     r.max_tokens = int("gen_ai.request.max_tokens").and_then(ok);
     r.temperature = span
         .attr("gen_ai.request.temperature")
