@@ -223,6 +223,28 @@ pub fn groups_text(by: GroupBy, groups: &[(String, Summary)], currency: &str) ->
     table(&rows)
 }
 
+/// The engine, its version and the model of Parquet files, by their footers' statistics, when every file that
+/// names one names the same.
+fn footer_meta(files: &[std::path::PathBuf]) -> crate::trace::Meta {
+    let one = |column: &str| -> Option<String> {
+        let mut value: Option<String> = None;
+        for f in files {
+            let (lo, hi) = crate::format::parquet::footer_text_range(f, column)?;
+            if lo != hi || value.as_ref().is_some_and(|v| *v != lo) {
+                return None;
+            }
+            value = Some(lo);
+        }
+        value
+    };
+    crate::trace::Meta {
+        engine: one("engine"),
+        engine_version: one("engine_version"),
+        model: one("model"),
+        ..crate::trace::Meta::default()
+    }
+}
+
 /// The JSON form: the summary's fields plus `rejected`, and with `--by`, `by` and `groups: [{key, ...}]`.
 pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(String, Summary)])>) -> Value {
     let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
@@ -335,8 +357,11 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
         v["passes"] = json!(done.passes);
         format!("{v:#}\n")
     } else {
-        // No record was validated: the table says so rather than "0 rejected".
-        summary_text(&crate::trace::TraceBuilder::default().finish().0, s, 0, "")
+        // No record was validated: the table says so rather than "0 rejected". The engine and model come from the
+        // files' footers (the meta record is the only one with an engine; a model only when every file has one).
+        let mut about = crate::trace::TraceBuilder::default().finish().0;
+        about.meta = footer_meta(&files);
+        summary_text(&about, s, 0, "")
             .lines()
             .map(|l| {
                 if l.starts_with("rejected records") {

@@ -1255,20 +1255,28 @@ impl TraceWriter {
 /// without reading a record: `client` for a recording. `None` when the file has no such column or statistics, or
 /// cannot be read (the load then says why).
 pub fn footer_clock(path: &Path) -> Option<String> {
+    footer_text_range(path, "clock").map(|(_, hi)| hi)
+}
+
+/// The least and greatest value of a text column in a file, by its footer's statistics alone (no record read):
+/// for the fields only the meta record writes (`engine`, `engine_version`, `clock`), their value.
+pub fn footer_text_range(path: &Path, column: &str) -> Option<(String, String)> {
     use parquet::file::statistics::Statistics;
     let f = File::open(path).ok()?;
     let meta = super::quiet::catch(|| ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()))
         .ok()?
         .ok()?;
-    let mut found: Option<String> = None;
+    let mut found: Option<(String, String)> = None;
     for rg in meta.metadata().row_groups() {
-        for c in rg.columns().iter().filter(|c| c.column_path().string() == "clock") {
+        for c in rg.columns().iter().filter(|c| c.column_path().string() == column) {
             if let Some(Statistics::ByteArray(s)) = c.statistics()
-                && let Some(hi) = s.max_opt()
-                && let Ok(v) = std::str::from_utf8(hi.data())
-                && found.as_deref().is_none_or(|f| v > f)
+                && let (Some(lo), Some(hi)) = (s.min_opt(), s.max_opt())
+                && let (Ok(lo), Ok(hi)) = (std::str::from_utf8(lo.data()), std::str::from_utf8(hi.data()))
             {
-                found = Some(v.to_owned());
+                found = Some(match found {
+                    None => (lo.to_owned(), hi.to_owned()),
+                    Some((a, b)) => (a.min(lo.to_owned()), b.max(hi.to_owned())),
+                });
             }
         }
     }
