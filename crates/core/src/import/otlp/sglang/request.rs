@@ -1,0 +1,279 @@
+//! One request's spans gathered, and mapped to its request, stage and token records.
+
+use std::collections::HashMap;
+
+use super::tokens::*;
+use super::*;
+use crate::import::{Sink, ok, record, text};
+use crate::trace::report::Problem;
+
+/// One `schedule` event as seen by one request.
+#[derive(Debug, Clone)]
+pub(super) struct Scheduled {
+    pub(super) bid: u32,
+    pub(super) time_ns: i64,
+    pub(super) batch_size: Option<i64>,
+    pub(super) prebuilt: bool,
+    /// A prefill or mixed batch.
+    pub(super) extend: bool,
+    /// The end of the slice that carries it, when that slice is the step's own (not a thread span flushed at the
+    /// request's end).
+    pub(super) step_end_ns: Option<i64>,
+}
+
+/// A request's spans, gathered before mapping.
+pub(super) struct RequestSpans<'a> {
+    pub(super) root: &'a Slim,
+    pub(super) scheduler: Option<&'a Slim>,
+    pub(super) slices: Vec<&'a Slim>,
+    pub(super) tokenize: Vec<&'a Slim>,
+}
+
+/// A batch of one scheduler, assembled from its members' events.
+#[derive(Debug, Default)]
+pub(super) struct Batch {
+    pub(super) start_ns: i64,
+    pub(super) step_end_ns: Option<i64>,
+    pub(super) batch_size: Option<i64>,
+    pub(super) prefill: Vec<usize>,
+    pub(super) decode: Vec<usize>,
+    /// The prompt tokens its prefill members computed, when each computed its whole prompt in it.
+    pub(super) prefill_tokens: Option<i64>,
+}
+
+/// The spans of one request (one trace): its root, its scheduler's thread span (the lowest rank's when several) and
+/// the slices under it, and the tokenizer's slices.
+pub(super) fn gather<'a>(root: &'a Slim, trace: &'a [Slim]) -> RequestSpans<'a> {
+    let children_of = |id: u64| -> Vec<&'a Slim> { trace.iter().filter(|s| s.parent == id && id != 0).collect() };
+    let threads = children_of(root.id);
+    let scheduler = threads
+        .iter()
+        .copied()
+        .filter(|s| s.role == Role::Scheduler)
+        .min_by_key(|s| s.scheduler.as_ref().map(|s| s.1));
+    let descendants = |top: &'a Slim| {
+        let mut out = Vec::new();
+        // Each span once: a corrupt file's parent ids can form a cycle (found by the `import` fuzz target, which
+        // made this walk grow without end).
+        let mut seen = std::collections::HashSet::from([top.id]);
+        let mut stack = vec![top.id];
+        while let Some(id) = stack.pop() {
+            for c in children_of(id) {
+                if seen.insert(c.id) {
+                    stack.push(c.id);
+                    out.push(c);
+                }
+            }
+        }
+        out
+    };
+    let slices = scheduler.map(descendants).unwrap_or_default();
+    let tokenize = threads
+        .iter()
+        .filter(|s| s.role != Role::Scheduler)
+        .flat_map(|s| descendants(s))
+        .filter(|s| s.role == Role::Tokenize)
+        .collect();
+    RequestSpans {
+        root,
+        scheduler,
+        slices,
+        tokenize,
+    }
+}
+
+/// The `schedule` events of a request, on its scheduler's slices and thread span, in time order.
+pub(super) fn scheduled_of(r: &RequestSpans<'_>) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    for span in r.slices.iter().copied().chain(r.scheduler) {
+        for e in span.events.iter().filter(|e| e.bid != RETRACT) {
+            let Some(time_ns) = e.time_ns else {
+                continue;
+            };
+            out.push(Scheduled {
+                bid: e.bid,
+                time_ns,
+                batch_size: e.batch_size,
+                prebuilt: e.prebuilt,
+                extend: e.extend,
+                step_end_ns: if span.role.is_step() { span.end_ns } else { None },
+            });
+        }
+    }
+    out.sort_by_key(|e| (e.time_ns, e.bid));
+    out.dedup_by_key(|e| e.bid);
+    out
+}
+
+/// The prompt tokens a request computed in its one prefill batch (prompt minus cached), when its prefill was not
+/// chunked: then the whole count belongs to that batch. Chunks carry no counts, so a chunked prefill's are unknown.
+pub(super) fn whole_prefill_tokens(r: &RequestSpans<'_>) -> Option<i64> {
+    let forwards = r.slices.iter().filter(|s| s.role == Role::PrefillForward).count();
+    let chunked = r.slices.iter().any(|s| s.role == Role::ChunkedPrefill);
+    if forwards != 1 || chunked {
+        return None;
+    }
+    let info = r.root.root.as_ref()?;
+    Some(info.prompt? - info.cached.unwrap_or(0)).filter(|&n| n >= 0)
+}
+
+/// When the request's prefill ended: the end of its last `prefill_forward`.
+pub(super) fn prefill_end_of(r: &RequestSpans<'_>) -> Option<i64> {
+    r.slices
+        .iter()
+        .filter(|s| s.role == Role::PrefillForward)
+        .filter_map(|s| s.end_ns)
+        .max()
+}
+
+/// What a request's mapping needs of the whole trace.
+pub(super) struct Mapping<'a> {
+    pub(super) events: &'a [Scheduled],
+    pub(super) prefill_end: Option<i64>,
+    pub(super) source: &'a str,
+    pub(super) iteration_of: &'a HashMap<(&'a str, u32), (i64, i64)>,
+    pub(super) trace_id: &'a str,
+}
+
+pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink<'_>) {
+    let root = r.root;
+    let info = root.root.as_deref().cloned().unwrap_or_default();
+    let id = info.rid.clone().unwrap_or_else(|| format!("span-{:016x}", root.id));
+    let Some(arrival) = root.start_ns else {
+        reject(
+            sink,
+            root.line,
+            Problem::MissingField,
+            Some("startTimeUnixNano"),
+            format!(
+                "SGLang request span {:016x} ({id}) has no start time, which is the request's arrival",
+                root.id
+            ),
+        );
+        return;
+    };
+    let finished = info.e2e_ns.map(|d| arrival + d).or(root.end_ns);
+    // The batches that gave the request its tokens; the first token at the end of the first of them, on the
+    // scheduler's clock as every later token (SGLang's own time to first token is the tokenizer's, which receives it
+    // later: kept as the server's TTFT).
+    let batches = token_batches(r, m.events, info.completion);
+    let times = token_times(r, &batches, m);
+    let scheduler_first = times.first().copied();
+    let ttft_first = info.ttft_ns.map(|d| arrival + d);
+    // A non-streaming request: the tokenizer sees only the final output, so SGLang's time to first token is the
+    // end-to-end time (within a ms), not a first token's.
+    let non_streaming =
+        matches!((ttft_first, finished), (Some(f), Some(end)) if (end - f).abs() < 1_000_000) && batches.len() > 1;
+    let first_token = scheduler_first
+        .or(if non_streaming { m.prefill_end } else { ttft_first })
+        .or(m.prefill_end);
+    let scheduled = r
+        .slices
+        .iter()
+        .filter(|s| s.role == Role::PrefillWaiting)
+        .filter_map(|s| s.end_ns)
+        .min();
+
+    let mut req = record("request");
+    req.request_id = text(id.clone());
+    req.source = text(m.source.to_owned());
+    req.trace_id = (!m.trace_id.is_empty()).then(|| text(m.trace_id.to_owned())).flatten();
+    req.arrival_ns = ok(arrival);
+    req.scheduled_ns = scheduled.and_then(ok);
+    req.first_token_ns = first_token.and_then(ok);
+    if !non_streaming {
+        req.server_ttft_ns = info.ttft_ns.and_then(ok);
+    }
+    req.finished_ns = finished.and_then(ok);
+    req.input_tokens = info.prompt.and_then(ok);
+    req.cached_tokens = info.cached.and_then(ok);
+    req.output_tokens = info.completion.and_then(ok);
+    req.max_tokens = info.max_tokens.and_then(ok);
+    req.top_k = info.top_k.and_then(ok);
+    req.temperature = info.temperature.and_then(ok);
+    req.top_p = info.top_p.and_then(ok);
+    req.model = info.model.map(text).unwrap_or(None);
+    req.finish_reason = info.finish_reason.map(text).unwrap_or(None);
+    let retracts = r
+        .slices
+        .iter()
+        .chain(std::iter::once(&root))
+        .flat_map(|s| &s.events)
+        .filter(|e| e.bid == RETRACT)
+        .count();
+    if retracts > 0 {
+        req.num_preemptions = ok(i64::try_from(retracts).unwrap_or(i64::MAX));
+    }
+    if root.error || r.scheduler.is_some_and(|s| s.error) {
+        req.status = text("error");
+    }
+    add(sink, &req, root.line);
+
+    // Stages: the queue, the prefill (chunks when chunked), the tokenizer's work.
+    let iteration_at = |bid: u32| m.iteration_of.get(&(m.source, bid)).map(|&(i, _)| i);
+    let bid_on = |s: &Slim| {
+        s.events
+            .iter()
+            .find(|e| e.bid != RETRACT)
+            .and_then(|e| iteration_at(e.bid))
+    };
+    let has_chunks = r.slices.iter().any(|s| s.role == Role::ChunkedPrefill);
+    for s in r.slices.iter().chain(&r.tokenize) {
+        let stage = match s.role {
+            Role::PrefillWaiting => "queue",
+            Role::ChunkedPrefill => "prefill",
+            Role::PrefillForward if !has_chunks => "prefill",
+            Role::Tokenize => "tokenize",
+            _ => continue,
+        };
+        let (Some(start), Some(end)) = (s.start_ns, s.end_ns) else {
+            continue;
+        };
+        let mut st = record("stage");
+        st.request_id = text(id.clone());
+        st.stage = text(stage);
+        st.start_ns = ok(start);
+        st.end_ns = ok(end);
+        st.iteration = bid_on(s).and_then(ok);
+        if stage == "prefill" && !has_chunks {
+            st.tokens = whole_prefill_tokens(r).and_then(ok);
+        }
+        add(sink, &st, s.line);
+    }
+
+    // Tokens: the first at TTFT, then one at the end of each later batch that gave the request a token.
+    let Some(first) = first_token else {
+        return;
+    };
+    let mut token = record("token");
+    token.request_id = text(id);
+    token.index = ok(0);
+    token.emitted_ns = ok(first);
+    token.iteration = batches.first().and_then(|e| iteration_at(e.bid)).and_then(ok);
+    add(sink, &token, root.line);
+    for (n, (e, &end)) in batches.iter().zip(&times).enumerate().skip(1) {
+        token.index = ok(i64::try_from(n).unwrap_or(i64::MAX));
+        token.emitted_ns = ok(end);
+        token.iteration = iteration_at(e.bid).and_then(ok);
+        add(sink, &token, root.line);
+    }
+}
+
+/// The first finish reason of SGLang's `gen_ai.response.finish_reasons`, a string holding a JSON array
+/// (`"[\"length\"]"`), or a plain string.
+pub(super) fn finish_reason(s: &str) -> Option<String> {
+    let first = match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(serde_json::Value::Array(items)) => items.first().and_then(|v| match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Object(o) => o.get("type").and_then(|t| t.as_str()).map(str::to_owned),
+            _ => None,
+        }),
+        Ok(serde_json::Value::String(s)) => Some(s),
+        _ => Some(s.to_owned()),
+    }?;
+    Some(match first.as_str() {
+        "stop" | "length" | "abort" | "error" => first,
+        other if other.contains("abort") => "abort".to_owned(),
+        _ => first,
+    })
+}
