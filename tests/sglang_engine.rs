@@ -13,8 +13,29 @@ use tokenscope::load::{LoadOptions, Loaded, load_many};
 
 const DIR: &str = "tests/data/import/sglang/engine";
 
+/// The releases exercised: 0.5.3 (the first with `--enable-trace`) and 0.5.9 trace with the rid-keyed API, 0.5.10
+/// (the first with `TraceReqContext`) and 0.5.23 (the newest) with the request-context one.
+const VERSIONS: [&str; 4] = ["0.5.3", "0.5.9", "0.5.10", "0.5.23"];
+
 /// Every scenario the harness drove, in both versions.
 const SCENARIOS: [&str; 7] = ["no-overlap", "overlap", "mixed", "retract", "abort", "dp2", "tp2"];
+
+/// The releases that trace with the rid-keyed API (`sglang/srt/tracing/trace.py`).
+fn rid_api(version: &str) -> bool {
+    matches!(version, "0.5.3" | "0.5.9")
+}
+
+/// The requests of a scenario whose spans an import can have: with the rid-keyed API, a request aborted while
+/// queued never ends its root span, so it is never exported (its other spans are reported as left out).
+fn exported(version: &str, truth: &Value) -> Vec<Value> {
+    truth["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !(rid_api(version) && r["output_tokens"].as_u64() == Some(0)))
+        .cloned()
+        .collect()
+}
 
 fn truth(version: &str, scenario: &str) -> Value {
     let path = Path::new(DIR).join(version).join(scenario).join("truth.json");
@@ -59,7 +80,7 @@ fn an_export_split_across_bodies_imports_as_the_whole_export() {
     // is the one of the same spans in one JSON-lines file.
     // The same with the formats mixed: the first body as a JSON line of its own, the others as protobuf.
     let scratch = tempfile::tempdir().unwrap();
-    for version in ["0.5.10", "0.5.23"] {
+    for version in VERSIONS {
         for scenario in SCENARIOS {
             let files = bodies(version, scenario);
             assert!(files.len() >= 2, "{version} {scenario}: {files:?}");
@@ -77,7 +98,7 @@ fn an_export_split_across_bodies_imports_as_the_whole_export() {
             let mut mixed = vec![first];
             mixed.extend(files[1..].iter().cloned());
             let mixed = load(&mixed);
-            let expected = truth(version, scenario)["requests"].as_array().unwrap().len();
+            let expected = exported(version, &truth(version, scenario)).len();
             assert_eq!(split.trace.request_count(), expected, "{version} {scenario}");
             for (name, other) in [("whole", &whole), ("mixed", &mixed)] {
                 assert_eq!(
@@ -124,17 +145,18 @@ fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() 
     // TP ranks), from the bodies as separate files: the root's token count, one token record per output token in
     // time order, token 0 within 1 ms of the scheduler's first token (the end of the last prefill chunk), and every
     // later token within 1 ms of the end of the batch that produced it.
-    for version in ["0.5.10", "0.5.23"] {
+    for version in VERSIONS {
         for scenario in SCENARIOS {
             let truth = truth(version, scenario);
             let loaded = load(&bodies(version, scenario));
             let t = &loaded.trace;
-            for req in truth["requests"].as_array().unwrap() {
+            for req in &exported(version, &truth) {
                 let rid = req["rid"].as_str().unwrap();
                 let at = format!("{version} {scenario} {}", req["key"]);
                 let r = t.request_row(rid).unwrap_or_else(|| panic!("{at}: not imported"));
                 let output = u32::try_from(req["output_tokens"].as_u64().unwrap()).unwrap();
-                if output > 0 {
+                // 0.5.3's roots carry no token counts: absent, and the token records say it.
+                if output > 0 && version != "0.5.3" {
                     assert_eq!(t.requests.output_tokens[r as usize], Some(output), "{at}");
                 }
                 let times: Vec<i64> = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
@@ -160,45 +182,12 @@ fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() 
 }
 
 #[test]
-fn without_overlap_every_output_token_is_a_token_record_in_time_order() {
-    for version in ["0.5.10", "0.5.23"] {
-        let truth = truth(version, "no-overlap");
-        let loaded = load(&[Path::new(DIR).join(version).join("no-overlap").join("spans.jsonl")]);
-        let t = &loaded.trace;
-        for req in truth["requests"].as_array().unwrap() {
-            let rid = req["rid"].as_str().unwrap();
-            let r = t
-                .request_row(rid)
-                .unwrap_or_else(|| panic!("{version}: {rid} not imported"));
-            let output = u32::try_from(req["output_tokens"].as_u64().unwrap()).unwrap();
-            assert_eq!(t.requests.output_tokens[r as usize], Some(output), "{version} {rid}");
-            let times: Vec<i64> = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
-            assert!(times.windows(2).all(|w| w[0] <= w[1]), "{version} {rid}: {times:?}");
-            // TTFT within 1 ms of the scheduler's first token (the end of the request's last prefill chunk).
-            let scheduler_first = req["scheduler_first_token_ns"].as_i64().unwrap();
-            let first = t.requests.first_token_ns[r as usize].unwrap();
-            assert!(
-                (first - scheduler_first).abs() <= 1_000_000,
-                "{version} {rid}: first token {first}, the scheduler's {scheduler_first}"
-            );
-            if req["stream"].as_bool() == Some(true) {
-                assert_eq!(
-                    times.len(),
-                    output as usize,
-                    "{version} {rid}: one record per output token"
-                );
-            }
-        }
-    }
-}
-
-#[test]
 fn every_batch_is_a_step_from_its_schedule_to_its_result() {
     // One step per batch of each scheduler (TP ranks run the same batches: rank 0's are the instance's), starting
     // when SGLang scheduled it and ending within 1 ms of when its result was processed. Under the overlap scheduler
     // the slice that carries a batch's `schedule` event ends with the batch before: the end comes from the members'
     // own result slices instead.
-    for version in ["0.5.10", "0.5.23"] {
+    for version in VERSIONS {
         for scenario in SCENARIOS {
             let at = format!("{version} {scenario}");
             let truth = truth(version, scenario);
@@ -222,9 +211,19 @@ fn every_batch_is_a_step_from_its_schedule_to_its_result() {
             let it = &loaded.trace.iterations;
             let mut got: Vec<(i64, i64)> = it.start_ns.iter().copied().zip(it.end_ns.iter().copied()).collect();
             got.sort_unstable();
+            if version == "0.5.3" {
+                // 0.5.3 names no batch, and each member of a batch reads the clock for itself: no step is made up.
+                assert!(got.is_empty(), "{at}: {} steps", got.len());
+                let notes = loaded.report.notes.join("\n");
+                assert!(notes.contains("0.5.3 names no batch"), "{at}: {notes}");
+                continue;
+            }
             assert_eq!(got.len(), want.len(), "{at}: steps");
             for ((start, end), (scheduled, result)) in got.iter().zip(&want) {
                 assert_eq!(start, scheduled, "{at}");
+                // 0.5.9's slices lie flat, and a batch's end is its first member's slice that carries its event:
+                // its start is exact, its end within a few ms.
+                let result = result.filter(|_| version != "0.5.9");
                 if let Some(result) = result {
                     assert!(
                         (end - result).abs() <= 1_000_000,

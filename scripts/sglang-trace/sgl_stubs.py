@@ -43,6 +43,11 @@ out of the installed file with ``ast`` and executed; no SGLang code is copied
 into this repository. ``extract()`` does the same for tokenizer_manager methods
 (``convert_to_span_attrs``, ``_get_scheduler_first_token_time``) that the driver
 calls on a stand-in tokenizer manager.
+
+For 0.5.3-0.5.9, whose tracing is ``sglang/srt/tracing/trace.py`` (a function API
+keyed by rid), ``load_rid_api()`` does the same with a smaller set: ``sglang``,
+``sglang.srt.utils`` (``get_int_env_var``, ``get_bool_env_var``) and
+``sglang.srt.managers.schedule_batch`` (``FINISH_*`` and ``RequestStage``).
 """
 
 from __future__ import annotations
@@ -181,6 +186,46 @@ def install() -> None:
     mc = _package("sglang.srt.observability.metrics_collector", None)
     for cls in ("SchedulerMetricsCollector", "TokenizerMetricsCollector", "EncoderMetricsCollector"):
         setattr(mc, cls, type(cls, (), {"__module__": mc.__name__}))
+
+
+def load_rid_api():
+    """For 0.5.3-0.5.9 (``sglang/srt/tracing/trace.py``, the function API keyed
+    by rid): install the few stand-ins that module and the driver need, import it.
+
+    trace.py itself needs only opentelemetry (0.5.9 also imports
+    ``get_int_env_var`` from ``sglang.srt.utils``). The driver needs, from
+    ``managers/schedule_batch.py`` (torch): the ``FINISH_*`` classes and the
+    ``RequestStage`` enum, whose members 0.5.9's call sites pass as slice names
+    (0.5.3 has the enum but its tracing calls use string literals). Both are compiled from the wheel's source as in ``install()``.
+
+    Returns (trace, schedule_batch stand-in).
+    """
+    if not ("sglang" in sys.modules and getattr(sys.modules["sglang"], "__tokenscope_stub__", False)):
+        root = sglang_dir()
+        _package("sglang", root)
+        utils = _package("sglang.srt.utils", os.path.join(root, "srt", "utils"))
+        common = "srt/utils/common.py"
+        extra = {"_warned_bool_env_var_keys": set()}
+        utils.get_int_env_var = extract(common, "get_int_env_var", extra, "sglang.srt.utils")
+        utils.get_bool_env_var = extract(common, "get_bool_env_var", extra, "sglang.srt.utils")
+        sb = _package("sglang.srt.managers.schedule_batch", None)
+        g = {"enum": enum}
+        for cls in ("BaseFinishReason", "FINISH_MATCHED_TOKEN", "FINISH_LENGTH", "FINISH_ABORT",
+                    "RequestStage"):
+            try:
+                obj = extract("srt/managers/schedule_batch.py", cls, g,
+                              "sglang.srt.managers.schedule_batch")
+            except LookupError:
+                if cls == "RequestStage":  # not in every release (0.5.3 has it, unused by tracing)
+                    continue
+                raise
+            g[cls] = obj
+            setattr(sb, cls, obj)
+    if not os.path.exists(src("srt/tracing/trace.py")):
+        raise SystemExit("this sglang has no srt/tracing/trace.py (0.5.10+: use drive.py)")
+    import sglang.srt.tracing.trace as trace_mod
+
+    return trace_mod, sys.modules["sglang.srt.managers.schedule_batch"]
 
 
 def load():

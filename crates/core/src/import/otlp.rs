@@ -400,8 +400,9 @@ pub fn finish(collector: sglang::Collector, sink: &mut Sink<'_>) {
     let mapped = collector.finish(sink);
     if mapped.orphans > 0 {
         sink.note(format!(
-            "{} SGLang spans of {} requests were left out: their request's root span (module sglang::request, \
-             written by the tokenizer process) is in none of the files given; give every file of the export",
+            "{} SGLang spans of {} requests were left out: their request's root span (written by the tokenizer \
+             process) is in none of the files given; give every file of the export (SGLang 0.5.3 and 0.5.9 export \
+             no root for a request aborted while queued)",
             mapped.orphans, mapped.orphan_traces
         ));
     }

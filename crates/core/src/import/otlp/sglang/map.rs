@@ -24,6 +24,9 @@ impl Collector {
                 "prefill_forward" => Role::PrefillForward,
                 "chunked_prefill" => Role::ChunkedPrefill,
                 "decode_loop" => Role::DecodeLoop,
+                "prefill" => Role::LegacyPrefill,
+                "decode loop" => Role::LegacyDecode,
+                "process req" | "request_process" => Role::LegacyQueue,
                 "spec_verify" => Role::SpecVerify,
                 "tokenize" => Role::Tokenize,
                 _ => Role::Other,
@@ -137,11 +140,30 @@ impl Collector {
         if requests.is_empty() {
             return mapped;
         }
-        let bid_names = &self.bid_names;
+        // SGLang 0.5.3 writes no `schedule` events: a request's tokens come from its own result slices,
+        // and no batch is known.
+        let mut bid_names = self.bid_names.clone();
+        let legacy: Vec<Option<Vec<Scheduled>>> = requests.iter().map(|r| legacy_events(r, &mut bid_names)).collect();
+        let is_legacy: Vec<bool> = legacy.iter().map(Option::is_some).collect();
+        if is_legacy.iter().any(|&l| l) {
+            sink.note(
+                "SGLang 0.5.3 and 0.5.9 lay a request's slices flat under its scheduler: its tokens are at the ends of \
+                 its own result slices; 0.5.3 names no batch, so its traces have no engine steps"
+                    .to_owned(),
+            );
+        }
+        let bid_names = &bid_names;
         let trace_ids = &self.trace_ids;
 
         // Every request's schedule events, and the batches of each scheduler.
+        // The batches come from the `schedule` events; a request whose slices lie flat under its scheduler (0.5.3,
+        // 0.5.9) finds its tokens in its own slices.
         let events: Vec<Vec<Scheduled>> = requests.iter().map(scheduled_of).collect();
+        let token_events: Vec<Vec<Scheduled>> = legacy
+            .into_iter()
+            .zip(&events)
+            .map(|(legacy, real)| legacy.unwrap_or_else(|| real.clone()))
+            .collect();
         let prefill_end: Vec<Option<i64>> = requests.iter().map(prefill_end_of).collect();
         let whole_prefill: Vec<Option<i64>> = requests.iter().map(whole_prefill_tokens).collect();
         let sources: Vec<String> = requests
@@ -157,6 +179,9 @@ impl Collector {
         let mut result_of: HashMap<(&str, u32), i64> = HashMap::new();
         for (i, r) in requests.iter().enumerate() {
             let completion = r.root.root.as_ref().and_then(|info| info.completion);
+            if is_legacy[i] {
+                continue; // its slices say when its tokens came, not which batch gave each
+            }
             for (bid, end) in results_of(r, &events[i], completion) {
                 let at = result_of.entry((sources[i].as_str(), bid)).or_insert(end);
                 *at = (*at).min(end);
@@ -245,7 +270,7 @@ impl Collector {
 
         for (i, r) in requests.iter().enumerate() {
             let at = Mapping {
-                events: &events[i],
+                events: &token_events[i],
                 prefill_end: prefill_end[i],
                 source: &sources[i],
                 iteration_of: &iteration_of,

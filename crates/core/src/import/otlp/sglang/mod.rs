@@ -55,6 +55,13 @@ pub(super) enum Role {
     PrefillForward,
     ChunkedPrefill,
     DecodeLoop,
+    /// SGLang 0.5.3: a `prefill` slice, one per chunk, ending when the chunk's result was processed.
+    LegacyPrefill,
+    /// SGLang 0.5.3: a `decode loop` slice, one per decode batch, ending with its result.
+    LegacyDecode,
+    /// SGLang 0.5.3: `process req`, the scheduler taking the request into its queue (again after a
+    /// retraction).
+    LegacyQueue,
     SpecVerify,
     Tokenize,
     Other,

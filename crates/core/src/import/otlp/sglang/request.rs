@@ -1,7 +1,5 @@
 //! One request's spans gathered, and mapped to its request, stage and token records.
 
-use std::collections::HashMap;
-
 use super::tokens::*;
 use super::*;
 use crate::import::{Sink, ok, record, text};
@@ -105,6 +103,62 @@ pub(super) fn scheduled_of(r: &RequestSpans<'_>) -> Vec<Scheduled> {
     out
 }
 
+/// A slice that ends with a prefill chunk's result (SGLang 0.5.3's `prefill`; later, `chunked_prefill` and
+/// `prefill_forward`).
+pub(super) fn is_prefill(role: Role) -> bool {
+    matches!(role, Role::LegacyPrefill | Role::ChunkedPrefill | Role::PrefillForward)
+}
+
+/// A slice that ends with a decode batch's result.
+pub(super) fn is_decode(role: Role) -> bool {
+    matches!(role, Role::LegacyDecode | Role::DecodeLoop)
+}
+
+/// Whether a request's slices lie flat under its scheduler thread span, as SGLang 0.5.3 and 0.5.9 lay them (0.5.10
+/// and later nest the chunks under `prefill_forward` and the decode steps under `decode_forward`).
+pub(super) fn flat(r: &RequestSpans<'_>) -> bool {
+    let scheduler = r.scheduler.map(|s| s.id);
+    r.slices.iter().any(|s| {
+        s.role == Role::LegacyPrefill
+            || (matches!(s.role, Role::ChunkedPrefill | Role::DecodeLoop) && Some(s.parent) == scheduler)
+    })
+}
+
+/// A request traced as SGLang 0.5.3 does (no `schedule` events; `process req`, `prefill` and `decode loop`
+/// slices): one event per result slice, at its start and ending at its end, so that its tokens are found as for
+/// later releases. Those releases name no batch, and each member of a batch reads the clock for itself as the
+/// scheduler walks the batch (hundreds of µs to ms apart): the events are the request's own, in no batch. `None` for
+/// a request of a later release.
+pub(super) fn legacy_events(r: &RequestSpans<'_>, bid_names: &mut Vec<String>) -> Option<Vec<Scheduled>> {
+    if !flat(r) {
+        return None;
+    }
+    let mut slices: Vec<&Slim> = r
+        .slices
+        .iter()
+        .copied()
+        .filter(|s| is_prefill(s.role) || is_decode(s.role))
+        .collect();
+    slices.sort_by_key(|s| (s.start_ns, s.end_ns));
+    let mut out = Vec::new();
+    for s in slices {
+        let (Some(start), Some(end)) = (s.start_ns, s.end_ns) else {
+            continue;
+        };
+        let bid = u32::try_from(bid_names.len()).unwrap_or(RETRACT - 1);
+        bid_names.push(format!("slice-{:016x}", s.id));
+        out.push(Scheduled {
+            bid,
+            time_ns: start,
+            batch_size: None,
+            prebuilt: false,
+            extend: is_prefill(s.role),
+            step_end_ns: Some(end),
+        });
+    }
+    Some(out)
+}
+
 /// The prompt tokens a request computed in its one prefill batch (prompt minus cached), when its prefill was not
 /// chunked: then the whole count belongs to that batch. Chunks carry no counts, so a chunked prefill's are unknown.
 pub(super) fn whole_prefill_tokens(r: &RequestSpans<'_>) -> Option<i64> {
@@ -121,7 +175,7 @@ pub(super) fn whole_prefill_tokens(r: &RequestSpans<'_>) -> Option<i64> {
 pub(super) fn prefill_end_of(r: &RequestSpans<'_>) -> Option<i64> {
     r.slices
         .iter()
-        .filter(|s| s.role == Role::PrefillForward)
+        .filter(|s| matches!(s.role, Role::PrefillForward | Role::LegacyPrefill))
         .filter_map(|s| s.end_ns)
         .max()
 }
@@ -172,7 +226,15 @@ pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink
         .iter()
         .filter(|s| s.role == Role::PrefillWaiting)
         .filter_map(|s| s.end_ns)
-        .min();
+        .min()
+        .or_else(|| {
+            // SGLang 0.5.3: no `prefill_waiting`; the first chunk starts when the request is scheduled.
+            r.slices
+                .iter()
+                .filter(|s| s.role == Role::LegacyPrefill)
+                .filter_map(|s| s.start_ns)
+                .min()
+        });
 
     let mut req = record("request");
     req.request_id = text(id.clone());
@@ -221,7 +283,7 @@ pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink
     for s in r.slices.iter().chain(&r.tokenize) {
         let stage = match s.role {
             Role::PrefillWaiting => "queue",
-            Role::ChunkedPrefill => "prefill",
+            Role::ChunkedPrefill | Role::LegacyPrefill => "prefill",
             Role::PrefillForward if !has_chunks => "prefill",
             Role::Tokenize => "tokenize",
             _ => continue,

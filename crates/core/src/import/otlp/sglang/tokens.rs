@@ -6,6 +6,10 @@ use super::*;
 /// When each of `batches` gave the request its token: its own result slices where they say it
 /// ([`aligned_results`]), else the batch's end as its other members' slices say it.
 pub(super) fn token_times(r: &RequestSpans<'_>, batches: &[&Scheduled], m: &Mapping<'_>) -> Vec<i64> {
+    if flat(r) {
+        // Each event is one of the request's own result slices ([`legacy_events`]), ending at its result.
+        return batches.iter().filter_map(|e| e.step_end_ns).collect();
+    }
     batches
         .iter()
         .zip(aligned_results(r, m.events, batches))
@@ -79,6 +83,9 @@ pub(super) fn token_batches<'e>(
     events: &'e [Scheduled],
     completion: Option<i64>,
 ) -> Vec<&'e Scheduled> {
+    if flat(r) {
+        return legacy_token_batches(r, events);
+    }
     let Some(episodes) = episodes(r, events) else {
         // No prefill here: every batch gives a token.
         return events.iter().filter(|e| !e.prebuilt).collect();
@@ -148,9 +155,21 @@ pub(super) fn aligned_results(r: &RequestSpans<'_>, events: &[Scheduled], tokens
     // Each token batch takes the first result slice of its kind not taken yet that ends after it was scheduled:
     // a slice left over (the batch in flight at a retraction, the one more batch an EOS rode under overlap, a
     // writer that gives mixed batches a `decode_loop`) is passed by.
+    // SGLang 0.5.9 gives a decode in a mixed batch a `prefill_forward` of its own (and its events say no
+    // `forward_mode`): more prefills than prefill tokens. Then the result slices are taken in one list.
+    let prefill_tokens = tokens.iter().filter(|e| prefill_token_bids.contains(&e.bid)).count();
+    let all_ends: Vec<i64> = if prefill_ends.len() > prefill_tokens {
+        let mut all: Vec<i64> = prefill_ends.iter().chain(&decode_ends).copied().collect();
+        all.sort_unstable();
+        all
+    } else {
+        Vec::new()
+    };
     let (mut p, mut d) = (0, 0);
     for (k, e) in tokens.iter().enumerate() {
-        let (ends, next) = if prefill_token_bids.contains(&e.bid) {
+        let (ends, next) = if !all_ends.is_empty() {
+            (&all_ends, &mut d)
+        } else if prefill_token_bids.contains(&e.bid) {
             (&prefill_ends, &mut p)
         } else if e.extend {
             continue; // a decode in a mixed batch: no slice of its own
@@ -163,6 +182,43 @@ pub(super) fn aligned_results(r: &RequestSpans<'_>, events: &[Scheduled], tokens
         if let Some(&end) = ends.get(*next) {
             out[k] = Some(end);
             *next += 1;
+        }
+    }
+    out
+}
+
+/// SGLang 0.5.3 and 0.5.9 (slices flat under the scheduler): the batches that gave a request its tokens, from its
+/// slices in time order. Taken into the
+/// queue (`process req`: at first, and again after a retraction), a request prefills: its `prefill` chunks, the last
+/// of which gives a token (a `decode loop` then, the batch a retraction cut, gives none). Once it has a token, every
+/// batch it is in gives one: each `decode loop`, and each `prefill` slice, which is its decode row in a mixed batch.
+fn legacy_token_batches<'e>(r: &RequestSpans<'_>, events: &'e [Scheduled]) -> Vec<&'e Scheduled> {
+    let mut slices: Vec<&Slim> = r
+        .slices
+        .iter()
+        .copied()
+        .filter(|s| is_prefill(s.role) || is_decode(s.role) || s.role == Role::LegacyQueue)
+        .collect();
+    slices.sort_by_key(|s| (s.start_ns, s.end_ns));
+    let event_of = |s: &Slim| {
+        events
+            .iter()
+            .find(|e| Some(e.time_ns) == s.start_ns && e.step_end_ns == s.end_ns)
+    };
+    let mut out = Vec::new();
+    let mut prefilling = true;
+    for (k, s) in slices.iter().enumerate() {
+        match s.role {
+            Role::LegacyQueue => prefilling = true,
+            role if is_prefill(role) && prefilling => {
+                // The last chunk of the run gives the token.
+                if !slices.get(k + 1).is_some_and(|n| is_prefill(n.role)) {
+                    out.extend(event_of(s));
+                    prefilling = false;
+                }
+            }
+            role if is_decode(role) && prefilling => {} // cut by a retraction
+            _ => out.extend(event_of(s)),
         }
     }
     out
