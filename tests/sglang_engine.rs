@@ -169,6 +169,26 @@ fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() 
                     .map(|tok| tok["ns"].as_i64().unwrap())
                     .collect();
                 assert_eq!(produced.len(), times.len(), "{at}");
+                // Its prefill chunks: one prefill stage per chunk, ending within 1 ms of the chunk's end.
+                let chunks: Vec<i64> = req["schedulers"][0]["prefill_chunks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c["end_ns"].as_i64().unwrap())
+                    .collect();
+                let mut stages: Vec<i64> = t
+                    .explicit_stages_of(r)
+                    .filter(|&k| t.stages.kind[k] == tokenscope::trace::StageKind::Prefill)
+                    .map(|k| t.stages.end_ns[k])
+                    .collect();
+                stages.sort_unstable();
+                assert_eq!(stages.len(), chunks.len(), "{at}: prefill chunks");
+                for (got, want) in stages.iter().zip(&chunks) {
+                    assert!(
+                        (got - want).abs() <= 1_000_000,
+                        "{at}: a chunk ends at {got}, not {want}"
+                    );
+                }
                 for (k, (&got, &want)) in times.iter().zip(&produced).enumerate() {
                     assert!(
                         (got - want).abs() <= 1_000_000,

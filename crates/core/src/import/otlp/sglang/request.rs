@@ -280,12 +280,17 @@ pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink
             .and_then(|e| iteration_at(e.bid))
     };
     let has_chunks = r.slices.iter().any(|s| s.role == Role::ChunkedPrefill);
+    // Flat slices (0.5.3, 0.5.9): the prefill chunks are the prefill slices of each prefill, not a decode's in a
+    // mixed batch.
+    let flat_chunks: Option<Vec<u64>> = flat(r).then(|| prefill_chunks(r).iter().map(|s| s.id).collect());
     for s in r.slices.iter().chain(&r.tokenize) {
-        let stage = match s.role {
-            Role::PrefillWaiting => "queue",
-            Role::ChunkedPrefill | Role::LegacyPrefill => "prefill",
-            Role::PrefillForward if !has_chunks => "prefill",
-            Role::Tokenize => "tokenize",
+        let stage = match (s.role, &flat_chunks) {
+            (Role::PrefillWaiting, _) => "queue",
+            (Role::Tokenize, _) => "tokenize",
+            (_, Some(chunks)) if chunks.contains(&s.id) => "prefill",
+            (_, Some(_)) => continue,
+            (Role::ChunkedPrefill, None) => "prefill",
+            (Role::PrefillForward, None) if !has_chunks => "prefill",
             _ => continue,
         };
         let (Some(start), Some(end)) = (s.start_ns, s.end_ns) else {

@@ -187,6 +187,29 @@ pub(super) fn aligned_results(r: &RequestSpans<'_>, events: &[Scheduled], tokens
     out
 }
 
+/// SGLang 0.5.3 and 0.5.9 (slices flat under the scheduler): the request's prefill chunks, the prefill slices met
+/// while it prefills (after each `process req`, until the last chunk of the run), as [`legacy_token_batches`] walks.
+pub(super) fn prefill_chunks<'a>(r: &RequestSpans<'a>) -> Vec<&'a Slim> {
+    let mut slices: Vec<&Slim> = r
+        .slices
+        .iter()
+        .copied()
+        .filter(|s| is_prefill(s.role) || is_decode(s.role) || s.role == Role::LegacyQueue)
+        .collect();
+    slices.sort_by_key(|s| (s.start_ns, s.end_ns));
+    let mut out = Vec::new();
+    let mut prefilling = true;
+    for (k, s) in slices.iter().enumerate() {
+        if s.role == Role::LegacyQueue {
+            prefilling = true;
+        } else if is_prefill(s.role) && prefilling {
+            out.push(*s);
+            prefilling = slices.get(k + 1).is_some_and(|n| is_prefill(n.role));
+        }
+    }
+    out
+}
+
 /// SGLang 0.5.3 and 0.5.9 (slices flat under the scheduler): the batches that gave a request its tokens, from its
 /// slices in time order. Taken into the
 /// queue (`process req`: at first, and again after a retraction), a request prefills: its `prefill` chunks, the last
