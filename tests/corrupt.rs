@@ -4,9 +4,7 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::tokenscope;
+use crate::common::tokenscope;
 
 #[test]
 fn decoder_panics_are_rejected_row_groups_and_never_printed() {

@@ -3,11 +3,9 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::tokenscope;
+use crate::common::tokenscope;
 use serde_json::Value;
 
 const T0: i64 = 1_764_403_200_000_000_000;

@@ -4,11 +4,9 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::path::Path;
 
-use common::tokenscope;
+use crate::common::tokenscope;
 use serde_json::Value;
 use tokenscope::analysis::metrics::request_metrics;
 use tokenscope::ingest::Progress;

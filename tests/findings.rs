@@ -679,7 +679,7 @@ fn kinds_and_severities_have_stable_names() {
 }
 
 /// `find` on the benchmark trace when it has been generated (`cargo bench` writes it):
-/// `cargo test --test findings -- --ignored --nocapture`.
+/// `cargo test --test integration findings:: -- --ignored --nocapture`.
 #[test]
 #[ignore = "needs target/bench-data/large-50000.parquet; prints timings"]
 fn find_on_the_large_trace() {

@@ -7,11 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "query")]
 
-mod common;
-
 use std::process::Command;
 
-use common::tokenscope;
+use crate::common::tokenscope;
 use serde_json::Value;
 
 fn json(text: &str) -> Value {

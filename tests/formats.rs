@@ -18,7 +18,7 @@ use tokenscope::load::{Loaded, load};
 use tokenscope::trace::Trace;
 use tokenscope::trace::report::Problem;
 
-mod common;
+use crate::common;
 
 const SAMPLE: &str = "sample_traces/four_requests.jsonl";
 

@@ -1,7 +1,7 @@
 //! The app under random input (egui_kittest, no display): thousands of seeded random clicks, drags, wheel turns,
 //! keys, typed text, resizes, file opens (the samples, the bad and the corrupt files) and comparisons, driving every
 //! panel the clicks reach. After each input the UI must settle within a bound of frames (no repaint loop), and
-//! nothing may panic. `TOKENSCOPE_GUI_STEPS=20000 cargo test --test gui_random` runs longer; the seed of a failure is
+//! nothing may panic. `TOKENSCOPE_GUI_STEPS=20000 cargo test --test integration gui_random` runs longer; the seed of a failure is
 //! in its message.
 
 // Test helpers may unwrap: a panic here is a failed test.

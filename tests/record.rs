@@ -5,7 +5,7 @@
 // Test helpers may unwrap (a panic here is a failed test) and start threads (a stopper, a watchdog).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 #[path = "common/replay.rs"]
 mod replay;
 

@@ -4,11 +4,9 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::path::Path;
 
-use common::tokenscope;
+use crate::common::tokenscope;
 use tokenscope::trace::StageKind;
 use tokenscope::ui::theme::stage_color;
 

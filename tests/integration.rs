@@ -1,0 +1,50 @@
+//! The app's and the CLI's integration tests, in one test binary. Each file of `tests/` is a module here (its path
+//! stays `tests/<name>.rs`, and `cargo test --test integration <name>::` runs one of them): one binary links the app,
+//! polars and wgpu once, where one binary per file linked them twenty times over (about 5 GB of test executables,
+//! which ran a CI machine's disk out). `tests/docs.rs` is apart: it changes the process's working directory.
+
+// Test helpers may unwrap (a panic here is a failed test) and start threads (a stopper, a watchdog).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod common;
+
+#[path = "cli.rs"]
+mod cli;
+#[path = "corpus.rs"]
+mod corpus;
+#[path = "corrupt.rs"]
+mod corrupt;
+#[path = "diff.rs"]
+mod diff;
+#[path = "export.rs"]
+mod export;
+#[path = "findings.rs"]
+mod findings;
+#[path = "fleet.rs"]
+mod fleet;
+#[path = "formats.rs"]
+mod formats;
+#[path = "gui.rs"]
+mod gui;
+#[path = "gui_random.rs"]
+mod gui_random;
+#[path = "import.rs"]
+mod import;
+#[path = "join.rs"]
+mod join;
+#[path = "metrics.rs"]
+mod metrics;
+#[path = "microscope.rs"]
+mod microscope;
+#[path = "record.rs"]
+mod record;
+#[path = "render.rs"]
+mod render;
+#[path = "sglang_engine.rs"]
+mod sglang_engine;
+#[path = "stats.rs"]
+mod stats;
+#[path = "synth.rs"]
+mod synth;
+#[path = "vllm_engine.rs"]
+mod vllm_engine;
