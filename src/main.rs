@@ -8,6 +8,7 @@ use tokenscope::analysis::findings;
 use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
 use tokenscope::format::window::{self, Window};
+use tokenscope::import::log_clock::{self, LogClock};
 use tokenscope::synth::arrivals::ReplayOptions;
 use tokenscope::synth::{Scenario, SynthOptions};
 use tokenscope::ui::render::View;
@@ -47,6 +48,14 @@ struct Args {
     /// first bytes do not say what it is).
     #[arg(long, global = true, value_enum, value_name = "KIND")]
     from: Option<tokenscope::import::Kind>,
+    /// The date a server log starts on (YYYY-MM-DD), for logs whose times have no year (vLLM's `MM-DD HH:MM:SS`);
+    /// by default the year of the trace's other files, else of the log file's last change.
+    #[arg(long, global = true, value_name = "DATE", value_parser = log_clock::parse_date)]
+    log_date: Option<chrono::NaiveDate>,
+    /// The zone a server log's times are in (+08:00, -05:00, UTC): Python's logging writes local time with no zone;
+    /// by default they are read as UTC.
+    #[arg(long, global = true, value_name = "OFFSET", value_parser = log_clock::parse_offset, allow_hyphen_values = true)]
+    log_tz: Option<i32>,
 }
 
 #[derive(Subcommand)]
@@ -474,6 +483,11 @@ fn main() -> ExitCode {
     cli::set_window(window.clone());
     cli::set_budget(args.memory_budget);
     cli::set_from(args.from);
+    let log_clock = LogClock {
+        date: args.log_date,
+        utc_offset_s: args.log_tz,
+    };
+    cli::set_log_clock(log_clock);
     if let Some(kind) = args.from
         && out_of_core(args.command.as_ref())
     {
@@ -807,7 +821,7 @@ fn main() -> ExitCode {
                     TraceSource::Part(b, window.clone())
                 }
             });
-            match ui::run(source, args.memory_budget, args.from, compare) {
+            match ui::run(source, args.memory_budget, args.from, log_clock, compare) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!(

@@ -259,7 +259,7 @@ fn vllm_spans_and_iteration_log_of_one_run_open_as_one_trace() {
     );
     assert_eq!(
         sniff(Path::new(&format!("{dir}/iterations_small.log"))),
-        Some(Kind::VllmIterations)
+        Some(Kind::VllmLog)
     );
     let l = must_load(dir);
     let t = &l.trace;

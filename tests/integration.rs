@@ -40,6 +40,8 @@ mod microscope;
 mod record;
 #[path = "render.rs"]
 mod render;
+#[path = "server_logs.rs"]
+mod server_logs;
 #[path = "sglang_engine.rs"]
 mod sglang_engine;
 #[path = "stats.rs"]

@@ -26,7 +26,7 @@ pub fn run(
     };
     let rejected = loaded.report.rejected_count();
     let t = &loaded.trace;
-    if t.request_count() == 0 && t.iterations.is_empty() && t.token_count() == 0 {
+    if !t.has_records() {
         // Nothing to write: an empty trace written with success would hide that the input was not a trace. (Read
         // with --from, the loader has refused already, saying what the files look like.)
         let first = loaded.report.rejected.first().map_or_else(String::new, |r| {
@@ -38,7 +38,7 @@ pub fn run(
         });
         return Output::error(
             format!(
-                "nothing was read as a trace: no request, step or token in {} record(s), {rejected} rejected{first}; \
+                "nothing was read as a trace: no request, step, sample or token in {} record(s), {rejected} rejected{first}; \
                  nothing was written",
                 thousands(loaded.report.records)
             ),

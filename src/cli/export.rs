@@ -71,7 +71,7 @@ pub fn run(inputs: &[&Path], options: &ExportOptions, output: &Path) -> Output {
         }
     };
     let mut part = slice(trace, from_ns, to_ns, only.as_deref());
-    if part.request_count() == 0 && part.iterations.is_empty() {
+    if part.request_count() == 0 && part.iterations.is_empty() && part.samples.is_empty() {
         return error(format!(
             "nothing in {a} ms .. {b} ms after the trace's start: no request or step touches it"
         ));

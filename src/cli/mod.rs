@@ -49,6 +49,14 @@ pub fn set_budget(budget: Option<u64>) {
     let _ = BUDGET.set(budget.unwrap_or_else(crate::load::budget::default_budget));
 }
 
+/// The date and zone of server logs in this run's loads (`--log-date`, `--log-tz`).
+static LOG_CLOCK: OnceLock<crate::import::log_clock::LogClock> = OnceLock::new();
+
+/// Sets the date and zone of server logs in this run's loads (once, from the command line).
+pub fn set_log_clock(clock: crate::import::log_clock::LogClock) {
+    let _ = LOG_CLOCK.set(clock);
+}
+
 /// The importer of this run's loads (`--from KIND`), instead of recognising each file.
 static FROM: OnceLock<crate::import::Kind> = OnceLock::new();
 
@@ -101,6 +109,9 @@ pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadErr
     }
     if options.from.is_none() {
         options.from = FROM.get().copied();
+    }
+    if options.log_clock == crate::import::log_clock::LogClock::default() {
+        options.log_clock = LOG_CLOCK.get().copied().unwrap_or_default();
     }
     let progress = Progress::default();
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {

@@ -9,6 +9,7 @@ use super::validate::fatal;
 use super::{Output, table, thousands};
 use crate::analysis::cost::Prices;
 use crate::analysis::metrics::Distribution;
+use crate::analysis::samples::{SampleFigures, sample_figures};
 use crate::analysis::stats::{self, money};
 use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
 use crate::trace::Trace;
@@ -87,6 +88,62 @@ fn steps_text(trace: &Trace) -> Option<String> {
     ))
 }
 
+/// The engine's counter samples in a line: how many, on how many instances, over what time, read how often.
+fn samples_text(f: &SampleFigures) -> String {
+    let every = f
+        .every_ms
+        .map_or_else(String::new, |ms| format!(", read every {:.1} s (median)", ms / 1e3));
+    let prefills = if f.prefill_batches > 0 {
+        format!("; {} of them prefill batches", thousands(f.prefill_batches))
+    } else {
+        String::new()
+    };
+    format!(
+        "{} on {} instance(s) over {:.1} s{every}{prefills}",
+        thousands(f.samples),
+        f.instances,
+        f.span_ms / 1e3
+    )
+}
+
+/// The table of the counters the samples carry (only those: a counter no sample has is not a row of zeros).
+fn counters_table(f: &SampleFigures) -> String {
+    let num = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+    let mut rows = vec![
+        ["engine counters", "count", "mean", "p50", "p90", "p99", "max"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for c in &f.counters {
+        let d = &c.values;
+        rows.push(vec![
+            c.label.to_owned(),
+            thousands(d.count),
+            num(d.mean),
+            num(d.p50),
+            num(d.p90),
+            num(d.p99),
+            num(d.max),
+        ]);
+    }
+    table(&rows)
+}
+
+/// The request-level latencies' table.
+fn latency_table(s: &Summary) -> String {
+    let rows = vec![
+        ["latency (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"]
+            .map(str::to_owned)
+            .to_vec(),
+        dist_row("TTFT", &s.ttft_ms),
+        dist_row("TPOT", &s.tpot_ms),
+        dist_row("E2E", &s.e2e_ms),
+        dist_row("queue", &s.queue_ms),
+        dist_row("ITL", &s.itl_ms),
+    ];
+    table(&rows)
+}
+
 /// The human form of a summary.
 pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -> String {
     let mut out = String::new();
@@ -130,6 +187,10 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
     if let Some(steps) = steps_text(trace) {
         head.push(vec!["engine steps".to_owned(), steps]);
     }
+    let samples = sample_figures(trace);
+    if let Some(f) = &samples {
+        head.push(vec!["engine samples".to_owned(), samples_text(f)]);
+    }
     if let Some(t) = slo_text(s) {
         head.push(vec!["SLO".to_owned(), t]);
     }
@@ -159,8 +220,13 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         .iter()
         .map(|(k, n)| format!("{k} {}", thousands(*n)))
         .collect();
-    head.push(vec!["finish reasons".to_owned(), reasons.join(", ")]);
-    head.push(vec!["token mismatches".to_owned(), thousands(s.token_mismatches)]);
+    // Without requests there is nothing to finish or to mismatch: absent, not zero.
+    let per_request = |v: String| if s.requests == 0 { "-".to_owned() } else { v };
+    head.push(vec!["finish reasons".to_owned(), per_request(reasons.join(", "))]);
+    head.push(vec![
+        "token mismatches".to_owned(),
+        per_request(thousands(s.token_mismatches)),
+    ]);
     head.push(vec!["rejected records".to_owned(), thousands(rejected)]);
     if trace.candidates_on_disk.is_some() {
         // The figures need no candidate: a Parquet trace's are left on disk (most of its bytes) and not checked.
@@ -173,17 +239,15 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         out.push_str(&format!("{:<18}{}\n", row[0], row[1]));
     }
     out.push('\n');
-    let rows = vec![
-        ["latency (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"]
-            .map(str::to_owned)
-            .to_vec(),
-        dist_row("TTFT", &s.ttft_ms),
-        dist_row("TPOT", &s.tpot_ms),
-        dist_row("E2E", &s.e2e_ms),
-        dist_row("queue", &s.queue_ms),
-        dist_row("ITL", &s.itl_ms),
-    ];
-    out.push_str(&table(&rows));
+    if s.requests == 0 {
+        out.push_str("latency           - (no requests in the trace: no TTFT, TPOT, E2E, queue or ITL)\n");
+    } else {
+        out.push_str(&latency_table(s));
+    }
+    if let Some(f) = samples.as_ref().filter(|f| !f.counters.is_empty()) {
+        out.push('\n');
+        out.push_str(&counters_table(f));
+    }
     if let Some(d) = &s.delivery {
         out.push_str(&format!(
             "\nclient vs server ({} of {} requests have both halves; the server's times on the client's clock)\n",
@@ -293,6 +357,8 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
     let stdout = if as_json {
         let mut v = summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())));
         v["candidates_checked"] = json!(trace.candidates_on_disk.is_none());
+        // The counters of the engine's samples; null without samples (not zeros).
+        v["samples"] = json!(sample_figures(trace));
         if let Some(p) = &prices {
             v["currency"] = json!(p.currency);
         }

@@ -123,6 +123,8 @@ pub struct App {
     settings: Settings,
     /// The importer of the files given on the command line (`--from KIND`); files opened later are recognised.
     importer: Option<crate::import::Kind>,
+    /// The date and zone of server logs whose times lack them (`--log-date`, `--log-tz`), for every load.
+    log_clock: crate::import::log_clock::LogClock,
     /// The trace on screen and everything that belongs to it.
     session: Option<Session>,
     /// The trace it is compared with, and the comparison.
@@ -182,6 +184,12 @@ impl App {
         Self::with_importer(source, storage, budget, None)
     }
 
+    /// Reads server logs' times (which lack a year or a zone) with this date and zone, from the next load on; the
+    /// trace given at start is loaded on the first frame, so setting it right after construction covers it.
+    pub fn set_log_clock(&mut self, clock: crate::import::log_clock::LogClock) {
+        self.log_clock = clock;
+    }
+
     /// As [`App::with_budget`], reading every file of `source` with the importer `from` (`--from KIND`) instead
     /// of recognising it.
     pub fn with_importer(
@@ -207,6 +215,7 @@ impl App {
             dataset: None,
             budget_override: budget,
             importer: from,
+            log_clock: crate::import::log_clock::LogClock::default(),
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -334,6 +343,7 @@ impl App {
         };
         let budget = self.memory_budget();
         let from = self.importer.take();
+        let log_clock = self.log_clock;
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
@@ -345,6 +355,7 @@ impl App {
                         lazy_candidates: true,
                         budget: Some(budget),
                         from,
+                        log_clock,
                         ..load::LoadOptions::default()
                     },
                 ),
@@ -356,6 +367,7 @@ impl App {
                         window: Some(Arc::new(window)),
                         budget: Some(budget),
                         from,
+                        log_clock,
                     },
                 ),
                 TraceSource::Paths(ps) => load::load_many(
@@ -365,6 +377,7 @@ impl App {
                         lazy_candidates: true,
                         budget: Some(budget),
                         from,
+                        log_clock,
                         ..load::LoadOptions::default()
                     },
                 ),

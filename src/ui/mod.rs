@@ -13,6 +13,7 @@ pub mod preview;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod render;
+pub mod sample_rows;
 pub mod session;
 pub mod stats;
 pub mod theme;
@@ -25,11 +26,13 @@ pub use session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
 
 /// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
 /// setting, else half the machine's memory); `from`: the importer of every file (`--from`), instead of recognising
-/// it; `compare`: a trace to compare the first with.
+/// it; `log_clock`: the date and zone of server logs (`--log-date`, `--log-tz`); `compare`: a trace to compare the first
+/// with.
 pub fn run(
     source: TraceSource,
     budget: Option<u64>,
     from: Option<crate::import::Kind>,
+    log_clock: crate::import::log_clock::LogClock,
     compare: Option<TraceSource>,
 ) -> Result<(), eframe::Error> {
     let options = eframe::NativeOptions {
@@ -44,6 +47,7 @@ pub fn run(
         options,
         Box::new(move |cc| {
             let mut app = App::with_importer(source, cc.storage, budget, from);
+            app.set_log_clock(log_clock);
             if let Some(b) = compare {
                 app.compare_with(b);
             }

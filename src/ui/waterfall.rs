@@ -12,6 +12,7 @@
 use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
 
 use super::command::Command;
+use super::sample_rows;
 use super::theme;
 use crate::trace::{StageKind, Trace};
 use crate::view::lanes::{LaneSamples, Runs, TrackLayout, class_runs, request_extent};
@@ -160,12 +161,17 @@ pub fn waterfall_ui(
     let time = Rect::from_min_max(pos2(rect.left() + theme::LABEL_WIDTH, rect.top()), rect.max);
     let ruler_rect = Rect::from_min_size(time.min, vec2(time.width(), theme::RULER_HEIGHT));
     let engines_top = ruler_rect.bottom();
-    let engines_height = if view.engines.is_empty() {
-        20.0
-    } else {
-        engine_block_height() * view.engines.len() as f32
+    let engines_height = match (view.engines.is_empty(), view.sampled.is_empty()) {
+        (false, _) => engine_block_height() * view.engines.len() as f32,
+        // A line saying there is no engine track, unless sampled counters stand in for one.
+        (true, true) => 20.0,
+        (true, false) => 0.0,
     };
-    let requests = Rect::from_min_max(pos2(rect.left(), engines_top + engines_height), rect.max);
+    let sampled_top = engines_top + engines_height;
+    let requests = Rect::from_min_max(
+        pos2(rect.left(), sampled_top + sample_rows::block_height(view)),
+        rect.max,
+    );
     let frame = Frame {
         time,
         labels_x: rect.left() + 4.0,
@@ -322,6 +328,7 @@ pub fn waterfall_ui(
     let mut hover = None;
     draw_ruler(&painter, &frame, &vp, view, &ticks, step, pointer, &mut hover);
     draw_engines(ui, &painter, &frame, &vp, view, pointer, &mut hover);
+    sample_rows::draw(ui, &painter, frame.time, frame.labels_x, sampled_top, &vp, view);
     let rows_at = RowsAt {
         scroll_y: state.scroll_y,
         row_h,
@@ -535,7 +542,7 @@ fn draw_engines(
     hover: &mut Option<Hover>,
 ) {
     let trace = &view.trace;
-    if view.engines.is_empty() {
+    if view.engines.is_empty() && view.sampled.is_empty() {
         painter.text(
             pos2(frame.time.left() + 6.0, frame.engines_top + 10.0),
             Align2::LEFT_CENTER,
@@ -544,6 +551,9 @@ fn draw_engines(
             FontId::proportional(12.0),
             theme::MUTED_TEXT,
         );
+        return;
+    }
+    if view.engines.is_empty() {
         return;
     }
     let font = FontId::proportional(11.0);

@@ -14,3 +14,23 @@ pub fn sample(name: &str) -> Trace {
         Err(e) => panic!("{}: {e}", path.display()),
     }
 }
+
+/// The trace of JSONL text made in a test, with its load report; panics (fails the test) on a fatal error.
+pub fn trace_and_report(jsonl: &str) -> (Trace, crate::trace::report::Report) {
+    let mut b = crate::trace::TraceBuilder::default();
+    if let Err(e) = crate::format::jsonl::read_from(
+        jsonl.as_bytes(),
+        std::path::Path::new("t.jsonl"),
+        0,
+        &mut b,
+        &Progress::default(),
+    ) {
+        panic!("t.jsonl: {e}");
+    }
+    b.finish()
+}
+
+/// The trace of JSONL text made in a test.
+pub fn trace_of(jsonl: &str) -> Trace {
+    trace_and_report(jsonl).0
+}

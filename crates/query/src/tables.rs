@@ -1,4 +1,5 @@
-//! The trace's tables as polars frames: `requests`, `tokens`, `steps`, `stages` and `candidates`, each column declared
+//! The trace's tables as polars frames: `requests`, `tokens`, `steps`, `stages`, `candidates` and `samples`, each
+//! column declared
 //! once with its type and meaning (`docs/QUERY.md` is checked against these declarations).
 //!
 //! A table is built with only the columns a query names: a `SELECT count(*) FROM tokens` over ten million tokens does
@@ -24,16 +25,19 @@ pub enum Table {
     Stages,
     /// One row per alternative of a token (top-k), when the trace's candidates are in memory.
     Candidates,
+    /// One row per reading of an engine's counters (a server log's stats line).
+    Samples,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 6] = [
         Table::Requests,
         Table::Tokens,
         Table::Steps,
         Table::Stages,
         Table::Candidates,
+        Table::Samples,
     ];
 
     /// The table's name in SQL.
@@ -44,6 +48,7 @@ impl Table {
             Table::Steps => "steps",
             Table::Stages => "stages",
             Table::Candidates => "candidates",
+            Table::Samples => "samples",
         }
     }
 
@@ -55,6 +60,7 @@ impl Table {
             Table::Steps => "one row per engine step (the format's iterations)",
             Table::Stages => "one row per stage span of a request, derived spans included (what the waterfall draws)",
             Table::Candidates => "one row per alternative (top-k candidate) of a token",
+            Table::Samples => "one row per reading of an engine's counters (a server log's periodic stats line)",
         }
     }
 
@@ -66,6 +72,7 @@ impl Table {
             Table::Steps => STEPS,
             Table::Stages => STAGES,
             Table::Candidates => CANDIDATES,
+            Table::Samples => SAMPLES,
         }
     }
 
@@ -592,6 +599,100 @@ static STEPS: &[Col] = &[
     col!("num_preempted", "u32", "requests preempted in the step", |s| {
         Series::new("num_preempted".into(), &s.trace.iterations.num_preempted)
     }),
+];
+
+static SAMPLES: &[Col] = &[
+    col!("source", "str", "engine instance", |s| labels(
+        s,
+        "source",
+        &s.trace.samples.source
+    )),
+    col!(
+        "time_ns",
+        "i64",
+        "when the counters were read (ns since the Unix epoch)",
+        |s| { Series::new("time_ns".into(), &s.trace.samples.time_ns) }
+    ),
+    col!("time_s", "f64", "the same, seconds since the trace's start", |s| {
+        let v: Vec<f64> = s.trace.samples.time_ns.iter().map(|&t| s.seconds(t)).collect();
+        Series::new("time_s".into(), v)
+    }),
+    col!(
+        "interval_s",
+        "f64",
+        "the window the rates and averages cover, ending at time_ns",
+        |s| {
+            #[allow(clippy::cast_precision_loss)] // durations far below 2^53 ns
+            let v: Vec<Option<f64>> = s
+                .trace
+                .samples
+                .interval_ns
+                .iter()
+                .map(|v| v.map(|ns| ns as f64 / 1e9))
+                .collect();
+            Series::new("interval_s".into(), v)
+        }
+    ),
+    col!("running", "u32", "requests running", |s| {
+        Series::new("running".into(), &s.trace.samples.num_running)
+    }),
+    col!("waiting", "u32", "requests waiting in the queue", |s| {
+        Series::new("waiting".into(), &s.trace.samples.num_waiting)
+    }),
+    col!("swapped", "u32", "requests swapped out to CPU memory (vLLM V0)", |s| {
+        Series::new("swapped".into(), &s.trace.samples.num_swapped)
+    }),
+    col!("kv_usage", "f64", "KV-cache use, 0..1", |s| {
+        Series::new("kv_usage".into(), &s.trace.samples.kv_usage)
+    }),
+    col!("kv_tokens", "u32", "KV-cache tokens in use", |s| {
+        Series::new("kv_tokens".into(), &s.trace.samples.kv_tokens)
+    }),
+    col!(
+        "prompt_throughput",
+        "f64",
+        "prompt tokens computed per second over the interval",
+        |s| { Series::new("prompt_throughput".into(), &s.trace.samples.prompt_throughput) }
+    ),
+    col!(
+        "generation_throughput",
+        "f64",
+        "output tokens per second over the interval",
+        |s| { Series::new("generation_throughput".into(), &s.trace.samples.generation_throughput) }
+    ),
+    col!(
+        "prefix_hit_rate",
+        "f64",
+        "share of prompt tokens served from the prefix cache, 0..1",
+        |s| { Series::new("prefix_hit_rate".into(), &s.trace.samples.prefix_hit_rate) }
+    ),
+    col!(
+        "spec_accept_length",
+        "f64",
+        "speculative decoding: tokens accepted per step, the bonus included",
+        |s| { Series::new("spec_accept_length".into(), &s.trace.samples.spec_accept_length) }
+    ),
+    col!(
+        "spec_accept_rate",
+        "f64",
+        "speculative decoding: share of drafted tokens accepted, 0..1",
+        |s| { Series::new("spec_accept_rate".into(), &s.trace.samples.spec_accept_rate) }
+    ),
+    col!("num_prefill_reqs", "u32", "a prefill batch's new sequences", |s| {
+        Series::new("num_prefill_reqs".into(), &s.trace.samples.num_prefill_reqs)
+    }),
+    col!(
+        "num_prefill_tokens",
+        "u32",
+        "a prefill batch's prompt tokens computed",
+        |s| { Series::new("num_prefill_tokens".into(), &s.trace.samples.num_prefill_tokens) }
+    ),
+    col!(
+        "cached_tokens",
+        "u32",
+        "a prefill batch's prompt tokens from the prefix cache",
+        |s| { Series::new("cached_tokens".into(), &s.trace.samples.cached_tokens) }
+    ),
 ];
 
 static STAGES: &[Col] = &[

@@ -3,9 +3,11 @@
 //!
 //! Which bucket an event lands in follows what each figure measures, as engines' own metrics do: a request counts
 //! towards the rate when it arrives, its TTFT when its first token comes, its TPOT when it finishes; a token when it
-//! is emitted, towards goodput too if its request met every objective (so goodput never exceeds throughput); a step's queue, KV use and preemptions when the step starts. Percentiles are by nearest
-//! rank (`QuantileMethod::Equiprobable`: the value at rank ceil(p × n)), the same figures as `summary`'s. Rates divide
-//! by the bucket's width, the last bucket's too, which may be partial.
+//! is emitted, towards goodput too if its request met every objective (so goodput never exceeds throughput); a
+//! step's queue, KV use and preemptions when the step starts (an instance without steps: its counter samples' queue
+//! and KV use, when read). Percentiles are by nearest rank (`QuantileMethod::Equiprobable`: the value at rank
+//! ceil(p × n)), the same figures as `summary`'s. Rates divide by the bucket's width, the last bucket's too, which
+//! may be partial.
 
 use polars::prelude::*;
 use tokenscope_core::analysis::metrics::request_metrics;
@@ -192,29 +194,42 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     ])?
     .lazy();
 
+    // The steps' queue, KV use and preemptions; for an instance without steps, its counter samples' queue and KV
+    // use (a server log's stats lines), which say nothing of preemptions.
     let it = &trace.iterations;
-    let step_g: Vec<&str> = it
-        .source
-        .iter()
-        .map(|&s| {
-            if by.is_some() {
-                trace.label(s).unwrap_or(NO_LABEL)
-            } else {
-                ""
-            }
-        })
-        .collect();
+    let with_steps: Vec<u32> = trace.sources_with_iterations().iter().map(|&(s, _)| s).collect();
+    let sa = &trace.samples;
+    let sampled: Vec<usize> = (0..sa.len()).filter(|&i| !with_steps.contains(&sa.source[i])).collect();
+    let group = |s: u32| {
+        if by.is_some() {
+            trace.label(s).unwrap_or(NO_LABEL)
+        } else {
+            ""
+        }
+    };
+    let mut step_g: Vec<&str> = it.source.iter().map(|&s| group(s)).collect();
+    let mut step_start = it.start_ns.clone();
+    let mut waiting = it.num_waiting.clone();
+    let mut kv = it.kv_usage.clone();
+    let mut preempted = it.num_preempted.clone();
+    for &i in &sampled {
+        step_g.push(group(sa.source[i]));
+        step_start.push(sa.time_ns[i]);
+        waiting.push(sa.num_waiting[i]);
+        kv.push(sa.kv_usage[i]);
+        preempted.push(None);
+    }
     if steps_apply(by)
-        && let Some(&t) = it.start_ns.iter().max()
+        && let Some(&t) = step_start.iter().max()
     {
         last = last.max(t);
     }
     let steps = DataFrame::new_infer_height(vec![
         Column::new("g".into(), step_g),
-        Column::new("start_ns".into(), &it.start_ns),
-        Column::new("num_waiting".into(), &it.num_waiting),
-        Column::new("kv_usage".into(), &it.kv_usage),
-        Column::new("num_preempted".into(), &it.num_preempted),
+        Column::new("start_ns".into(), step_start),
+        Column::new("num_waiting".into(), waiting),
+        Column::new("kv_usage".into(), kv),
+        Column::new("num_preempted".into(), preempted),
     ])?
     .lazy();
 
@@ -222,6 +237,11 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     if by == Some(GroupBy::Source) {
         // A source with steps but no request of its own still has a queue and KV use to show.
         labels.extend(it.source.iter().map(|&s| trace.label(s).unwrap_or(NO_LABEL).to_owned()));
+        labels.extend(
+            sampled
+                .iter()
+                .map(|&i| trace.label(sa.source[i]).unwrap_or(NO_LABEL).to_owned()),
+        );
     }
     Ok(Frames {
         requests,

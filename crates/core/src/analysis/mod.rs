@@ -8,6 +8,7 @@ pub mod findings;
 pub mod interference;
 pub mod metrics;
 pub mod range_index;
+pub mod samples;
 pub mod stats;
 pub mod summary;
 pub mod tokens;

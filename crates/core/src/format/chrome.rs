@@ -1,6 +1,7 @@
 //! The Chrome Trace Event format (JSON), which Perfetto UI and chrome://tracing open: one process per engine
-//! instance with a thread of engine steps, counters (batch size, KV use, waiting), and a thread per request with its
-//! stages as slices and its tokens as instant events carrying their text, logprob and rank.
+//! instance with a thread of engine steps, counters (batch size, KV use, waiting, and a server log's sampled
+//! counters), and a thread per request with its stages as slices and its tokens as instant events carrying their
+//! text, logprob and rank.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -22,6 +23,7 @@ pub fn events(trace: &Trace) -> Vec<Value> {
         .arrival_ns
         .iter()
         .chain(trace.iterations.start_ns.iter())
+        .chain(trace.samples.time_ns.iter())
         .copied()
         .min()
         .unwrap_or(0);
@@ -31,6 +33,7 @@ pub fn events(trace: &Trace) -> Vec<Value> {
         .source
         .iter()
         .chain(trace.iterations.source.iter())
+        .chain(trace.samples.source.iter())
         .copied()
         .collect();
     sources.sort_unstable();
@@ -57,6 +60,25 @@ pub fn events(trace: &Trace) -> Vec<Value> {
             ("batch size", it.num_reqs[i].map(f64::from)),
             ("KV use", it.kv_usage[i]),
             ("waiting", it.num_waiting[i].map(f64::from)),
+        ] {
+            if let Some(v) = value {
+                out.push(json!({"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": ts, "args": {"value": v}}));
+            }
+        }
+    }
+    // The engine's sampled counters (a server log's stats lines), each a counter track of its instance.
+    let sa = &trace.samples;
+    for i in 0..sa.len() {
+        let row = sa.row(i);
+        let (pid, ts) = (pid_of(row.source), us(row.time_ns, origin));
+        for (name, value) in [
+            ("running", row.num_running.map(f64::from)),
+            ("waiting", row.num_waiting.map(f64::from)),
+            ("KV use", row.kv_usage),
+            ("generation tok/s", row.generation_throughput),
+            ("prompt tok/s", row.prompt_throughput),
+            ("prefix hit rate", row.prefix_hit_rate),
+            ("spec. accept length", row.spec_accept_length),
         ] {
             if let Some(v) = value {
                 out.push(json!({"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": ts, "args": {"value": v}}));

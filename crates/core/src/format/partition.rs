@@ -77,6 +77,9 @@ fn folder(keys: &[PartitionKey], time_ns: i64, source: &str) -> Vec<String> {
         .collect()
 }
 
+/// The rows of one partition: requests, steps and samples.
+type Rows = (Vec<u32>, Vec<usize>, Vec<usize>);
+
 /// Writes `trace` under `dir` partitioned by `keys` (in that order, outermost first): a request goes where its
 /// arrival and source put it, with its stages, tokens and candidates; a step where its start and source put it.
 /// Returns each file written with its requests and steps. Candidates of a trace loaded lazily come from
@@ -107,7 +110,7 @@ pub fn write_partitioned(
             reason: "no key to partition by (date, hour, source)".to_owned(),
         });
     }
-    let mut parts: BTreeMap<Vec<String>, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
+    let mut parts: BTreeMap<Vec<String>, Rows> = BTreeMap::new();
     for r in 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX) {
         let ri = r as usize;
         let source = trace.label(trace.requests.source[ri]).unwrap_or("engine");
@@ -119,8 +122,13 @@ pub fn write_partitioned(
         let f = folder(keys, trace.iterations.start_ns[i], source);
         parts.entry(f).or_default().1.push(i);
     }
+    for i in 0..trace.samples.len() {
+        let source = trace.label(trace.samples.source[i]).unwrap_or("engine");
+        let f = folder(keys, trace.samples.time_ns[i], source);
+        parts.entry(f).or_default().2.push(i);
+    }
     let mut written = Vec::with_capacity(parts.len());
-    for (folders, (requests, steps)) in parts {
+    for (folders, (requests, steps, samples)) in parts {
         let mut path = dir.to_path_buf();
         path.extend(&folders);
         std::fs::create_dir_all(&path).map_err(|source| WriteError::Io {
@@ -128,7 +136,7 @@ pub fn write_partitioned(
             source,
         })?;
         path.push("part-0.parquet");
-        let part = subset(trace, &requests, &steps, candidates);
+        let part = subset(trace, &requests, &steps, &samples, candidates);
         super::write(&part, &path)?;
         written.push((path, requests.len(), steps.len()));
     }

@@ -1,5 +1,5 @@
 //! A trace as a sequence of format records, in the order writers should emit them: meta, requests, iterations,
-//! stages, then tokens grouped by request in index order. Both writers consume this, so they cannot disagree.
+//! samples, stages, then tokens grouped by request in index order. Both writers consume this, so they cannot disagree.
 
 use std::borrow::Cow;
 
@@ -125,6 +125,31 @@ pub fn iteration_record(trace: &Trace, i: usize) -> RawRecord<'_> {
     }
 }
 
+/// The record of sample row `i`.
+pub fn sample_record(trace: &Trace, i: usize) -> RawRecord<'_> {
+    let sa = trace.samples.row(i);
+    RawRecord {
+        kind: s("sample"),
+        source: label(trace, sa.source),
+        time_ns: Some(Val::Ok(sa.time_ns)),
+        interval_ns: int(sa.interval_ns),
+        num_running: count(sa.num_running),
+        num_waiting: count(sa.num_waiting),
+        num_swapped: count(sa.num_swapped),
+        kv_usage: float(sa.kv_usage),
+        kv_tokens: count(sa.kv_tokens),
+        prompt_throughput: float(sa.prompt_throughput),
+        generation_throughput: float(sa.generation_throughput),
+        prefix_hit_rate: float(sa.prefix_hit_rate),
+        spec_accept_length: float(sa.spec_accept_length),
+        spec_accept_rate: float(sa.spec_accept_rate),
+        num_prefill_reqs: count(sa.num_prefill_reqs),
+        num_prefill_tokens: count(sa.num_prefill_tokens),
+        cached_tokens: count(sa.cached_tokens),
+        ..RawRecord::default()
+    }
+}
+
 /// The record of explicit stage row `i`.
 pub fn stage_record(trace: &Trace, i: usize) -> RawRecord<'_> {
     let st = trace.stages.row(i);
@@ -184,6 +209,9 @@ pub fn for_each_record<E>(trace: &Trace, mut f: impl FnMut(&RawRecord<'_>) -> Re
     }
     for i in 0..trace.iterations.len() {
         f(&iteration_record(trace, i))?;
+    }
+    for i in 0..trace.samples.len() {
+        f(&sample_record(trace, i))?;
     }
     for i in 0..trace.stages.len() {
         f(&stage_record(trace, i))?;

@@ -73,7 +73,11 @@ macro_rules! scalar_fields {
             (stage, Str), (tokens, Int),
             // token
             (index, Int), (emitted_ns, Int), (token_id, Int), (text, Str), (special, Bool), (logprob, Float),
-            (rank, Int), (received_ns, Int)
+            (rank, Int), (received_ns, Int),
+            // sample
+            (time_ns, Int), (interval_ns, Int), (num_running, Int), (num_swapped, Int), (kv_tokens, Int),
+            (prompt_throughput, Float), (generation_throughput, Float), (prefix_hit_rate, Float),
+            (spec_accept_length, Float), (spec_accept_rate, Float)
         }
     };
 }
@@ -87,7 +91,7 @@ macro_rules! name_list {
 scalar_fields!(name_list);
 
 /// The record kinds of the format.
-pub const KINDS: [&str; 5] = ["meta", "request", "iteration", "stage", "token"];
+pub const KINDS: [&str; 6] = ["meta", "request", "iteration", "stage", "token", "sample"];
 
 /// The scalar fields a record of each kind may have (`kind` included). Validation reads no others, so readers may
 /// skip the rest; a test in `validate` keeps the two in step.
@@ -175,6 +179,25 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "rank",
             "received_ns",
         ],
+        "sample" => &[
+            "kind",
+            "source",
+            "time_ns",
+            "interval_ns",
+            "num_running",
+            "num_waiting",
+            "num_swapped",
+            "kv_usage",
+            "kv_tokens",
+            "prompt_throughput",
+            "generation_throughput",
+            "prefix_hit_rate",
+            "spec_accept_length",
+            "spec_accept_rate",
+            "num_prefill_reqs",
+            "num_prefill_tokens",
+            "cached_tokens",
+        ],
         _ => &[],
     }
 }
@@ -186,6 +209,7 @@ pub fn required_fields(kind: &str) -> &'static [&'static str] {
         "iteration" => &["iteration", "start_ns", "end_ns"],
         "stage" => &["request_id", "stage", "start_ns", "end_ns"],
         "token" => &["request_id", "index", "emitted_ns"],
+        "sample" => &["time_ns"],
         _ => &[],
     }
 }
@@ -240,10 +264,10 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 6 meta + 29 request + 14 iteration + 2 stage + 8 token scalar fields.
-        assert_eq!(SCALAR_FIELDS.len(), 60);
-        assert_eq!(arrow_schema().fields().len(), 62);
-        for kind in ["request", "iteration", "stage", "token"] {
+        // 1 kind + 6 meta + 29 request + 14 iteration + 2 stage + 8 token + 10 sample scalar fields.
+        assert_eq!(SCALAR_FIELDS.len(), 70);
+        assert_eq!(arrow_schema().fields().len(), 72);
+        for kind in ["request", "iteration", "stage", "token", "sample"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");
             }

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use super::server_log::strip_ansi;
 use super::{Sink, ok, record, text};
 use crate::format::jsonl::for_each_line;
 use crate::ingest::raw::Val;
@@ -57,28 +58,6 @@ enum Tag {
 struct Message<'a> {
     tag: Tag,
     text: &'a str,
-}
-
-/// Removes ANSI colour codes (`ESC [ ... m`).
-fn strip_ansi(line: &str) -> std::borrow::Cow<'_, str> {
-    if !line.contains('\x1b') {
-        return std::borrow::Cow::Borrowed(line);
-    }
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' && chars.peek() == Some(&'[') {
-            chars.next();
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// `M.SS.mmm.uuu` to µs.

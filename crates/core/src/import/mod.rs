@@ -7,8 +7,11 @@
 
 pub mod aiperf;
 pub mod llamacpp_log;
+pub mod log_clock;
 pub mod openai;
 pub mod otlp;
+pub mod server_log;
+pub mod sglang_log;
 pub mod trtllm;
 pub mod vllm_log;
 
@@ -29,8 +32,12 @@ pub enum Kind {
     SglangOtlp,
     /// vLLM `--otlp-traces-endpoint`: the `llm_request` spans as OTLP JSON.
     VllmOtlp,
-    /// vLLM `--enable-logging-iteration-details`: the server's log, one line per engine step.
-    VllmIterations,
+    /// vLLM's server log: the stats every 10 s (running, waiting, KV use, throughput, prefix-cache hits,
+    /// speculative acceptance), and with `--enable-logging-iteration-details` one line per engine step.
+    #[value(alias = "vllm-iterations")]
+    VllmLog,
+    /// SGLang's server log: a `Prefill batch` line per prefill batch, a `Decode batch` line every 40 decode steps.
+    SglangLog,
     /// TensorRT-LLM: the `/metrics` IterationStats JSON (array or lines) or the `print_iter_log` lines.
     TrtllmIterations,
     /// TensorRT-LLM: the `/perf_metrics` JSON, per-request timings.
@@ -49,10 +56,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order they are listed to users.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::SglangOtlp,
         Kind::VllmOtlp,
-        Kind::VllmIterations,
+        Kind::VllmLog,
+        Kind::SglangLog,
         Kind::TrtllmIterations,
         Kind::TrtllmPerf,
         Kind::Aiperf,
@@ -67,7 +75,8 @@ impl Kind {
         match self {
             Kind::SglangOtlp => "sglang-otlp",
             Kind::VllmOtlp => "vllm-otlp",
-            Kind::VllmIterations => "vllm-iterations",
+            Kind::VllmLog => "vllm-log",
+            Kind::SglangLog => "sglang-log",
             Kind::TrtllmIterations => "trtllm-iterations",
             Kind::TrtllmPerf => "trtllm-perf",
             Kind::Aiperf => "aiperf",
@@ -81,8 +90,8 @@ impl Kind {
     /// The engine the kind comes from, for the trace's meta.
     pub fn engine(self) -> Option<&'static str> {
         match self {
-            Kind::SglangOtlp => Some("sglang"),
-            Kind::VllmOtlp | Kind::VllmIterations => Some("vllm"),
+            Kind::SglangOtlp | Kind::SglangLog => Some("sglang"),
+            Kind::VllmOtlp | Kind::VllmLog => Some("vllm"),
             Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
             Kind::LlamacppLog => Some("llama.cpp"),
             Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate | Kind::OpenaiStream => None,
@@ -145,7 +154,10 @@ pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
         return Some(Kind::LlamacppLog);
     }
     if vllm_log::looks_like(&text) {
-        return Some(Kind::VllmIterations);
+        return Some(Kind::VllmLog);
+    }
+    if sglang_log::looks_like(&text) {
+        return Some(Kind::SglangLog);
     }
     if trtllm::looks_like_iter_log(&text) {
         return Some(Kind::TrtllmIterations);
@@ -201,15 +213,27 @@ pub struct Imported {
     first_ns: Option<i64>,
     /// vLLM iteration lines, placed in time once every file is read; with the year of their log file's last change.
     vllm_iterations: Vec<(Vec<vllm_log::Parsed>, i32)>,
+    /// Server logs' stats lines, placed in time likewise: with the file's kind and the year of its last change.
+    log_samples: Vec<(Vec<server_log::LogSample>, Kind, i32)>,
     /// TensorRT-LLM statistics and perf metrics, joined once every file is read.
     trtllm: trtllm::Pending,
     /// SGLang's spans, mapped once every file is read (a request's spans are spread over files), and the first
     /// file that held any.
     sglang: otlp::sglang::Collector,
     sglang_file: Option<u32>,
+    /// The user's date and zone for logs whose times lack them.
+    clock: log_clock::LogClock,
 }
 
 impl Imported {
+    /// What the files of a trace will say, read with the user's date and zone for logs.
+    pub fn with_clock(clock: log_clock::LogClock) -> Self {
+        Self {
+            clock,
+            ..Self::default()
+        }
+    }
+
     /// Adds the trace's meta record (engine and model) unless a native file gave one.
     pub fn finish(self, b: &mut TraceBuilder) {
         let Some(file) = self.first_file else {
@@ -223,8 +247,28 @@ impl Imported {
             let mut sink = Sink::new(b, sglang_file, Kind::SglangOtlp);
             otlp::finish(self.sglang, &mut sink);
         }
+        let clock = self.clock;
         for (parsed, fallback_year) in self.vllm_iterations {
-            vllm_log::place(parsed, year, fallback_year, b);
+            vllm_log::place(parsed, year, fallback_year, &clock, b);
+        }
+        for (samples, kind, fallback_year) in self.log_samples {
+            let placed = server_log::place(&samples, year, fallback_year, &clock, b);
+            if placed > 0 {
+                let engine = if kind == Kind::SglangLog { "SGLang" } else { "vLLM" };
+                let year_text = if kind == Kind::SglangLog {
+                    String::new()
+                } else {
+                    format!(" in {}", clock.year(year, fallback_year))
+                };
+                let note = format!(
+                    "{engine}'s log: {placed} stats line(s) read as samples; its times (whole seconds, no zone) were \
+                     read{year_text} {}; it names no request, so it gives no request's latency",
+                    clock.zone_text()
+                );
+                if !b.report.notes.contains(&note) {
+                    b.report.notes.push(note);
+                }
+            }
         }
         if !self.trtllm.is_empty() {
             trtllm::map(self.trtllm, b);
@@ -275,7 +319,8 @@ pub fn read(
                 imported.sglang_file.get_or_insert(file);
             }
         }
-        Kind::VllmIterations => vllm_log::read(input, path, &mut sink, progress)?,
+        Kind::VllmLog => vllm_log::read(input, path, &mut sink, progress)?,
+        Kind::SglangLog => sglang_log::read(input, path, &mut sink, progress)?,
         Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
         Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
@@ -294,7 +339,7 @@ pub fn read(
         (a, b) => a.or(b),
     };
     imported.trtllm.absorb(std::mem::take(&mut sink.trtllm));
-    if !sink.vllm_iterations.is_empty() {
+    if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() {
         let modified_year = std::fs::metadata(path)
             .and_then(|m| m.modified())
             .map(|t| {
@@ -302,7 +347,12 @@ pub fn read(
                 chrono::DateTime::<chrono::Utc>::from(t).year()
             })
             .unwrap_or(1970);
-        imported.vllm_iterations.push((sink.vllm_iterations, modified_year));
+        if !sink.vllm_iterations.is_empty() {
+            imported.vllm_iterations.push((sink.vllm_iterations, modified_year));
+        }
+        if !sink.log_samples.is_empty() {
+            imported.log_samples.push((sink.log_samples, kind, modified_year));
+        }
     }
     Ok(())
 }
@@ -321,6 +371,8 @@ pub struct Sink<'b> {
     pub first_ns: Option<i64>,
     /// vLLM iteration lines read, to be placed in time when every file is read.
     pub vllm_iterations: Vec<vllm_log::Parsed>,
+    /// Server logs' stats lines read, to be placed in time when every file is read.
+    pub log_samples: Vec<server_log::LogSample>,
     /// TensorRT-LLM statistics read, to be joined when every file is read.
     pub trtllm: trtllm::Pending,
 }
@@ -335,6 +387,7 @@ impl<'b> Sink<'b> {
             model: None,
             first_ns: None,
             vllm_iterations: Vec::new(),
+            log_samples: Vec::new(),
             trtllm: trtllm::Pending::default(),
         }
     }

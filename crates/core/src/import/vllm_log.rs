@@ -1,32 +1,54 @@
-//! vLLM's server log with `--enable-logging-iteration-details` (vLLM 0.33, `vllm/v1/metrics/loggers.py`,
-//! `LoggingStatLogger._log_iteration_details`): one INFO line per engine step,
+//! vLLM's server log (`tests/data/import/vllm/logs/README.md` quotes the source of each line). Two kinds of line:
 //!
-//! ```text
-//! (APIServer pid=4242) INFO 11-29 08:00:00 [loggers.py:199] Engine 000: Iteration(1): 1 context requests,
-//!   256 context tokens, 1 generation requests, 1 generation tokens, iteration elapsed time: 25.00 ms,
-//!   GPU KV cache usage: 0.3%
-//! ```
+//! - the stats every deployment writes, every 10 s by default (`vllm/v1/metrics/loggers.py`, `LoggingStatLogger`):
 //!
-//! (one line in the log; older releases wrote it from the engine process without `Engine NNN:` or the KV use).
-//! Fields are read by name, so their order and the optional ones do not matter; every other line is skipped.
+//!   ```text
+//!   (APIServer pid=4242) INFO 11-29 08:00:10 [loggers.py:123] Engine 000: Avg prompt throughput: 512.3 tokens/s,
+//!     Avg generation throughput: 88.1 tokens/s, Running: 6 reqs, Waiting: 2 reqs, GPU KV cache usage: 41.5%,
+//!     Prefix cache hit rate: 33.0%
+//!   ```
 //!
-//! The log's time has whole seconds, no year and no zone (vLLM's `%m-%d %H:%M:%S`), and the line carries no request
-//! ids. So the steps are placed by chaining their elapsed times from the second each was logged in (accurate to
-//! about a second, in order), read as UTC in the year of the trace's other files (else of the log file's last
-//! change); `elapsed` is vLLM's wait for the step's model output, not the whole step.
+//!   with speculative decoding a `SpecDecoding metrics: Mean acceptance length: ..., Avg Draft acceptance rate: ...`
+//!   line after it, which joins the same reading. The V0 engine (0.6 to 0.8) wrote `Running: N reqs, Swapped: N reqs,
+//!   Pending: N reqs, GPU KV cache usage: ..., CPU KV cache usage: ...` and the prefix cache on a line of its own
+//!   (`Prefix cache hit rate: GPU: x%, CPU: y%`). Each reading becomes a sample; throughputs are averages since the
+//!   engine's previous line.
+//! - with `--enable-logging-iteration-details` (vLLM 0.33, `LoggingStatLogger._log_iteration_details`), one line
+//!   per engine step:
+//!
+//!   ```text
+//!   (APIServer pid=4242) INFO 11-29 08:00:00 [loggers.py:199] Engine 000: Iteration(1): 1 context requests,
+//!     256 context tokens, 1 generation requests, 1 generation tokens, iteration elapsed time: 25.00 ms,
+//!     GPU KV cache usage: 0.3%
+//!   ```
+//!
+//!   (older releases wrote it from the engine process without `Engine NNN:` or the KV use).
+//!
+//! Fields are read by name, so their order and the ones a release adds do not matter; every other line (requests'
+//! access lines, warnings, start-up, progress bars) is skipped and counted. Terminal colours are stripped.
+//!
+//! The log's time has whole seconds, no year and no zone (vLLM's `%m-%d %H:%M:%S`), and no line names a request. So
+//! the steps are placed by chaining their elapsed times from the second each was logged in (accurate to about a
+//! second, in order), read as UTC (or `--log-tz`) in the year of `--log-date`, else of the trace's other files, else
+//! of the log file's last change; `elapsed` is vLLM's wait for the step's model output, not the whole step.
 
 use std::io::Read;
 use std::path::Path;
 
+use super::log_clock::LogClock;
+use super::server_log::{Counters, LocalTime, LogSample, count, fraction, number, pieces, strip_ansi};
 use super::{Sink, ns_from_ms, ok, record, text};
 use crate::format::jsonl::for_each_line;
 use crate::ingest::{LoadError, Progress};
 use crate::trace::TraceBuilder;
 use crate::trace::report::{Place, Problem};
 
-/// True when the text has vLLM iteration lines.
+/// True when the text has vLLM's stats or iteration lines.
 pub fn looks_like(text: &str) -> bool {
     text.lines().any(|line| {
+        (line.contains("Avg prompt throughput:") && line.contains("Avg generation throughput:"))
+            || line.contains("SpecDecoding metrics: ")
+    }) || text.lines().any(|line| {
         line.split_once("Iteration(")
             .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
             && line.contains("context requests")
@@ -57,8 +79,22 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     let mut parsed = Vec::new();
     let mut dummies = 0u64;
     let mut skipped = 0u64;
+    let mut samples: Vec<LogSample> = Vec::new();
     for_each_line(input, path, file, sink.b, progress, |line, place, b| {
         let line = String::from_utf8_lossy(line);
+        let line = strip_ansi(&line);
+        if let Some((at, main)) = stats_at(&line) {
+            match parse_stats(&line, at, main, place) {
+                Ok(s) => add_stats(&mut samples, s, main),
+                Err((field, reason)) => Sink::new(b, file, super::Kind::VllmLog).reject(
+                    place.at,
+                    Problem::Malformed,
+                    Some(field),
+                    format!("vLLM stats line: {reason}"),
+                ),
+            }
+            return;
+        }
         let Some(at) = line.find("Iteration(") else {
             skipped += 1;
             return;
@@ -69,7 +105,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         }
         match parse(&line, at, place) {
             Ok(p) => parsed.push(p),
-            Err((field, reason)) => Sink::new(b, file, super::Kind::VllmIterations).reject(
+            Err((field, reason)) => Sink::new(b, file, super::Kind::VllmLog).reject(
                 place.at,
                 Problem::Malformed,
                 Some(field),
@@ -78,14 +114,96 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         }
     })?;
     sink.vllm_iterations.extend(parsed);
+    sink.log_samples.extend(samples);
+    if skipped > 0 {
+        sink.note(format!(
+            "{skipped} line(s) of {} are neither vLLM stats nor iteration lines (requests, warnings, start-up) and \
+             were skipped",
+            path.display()
+        ));
+    }
     if dummies > 0 {
         sink.note(format!(
             "{dummies} dummy iterations (data-parallel padding) in {} were left out",
             path.display()
         ));
     }
-    let _ = skipped;
     Ok(())
+}
+
+/// Where a stats message starts in the line, and whether it is a reading's main line (`Avg prompt throughput: ...`)
+/// or a second line of it (speculative decoding, V0's prefix cache).
+fn stats_at(line: &str) -> Option<(usize, bool)> {
+    if let Some(at) = line.find("Avg prompt throughput:") {
+        return Some((at, true));
+    }
+    for opener in ["SpecDecoding metrics: ", "Speculative metrics: "] {
+        if let Some(at) = line.find(opener) {
+            return Some((at + opener.len(), false));
+        }
+    }
+    line.find("Prefix cache hit rate: GPU:").map(|at| (at, false))
+}
+
+/// A stats line: its time, engine and counters.
+fn parse_stats(line: &str, at: usize, main: bool, place: Place) -> Result<LogSample, (&'static str, String)> {
+    let (month, day, second_of_day) =
+        prefix_time(&line[..at]).ok_or(("time", "no MM-DD HH:MM:SS time before the message".to_owned()))?;
+    let engine: Option<u32> = line[..at]
+        .rfind("Engine ")
+        .and_then(|e| line[e + 7..at].trim().trim_end_matches(':').trim().parse().ok());
+    let mut c = Counters::default();
+    for (label, value) in pieces(&line[at..]) {
+        match label {
+            "Avg prompt throughput" => c.prompt_throughput = number(value).map(|n| n.0),
+            "Avg generation throughput" => c.generation_throughput = number(value).map(|n| n.0),
+            "Running" => c.num_running = count(value),
+            // V1 says Waiting, V0 Pending.
+            "Waiting" | "Pending" => c.num_waiting = count(value),
+            "Swapped" => c.num_swapped = count(value),
+            // `GPU KV cache usage` (0.33 names the device: `XPU KV cache usage`); not V0's `CPU KV cache usage`.
+            l if l.ends_with("KV cache usage") && !l.starts_with("CPU") => c.kv_usage = fraction(value),
+            // V0: "Prefix cache hit rate: GPU: 12.00%, CPU: 0.00%".
+            "Prefix cache hit rate" => c.prefix_hit_rate = fraction(value.trim_start_matches("GPU:")),
+            "Mean acceptance length" => c.spec_accept_length = number(value).map(|n| n.0),
+            // V1 in percent; the older "Draft acceptance rate: 0.800" a fraction.
+            "Avg Draft acceptance rate" | "Draft acceptance rate" => c.spec_accept_rate = fraction(value),
+            _ => {}
+        }
+    }
+    if main && c.num_running.is_none() {
+        return Err((
+            "Running",
+            "no \"Running: N reqs\" after the throughputs: the line is cut or of another form".to_owned(),
+        ));
+    }
+    Ok(LogSample {
+        place,
+        local: LocalTime {
+            year: None,
+            month,
+            day,
+            second_of_day,
+        },
+        source: engine.filter(|&e| e > 0).map(|e| format!("engine-{e:03}")),
+        series: 0,
+        counters: c,
+    })
+}
+
+/// Adds a stats line's reading: a second line of a reading (speculative decoding, V0's prefix cache, written just
+/// after the main one) goes into the last reading of its engine when that was written in the same second or the
+/// one before, else stands alone.
+fn add_stats(samples: &mut Vec<LogSample>, s: LogSample, main: bool) {
+    if !main
+        && let Some(last) = samples.iter_mut().rev().find(|l| l.source == s.source)
+        && (last.local.month, last.local.day) == (s.local.month, s.local.day)
+        && s.local.second_of_day.saturating_sub(last.local.second_of_day) <= 1
+    {
+        last.counters.absorb(&s.counters);
+        return;
+    }
+    samples.push(s);
 }
 
 /// The number before `label` in a `", "`-separated list ("1536 context tokens").
@@ -163,9 +281,10 @@ fn prefix_time(prefix: &str) -> Option<(u32, u32, u32)> {
 }
 
 /// Places the iterations read in time and adds them: `year` is the trace's, when its other files gave one.
-pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, b: &mut TraceBuilder) {
+pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, clock: &LogClock, b: &mut TraceBuilder) {
     use chrono::NaiveDate;
-    let year = year.unwrap_or(fallback_year);
+    let year = clock.year(year, fallback_year);
+    let offset_ns = i64::from(clock.utc_offset_s.unwrap_or(0)) * 1_000_000_000;
     let mut cursor: Vec<(u32, i64)> = Vec::new();
     for p in &parsed {
         let Some(midnight) = NaiveDate::from_ymd_opt(year, p.month, p.day)
@@ -174,7 +293,7 @@ pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, b: &mut
         else {
             continue;
         };
-        let second_ns = (midnight + i64::from(p.second_of_day)) * 1_000_000_000;
+        let second_ns = (midnight + i64::from(p.second_of_day)) * 1_000_000_000 - offset_ns;
         let previous_end = cursor.iter().find(|(e, _)| *e == p.engine).map(|&(_, end)| end);
         let start = previous_end.map_or(second_ns, |end| end.max(second_ns));
         let end = start + p.elapsed_ns;
@@ -201,9 +320,10 @@ pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, b: &mut
     if !parsed.is_empty() {
         b.report.notes.push(format!(
             "vLLM's iteration log gives whole seconds without year or zone: its {} steps are placed by chaining \
-             their elapsed times from the second each was logged in, read as UTC in {year}; it names no requests, \
-             so steps and requests are not linked",
-            parsed.len()
+             their elapsed times from the second each was logged in, read in {year} {}; it names no requests, so \
+             steps and requests are not linked",
+            parsed.len(),
+            clock.zone_text()
         ));
     }
 }

@@ -103,7 +103,7 @@ pub enum LoadError {
         /// Why they do not belong together.
         why: String,
     },
-    /// Files read with a named importer (`--from KIND`) that gave no request, step or token: they are not of that
+    /// Files read with a named importer (`--from KIND`) that gave no request, step, sample or token: they are not of that
     /// kind.
     #[error("{path}: nothing was read as {kind}: {detail}")]
     NotThatKind {

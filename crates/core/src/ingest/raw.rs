@@ -206,6 +206,27 @@ pub struct RawRecord<'a> {
     pub rank: Field<i64>,
     #[serde(default)]
     pub received_ns: Field<i64>,
+    // sample
+    #[serde(default)]
+    pub time_ns: Field<i64>,
+    #[serde(default)]
+    pub interval_ns: Field<i64>,
+    #[serde(default)]
+    pub num_running: Field<i64>,
+    #[serde(default)]
+    pub num_swapped: Field<i64>,
+    #[serde(default)]
+    pub kv_tokens: Field<i64>,
+    #[serde(default)]
+    pub prompt_throughput: Field<f64>,
+    #[serde(default)]
+    pub generation_throughput: Field<f64>,
+    #[serde(default)]
+    pub prefix_hit_rate: Field<f64>,
+    #[serde(default)]
+    pub spec_accept_length: Field<f64>,
+    #[serde(default)]
+    pub spec_accept_rate: Field<f64>,
     #[serde(default, borrow)]
     pub candidates: Field<Vec<RawCandidate<'a>>>,
 }

@@ -7,7 +7,7 @@ use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use crate::format::schema::KINDS;
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Stage, StageKind, Token,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Sample, Stage, StageKind, Token,
     TraceBuilder,
 };
 
@@ -487,6 +487,51 @@ fn rank_among(token_id: Option<u32>, logprob: f64, candidates: &[Candidate]) -> 
 }
 
 /// The request label of a stage or token record, required.
+/// A fraction in 0..1 (KV use, hit and acceptance rates).
+fn opt_fraction(field: &'static str, v: &Field<f64>) -> Check<Option<f64>> {
+    match opt_float(field, v)? {
+        Some(x) if !(0.0..=1.0).contains(&x) => Err(out_of_range(
+            field,
+            format!("{field} = {x} is not a fraction in 0..1 (write 0.42, not 42)"),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// A rate or an average that cannot be negative (tokens per second, tokens per step).
+fn opt_nonnegative(field: &'static str, v: &Field<f64>) -> Check<Option<f64>> {
+    match opt_float(field, v)? {
+        Some(x) if x < 0.0 => Err(out_of_range(field, format!("{field} = {x} is negative"))),
+        other => Ok(other),
+    }
+}
+
+fn sample(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Sample> {
+    let time_ns = req_time("time_ns", &r.time_ns, "sample")?;
+    let source = match opt_str("source", &r.source)? {
+        Some(s) => b.labels.intern(s),
+        None => b.default_source(),
+    };
+    Ok(Sample {
+        source,
+        time_ns,
+        interval_ns: opt_duration("interval_ns", &r.interval_ns)?,
+        num_running: opt_count("num_running", &r.num_running)?,
+        num_waiting: opt_count("num_waiting", &r.num_waiting)?,
+        num_swapped: opt_count("num_swapped", &r.num_swapped)?,
+        kv_usage: opt_fraction("kv_usage", &r.kv_usage)?,
+        kv_tokens: opt_count("kv_tokens", &r.kv_tokens)?,
+        prompt_throughput: opt_nonnegative("prompt_throughput", &r.prompt_throughput)?,
+        generation_throughput: opt_nonnegative("generation_throughput", &r.generation_throughput)?,
+        prefix_hit_rate: opt_fraction("prefix_hit_rate", &r.prefix_hit_rate)?,
+        spec_accept_length: opt_nonnegative("spec_accept_length", &r.spec_accept_length)?,
+        spec_accept_rate: opt_fraction("spec_accept_rate", &r.spec_accept_rate)?,
+        num_prefill_reqs: opt_count("num_prefill_reqs", &r.num_prefill_reqs)?,
+        num_prefill_tokens: opt_count("num_prefill_tokens", &r.num_prefill_tokens)?,
+        cached_tokens: opt_count("cached_tokens", &r.cached_tokens)?,
+    })
+}
+
 fn request_of(r: &RawRecord<'_>, record: &'static str, b: &mut TraceBuilder) -> Check<u32> {
     let id = req_str("request_id", &r.request_id, record, "the request_id of its request")?;
     Ok(b.intern_request_id(id))
@@ -501,8 +546,9 @@ pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
     };
     let Some(kind) = kind else {
         let reason = match &r.kind {
-            None => "missing field kind: every record needs kind = meta, request, iteration, stage or token".to_owned(),
-            Some(Val::Ok(k)) => format!("kind {k:?} is not one of meta, request, iteration, stage, token"),
+            None => "missing field kind: every record needs kind = meta, request, iteration, stage, token or sample"
+                .to_owned(),
+            Some(Val::Ok(k)) => format!("kind {k:?} is not one of meta, request, iteration, stage, token, sample"),
             Some(Val::Wrong(found)) => format!("kind is {found}; expected one of \"request\", \"token\", ..."),
         };
         b.report.reject(Rejection {
@@ -530,6 +576,7 @@ pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
             }
         },
         "iteration" => iteration(r, b).map(|row| b.add_iteration(row, place)),
+        "sample" => sample(r, b).map(|row| b.add_sample(row)),
         "stage" => request_of(r, "stage", b)
             .and_then(|req| stage(r, req))
             .map(|row| b.add_stage(row, place)),

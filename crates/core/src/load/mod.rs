@@ -75,6 +75,8 @@ pub struct LoadOptions {
     pub window: Option<std::sync::Arc<window::Window>>,
     /// Refuse, before reading a record, a load estimated to take more memory than this (bytes): see [`budget`].
     pub budget: Option<u64>,
+    /// The date and zone of server logs whose times lack them (`--log-date`, `--log-tz`).
+    pub log_clock: crate::import::log_clock::LogClock,
 }
 
 /// Loads a trace file or directory, candidates included. `progress` reports bytes read and can cancel.
@@ -159,19 +161,17 @@ pub fn load_many(paths: &[&Path], progress: &Progress, options: LoadOptions) -> 
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let (client, client_report) = read_files(&client_files, &files, window, false, progress)?;
-        let (server, server_report) = read_files(&server_files, &files, window, false, progress)?;
+        let (client, client_report) = read_files(&client_files, &files, window, false, &options, progress)?;
+        let (server, server_report) = read_files(&server_files, &files, window, false, &options, progress)?;
         let join = join::pair(&client, &server, (&names(&client_files), &names(&server_files)))?;
         let mut report = client_report;
         report.absorb(server_report);
         let (trace, report) = join::build(client, &server, &join, report);
         return Ok(Loaded { trace, report });
     }
-    let (trace, report) = read_files(&numbered, &files, window, lazy, progress)?;
+    let (trace, report) = read_files(&numbered, &files, window, lazy, &options, progress)?;
     if let Some(kind) = options.from
-        && trace.request_count() == 0
-        && trace.iterations.is_empty()
-        && trace.token_count() == 0
+        && !trace.has_records()
     {
         return Err(not_that_kind(paths, kind, &report));
     }
@@ -204,7 +204,7 @@ fn not_that_kind(paths: &[&Path], kind: Kind, report: &Report) -> LoadError {
             .join(", "),
         kind: kind.name().to_owned(),
         detail: format!(
-            "no request, step or token in {} record(s), {} rejected{first}; {hint}",
+            "no request, step, sample or token in {} record(s), {} rejected{first}; {hint}",
             report.records,
             report.rejected_count()
         ),
@@ -223,6 +223,7 @@ fn read_files(
     files: &[(PathBuf, Format)],
     window: Option<&window::Window>,
     lazy: bool,
+    options: &LoadOptions,
     progress: &Progress,
 ) -> Result<(Trace, Report), LoadError> {
     let mut b = TraceBuilder::default();
@@ -237,7 +238,7 @@ fn read_files(
         });
     }
     let parquet = Format::Native(Encoding::Parquet);
-    let mut imported = crate::import::Imported::default();
+    let mut imported = crate::import::Imported::with_clock(options.log_clock);
     for run in these.chunk_by(|a, b| a.2 == parquet && b.2 == parquet) {
         let (first, file, format) = run[0];
         match format {

@@ -7,7 +7,9 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
-use super::tables::{Candidate, Candidates, Iteration, Iterations, Request, Requests, Stage, Stages, Token, Tokens};
+use super::tables::{
+    Candidate, Candidates, Iteration, Iterations, Request, Requests, Sample, Samples, Stage, Stages, Token, Tokens,
+};
 use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, NULL_U32, Trace};
 use crate::trace::strings::{Interner, NO_STR};
 
@@ -44,6 +46,7 @@ pub struct TraceBuilder {
     iteration_by_key: HashMap<(u32, i64), u32>,
     stages: Stages,
     stage_places: Vec<Place>,
+    samples: Samples,
     tokens: Tokens,
     token_places: Vec<Place>,
     cand_start: Vec<u32>,
@@ -73,6 +76,7 @@ impl Default for TraceBuilder {
             iteration_by_key: HashMap::default(),
             stages: Stages::default(),
             stage_places: Vec::new(),
+            samples: Samples::default(),
             tokens: Tokens::default(),
             token_places: Vec::new(),
             cand_start: vec![0],
@@ -200,6 +204,12 @@ impl TraceBuilder {
         }
     }
 
+    /// Adds a reading of an engine's counters. Two readings at one time are both kept: a log's times are often
+    /// whole seconds, and two lines in one second are two readings.
+    pub fn add_sample(&mut self, row: Sample) {
+        self.samples.push(row);
+    }
+
     /// Adds a stage; `row.request` is the label id of its `request_id`, resolved in [`Self::finish`].
     pub fn add_stage(&mut self, row: Stage, place: Place) {
         self.stages.push(row);
@@ -244,6 +254,7 @@ impl TraceBuilder {
         for (i, &place) in self.stage_places.iter().enumerate() {
             b.add_stage(self.stages.row(i), place);
         }
+        b.samples = self.samples.clone();
         b.finish().0
     }
 
@@ -273,6 +284,11 @@ impl TraceBuilder {
             let mut row = other.iterations.row(i);
             row.source = label(row.source);
             self.add_iteration(row, place);
+        }
+        let base = self.samples.len();
+        self.samples.append(&other.samples);
+        for id in &mut self.samples.source[base..] {
+            *id = label(*id);
         }
         // Stages and tokens are appended column by column, their labels and texts mapped after.
         let base = self.stages.len();
@@ -311,6 +327,7 @@ impl TraceBuilder {
             requests,
             iterations,
             mut stages,
+            samples,
             mut tokens,
             candidates,
             cand_start,
@@ -359,6 +376,7 @@ impl TraceBuilder {
             iterations,
             iteration_by_key,
             stages,
+            samples,
             tokens,
             cand_start,
             candidates,
@@ -520,6 +538,18 @@ impl TraceBuilder {
             order.sort_by_key(|&i| (it.source[i as usize], it.start_ns[i as usize], it.iteration[i as usize]));
         }
         self.iterations.permute(&order);
+        // Samples by source, then time (a stable sort: readings at one time keep their order).
+        let mut order: Vec<u32> = (0..u32::try_from(self.samples.len()).unwrap_or(u32::MAX)).collect();
+        if let Some(w) = &window {
+            let (sa, l) = (&self.samples, &self.labels);
+            order
+                .retain(|&i| w.contains(sa.time_ns[i as usize]) && w.allows("source", label(l, sa.source[i as usize])));
+        }
+        {
+            let sa = &self.samples;
+            order.sort_by_key(|&i| (sa.source[i as usize], sa.time_ns[i as usize]));
+        }
+        self.samples.permute(&order);
         let iteration_row: HashMap<(u32, i64), u32> = (0..self.iterations.len())
             .map(|i| ((self.iterations.source[i], self.iterations.iteration[i]), i as u32))
             .collect();
@@ -644,6 +674,7 @@ impl TraceBuilder {
         trace.requests = self.requests;
         trace.iterations = self.iterations;
         trace.stages = self.stages;
+        trace.samples = self.samples;
         trace.tokens = self.tokens;
         trace.candidates = self.candidates;
         trace.cand_start = self.cand_start;

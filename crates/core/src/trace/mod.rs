@@ -17,8 +17,8 @@ pub use builder::TraceBuilder;
 pub use stages::StageSpan;
 pub use strings::{Interner, NO_STR};
 pub use tables::{
-    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request, Requests, Stage,
-    StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
+    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request, Requests, Sample,
+    Samples, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
 };
 
 /// The source name of records that give none.
@@ -101,6 +101,8 @@ pub struct Trace {
     pub iterations: Iterations,
     /// Explicit stage records, sorted by request then start.
     pub stages: Stages,
+    /// Counter readings of the engine instances, sorted by source then time.
+    pub samples: Samples,
     /// Output tokens, sorted by request then index.
     pub tokens: Tokens,
     /// Top-k candidates of every token, flattened in token order (empty when they were left on disk).
@@ -288,13 +290,25 @@ impl Trace {
                     .is_some_and(|ids| ids.contains(&token_id)))
     }
 
-    /// The trace's start: its earliest arrival, step start or token, ns (0 for an empty trace). The waterfall's
-    /// ruler counts from it, and the command line's `--from-ms` / `--to-ms` are ms after it.
+    /// True when the trace holds a request, a step, a sample or a token: something read, not only a meta.
+    pub fn has_records(&self) -> bool {
+        self.request_count() > 0 || !self.iterations.is_empty() || !self.samples.is_empty() || self.token_count() > 0
+    }
+
+    /// The trace's start: its earliest arrival, step start, sample or token, ns (0 for an empty trace). The
+    /// waterfall's ruler counts from it, and the command line's `--from-ms` / `--to-ms` are ms after it.
     pub fn start_ns(&self) -> i64 {
         let arrivals = self.requests.arrival_ns.iter();
         let steps = self.iterations.start_ns.iter();
+        let samples = self.samples.time_ns.iter();
         let tokens = self.tokens.emitted_ns.iter();
-        arrivals.chain(steps).chain(tokens).copied().min().unwrap_or(0)
+        arrivals
+            .chain(steps)
+            .chain(samples)
+            .chain(tokens)
+            .copied()
+            .min()
+            .unwrap_or(0)
     }
 
     /// The time `ms` milliseconds after [`Self::start_ns`], ns; saturates instead of overflowing.
@@ -314,6 +328,7 @@ impl Trace {
         self.requests.heap_bytes()
             + self.iterations.heap_bytes()
             + self.stages.heap_bytes()
+            + self.samples.heap_bytes()
             + self.tokens.heap_bytes()
             + self.candidates.heap_bytes()
             + 4 * (self.token_start.len() + self.stage_start.len() + self.cand_start.len())

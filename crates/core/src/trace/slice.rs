@@ -38,16 +38,20 @@ pub fn slice_with(
         .iter()
         .flat_map(|&(source, _)| trace.iterations_overlapping(source, from_ns, to_ns))
         .collect();
-    subset(trace, &requests, &steps, candidates)
+    let samples: Vec<usize> = (0..trace.samples.len())
+        .filter(|&i| (from_ns..=to_ns).contains(&trace.samples.time_ns[i]))
+        .collect();
+    subset(trace, &requests, &steps, &samples, candidates)
 }
 
-/// The requests `requests` of `trace` (rows, ascending) with their stages, tokens and candidates whole, and the
-/// steps `steps` (rows), as a trace of their own with the same meta. Candidates come from `candidates` when given
-/// (a trace loaded with its candidates left on disk: the caller reads them).
+/// The requests `requests` of `trace` (rows, ascending) with their stages, tokens and candidates whole, the steps
+/// `steps` and the samples `samples` (rows), as a trace of their own with the same meta. Candidates come from
+/// `candidates` when given (a trace loaded with its candidates left on disk: the caller reads them).
 pub fn subset(
     trace: &Trace,
     requests: &[u32],
     steps: &[usize],
+    samples: &[usize],
     candidates: Option<&dyn Fn(u32) -> Vec<Vec<super::OwnedCandidate>>>,
 ) -> Trace {
     let mut b = TraceBuilder::default();
@@ -102,6 +106,11 @@ pub fn subset(
         let mut it = trace.iterations.row(i);
         it.source = label(&mut b, it.source);
         b.add_iteration(it, place);
+    }
+    for &i in samples {
+        let mut sa = trace.samples.row(i);
+        sa.source = label(&mut b, sa.source);
+        b.add_sample(sa);
     }
     if trace.meta.present {
         b.set_meta(trace.meta.clone(), place);

@@ -235,6 +235,47 @@ table! {
     }
 }
 
+table! {
+    /// One row per reading of an engine instance's counters, sorted by source then time.
+    Samples,
+    /// An engine's counters at a time, as in the format's `kind = "sample"`: what a server's periodic log line (or a
+    /// metrics scrape) says. Rates and averages cover `interval_ns` up to `time_ns`.
+    Sample {
+        /// Engine instance (id in `Trace::labels`).
+        source: u32,
+        /// When the counters were read.
+        time_ns: i64,
+        /// The window rates and averages cover, ending at `time_ns`.
+        interval_ns: Option<i64>,
+        /// Requests running.
+        num_running: Option<u32>,
+        /// Requests waiting in the queue.
+        num_waiting: Option<u32>,
+        /// Requests swapped out to CPU memory (vLLM's V0 engine).
+        num_swapped: Option<u32>,
+        /// KV-cache use, 0..1.
+        kv_usage: Option<f64>,
+        /// KV-cache tokens in use.
+        kv_tokens: Option<u32>,
+        /// Prompt tokens computed per second over the interval.
+        prompt_throughput: Option<f64>,
+        /// Output tokens generated per second over the interval.
+        generation_throughput: Option<f64>,
+        /// Share of prompt tokens served from the prefix cache, 0..1.
+        prefix_hit_rate: Option<f64>,
+        /// Speculative decoding: tokens accepted per verification step (the bonus token included).
+        spec_accept_length: Option<f64>,
+        /// Speculative decoding: share of drafted tokens accepted, 0..1.
+        spec_accept_rate: Option<f64>,
+        /// A prefill batch's new sequences (SGLang's `#new-seq`).
+        num_prefill_reqs: Option<u32>,
+        /// A prefill batch's prompt tokens computed (SGLang's `#new-token`).
+        num_prefill_tokens: Option<u32>,
+        /// A prefill batch's prompt tokens served from the prefix cache (SGLang's `#cached-token`).
+        cached_tokens: Option<u32>,
+    }
+}
+
 impl Request {
     /// Rewrites every label id of the request (id, source, attribution, reasons, hashes) through `f`: for moving a
     /// request into another trace's label table.

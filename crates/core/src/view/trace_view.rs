@@ -1,6 +1,6 @@
 //! What the waterfall draws from, computed once per trace without egui: the trace's time span, one engine track per
-//! source (its steps as spans, its counters' scales), the request rows in their order, and the labels the filters
-//! offer.
+//! source (its steps as spans, its counters' scales), a track of sampled counters per source that has samples and
+//! no steps, the request rows in their order, and the labels the filters offer.
 
 use std::sync::{Arc, OnceLock};
 
@@ -22,6 +22,8 @@ pub struct TraceView {
     pub t1_ns: i64,
     /// One engine track per source with steps.
     pub engines: Vec<EngineTrack>,
+    /// One track of sampled counters per source with samples but no steps (a server log's stats lines).
+    pub sampled: Vec<SampleTrack>,
     /// The request rows shown, in order ([`TraceView::set_rows`] changes them).
     pub rows: Vec<u32>,
     /// The rows packed into lanes, when first asked for.
@@ -45,6 +47,69 @@ pub struct EngineTrack {
     pub present: [bool; 4],
     /// Its steps in time buckets, for zoomed-out views.
     pub summary: StepSummary,
+}
+
+/// A source's counter samples, drawn as steps that hold each reading until the next.
+#[derive(Clone)]
+pub struct SampleTrack {
+    /// Source label id.
+    pub source: u32,
+    /// Its rows in `trace.samples` (sorted by time).
+    pub rows: std::ops::Range<usize>,
+    /// The largest value of each of [`SAMPLE_COUNTERS`] (its row's scale; KV use 1).
+    pub max: [f32; 4],
+    /// Whether any sample has each counter.
+    pub present: [bool; 4],
+}
+
+/// The counters drawn for a source's samples; [`sample_values`] gives a sample's.
+pub const SAMPLE_COUNTERS: [&str; 4] = ["running", "waiting", "KV use", "generation tok/s"];
+
+/// A sample's counters, in [`SAMPLE_COUNTERS`] order; `None` for those it lacks.
+#[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)] // counts and rates drawn as f32
+pub fn sample_values(trace: &Trace, i: usize) -> [Option<f32>; 4] {
+    let sa = &trace.samples;
+    [
+        sa.num_running[i].map(|v| v as f32),
+        sa.num_waiting[i].map(|v| v as f32),
+        sa.kv_usage[i].map(|v| v as f32),
+        sa.generation_throughput[i].map(|v| v as f32),
+    ]
+}
+
+/// The sample tracks of a trace: one per source with samples and no steps, in the samples' source order.
+pub fn sample_tracks(trace: &Trace) -> Vec<SampleTrack> {
+    let with_steps: Vec<u32> = trace.sources_with_iterations().iter().map(|&(s, _)| s).collect();
+    let sources = &trace.samples.source;
+    let mut out: Vec<SampleTrack> = Vec::new();
+    let mut start = 0;
+    for i in 1..=sources.len() {
+        if i < sources.len() && sources[i] == sources[start] {
+            continue;
+        }
+        let source = sources[start];
+        if !with_steps.contains(&source) {
+            let mut max = [1.0f32; 4];
+            let mut present = [false; 4];
+            for row in start..i {
+                for (k, v) in sample_values(trace, row).into_iter().enumerate() {
+                    if let Some(v) = v {
+                        max[k] = max[k].max(v);
+                        present[k] = true;
+                    }
+                }
+            }
+            max[2] = 1.0; // KV use is a fraction: scale 0..1
+            out.push(SampleTrack {
+                source,
+                rows: start..i,
+                max,
+                present,
+            });
+        }
+        start = i;
+    }
+    out
 }
 
 /// Which counters a step has.
@@ -81,6 +146,7 @@ impl TraceView {
             .iter()
             .flatten()
             .chain(t.iterations.end_ns.iter())
+            .chain(t.samples.time_ns.iter())
             .chain(t.tokens.emitted_ns.iter())
             .chain(t.requests.arrival_ns.iter());
         let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
@@ -109,6 +175,7 @@ impl TraceView {
             })
             .collect();
         let rows = layout::track_rows(t, order, filter);
+        let sampled = sample_tracks(t);
         let q = &t.requests;
         let filter_labels = [&q.model, &q.app_id, &q.user_id, &q.finish_reason].map(|c| distinct_labels(c));
         TraceView {
@@ -116,6 +183,7 @@ impl TraceView {
             t0_ns,
             t1_ns,
             engines,
+            sampled,
             rows,
             lanes: OnceLock::new(),
             generation: 0,

@@ -102,6 +102,8 @@ impl Detector for KvSaturation {
                 });
             }
         }
+        // Instances with counter samples but no steps (a server log): judged from the samples.
+        out.extend(super::from_samples::kv_saturation(trace, th));
         out
     }
 }

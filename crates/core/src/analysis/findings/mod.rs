@@ -10,6 +10,7 @@ mod chronic_interference;
 mod context;
 mod decode_interrupted;
 mod eos_mistrigger;
+mod from_samples;
 mod kv_saturation;
 mod overload;
 mod preemption_burst;

@@ -58,6 +58,8 @@ impl Detector for Overload {
                 out.push(episode(trace, source, &waits, &inside, (from, to), median_wait));
             }
         }
+        // Instances with counter samples but no steps (a server log): judged from the samples.
+        out.extend(super::from_samples::overload(trace, th));
         out
     }
 }

@@ -46,6 +46,7 @@ pub fn read_files(
 /// Whether a row group holds no record of the window, by its statistics alone: all its rows of one kind, and
 /// - requests: arrivals all outside the window, or a label of one value the filters exclude;
 /// - steps: starts all outside the window, or one source the filters exclude;
+/// - samples: times all outside the window, or one source the filters exclude;
 /// - tokens: all emitted before the window's start (a request emits no token before it arrives, so they are the
 ///   tokens of requests that arrived before it).
 ///
@@ -76,6 +77,7 @@ pub fn outside(rg: &parquet::file::metadata::RowGroupMetaData, w: &Window) -> bo
     match only(KIND).as_deref() {
         Some("request") => range("arrival_ns").is_some_and(disjoint) || excluded(&window::LABELS),
         Some("iteration") => range("start_ns").is_some_and(disjoint) || excluded(&["source"]),
+        Some("sample") => range("time_ns").is_some_and(disjoint) || excluded(&["source"]),
         Some("token") => range("emitted_ns").is_some_and(|(_, hi)| w.from_ns.is_some_and(|f| hi < f)),
         _ => false,
     }

@@ -1,0 +1,708 @@
+"""Writes a vLLM server log made by vLLM's own logging code, with known stats values.
+
+    python vllm_log.py SCENARIO OUT_BASE      (run with the interpreter of a vLLM venv)
+
+writes OUT_BASE.log and OUT_BASE.truth.json. Scenarios:
+
+  single       one engine (`vllm serve MODEL`)
+  single-nocolor  the same with NO_COLOR=1 (0.15.x: process prefix without ANSI codes)
+  spec         one engine with speculative decoding (SpecDecoding metrics line)
+  dp2          `--data-parallel-size 2 --api-server-count 1`: per-engine lines
+               "Engine 000: ..." and "Engine 001: ..." (the default logger)
+  dp2-agg      the same with `--aggregate-engine-logging`: "2 Engines Aggregated: ..."
+  dp2-default  `--data-parallel-size 2` alone: api_server_count defaults to 2, each API
+               server warns that stats logging is disabled, and no stats lines appear
+
+What runs is vLLM's: vllm.logger (its dictConfig, NewLineFormatter, the 0.33 process
+name record factory), vllm.utils.system_utils.decorate_logs (0.15: the
+"(APIServer pid=N) " prefix written into sys.stdout/sys.stderr), StatLoggerManager,
+PerEngineStatLoggerAdapter, LoggingStatLogger, AggregatedLoggingStatLogger,
+SpecDecodingLogging, CachingMetrics, SchedulerStats, IterationStats, PrefixCacheStats,
+SpecDecodingStats, log_version_and_model; uvicorn's logging config and formatters
+(the access line is issued with the exact call of uvicorn/protocols/http/h11_impl.py);
+tqdm with vLLM's _BAR_FORMAT. Other start-up lines are vLLM's own logger calls
+re-issued from their source location (common.SourceCall) with chosen values.
+
+Stubbed (fakes.py from scripts/vllm-trace, a permissive import-time fake): torch,
+transformers, tokenizers, vllm.config, vllm.distributed (KVConnectorLogging is a fake;
+with no KV connector configured the real one logs nothing), vllm.compilation, ...
+PrometheusStatLogger is replaced by a no-op subclass handed to StatLoggerManager as a
+custom logger (exactly what makes the manager skip its own Prometheus logger).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import re
+import multiprocessing
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "vllm-trace"))
+
+import time as time_mod  # noqa: E402
+
+import common  # noqa: E402
+from common import Proc, Sink, SourceCall, VirtualClock  # noqa: E402
+
+VERSION = importlib.metadata.version("vllm")
+SCENARIO = sys.argv[1]
+OUT_BASE = sys.argv[2]
+
+# ------------------------------------------------------------------ environment
+# Defaults of a plain `vllm serve`: no VLLM_* logging variables, output not a tty.
+for var in list(os.environ):
+    if var.startswith("VLLM_") or var in ("NO_COLOR", "FORCE_COLOR"):
+        del os.environ[var]
+if SCENARIO.endswith("-nocolor"):
+    os.environ["NO_COLOR"] = "1"
+
+START = {
+    "single": 1762178700.0,  # 2025-11-03 14:05:00 UTC
+    "single-nocolor": 1762178700.0,
+    "spec": 1762182000.0,  # 2025-11-03 15:00:00 UTC
+    "dp2": 1767225540.0,  # 2025-12-31 23:59:00 UTC: the log crosses midnight into a new year
+    "dp2-agg": 1767225540.0,
+    "dp2-default": 1767225540.0,
+}[SCENARIO]
+clock = VirtualClock(START)
+clock.install()  # before tqdm / vllm are imported (tqdm binds time.time at import)
+
+sink = Sink()
+MAIN = Proc(sink, "MainProcess", 2811)
+API = Proc(sink, "APIServer", 2812)
+ENGINES = [Proc(sink, "EngineCore", 2975), Proc(sink, "EngineCore", 2976)]
+API_WORKERS = [Proc(sink, "ApiServer_0", 2870), Proc(sink, "ApiServer_1", 2871)]
+
+# The API server process is the one that configures logging first (0.15: at `import vllm`).
+first = MAIN if SCENARIO == "dp2-default" else API
+first.enter()
+
+import fakes  # noqa: E402
+
+STUBS = {
+    "0.33.0": ["torch", "vllm.config", "vllm.distributed", "vllm.multimodal", "vllm.compilation",
+               "transformers", "tokenizers", "vllm.tokenizers", "uvloop", "cpuinfo"],
+    "0.15.1": ["torch", "vllm.multimodal", "vllm.distributed", "transformers", "tokenizers",
+               "vllm.tokenizers", "vllm.transformers_utils", "cpuinfo", "aiohttp"],
+}
+fakes.install(STUBS[VERSION], {"torch.__version__": "0.0.0+fake"})
+
+import vllm.logger as vlogger  # noqa: E402
+from vllm.v1.metrics import loggers as L  # noqa: E402
+from vllm.v1.metrics.stats import IterationStats, PrefixCacheStats, SchedulerStats  # noqa: E402
+from vllm.v1.spec_decode.metrics import SpecDecodingStats  # noqa: E402
+import vllm.utils.system_utils as system_utils  # noqa: E402
+
+VLLM_ROOT = os.path.dirname(vlogger.__file__)
+NEW = hasattr(vlogger, "set_vllm_process_name")  # 0.33: prefix in the formatter
+
+if NEW:
+    # `vllm serve` calls configure_logging_from_args(args) -> configure_logging(LoggingConfig());
+    # LoggingConfig() takes its defaults from the same envs that config=None reads.
+    vlogger._configure_vllm_root_logger(None)
+VLLM_HANDLER = logging.getLogger("vllm").handlers[0]
+sink.clear()  # drop what importing printed (e.g. "Triton not installed")
+
+import uvicorn.config  # noqa: E402
+import uvicorn.protocols.utils as uv_utils  # noqa: E402
+import tqdm as tqdm_mod  # noqa: E402
+
+UVICORN_ROOT = os.path.dirname(uvicorn.config.__file__)
+
+
+def switch(proc: Proc) -> Proc:
+    """Make `proc` the running process: its pid, its stdio, and (as dictConfig in that
+    process would have bound it) the vLLM handler writing to its stdout."""
+    proc.enter()
+    # per-process state a real process would keep to itself
+    multiprocessing.current_process().name = getattr(proc, "mp_name", "MainProcess")
+    if NEW:
+        vlogger._vllm_process_info = getattr(proc, "vllm_info", None)
+    VLLM_HANDLER.setStream(proc.stdout)
+    # uvicorn's LOGGING_CONFIG binds "default" to sys.stderr and "access" to sys.stdout of the
+    # process that runs uvicorn.Config(...)
+    for h in logging.getLogger("uvicorn").handlers:
+        h.setStream(proc.stderr)
+    for h in logging.getLogger("uvicorn.access").handlers:
+        h.setStream(proc.stdout)
+    return proc
+
+
+def decorate(proc: Proc, mp_name: str) -> None:
+    """Run vLLM's decorate_logs() in `proc` as the real process does (process_name=None
+    -> the multiprocessing process name, which vLLM gives its child processes)."""
+    proc.mp_name = mp_name
+    switch(proc)
+    system_utils.decorate_logs()
+    save_decoration(proc)
+
+
+def save_decoration(proc: Proc) -> None:
+    if NEW:
+        proc.vllm_info = vlogger._vllm_process_info
+
+
+# ------------------------------------------------------------------ log sources
+def call(rel, needle, logger_name, occurrence=0):
+    return SourceCall(VLLM_ROOT, rel, needle, logger_name, occurrence)
+
+
+def try_call(candidates, logger_name):
+    for rel, needle in candidates:
+        try:
+            return call(rel, needle, logger_name)
+        except (common.SourceCallNotFound, FileNotFoundError):
+            continue
+    raise common.SourceCallNotFound(str(candidates))
+
+
+NONDEFAULT = try_call([("entrypoints/utils.py", "non-default args"),
+                       ("entrypoints/common/startup.py", "non-default args")], "vllm.entrypoints.utils")
+RESOLVED_ARCH = call("config/model.py", "Resolved architecture", "vllm.config.model")
+MAX_MODEL_LEN = call("config/model.py", "Using max model len", "vllm.config.model")
+INIT_ENGINE_CFG = call("v1/engine/core.py", "Initializing a V1 LLM engine", "vllm.v1.engine.core")
+START_LOAD = call("v1/worker/gpu_model_runner.py", "Starting to load model", "vllm.v1.worker.gpu_model_runner")
+WEIGHTS_TOOK = call("model_executor/model_loader/default_loader.py", "Loading weights took",
+                    "vllm.model_executor.model_loader.default_loader")
+MODEL_LOADING = call("v1/worker/gpu_model_runner.py", "Model loading took", "vllm.v1.worker.gpu_model_runner")
+KV_MEM = call("v1/worker/gpu_worker.py", "Available KV cache memory", "vllm.v1.worker.gpu_worker")
+KV_SIZE = call("v1/core/kv_cache_utils.py", "GPU KV cache size: %s tokens", "vllm.v1.core.kv_cache_utils") \
+    if "GPU KV cache size: %s tokens" in open(os.path.join(VLLM_ROOT, "v1/core/kv_cache_utils.py")).read() else None
+MAX_CONC = call("v1/core/kv_cache_utils.py", "Maximum concurrency for", "vllm.v1.core.kv_cache_utils")
+INIT_TOOK = try_call([("v1/engine/core.py", '"%.2f s (compilation: %.2f s)",'),  # 0.33, torch.compile on (default)
+                      ("v1/engine/core.py", "init engine (profile, create kv cache, warmup model) took %.2f")],
+                     "vllm.v1.engine.core")
+if NEW:
+    STARTING = call("entrypoints/launchers/api_server/entry.py", "Starting vLLM server on",
+                    "vllm.entrypoints.launchers.api_server.entry")
+    ROUTES = call("entrypoints/launchers/launcher.py", "Available routes are", "vllm.entrypoints.launchers.launcher")
+    ROUTE = call("entrypoints/launchers/launcher.py", "Route: %s, Methods: %s", "vllm.entrypoints.launchers.launcher")
+    # 0.33 logs the ignored-fields message at DEBUG; a request with a removed guided-decoding
+    # field gets a WARNING instead
+    IGNORED = call("entrypoints/serve/engine/protocol.py", "Request contains the removed guided-decoding field",
+                   "vllm.entrypoints.serve.engine.protocol")
+    CHAT_FMT = call("renderers/hf.py", "Detected the chat template content format", "vllm.renderers.hf")
+    DEFAULT_API_COUNT = call("entrypoints/cli/serve.py", "Defaulting api_server_count to data_parallel_size (",
+                             "vllm.entrypoints.cli.serve")
+else:
+    STARTING = call("entrypoints/openai/api_server.py", "Starting vLLM API server", "vllm.entrypoints.openai.api_server")
+    ROUTES = call("entrypoints/launcher.py", "Available routes are", "vllm.entrypoints.launcher")
+    ROUTE = call("entrypoints/launcher.py", "Route: %s, Methods: %s", "vllm.entrypoints.launcher")
+    IGNORED = call("entrypoints/openai/engine/protocol.py", "present in the request but ignored",
+                   "vllm.entrypoints.openai.engine.protocol")
+    CHAT_FMT = call("renderers/hf.py", "Detected the chat template content format", "vllm.renderers.hf")
+    DEFAULT_API_COUNT = call("entrypoints/cli/serve.py", "Defaulting api_server_count to data_parallel_size (",
+                             "vllm.entrypoints.cli.serve")
+
+UV_STARTED = SourceCall(UVICORN_ROOT, "server.py", "Started server process [%d]", "uvicorn.error")
+UV_WAITING = SourceCall(UVICORN_ROOT, "lifespan/on.py", "Waiting for application startup.", "uvicorn.error")
+UV_COMPLETE = SourceCall(UVICORN_ROOT, "lifespan/on.py", "Application startup complete.", "uvicorn.error")
+UV_ACCESS = SourceCall(UVICORN_ROOT, "protocols/http/h11_impl.py", '%s - "%s %s HTTP/%s" %d', "uvicorn.access")
+
+
+def _bar_format() -> str:
+    return common.module_constant(os.path.join(VLLM_ROOT, "model_executor/model_loader/weight_utils.py"),
+                                  "_BAR_FORMAT")
+
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+truth_lines: list[dict] = []
+
+
+# ------------------------------------------------------------------ uvicorn (API server process)
+class _App:  # uvicorn.Config needs an app object; it is never called
+    async def __call__(self, scope, receive, send):  # pragma: no cover
+        pass
+
+
+def start_uvicorn() -> None:
+    # vLLM's serve_http builds uvicorn.Config(app, **kwargs) (no log_config: uvicorn's
+    # LOGGING_CONFIG, streams bound to this process's stdout/stderr) and serves on the socket
+    # vLLM opened, so uvicorn does not log "Uvicorn running on ...".
+    uvicorn.config.Config(_App(), host="0.0.0.0", port=8000, log_level="info", access_log=True)
+    UV_STARTED(process_id=os.getpid())
+    UV_WAITING(self=common.ns(logger=logging.getLogger("uvicorn.error")))
+    UV_COMPLETE(self=common.ns(logger=logging.getLogger("uvicorn.error")))
+
+
+def access(client_port: int, method: str, path: str, status: int) -> None:
+    scope = {"client": ("127.0.0.1", client_port), "method": method, "path": path, "query_string": b"",
+             "root_path": "", "http_version": "1.1"}
+    UV_ACCESS(self=common.ns(access_logger=logging.getLogger("uvicorn.access"), scope=scope),
+              get_client_addr=uv_utils.get_client_addr,
+              get_path_with_query_string=uv_utils.get_path_with_query_string, status=status)
+    truth_lines.append({"kind": "access", "method": method, "path": path, "status": status})
+
+
+# ------------------------------------------------------------------ start-up
+def engine_startup(proc: Proc, mp_name: str, dp_rank: int | None) -> None:
+    decorate(proc, mp_name)
+    cfg = (f"model='{MODEL}', speculative_config={'None' if SCENARIO != 'spec' else 'SpeculativeConfig(method=eagle3, model=yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, num_spec_tokens=3)'}, "
+           f"tokenizer='{MODEL}', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
+           "trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=131072, download_dir=None, "
+           "load_format=auto, tensor_parallel_size=1, pipeline_parallel_size=1, "
+           f"data_parallel_size={1 if dp_rank is None else 2}, disable_custom_all_reduce=False, "
+           "quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "
+           f"seed=0, served_model_name={MODEL}, enable_prefix_caching={SCENARIO != 'spec'}, enable_chunked_prefill=True")
+    INIT_ENGINE_CFG(VLLM_VERSION=VERSION, vllm_config=cfg, self=common.ns(vllm_config=cfg))
+    clock.advance(2.1)
+    START_LOAD(self=common.ns(model_config=common.ns(model=MODEL)))
+    clock.advance(0.4)
+    if dp_rank in (None, 0):
+        # vLLM's safetensors loader: tqdm(..., bar_format=_BAR_FORMAT) on sys.stderr, rank 0 only.
+        for _ in tqdm_mod.tqdm(range(4), desc="Loading safetensors checkpoint shards",
+                               bar_format=_bar_format()):
+            clock.advance(0.61)
+    else:
+        clock.advance(2.44)
+    WEIGHTS_TOOK(self=common.ns(counter_after_loading_weights=12.0, counter_before_loading_weights=9.56),
+                 counter_after_loading_weights=12.0, counter_before_loading_weights=9.56)
+    MODEL_LOADING(format_gib=lambda b: f"{b / (1 << 30):.4f}".rstrip("0").rstrip("."), self=common.ns(
+        model_memory_usage=16060522496, model_loading_time=3.125), model_memory_usage=16060522496,
+        time_after_load=12.9, time_before_load=9.775, GiB_bytes=1 << 30)
+    clock.advance(6.3)
+    KV_MEM(format_gib=lambda b: f"{b / (1 << 30):.2f}", available_kv_cache_memory=52.03 * (1 << 30),
+           available_kv_cache_memory_gib=52.03, self=common.ns(available_kv_cache_memory_bytes=int(52.03 * (1 << 30))),
+           GiB_bytes=1 << 30)
+    if KV_SIZE is not None:
+        KV_SIZE(num_tokens_str="426,208", num_tokens=426208)
+    MAX_CONC(max_model_len_str="131,072", max_concurrency=3.25, max_model_len=131072, num_tokens=426208,
+             pools="GPU", vllm_config=common.ns(model_config=common.ns(max_model_len=131072)))
+    clock.advance(14.2)
+    INIT_TOOK(elapsed=25.37, compile_time=11.84)
+
+
+def api_startup() -> None:
+    # 0.15 decorate_logs("APIServer") / 0.33 decorate_logs("APIServer", skip_if_decorated=True)
+    switch(API)
+    if NEW:
+        system_utils.decorate_logs("APIServer", skip_if_decorated=True)
+    else:
+        system_utils.decorate_logs("APIServer")
+    save_decoration(API)
+    version_and_args(logging.getLogger("vllm.entrypoints.launchers.launcher" if NEW else
+                                       "vllm.entrypoints.openai.api_server"))
+    clock.advance(1.7)
+    RESOLVED_ARCH(arch="LlamaForCausalLM")
+    MAX_MODEL_LEN(max_model_len=131072)
+
+
+def version_and_args(api_logger) -> None:
+    # log_version_and_model (0.15: entrypoints/utils.py, 0.33: entrypoints/common/startup.py), cut
+    # out of its file (the module itself imports fastapi) and run as written.
+    from string import Template
+
+    import vllm.envs as envs
+    rel = "entrypoints/common/startup.py" if NEW else "entrypoints/utils.py"
+    lvm = common.extract_def(os.path.join(VLLM_ROOT, rel), "log_version_and_model",
+                             {"envs": envs, "current_formatter_type": vlogger.current_formatter_type,
+                              "Template": Template, "Logger": logging.Logger})
+    lvm(api_logger, VERSION, MODEL)
+    args = {"model_tag": MODEL, "enable_prefix_caching": SCENARIO != "spec"}
+    if SCENARIO == "spec":
+        args["speculative_config"] = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                      "num_speculative_tokens": 3}
+    if SCENARIO.startswith("dp2"):
+        args["data_parallel_size"] = 2
+        if SCENARIO != "dp2-default":
+            args["api_server_count"] = 1
+        if SCENARIO == "dp2-agg":
+            args["aggregate_engine_logging"] = True
+    NONDEFAULT(non_default_args=args, redact_sensitive_args=lambda a: a)
+
+
+def api_ready(listen="http://0.0.0.0:8000", rank=0) -> None:
+    switch(API)
+    if NEW:
+        STARTING(listen_address=listen)
+    else:
+        STARTING(engine_client=common.ns(vllm_config=common.ns(parallel_config=common.ns(_api_process_rank=rank))),
+                 listen_address=listen)
+    ROUTES()
+    for path, methods in [("/openapi.json", {"GET", "HEAD"}), ("/health", {"GET"}), ("/metrics", {"GET"}),
+                          ("/v1/models", {"GET"}), ("/v1/chat/completions", {"POST"}),
+                          ("/v1/completions", {"POST"})]:
+        ROUTE(path=path, methods=sorted(methods))
+    start_uvicorn()
+
+
+# ------------------------------------------------------------------ stats
+class NoProm(L.PrometheusStatLogger):
+    def __init__(self, vllm_config, engine_indexes=None):
+        self.engine_indexes = engine_indexes or [0]
+
+    def record(self, *a, **k):
+        pass
+
+    def record_sleep_state(self, *a, **k):
+        pass
+
+    def log_engine_initialized(self):
+        pass
+
+    def log(self):
+        pass
+
+
+def vllm_config():
+    return common.ns(
+        kv_transfer_config=None, ec_transfer_config=None,
+        observability_config=common.ns(cudagraph_metrics=False, enable_mfu_metrics=False),
+        cache_config=common.ns(num_gpu_blocks=26638),
+        device_config=common.ns(device_type="cuda"),
+        model_config=common.ns(is_diffusion=False),
+        compilation_config=common.ns(),
+    )
+
+
+def make_manager(engines: list[int], aggregate: bool, client_count: int):
+    kw = dict(engine_idxs=engines, custom_stat_loggers=[NoProm], aggregate_engine_logging=aggregate,
+              client_count=client_count)
+    mgr = L.StatLoggerManager(vllm_config(), **kw)
+    mgr.log_engine_initialized()
+    return mgr
+
+
+def iteration(prompt: int, gen: int, preempted: int = 0) -> IterationStats:
+    it = IterationStats()
+    it.num_generation_tokens = gen
+    it.num_preempted_reqs = preempted
+    if hasattr(it, "prompt_token_stats"):  # 0.33: throughput counts computed (non-cached) prompt tokens
+        it.prompt_token_stats.computed = prompt
+        it.prompt_token_stats.total = prompt
+    else:
+        it.num_prompt_tokens = prompt
+    return it
+
+
+def sched(running: int, waiting: int, kv: float, prefix=None, spec=None) -> SchedulerStats:
+    s = SchedulerStats(num_running_reqs=running, num_waiting_reqs=waiting, kv_cache_usage=kv)
+    if prefix:
+        s.prefix_cache_stats = PrefixCacheStats(requests=prefix[0], queries=prefix[1], hits=prefix[2])
+    if spec:
+        num_drafts, accepted_per_draft, k = spec  # list of accepted counts per draft, k = num_spec_tokens
+        st = SpecDecodingStats.new(k)
+        for a in accepted_per_draft:
+            st.observe_draft(num_draft_tokens=k, num_accepted_tokens=a)
+        s.spec_decoding_stats = st
+    return s
+
+
+class StatsRun:
+    """Feeds StatLoggerManager.record() per engine step and calls .log() every interval,
+    as AsyncLLM's output handler and the API server's _force_log task do, and works out
+    from the values it passed what each logger must print (the truth)."""
+
+    def __init__(self, mgr, engines, created_mono):
+        self.mgr = mgr
+        self.engines = engines
+        self.aggregated = SCENARIO == "dp2-agg"
+        keys = ["agg"] if self.aggregated else list(engines)
+        # per logger: last log time (LoggingStatLogger._reset at construction), cumulative
+        # prefix-cache queries/hits (CachingMetrics keeps the last <=1000 requests; fewer here),
+        # throughputs of the previous interval (idle suppression), spec-decoding window
+        self.st = {k: {"last": created_mono, "q": 0, "h": 0, "prev": (0.0, 0.0),
+                       "spec_last": created_mono, "spec": [] } for k in keys}
+
+    def interval(self, seconds, per_engine, accesses=()):
+        """per_engine: {e: dict(prompt, gen, running, waiting, kv, prefix=(req, q, hits) or None,
+        spec=(drafts, [accepted per draft], k) or None, preempted)};
+        accesses: [(port, method, path, status)]."""
+        steps = 4
+        for step in range(steps):
+            clock.advance(seconds / (steps + 1))
+            for e in self.engines:
+                v = per_engine[e]
+                share = lambda x: (x // steps) + (x % steps if step == steps - 1 else 0)  # noqa: E731
+                self.mgr.record(
+                    scheduler_stats=sched(v["running"], v["waiting"], v["kv"],
+                                          v.get("prefix") if step == 0 else None,
+                                          v.get("spec") if step == 0 else None),
+                    iteration_stats=iteration(share(v["prompt"]), share(v["gen"]),
+                                              v.get("preempted", 0) if step == 0 else 0),
+                    engine_idx=e)
+            if step == 1:
+                for a in accesses:
+                    access(*a)
+        clock.advance(seconds / (steps + 1))
+        now = clock.mono()
+        rows = self._expected(per_engine, now)
+        self.mgr.log()
+        truth_lines.extend(rows)
+
+    def _expected(self, per_engine, now):
+        groups = [("agg", self.engines)] if self.aggregated else [(e, [e]) for e in self.engines]
+        rows = []
+        for key, members in groups:
+            st = self.st[key]
+            vs = [per_engine[e] for e in members]
+            prompt = sum(v["prompt"] for v in vs)
+            gen = sum(v["gen"] for v in vs)
+            elapsed = now - st["last"]
+            st["last"] = now
+            pt, gt = prompt / elapsed, gen / elapsed
+            idle = not any((pt, gt) + st["prev"])
+            st["prev"] = (pt, gt)
+            for v in vs:
+                if v.get("prefix"):
+                    st["q"] += v["prefix"][1]
+                    st["h"] += v["prefix"][2]
+            kv = sum(v["kv"] for v in vs) / len(vs)
+            t = clock.t
+            row = {
+                "kind": "stats",
+                "emitted": not idle,  # an idle engine's line goes to DEBUG (not printed at INFO)
+                "time_epoch": round(t, 3),
+                "time_iso": common.iso(t),
+                "time_printed": time_mod.strftime("%m-%d %H:%M:%S", time_mod.gmtime(t)),
+                "engine": None if key == "agg" else key,
+                "aggregated_engines": len(members) if key == "agg" else None,
+                "interval_s": round(elapsed, 6),
+                "prompt_tokens": prompt,
+                "generation_tokens": gen,
+                "prompt_throughput": pt,
+                "generation_throughput": gt,
+                "running": sum(v["running"] for v in vs),
+                "waiting": sum(v["waiting"] for v in vs),
+                "preemptions": sum(v.get("preempted", 0) for v in vs),
+                "preemptions_printed": False,
+                "kv_cache_usage": kv,
+                "prefix_cache_queries_cum": st["q"],
+                "prefix_cache_hits_cum": st["h"],
+                "prefix_cache_hit_rate": (st["h"] / st["q"]) if st["q"] else 0.0,
+                "prefix_cache_hit_rate_printed": (st["q"] > 0) or not NEW,
+            }
+            rows.append(row)
+            for v in vs:
+                if v.get("spec"):
+                    st["spec"].append(v["spec"])
+            if st["spec"] and not idle:
+                drafts = sum(sp[0] for sp in st["spec"])
+                acc_list = [a for sp in st["spec"] for a in sp[1]]
+                k = st["spec"][0][2]
+                acc = sum(acc_list)
+                spec_elapsed = now - st["spec_last"]
+                st["spec_last"] = now
+                st["spec"] = []
+                rows.append({
+                    "kind": "spec",
+                    "emitted": True,
+                    "time_epoch": round(t, 3),
+                    "time_iso": common.iso(t),
+                    "time_printed": row["time_printed"],
+                    "engine": row["engine"],  # not printed: the SpecDecoding line has no engine prefix
+                    "interval_s": round(spec_elapsed, 6),  # since the previous SpecDecoding line
+                    "num_drafts": drafts,
+                    "num_spec_tokens": k,
+                    "draft_tokens": drafts * k,
+                    "accepted_tokens": acc,
+                    "mean_acceptance_length": 1 + acc / drafts,
+                    "accepted_throughput": acc / spec_elapsed,
+                    "drafted_throughput": drafts * k / spec_elapsed,
+                    "draft_acceptance_rate": acc / (drafts * k),
+                    "per_position_acceptance_rate": [sum(1 for a in acc_list if a > i) / drafts for i in range(k)],
+                })
+        return rows
+
+
+# ------------------------------------------------------------------ scenarios
+def traffic(engines, mgr, created_mono, base_port=41230):
+    """Eight 10-s intervals of varied load (the API server's _force_log period)."""
+    run = StatsRun(mgr, engines, created_mono)
+    port = [base_port]
+
+    def acc(n, path="/v1/chat/completions", status=200, method="POST"):
+        out = []
+        for _ in range(n):
+            port[0] += 2
+            out.append((port[0], method, path, status))
+        return out
+
+    def spread(d):
+        # engine 1 (if any) gets a different load than engine 0
+        res = {}
+        for e in engines:
+            v = dict(d)
+            if e == 1:
+                v = {k: (int(x * 0.6) if isinstance(x, int) and k not in ("running", "waiting") else x)
+                     for k, x in d.items()}
+                v["running"] = max(0, d["running"] - 3)
+                v["waiting"] = max(0, d["waiting"] - 1)
+                v["kv"] = round(d["kv"] * 0.7, 4)
+                if d.get("prefix"):
+                    r, q, h = d["prefix"]
+                    v["prefix"] = (max(1, r // 2), q // 2, h // 3)
+            res[e] = v
+        return res
+
+    spec_k = 3 if SCENARIO == "spec" else None
+
+    def spec(drafts, pattern):
+        if not spec_k:
+            return None
+        acc_list = [pattern[i % len(pattern)] for i in range(drafts)]
+        return (drafts, acc_list, spec_k)
+
+    plan = [
+        (10.0, dict(prompt=4128, gen=312, running=3, waiting=0, kv=0.0213, prefix=(3, 4128, 0),
+                    spec=spec(96, [3, 2, 0, 1])), acc(0)),
+        (10.0, dict(prompt=0, gen=1187, running=3, waiting=0, kv=0.0342, spec=spec(380, [3, 3, 2, 0, 1])),
+         acc(1) + [(41299, "GET", "/metrics", 200)]),
+        (10.0, dict(prompt=24512, gen=2034, running=32, waiting=5, kv=0.6143, prefix=(40, 30016, 5504),
+                    spec=spec(610, [2, 3, 1, 3, 0])), acc(2)),
+        (10.0, dict(prompt=8190, gen=3011, running=48, waiting=12, kv=0.9981, preempted=2,
+                    spec=spec(900, [3, 3, 3, 2, 1, 0])), acc(3) + [(41351, "POST", "/v1/chat/completions", 400)]),
+        (10.0, dict(prompt=0, gen=850, running=1, waiting=0, kv=0.0517, spec=None), acc(6)),
+        (10.0, dict(prompt=0, gen=0, running=0, waiting=0, kv=0.0, spec=None), acc(1)),
+        (10.0, dict(prompt=0, gen=0, running=0, waiting=0, kv=0.0, spec=None), [(41377, "GET", "/health", 200)]),
+        (10.0, dict(prompt=1021, gen=96, running=1, waiting=0, kv=0.0125, prefix=(1, 1024, 1008),
+                    spec=spec(30, [3, 2])), []),
+    ]
+    if SCENARIO == "spec":
+        # served with --no-enable-prefix-caching: no prefix-cache queries are ever recorded
+        for _, d, _ in plan:
+            d.pop("prefix", None)
+    for i, (secs, d, accesses) in enumerate(plan):
+        if i == 3 and SCENARIO in ("single", "single-nocolor", "spec"):
+            # a client sends an unknown field: a WARNING in the API server
+            switch(API)
+            IGNORED(data={"model": MODEL, "messages": [], "top_k_custom": 3}, extra_keys={"top_k_custom"},
+                    field_names={"model", "messages"}, removed={"guided_json"})
+        run.interval(secs, spread(d), accesses)
+
+
+def main():
+    global API
+    if SCENARIO == "dp2-default":
+        # run_multi_api_server: the launching process is never decorated
+        switch(MAIN)
+        DEFAULT_API_COUNT(args=common.ns(api_server_count=2))
+        version_and_args(logging.getLogger("vllm.entrypoints.cli.serve" if NEW else "vllm.entrypoints.openai.api_server"))
+        engines = [0, 1]
+        for e in engines:
+            mp = f"EngineCore_DP{e}"
+            engine_startup(ENGINES[e], mp, e)
+        for i, w in enumerate(API_WORKERS):
+            w.mp_name = f"ApiServer_{i}"  # v1/utils.py: Process(name=f"ApiServer_{i}")
+            switch(w)
+            system_utils.decorate_logs()  # run_api_server_worker_proc: decorate_logs()
+            save_decoration(w)
+            # AsyncLLM(client_count=2) -> StatLoggerManager(..., client_count=2): the warning
+            make_manager(engines, aggregate=False, client_count=2)
+            truth_lines.append({"kind": "warning", "process": f"ApiServer_{i}",
+                                "text": "AsyncLLM created with api_server_count more than 1; disabling stats logging to avoid incomplete stats."})
+        for i, w in enumerate(API_WORKERS):
+            API = w
+            api_ready(rank=i)
+        for w, port in ((API_WORKERS[0], 51000), (API_WORKERS[1], 51001), (API_WORKERS[0], 51002)):
+            clock.advance(3.3)
+            switch(w)
+            access(port, "POST", "/v1/chat/completions", 200)
+        return
+
+    api_startup()
+    engines = [0, 1] if SCENARIO.startswith("dp2") else [0]
+    for e in engines:
+        if NEW:
+            mp = f"EngineCore_DP{e}" if SCENARIO.startswith("dp2") else "EngineCore"
+        else:
+            mp = f"EngineCore_DP{e}"  # 0.15: v1/engine/utils.py names every engine process EngineCore_DP<i>
+        engine_startup(ENGINES[e], mp, e if SCENARIO.startswith("dp2") else None)
+    switch(API)
+    mgr = make_manager(engines, aggregate=(SCENARIO == "dp2-agg"), client_count=1)
+    created = clock.mono()
+    api_ready()
+    clock.advance(0.8)
+    switch(API)
+    CHAT_FMT(detected_format="string")
+    traffic(engines, mgr, created)
+
+
+STATS_RE = re.compile(
+    r"^(?:(?:\x1b\[0;36m)?\((?P<proc>\w+) pid=(?P<pid>\d+)\)(?:\x1b\[0;0m)? )?"
+    r"(?P<level>INFO|DEBUG) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[\w.]+):(?P<lineno>\d+)\] "
+    r"(?:Engine (?P<eng>\d{3}): |(?P<n>\d+) Engines Aggregated: )"
+    r"Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
+    r"Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs(?:, Preemptions: (?P<pre>\d+))?, "
+    r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%(?:, Prefix cache hit rate: (?P<hit>[\d.]+)%)?$")
+SPEC_RE = re.compile(
+    r"\] SpecDecoding metrics: Mean acceptance length: (?P<mal>[\d.]+), "
+    r"Accepted throughput: (?P<at>[\d.]+) tokens/s, Drafted throughput: (?P<dt>[\d.]+) tokens/s, "
+    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
+    r"Per-position acceptance rate: (?P<pp>[\d., ]+), Avg Draft acceptance rate: (?P<rate>[\d.]+)%$")
+
+
+def attach_and_check(text: str) -> None:
+    """Give every emitted stats/spec truth row the 1-based line of the log that printed it,
+    and check the printed numbers against the values passed (formatted as vLLM does)."""
+    lines = text.split("\n")
+    stats_at = [i for i, ln in enumerate(lines) if "Avg prompt throughput" in ln]
+    spec_at = [i for i, ln in enumerate(lines) if "SpecDecoding metrics:" in ln]
+    want_stats = [r for r in truth_lines if r["kind"] == "stats" and r["emitted"]]
+    want_spec = [r for r in truth_lines if r["kind"] == "spec"]
+    assert len(stats_at) == len(want_stats), (len(stats_at), len(want_stats))
+    assert len(spec_at) == len(want_spec), (len(spec_at), len(want_spec))
+    for i, r in zip(stats_at, want_stats):
+        m = STATS_RE.match(lines[i])
+        assert m, repr(lines[i])
+        r["log_line"] = i + 1
+        got = m.groupdict()
+        exp = {
+            "ts": r["time_printed"], "pt": f"{r['prompt_throughput']:.1f}", "gt": f"{r['generation_throughput']:.1f}",
+            "run": str(r["running"]), "wait": str(r["waiting"]),
+            # LoggingStatLogger.log() calls _update_stats() -> _reset() (num_preemptions = 0)
+            # before it tests `if self.num_preemptions > 0`: the part is never printed.
+            "pre": None,
+            "kv": f"{r['kv_cache_usage'] * 100:.1f}",
+            "hit": f"{r['prefix_cache_hit_rate'] * 100:.1f}" if r["prefix_cache_hit_rate_printed"] else None,
+            "eng": f"{r['engine']:03d}" if r["engine"] is not None else None,
+            "n": str(r["aggregated_engines"]) if r["aggregated_engines"] else None,
+        }
+        for k, v in exp.items():
+            assert got[k] == v, (k, got[k], v, lines[i])
+    access_at = [i for i, ln in enumerate(lines) if ' HTTP/1.1" ' in ln]
+    want_access = [r for r in truth_lines if r["kind"] == "access"]
+    assert len(access_at) == len(want_access), (len(access_at), len(want_access))
+    for i, r in zip(access_at, want_access):
+        assert f'"{r["method"]} {r["path"]} HTTP/1.1" {r["status"]} ' in lines[i], lines[i]
+        r["log_line"] = i + 1
+    for i, r in zip(spec_at, want_spec):
+        m = SPEC_RE.search(lines[i])
+        assert m, repr(lines[i])
+        r["log_line"] = i + 1
+        got = m.groupdict()
+        exp = {
+            "mal": f"{r['mean_acceptance_length']:.2f}", "at": f"{r['accepted_throughput']:.2f}",
+            "dt": f"{r['drafted_throughput']:.2f}", "acc": str(r["accepted_tokens"]), "dr": str(r["draft_tokens"]),
+            "pp": ", ".join(f"{p:.3f}" for p in r["per_position_acceptance_rate"]),
+            "rate": f"{r['draft_acceptance_rate'] * 100:.1f}",
+        }
+        for k, v in exp.items():
+            assert got[k] == v, (k, got[k], v, lines[i])
+
+
+main()
+common.restore_stdio()
+text = sink.text()
+attach_and_check(text)
+truth = {
+    "engine": "vllm",
+    "version": VERSION,
+    "scenario": SCENARIO,
+    "timezone": "UTC",
+    "log_stats_interval_s": 10.0,
+    "units": {
+        "prompt_throughput": "tokens/s (prompt tokens of the interval / interval seconds; printed %.1f)",
+        "generation_throughput": "tokens/s (generated tokens of the interval / interval seconds; printed %.1f)",
+        "kv_cache_usage": "fraction 0..1 (printed as percent, %.1f%%)",
+        "prefix_cache_hit_rate": "fraction 0..1 over the most recent <=1000 requests, cumulative (printed as percent)",
+        "draft_acceptance_rate": "fraction 0..1 (printed as percent)",
+    },
+    "lines": truth_lines,
+}
+common.write_outputs(OUT_BASE, text, truth)
+print(f"{OUT_BASE}.log: {text.count(chr(10))} lines", file=sys.__stderr__)

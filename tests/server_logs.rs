@@ -1,0 +1,290 @@
+//! The ordinary server logs of vLLM and SGLang, as their own logging code writes them
+//! (`tests/data/import/{vllm,sglang}/logs/`, made by `scripts/engine-logs/` calling the engines' stats loggers of
+//! each installed release with known values; `README.md` there quotes every line's source). Each log's
+//! `.truth.json` lists the values its lines were written from: every stats line must come back as a sample with
+//! those values, to the precision the line prints them, at its time and on its engine.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tokenscope::import::log_clock::LogClock;
+use tokenscope::load::{LoadOptions, load_with};
+use tokenscope::trace::{Sample, Trace};
+
+/// One expected sample: its time (whole seconds, as printed), its source and its counters with their tolerance.
+#[derive(Debug)]
+struct Expected {
+    line: u64,
+    time_s: i64,
+    source: String,
+    values: Vec<(&'static str, f64, f64)>,
+}
+
+fn logs(engine: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/import")
+        .join(engine)
+        .join("logs");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    out.sort();
+    out
+}
+
+fn truth(log: &Path) -> Value {
+    let path = log.with_extension("truth.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Seconds since the epoch of a printed time, UTC: `"2025-11-03 15:00:12"`, or vLLM's `"11-03 15:00:12"` in `year`.
+fn printed_s(printed: &str, year: i32) -> i64 {
+    let full = if printed.len() == 14 {
+        format!("{year}-{printed}")
+    } else {
+        printed.to_owned()
+    };
+    chrono::NaiveDateTime::parse_from_str(&full, "%Y-%m-%d %H:%M:%S")
+        .unwrap_or_else(|e| panic!("{printed}: {e}"))
+        .and_utc()
+        .timestamp()
+}
+
+fn f(line: &Value, key: &str) -> Option<f64> {
+    line.get(key).and_then(Value::as_f64)
+}
+
+/// The samples a log's truth says its lines hold: a second line of a reading (vLLM's speculative decoding, V0's
+/// prefix cache) joins the reading of its engine printed in the same second.
+fn expected(truth: &Value, year: i32) -> Vec<Expected> {
+    let mut out: Vec<Expected> = Vec::new();
+    let mut last_printed: Vec<(String, String)> = Vec::new();
+    for line in truth["lines"].as_array().unwrap() {
+        let kind = line["kind"].as_str().unwrap_or("");
+        if line.get("emitted").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let printed = line.get("time_printed").and_then(Value::as_str).unwrap_or("");
+        let source = match (
+            line.get("engine").and_then(Value::as_i64),
+            line.get("dp_rank").and_then(Value::as_i64),
+        ) {
+            (Some(e), _) if e > 0 => format!("engine-{e:03}"),
+            (_, Some(dp)) => format!("dp{dp}"),
+            _ => "engine".to_owned(),
+        };
+        let at = line["log_line"].as_u64().unwrap_or(0);
+        // Tolerances: half the last digit each line prints (throughputs %.1f, KV use %.1f %, SGLang's usage %.2f).
+        let mut v: Vec<(&'static str, f64, f64)> = Vec::new();
+        let mut put = |name, value: Option<f64>, tol| {
+            if let Some(x) = value {
+                v.push((name, x, tol));
+            }
+        };
+        match kind {
+            "stats" => {
+                put("running", f(line, "running"), 0.0);
+                put("waiting", f(line, "waiting"), 0.0);
+                put("kv_usage", f(line, "kv_cache_usage"), 0.000_51);
+                put("prompt_throughput", f(line, "prompt_throughput"), 0.051);
+                put("generation_throughput", f(line, "generation_throughput"), 0.051);
+                if line["prefix_cache_hit_rate_printed"].as_bool() == Some(true) {
+                    put("prefix_hit_rate", f(line, "prefix_cache_hit_rate"), 0.000_51);
+                }
+            }
+            "stats_v0" => {
+                put("running", f(line, "running"), 0.0);
+                put("waiting", f(line, "pending"), 0.0);
+                put("swapped", f(line, "swapped"), 0.0);
+                put("kv_usage", f(line, "gpu_kv_cache_usage"), 0.000_51);
+                put("prompt_throughput", f(line, "prompt_throughput"), 0.051);
+                put("generation_throughput", f(line, "generation_throughput"), 0.051);
+            }
+            "spec" => {
+                put("spec_accept_length", f(line, "mean_acceptance_length"), 0.0051);
+                put("spec_accept_rate", f(line, "draft_acceptance_rate"), 0.000_51);
+            }
+            "spec_v0" => put("spec_accept_rate", f(line, "draft_acceptance_rate"), 0.000_51),
+            "prefix_v0" => put("prefix_hit_rate", f(line, "gpu_prefix_cache_hit_rate"), 0.000_051),
+            "prefill" => {
+                put("num_prefill_reqs", f(line, "new_seq"), 0.0);
+                put("num_prefill_tokens", f(line, "new_token"), 0.0);
+                put("cached_tokens", f(line, "cached_token"), 0.0);
+                put("kv_usage", f(line, "token_usage"), 0.0051);
+                put("running", f(line, "running_req"), 0.0);
+                put("waiting", f(line, "queue_req"), 0.0);
+                put("prompt_throughput", f(line, "input_throughput"), 0.0051);
+            }
+            "decode" => {
+                put("running", f(line, "running_req"), 0.0);
+                put("kv_tokens", f(line, "num_token"), 0.0);
+                put("kv_usage", f(line, "token_usage"), 0.0051);
+                put("generation_throughput", f(line, "gen_throughput"), 0.0051);
+                put("waiting", f(line, "queue_req"), 0.0);
+                put("spec_accept_length", f(line, "accept_len"), 0.0051);
+                put("spec_accept_rate", f(line, "accept_rate"), 0.0051);
+            }
+            _ => continue,
+        }
+        let second_line = matches!(kind, "spec" | "spec_v0" | "prefix_v0");
+        if second_line
+            && last_printed.iter().any(|(s, p)| *s == source && p == printed)
+            && let Some(reading) = out.iter_mut().rev().find(|e| e.source == source)
+        {
+            reading.values.extend(v);
+            continue;
+        }
+        last_printed.retain(|(s, _)| *s != source);
+        last_printed.push((source.clone(), printed.to_owned()));
+        out.push(Expected {
+            line: at,
+            time_s: printed_s(printed, year),
+            source,
+            values: v,
+        });
+    }
+    out
+}
+
+fn value(s: &Sample, name: &str) -> Option<f64> {
+    match name {
+        "running" => s.num_running.map(f64::from),
+        "waiting" => s.num_waiting.map(f64::from),
+        "swapped" => s.num_swapped.map(f64::from),
+        "kv_usage" => s.kv_usage,
+        "kv_tokens" => s.kv_tokens.map(f64::from),
+        "prompt_throughput" => s.prompt_throughput,
+        "generation_throughput" => s.generation_throughput,
+        "prefix_hit_rate" => s.prefix_hit_rate,
+        "spec_accept_length" => s.spec_accept_length,
+        "spec_accept_rate" => s.spec_accept_rate,
+        "num_prefill_reqs" => s.num_prefill_reqs.map(f64::from),
+        "num_prefill_tokens" => s.num_prefill_tokens.map(f64::from),
+        "cached_tokens" => s.cached_tokens.map(f64::from),
+        other => panic!("no counter {other}"),
+    }
+}
+
+/// The log's samples in file order (by time, then as read: the builder's sort is stable).
+fn samples_of(trace: &Trace) -> Vec<(i64, String, Sample)> {
+    let mut rows: Vec<(i64, String, Sample)> = (0..trace.samples.len())
+        .map(|i| {
+            let s = trace.samples.row(i);
+            (s.time_ns, trace.label(s.source).unwrap_or("").to_owned(), s)
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows
+}
+
+/// Checks every log of `engine` against its truth; returns how many samples were checked.
+fn check_engine(engine: &str) -> usize {
+    let mut checked = 0;
+    for log in logs(engine) {
+        let truth = truth(&log);
+        let lines = truth["lines"].as_array().unwrap();
+        let year = lines
+            .iter()
+            .find_map(|l| l.get("time_iso").and_then(Value::as_str))
+            .map_or(2024, |iso| iso[..4].parse().unwrap());
+        let want = expected(&truth, year);
+        let options = LoadOptions {
+            log_clock: LogClock {
+                date: chrono::NaiveDate::from_ymd_opt(year, 1, 1),
+                utc_offset_s: None,
+            },
+            ..LoadOptions::default()
+        };
+        let name = log.display().to_string();
+        if want.is_empty() {
+            // A log without a stats line (a data-parallel engine that logs nowhere this process writes): nothing is
+            // invented; it is refused as no trace, or loads with no sample.
+            if let Ok(l) = load_with(&log, &tokenscope::load::Progress::default(), options) {
+                assert_eq!(l.trace.samples.len(), 0, "{name}");
+            }
+            continue;
+        }
+        let loaded =
+            load_with(&log, &tokenscope::load::Progress::default(), options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            loaded.report.rejected_count(),
+            0,
+            "{name}: {:?}",
+            loaded.report.rejected
+        );
+        let got = samples_of(&loaded.trace);
+        assert_eq!(got.len(), want.len(), "{name}: samples {got:#?}\nexpected {want:#?}");
+        // Same second and same source, in order: pair each expected reading with the next unused sample.
+        let mut used = vec![false; got.len()];
+        for w in &want {
+            let k = (0..got.len())
+                .find(|&k| !used[k] && got[k].0 == w.time_s * 1_000_000_000 && got[k].1 == w.source)
+                .unwrap_or_else(|| panic!("{name}:{}: no sample at {} s on {}", w.line, w.time_s, w.source));
+            used[k] = true;
+            for &(counter, x, tol) in &w.values {
+                let v = value(&got[k].2, counter)
+                    .unwrap_or_else(|| panic!("{name}:{}: {counter} absent, expected {x}", w.line));
+                assert!(
+                    (v - x).abs() <= tol + 1e-9,
+                    "{name}:{}: {counter} {v}, expected {x} (±{tol})",
+                    w.line
+                );
+            }
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn every_vllm_stats_line_of_every_release_comes_back_as_the_values_it_was_written_from() {
+    // 0.15.1 and 0.33.0 (single engine, speculative decoding, two engines logged apart and aggregated, colours
+    // off), and the V0 wording of 0.6, hand-written from its source.
+    let checked = check_engine("vllm");
+    assert!(checked >= 40, "only {checked} samples checked");
+}
+
+#[test]
+fn every_sglang_batch_line_of_every_release_comes_back_as_the_values_it_was_written_from() {
+    // 0.5.3, 0.5.9, 0.5.10 and 0.5.23: prefill and decode lines, speculative decoding, two data-parallel ranks.
+    let checked = check_engine("sglang");
+    assert!(checked >= 40, "only {checked} samples checked");
+}
+
+#[test]
+fn a_log_read_in_another_zone_moves_by_its_offset_and_says_so() {
+    let log = logs("sglang").into_iter().find(|p| p.ends_with("0.5.23.log")).unwrap();
+    let progress = tokenscope::load::Progress::default();
+    let utc = load_with(&log, &progress, LoadOptions::default()).unwrap();
+    let shanghai = load_with(
+        &log,
+        &progress,
+        LoadOptions {
+            log_clock: LogClock {
+                date: None,
+                utc_offset_s: Some(8 * 3600),
+            },
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    // The same lines, eight hours earlier on the epoch.
+    assert_eq!(utc.trace.samples.len(), shanghai.trace.samples.len());
+    assert_eq!(
+        utc.trace.samples.time_ns[0] - shanghai.trace.samples.time_ns[0],
+        8 * 3_600_000_000_000
+    );
+    let notes = |l: &tokenscope::load::Loaded| l.report.notes.join("\n");
+    assert!(
+        notes(&utc).contains("as UTC (the log names no zone; give the server's with --log-tz)"),
+        "{}",
+        notes(&utc)
+    );
+    assert!(
+        notes(&shanghai).contains("as +08:00 (--log-tz)"),
+        "{}",
+        notes(&shanghai)
+    );
+}
