@@ -138,9 +138,14 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
         }
         last_printed.retain(|(s, _)| *s != source);
         last_printed.push((source.clone(), printed.to_owned()));
+        // The year a line was written in (a log may cross New Year), else the log's first.
+        let line_year = line
+            .get("time_iso")
+            .and_then(Value::as_str)
+            .map_or(year, |iso| iso[..4].parse().unwrap());
         out.push(Expected {
             line: at,
-            time_s: printed_s(printed, year),
+            time_s: printed_s(printed, line_year),
             source,
             values: v,
         });

@@ -67,6 +67,7 @@ START = {
     "dp2": 1767225540.0,  # 2025-12-31 23:59:00 UTC: the log crosses midnight into a new year
     "dp2-agg": 1767225540.0,
     "dp2-default": 1767225540.0,
+    "overload": 1762185600.0,  # 2025-11-03 16:00:00 UTC
 }[SCENARIO]
 clock = VirtualClock(START)
 clock.install()  # before tqdm / vllm are imported (tqdm binds time.time at import)
@@ -562,6 +563,20 @@ def traffic(engines, mgr, created_mono, base_port=41230):
         (10.0, dict(prompt=1021, gen=96, running=1, waiting=0, kv=0.0125, prefix=(1, 1024, 1008),
                     spec=spec(30, [3, 2])), []),
     ]
+    if SCENARIO == "overload":
+        # Arrivals outrun the engine for a minute: the KV cache stays full, generation stays flat at what the
+        # engine can do, and the queue grows every interval until the burst stops; then it drains.
+        plan = [
+            (10.0, dict(prompt=20480, gen=9800, running=40, waiting=0, kv=0.612, prefix=(40, 20480, 2048),
+                        spec=None), acc(6)),
+        ]
+        for waiting, kv, gen in ((4, 0.955, 20150), (11, 0.982, 20410), (19, 0.991, 20020), (27, 0.994, 19870),
+                                 (38, 0.997, 20260), (46, 0.998, 20090)):
+            plan.append((10.0, dict(prompt=6144, gen=gen, running=64, waiting=waiting, kv=kv, preempted=1,
+                                    prefix=(64, 6144, 1536), spec=None), acc(5)))
+        plan.append((10.0, dict(prompt=2048, gen=14800, running=48, waiting=9, kv=0.871, prefix=(20, 2048, 512),
+                                spec=None), acc(14)))
+        plan.append((10.0, dict(prompt=0, gen=6020, running=12, waiting=0, kv=0.322, spec=None), acc(30)))
     if SCENARIO == "spec":
         # served with --no-enable-prefix-caching: no prefix-cache queries are ever recorded
         for _, d, _ in plan:

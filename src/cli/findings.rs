@@ -189,10 +189,11 @@ pub fn run(
         )
     } else {
         let text = findings_text(trace, origin, &findings, &name);
-        // The objectives right under the count: what the SLO findings (or their absence) mean.
+        // The objectives right under the count: what the SLO findings (or their absence) mean. A trace without
+        // requests (a server log's counters, an iteration log) has nothing they could judge.
         match text.split_once('\n') {
-            Some((head, rest)) => format!("{head}\n{}\n{rest}", objectives.line()),
-            None => text,
+            Some((head, rest)) if trace.request_count() > 0 => format!("{head}\n{}\n{rest}", objectives.line()),
+            _ => text,
         }
     };
     let rejected = loaded.report.rejected_count();

@@ -11,9 +11,12 @@ use crate::view::viewport::Viewport;
 /// The height of the line naming a track.
 const NAME_ROW: f32 = 16.0;
 
+/// The height of a counter's row: taller than a step counter's, since a log's few readings are all there is.
+const ROW: f32 = 30.0;
+
 /// The height of one source's block.
 fn track_height() -> f32 {
-    NAME_ROW + theme::COUNTER_ROW_HEIGHT * SAMPLE_COUNTERS.len() as f32 + 6.0
+    NAME_ROW + ROW * SAMPLE_COUNTERS.len() as f32 + 6.0
 }
 
 /// The height of every sample track together (0 without any).
@@ -38,8 +41,8 @@ pub fn draw(ui: &Ui, painter: &egui::Painter, time: Rect, labels_x: f32, top: f3
             ui.visuals().strong_text_color(),
         );
         for (c, label) in SAMPLE_COUNTERS.iter().enumerate() {
-            let y0 = track_top + NAME_ROW + c as f32 * theme::COUNTER_ROW_HEIGHT;
-            let y1 = y0 + theme::COUNTER_ROW_HEIGHT - 2.0;
+            let y0 = track_top + NAME_ROW + c as f32 * ROW;
+            let y1 = y0 + ROW - 2.0;
             let text = if !track.present[c] {
                 format!("{label}: not in the log")
             } else if c == 2 {

@@ -143,6 +143,15 @@ struct Frame {
     requests: Rect,
 }
 
+/// What the request area says when it has no row: the filter hides them all, or the trace has none.
+fn no_rows_text(trace: &Trace) -> &'static str {
+    if trace.request_count() == 0 {
+        "No requests in this trace: its source gives an engine's steps or counters, not requests."
+    } else {
+        "No request matches the filter."
+    }
+}
+
 fn engine_block_height() -> f32 {
     theme::ENGINE_ROW_HEIGHT + theme::COUNTER_ROW_HEIGHT * COUNTERS.len() as f32 + 6.0
 }
@@ -745,7 +754,7 @@ fn draw_requests(
         painter.text(
             area.center(),
             Align2::CENTER_CENTER,
-            "No request matches the filter.",
+            no_rows_text(trace),
             FontId::proportional(13.0),
             theme::MUTED_TEXT,
         );
@@ -853,7 +862,7 @@ fn draw_lanes(
         painter.text(
             area.center(),
             Align2::CENTER_CENTER,
-            "No request matches the filter.",
+            no_rows_text(&view.trace),
             FontId::proportional(13.0),
             theme::MUTED_TEXT,
         );

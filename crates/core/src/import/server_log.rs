@@ -122,8 +122,17 @@ pub fn count(value: &str) -> Option<i64> {
 pub fn place(samples: &[LogSample], year: Option<i32>, fallback: i32, clock: &LogClock, b: &mut TraceBuilder) -> usize {
     let mut last: Vec<(Option<&str>, u8, i64)> = Vec::new();
     let mut placed = 0;
+    // A log without years that runs past New Year: its month goes back (December to January), its year on.
+    let mut rollover = 0;
+    let mut previous_month = None;
     for s in samples {
-        let y = s.local.year.unwrap_or_else(|| clock.year(year, fallback));
+        if s.local.year.is_none() {
+            if previous_month.is_some_and(|m| s.local.month + 6 < m) {
+                rollover += 1;
+            }
+            previous_month = Some(s.local.month);
+        }
+        let y = s.local.year.unwrap_or_else(|| clock.year(year, fallback) + rollover);
         let Some(local) = NaiveDate::from_ymd_opt(y, s.local.month, s.local.day)
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .map(|t| t + chrono::Duration::seconds(i64::from(s.local.second_of_day)))

@@ -286,8 +286,14 @@ pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, clock: 
     let year = clock.year(year, fallback_year);
     let offset_ns = i64::from(clock.utc_offset_s.unwrap_or(0)) * 1_000_000_000;
     let mut cursor: Vec<(u32, i64)> = Vec::new();
+    // A log that runs past New Year: its month goes back (December to January), its year on.
+    let (mut rollover, mut previous_month) = (0, None);
     for p in &parsed {
-        let Some(midnight) = NaiveDate::from_ymd_opt(year, p.month, p.day)
+        if previous_month.is_some_and(|m| p.month + 6 < m) {
+            rollover += 1;
+        }
+        previous_month = Some(p.month);
+        let Some(midnight) = NaiveDate::from_ymd_opt(year + rollover, p.month, p.day)
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .map(|t| t.and_utc().timestamp())
         else {

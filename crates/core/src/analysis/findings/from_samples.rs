@@ -64,8 +64,12 @@ fn runs(rows: &[Sample], hot: impl Fn(&Sample) -> bool) -> Vec<&[Sample]> {
     out
 }
 
+/// " of vllm-1", or nothing for the trace's one unnamed instance.
 fn of_source(trace: &Trace, source: u32) -> String {
-    trace.label(source).map_or(String::new(), |s| format!(" of {s}"))
+    trace
+        .label(source)
+        .filter(|&s| s != crate::trace::DEFAULT_SOURCE)
+        .map_or(String::new(), |s| format!(" of {s}"))
 }
 
 fn sampled(every: Option<f64>, n: usize) -> String {
@@ -112,47 +116,49 @@ pub fn kv_saturation(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
     out
 }
 
-/// Overload: runs of readings with requests waiting, lasting `overload_min_s` or more, over which the queue grew
-/// (its last reading above its first and its peak at least twice its first) while the generation throughput stayed
-/// flat (within [`FLAT_SHARE`] of its median) or the KV cache was at `kv_saturation`: the engine was not keeping up
-/// and not speeding up.
+/// Overload: runs of readings with requests waiting in which the queue grew, over `overload_min_s` or more, from its
+/// first reading to its peak (the peak at least twice the first) while the generation throughput stayed flat (within
+/// [`FLAT_SHARE`] of its median) or the KV cache was at `kv_saturation`: the engine was neither keeping up nor
+/// speeding up. Judged from the first reading to the peak; what followed (the queue draining) is said after.
 pub fn overload(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for (source, rows) in sources_to_judge(trace) {
         let every = every_s(&rows);
         for run in runs(&rows, |r| r.num_waiting.is_some_and(|w| w > 0)) {
-            let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            let waiting = |r: &Sample| r.num_waiting.unwrap_or(0);
+            let Some(first) = run.first() else {
                 continue;
             };
+            // The first reading at the peak: the growth ends there.
+            let peak = run.iter().map(waiting).max().unwrap_or(0);
+            let Some(top) = run.iter().position(|r| waiting(r) == peak) else {
+                continue;
+            };
+            let growth = &run[..=top];
+            let (w0, at_peak) = (waiting(first), &run[top]);
             #[allow(clippy::cast_precision_loss)]
-            let span_s = (last.time_ns - first.time_ns) as f64 / 1e9;
-            let waiting: Vec<u32> = run.iter().filter_map(|r| r.num_waiting).collect();
-            let (w0, w1) = (
-                waiting.first().copied().unwrap_or(0),
-                waiting.last().copied().unwrap_or(0),
-            );
-            let peak = waiting.iter().copied().max().unwrap_or(0);
-            if span_s < th.overload_min_s || w1 <= w0 || peak < 2 * w0.max(1) {
+            let span_s = (at_peak.time_ns - first.time_ns) as f64 / 1e9;
+            if span_s < th.overload_min_s || peak < 2 * w0.max(1) {
                 continue;
             }
-            let generation: Vec<f64> = run.iter().filter_map(|r| r.generation_throughput).collect();
-            let gen_median = {
+            let generation: Vec<f64> = growth.iter().filter_map(|r| r.generation_throughput).collect();
+            let generation_median = {
                 let mut sorted = generation.clone();
                 sorted.sort_unstable_by(f64::total_cmp);
                 sorted.get(sorted.len() / 2).copied()
             };
-            let flat =
-                gen_median.is_some_and(|m| m > 0.0 && generation.iter().all(|g| (g - m).abs() <= FLAT_SHARE * m));
-            let kv_peak = run.iter().filter_map(|r| r.kv_usage).fold(f64::NAN, f64::max);
+            let flat = generation_median
+                .is_some_and(|m| m > 0.0 && generation.iter().all(|g| (g - m).abs() <= FLAT_SHARE * m));
+            let kv_peak = growth.iter().filter_map(|r| r.kv_usage).fold(f64::NAN, f64::max);
             let kv_full = kv_peak >= th.kv_saturation;
             if !flat && !kv_full {
                 continue;
             }
             let mut summary = format!(
-                "Queue{} grew from {w0} to {w1} waiting requests (peak {peak}) over {span_s:.0} s",
+                "Queue{} grew from {w0} to {peak} waiting requests over {span_s:.0} s",
                 of_source(trace, source)
             );
-            if let Some(m) = gen_median.filter(|_| flat) {
+            if let Some(m) = generation_median.filter(|_| flat) {
                 summary.push_str(&format!(" while generation stayed at about {m:.0} tok/s"));
             }
             if kv_full {
@@ -162,12 +168,15 @@ pub fn overload(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
                     100.0 * kv_peak
                 ));
             }
+            if let Some(last) = run.last().filter(|_| top + 1 < run.len()) {
+                summary.push_str(&format!("; then {} waiting", waiting(last)));
+            }
             summary.push_str(&format!(
                 " ({}; no request's wait is known from counters alone)",
-                sampled(every, run.len())
+                sampled(every, growth.len())
             ));
-            let (from_ns, to_ns) = range(first.time_ns, last.time_ns);
-            let critical = w1 >= 4 * w0.max(1) && kv_full;
+            let (from_ns, to_ns) = range(first.time_ns, at_peak.time_ns);
+            let critical = peak >= 4 * w0.max(1) && kv_full;
             out.push(Finding {
                 kind: Kind::Overload,
                 severity: if critical {
@@ -226,7 +235,7 @@ mod tests {
         assert_eq!((f[0].from_ns, f[0].to_ns), (T, T + 60 * S));
         let s = &f[0].summary;
         assert!(
-            s.starts_with("Queue of vllm grew from 2 to 41 waiting requests (peak 41) over 60 s"),
+            s.starts_with("Queue of vllm grew from 2 to 41 waiting requests over 60 s"),
             "{s}"
         );
         assert!(s.contains("about 839 tok/s"), "{s}");
@@ -252,6 +261,21 @@ mod tests {
             (30, 3, 0.5, 800.0),
         ]);
         assert!(overload(&draining, &th).is_empty());
+        // The queue grows to 20 over 30 s at a flat 1,000 tok/s, then drains: judged to its peak, the rest said.
+        let burst = readings(&[
+            (0, 5, 0.5, 1000.0),
+            (10, 9, 0.5, 1010.0),
+            (20, 14, 0.5, 990.0),
+            (30, 20, 0.5, 1000.0),
+            (40, 3, 0.5, 1600.0),
+        ]);
+        let f = overload(&burst, &th);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].from_ns, f[0].to_ns, f[0].severity),
+            (T, T + 30 * S, Severity::Warning)
+        );
+        assert!(f[0].summary.contains("grew from 5 to 20 waiting requests over 30 s while generation stayed at about 1000 tok/s; then 3 waiting (judged from 4 counter readings"), "{}", f[0].summary);
         // The queue grows but generation doubles and the cache has room: the engine is ramping up.
         let ramping = readings(&[
             (0, 2, 0.3, 200.0),
