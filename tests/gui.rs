@@ -50,11 +50,6 @@ fn the_app_opens_the_demo() {
     h.get_by_label_contains("demo.parquet");
 }
 
-fn drag(h: &mut Harness<'_, App>, from: Pos2, to: Pos2) {
-    drag_then_step(h, from, to);
-    h.run();
-}
-
 /// A drag that ends with one frame, for when the drop starts work that shows a spinner until it is done.
 fn drag_then_step(h: &mut Harness<'_, App>, from: Pos2, to: Pos2) {
     h.hover_at(from);
@@ -85,7 +80,8 @@ fn a_drag_over_the_long_prefill_names_the_96k_request_first() {
         pos2(x_of(&h, base + 71 * SECOND), y),
         pos2(x_of(&h, base + 79 * SECOND), y),
     );
-    drag(&mut h, from, to);
+    // The drop starts the range's analysis on a thread: wait for it rather than count on the frames `run` allows.
+    drag_then_step(&mut h, from, to);
     h.state_mut().session_mut().unwrap().wait_interference();
     h.run();
     let app = h.state();
@@ -1031,4 +1027,43 @@ fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_font() {
         });
     h.run();
     h.get_by_label(text);
+}
+
+#[test]
+fn a_server_log_opens_as_counter_rows_and_its_times_can_be_given_a_date_and_zone() {
+    // vLLM's log of a minute of overload: no request, no step, nine stats lines.
+    let mut h = harness_on("sample_traces/engines/vllm-log/server.log");
+    h.get_by_label_contains("no requests · no tokens · no steps · 9 counter samples");
+    let view = &h.state().session().unwrap().view;
+    assert_eq!(view.sampled.len(), 1, "one instance's counter rows");
+    assert_eq!(view.sampled[0].max[1], 46.0, "waiting peaks at 46");
+    let before = view.trace.samples.time_ns[0];
+    // File > Server log times…: a zone that is not one is refused where it was typed, and nothing is reopened.
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Server log times…").click();
+    h.run();
+    h.get_by_label("Server's zone:").focus();
+    h.get_by_label("Server's zone:").type_text("Asia/Shanghai");
+    h.run();
+    h.get_by_label("Apply and open again").click();
+    h.run();
+    h.get_by_label_contains("is not a zone offset");
+    assert_eq!(h.state().log_clock().utc_offset_s, None);
+    // Then +08:00: the same readings, eight hours earlier on the epoch.
+    h.get_by_label("Server's zone:").focus();
+    h.key_press_modifiers(egui::Modifiers::COMMAND, Key::A);
+    h.get_by_label("Server's zone:").type_text("+08:00");
+    h.run();
+    h.get_by_label("Apply and open again").click();
+    h.step();
+    h.state_mut().wait_loaded();
+    h.run();
+    assert_eq!(h.state().log_clock().utc_offset_s, Some(8 * 3600));
+    assert!(
+        h.query_by_label("Apply and open again").is_none(),
+        "the row is closed once applied"
+    );
+    let after = h.state().session().unwrap().view.trace.samples.time_ns[0];
+    assert_eq!(before - after, 8 * 3_600_000_000_000);
 }

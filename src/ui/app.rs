@@ -125,6 +125,8 @@ pub struct App {
     importer: Option<crate::import::Kind>,
     /// The date and zone of server logs whose times lack them (`--log-date`, `--log-tz`), for every load.
     log_clock: crate::import::log_clock::LogClock,
+    /// File > Server log times…: the row asking for them, when open.
+    log_clock_input: Option<LogClockInput>,
     /// The trace on screen and everything that belongs to it.
     session: Option<Session>,
     /// The trace it is compared with, and the comparison.
@@ -216,6 +218,7 @@ impl App {
             budget_override: budget,
             importer: from,
             log_clock: crate::import::log_clock::LogClock::default(),
+            log_clock_input: None,
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -564,6 +567,12 @@ impl App {
             Command::Open(path) => self.open(TraceSource::Path(path)),
             Command::OpenMany(paths) => self.open(TraceSource::Paths(paths)),
             Command::OpenDemo => self.open(TraceSource::Demo),
+            Command::SetLogClock(clock) => {
+                self.log_clock = clock;
+                if let Some(source) = self.session.as_ref().map(|s| s.source.clone()) {
+                    self.open(source);
+                }
+            }
             Command::OpenDialog => self.open_dialog(Purpose::Show),
             Command::CompareDialog => self.open_dialog(Purpose::Compare),
             Command::CompareWith(path) => self.compare_with(TraceSource::Path(path)),
@@ -1156,6 +1165,14 @@ impl App {
                         self.settings.memory_budget_gb = Some(gb);
                     }
                 });
+                if ui
+                    .button("Server log times…")
+                    .on_hover_text("The date and zone of a server log whose times lack them")
+                    .clicked()
+                {
+                    self.log_clock_input = Some(LogClockInput::default());
+                    ui.close();
+                }
                 ui.menu_button("Open recent", |ui| {
                     if self.settings.recent.is_empty() {
                         ui.weak("nothing yet");
@@ -1222,7 +1239,19 @@ impl App {
         });
     }
 
+    /// The date and zone server logs are read with, as the user last gave them (none: as each log says).
+    pub fn log_clock(&self) -> crate::import::log_clock::LogClock {
+        self.log_clock
+    }
+
     fn toolbar_ui(&mut self, ui: &mut Ui) {
+        if let Some(input) = &mut self.log_clock_input {
+            let mut keep = true;
+            ui.horizontal(|ui| keep = log_clock_ui(ui, input, &mut self.commands));
+            if !keep {
+                self.log_clock_input = None;
+            }
+        }
         ui.horizontal(|ui| {
             if let Some(purpose) = self.path_purpose {
                 let label = ui.label(match purpose {
@@ -1459,4 +1488,58 @@ impl eframe::App for App {
         }
         eframe::set_value(storage, STORAGE_KEY, &self.settings);
     }
+}
+
+/// What File > Server log times… asks for, as typed, and why it was refused.
+#[derive(Debug, Default)]
+struct LogClockInput {
+    date: String,
+    zone: String,
+    error: Option<String>,
+}
+
+/// The row of File > Server log times…: the date a log starts on and the zone its server wrote in, for logs whose
+/// times lack them (vLLM writes `MM-DD HH:MM:SS`, SGLang no zone); applying them opens the trace again. False once
+/// applied or cancelled.
+fn log_clock_ui(ui: &mut Ui, input: &mut LogClockInput, out: &mut Vec<Command>) -> bool {
+    use crate::import::log_clock::{LogClock, parse_date, parse_offset};
+    let label = ui.label("Log's first day:");
+    ui.add(
+        egui::TextEdit::singleline(&mut input.date)
+            .hint_text("2025-11-03")
+            .desired_width(100.0),
+    )
+    .labelled_by(label.id);
+    let label = ui.label("Server's zone:");
+    ui.add(
+        egui::TextEdit::singleline(&mut input.zone)
+            .hint_text("UTC, +08:00")
+            .desired_width(100.0),
+    )
+    .labelled_by(label.id);
+    let mut keep = true;
+    if ui.button("Apply and open again").clicked() {
+        let (date, zone) = (input.date.trim(), input.zone.trim());
+        let clock = (|| -> Result<LogClock, String> {
+            Ok(LogClock {
+                date: (!date.is_empty()).then(|| parse_date(date)).transpose()?,
+                utc_offset_s: (!zone.is_empty()).then(|| parse_offset(zone)).transpose()?,
+            })
+        })();
+        match clock {
+            Ok(clock) => {
+                out.push(Command::SetLogClock(clock));
+                keep = false;
+            }
+            Err(e) => input.error = Some(e),
+        }
+    }
+    if ui.button("Cancel").clicked() {
+        keep = false;
+    }
+    match &input.error {
+        Some(e) => ui.colored_label(ui.visuals().error_fg_color, e),
+        None => ui.weak("empty: as UTC, in the year of the trace's other files"),
+    };
+    keep
 }

@@ -57,6 +57,8 @@ pub enum Command {
     OpenDialog,
     /// Open the embedded demo trace.
     OpenDemo,
+    /// Read server logs' times with this date and zone (File > Server log times), and open the trace again.
+    SetLogClock(crate::import::log_clock::LogClock),
     /// Draw views offscreen at 2x and save or copy the PNG.
     RenderPng(View, capture::Destination),
     /// Capture the window, or one of its panels, as on screen, with its caption.

@@ -41,6 +41,10 @@ pub fn status_ui(ui: &mut Ui, shown: &Session, cursor_ns: Option<i64>) {
         count(t.token_count(), "tokens"),
         count(t.iterations.len(), "steps"),
     ];
+    if !t.samples.is_empty() {
+        // Counter readings are said only when there are some: most traces have none, and need none.
+        levels.push(format!("{} counter samples", t.samples.len()));
+    }
     if t.token_count() > 0 && !t.has_candidates() {
         levels.push("no candidates".to_owned());
     }
