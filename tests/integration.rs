@@ -46,6 +46,8 @@ mod server_logs;
 mod sglang_engine;
 #[path = "stats.rs"]
 mod stats;
+#[path = "streams.rs"]
+mod streams;
 #[path = "synth.rs"]
 mod synth;
 #[path = "vllm_engine.rs"]

@@ -293,3 +293,86 @@ fn a_log_read_in_another_zone_moves_by_its_offset_and_says_so() {
         notes(&shanghai)
     );
 }
+
+#[test]
+fn samples_convert_to_both_encodings_and_read_back_the_same() {
+    // A log's samples written by `convert` as Parquet and as JSONL, and read back: every counter, absent ones
+    // absent, in both.
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample_traces/engines/vllm-log/server.log");
+    let dir = tempfile::tempdir().unwrap();
+    let progress = tokenscope::load::Progress::default();
+    let original = load_with(&log, &progress, LoadOptions::default()).unwrap().trace;
+    assert_eq!(original.samples.len(), 9);
+    for name in ["log.parquet", "log.jsonl"] {
+        let out = dir.path().join(name);
+        let (code, stdout, stderr) =
+            crate::common::tokenscope(&["convert", log.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let back = load_with(&out, &progress, LoadOptions::default()).unwrap().trace;
+        let rows = |t: &Trace| (0..t.samples.len()).map(|i| t.samples.row(i)).collect::<Vec<Sample>>();
+        // Sources are label ids of each trace's own table: compare the rows with the source's name instead.
+        let named = |t: &Trace| {
+            rows(t)
+                .into_iter()
+                .map(|mut s| {
+                    let name = t.label(s.source).unwrap_or("").to_owned();
+                    s.source = 0;
+                    (name, s)
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(named(&back), named(&original), "{name}");
+        // The first reading has no interval (nothing before it); the others cover the 10 s since the last.
+        assert_eq!(back.samples.interval_ns[0], None);
+        assert_eq!(back.samples.interval_ns[1], Some(10_000_000_000));
+        assert_eq!(back.samples.spec_accept_length[0], None, "absent stays absent");
+        assert_eq!(back.meta.engine.as_deref(), Some("vllm"));
+    }
+}
+
+#[test]
+fn a_file_that_mixes_three_servers_logs_keeps_each_servers_readings_apart() {
+    // `docker compose logs` of two vLLM servers and an SGLang one: each line names its server, the lines of the three
+    // interleaved. Each server's readings are its own log's, under its name.
+    let dir = tempfile::tempdir().unwrap();
+    let progress = tokenscope::load::Progress::default();
+    let options = || LoadOptions {
+        log_clock: LogClock {
+            date: chrono::NaiveDate::from_ymd_opt(2025, 11, 3),
+            utc_offset_s: None,
+        },
+        ..LoadOptions::default()
+    };
+    let parts = [
+        ("vllm-a", "vllm/logs/0.33.0.log"),
+        ("vllm-b", "vllm/logs/0.15.1-spec.log"),
+        ("sglang", "sglang/logs/0.5.23.log"),
+    ];
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import");
+    let texts: Vec<String> = parts
+        .iter()
+        .map(|(_, p)| std::fs::read_to_string(data.join(p)).unwrap())
+        .collect();
+    let mut mixed = String::new();
+    let longest = texts.iter().map(|t| t.lines().count()).max().unwrap();
+    for i in 0..longest {
+        for ((name, _), text) in parts.iter().zip(&texts) {
+            if let Some(line) = text.lines().nth(i) {
+                mixed.push_str(&format!("{name:<8}| {line}\n"));
+            }
+        }
+    }
+    let path = dir.path().join("compose.log");
+    std::fs::write(&path, mixed).unwrap();
+    let loaded = load_with(&path, &progress, options()).unwrap();
+    assert_eq!(loaded.report.rejected_count(), 0, "{:?}", loaded.report.rejected);
+    let t = &loaded.trace;
+    for (name, p) in parts {
+        let alone = load_with(&data.join(p), &progress, options()).unwrap().trace;
+        let mine = (0..t.samples.len())
+            .filter(|&i| t.label(t.samples.source[i]) == Some(name))
+            .count();
+        assert_eq!(mine, alone.samples.len(), "{name}");
+        assert!(mine > 0, "{name}");
+    }
+}

@@ -176,11 +176,13 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         vec![
             "span".to_owned(),
             s.span_ms
+                .filter(|_| trace.has_times())
                 .map_or_else(|| "-".to_owned(), |v| format!("{:.3} s", v / 1e3)),
         ],
         vec![
             "throughput".to_owned(),
             s.throughput_tok_s
+                .filter(|_| trace.has_times())
                 .map_or_else(|| "-".to_owned(), |v| format!("{v:.1} output tok/s")),
         ],
     ];
@@ -241,6 +243,8 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
     out.push('\n');
     if s.requests == 0 {
         out.push_str("latency           - (no requests in the trace: no TTFT, TPOT, E2E, queue or ITL)\n");
+    } else if !trace.has_times() {
+        out.push_str("latency           - (the source wrote no times, a saved stream: no TTFT, TPOT, E2E or ITL)\n");
     } else {
         out.push_str(&latency_table(s));
     }
@@ -359,6 +363,22 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
         v["candidates_checked"] = json!(trace.candidates_on_disk.is_none());
         // The counters of the engine's samples; null without samples (not zeros).
         v["samples"] = json!(sample_figures(trace));
+        if !trace.has_times() {
+            // A source without times: its figures of time are unknown, not those of its made-up order.
+            for key in [
+                "ttft_ms",
+                "tpot_ms",
+                "e2e_ms",
+                "queue_ms",
+                "itl_ms",
+                "span_ms",
+                "throughput_tok_s",
+                "slo",
+            ] {
+                v[key] = Value::Null;
+            }
+            v["clock"] = json!("untimed");
+        }
         if let Some(p) = &prices {
             v["currency"] = json!(p.currency);
         }

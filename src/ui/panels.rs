@@ -41,6 +41,9 @@ pub fn status_ui(ui: &mut Ui, shown: &Session, cursor_ns: Option<i64>) {
         count(t.token_count(), "tokens"),
         count(t.iterations.len(), "steps"),
     ];
+    if !t.has_times() {
+        levels.push("no times (a saved stream: order only)".to_owned());
+    }
     if !t.samples.is_empty() {
         // Counter readings are said only when there are some: most traces have none, and need none.
         levels.push(format!("{} counter samples", t.samples.len()));

@@ -12,6 +12,7 @@ pub mod openai;
 pub mod otlp;
 pub mod server_log;
 pub mod sglang_log;
+pub mod sse;
 pub mod trtllm;
 pub mod vllm_log;
 
@@ -50,13 +51,15 @@ pub enum Kind {
     AiperfAggregate,
     /// The raw capture of `tokenscope record --raw`: every SSE chunk of every request with its arrival time.
     OpenaiStream,
+    /// A saved stream: the `data:` lines of one or more streamed responses as they came, without times.
+    SseStream,
     /// llama.cpp's `llama-server` log: requests at its default level, every step and token at `-lv 5`.
     LlamacppLog,
 }
 
 impl Kind {
     /// Every kind, in the order they are listed to users.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::SglangOtlp,
         Kind::VllmOtlp,
         Kind::VllmLog,
@@ -67,6 +70,7 @@ impl Kind {
         Kind::AiperfRaw,
         Kind::AiperfAggregate,
         Kind::OpenaiStream,
+        Kind::SseStream,
         Kind::LlamacppLog,
     ];
 
@@ -83,6 +87,7 @@ impl Kind {
             Kind::AiperfRaw => "aiperf-raw",
             Kind::AiperfAggregate => "aiperf-aggregate",
             Kind::OpenaiStream => "openai-stream",
+            Kind::SseStream => "sse-stream",
             Kind::LlamacppLog => "llamacpp-log",
         }
     }
@@ -94,7 +99,7 @@ impl Kind {
             Kind::VllmOtlp | Kind::VllmLog => Some("vllm"),
             Kind::TrtllmIterations | Kind::TrtllmPerf => Some("trtllm"),
             Kind::LlamacppLog => Some("llama.cpp"),
-            Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate | Kind::OpenaiStream => None,
+            Kind::Aiperf | Kind::AiperfRaw | Kind::AiperfAggregate | Kind::OpenaiStream | Kind::SseStream => None,
         }
     }
 
@@ -161,6 +166,9 @@ pub fn sniff_bytes(head: &[u8]) -> Option<Kind> {
     }
     if trtllm::looks_like_iter_log(&text) {
         return Some(Kind::TrtllmIterations);
+    }
+    if sse::looks_like(&text) {
+        return Some(Kind::SseStream);
     }
     if !looks_like_json(head) {
         return None;
@@ -291,6 +299,9 @@ impl Imported {
         }) {
             meta.clock = text("client");
         }
+        if self.kinds.iter().all(|k| *k == Kind::SseStream) {
+            meta.clock = text(sse::UNTIMED);
+        }
         // Not a record of the files: not counted among the records read.
         ingest(&meta, Place { file, at: 0 }, b);
         b.report.records -= 1;
@@ -327,6 +338,7 @@ pub fn read(
         Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
         Kind::OpenaiStream => openai::read_capture(input, path, &mut sink, progress)?,
+        Kind::SseStream => sse::read(input, path, &mut sink, progress)?,
         Kind::LlamacppLog => llamacpp_log::read(input, path, &mut sink, progress)?,
     }
     imported.first_file.get_or_insert(file);

@@ -87,12 +87,25 @@ fn text_and_id(token: &str) -> (Option<u32>, String) {
     }
 }
 
-/// One `{token, logprob, id?, bytes?}` entry (chat `content[]`, llama.cpp `completion_probabilities[]`).
+/// A plain probability as a natural log (llama.cpp's `prob` with `post_sampling_probs`, its older `probs[]`);
+/// `None` outside 0..=1.
+fn ln_of(p: Option<&Value>) -> Option<f64> {
+    p.and_then(Value::as_f64)
+        .filter(|p| (0.0..=1.0).contains(p))
+        .map(f64::ln)
+}
+
+/// One `{token, logprob, id?, bytes?}` entry (chat `content[]`, llama.cpp `completion_probabilities[]`), or
+/// llama.cpp's plain-probability forms: `{id, token, prob}` (`post_sampling_probs`) and `{tok_str, prob}` (before
+/// its OpenAI-style logprobs).
 fn entry(v: &Value) -> Option<(Option<u32>, String, Option<f64>)> {
-    let token = v.get("token").and_then(Value::as_str)?;
+    let token = v.get("token").or_else(|| v.get("tok_str")).and_then(Value::as_str)?;
     let (mut id, text) = text_and_id(token);
     id = token_id_of(v.get("id")).or(id);
-    let logprob = v.get("logprob").and_then(Value::as_f64);
+    let logprob = v
+        .get("logprob")
+        .and_then(Value::as_f64)
+        .or_else(|| ln_of(v.get("prob")));
     Some((id, text, logprob))
 }
 
@@ -318,6 +331,12 @@ impl Stream {
                     if let Some((id, text, logprob)) = entry(p) {
                         let alts = alternatives(p.get("top_logprobs").or_else(|| p.get("top_probs")));
                         self.push_token(time_ns, id.or(ids.get(i).copied()), text, logprob, alts);
+                    } else if let Some(text) = p.get("content").and_then(Value::as_str) {
+                        // llama.cpp before its OpenAI-style logprobs: `{content, probs: [{tok_str, prob}]}`, plain
+                        // probabilities; the chosen token's is its own entry's among them, when listed.
+                        let alts = alternatives(p.get("probs"));
+                        let logprob = alts.iter().find(|a| a.text == text).map(|a| a.logprob);
+                        self.push_token(time_ns, ids.get(i).copied(), text.to_owned(), logprob, alts);
                     }
                 }
             }

@@ -103,9 +103,10 @@ pub fn number(value: &str) -> Option<(f64, bool)> {
     n.is_finite().then(|| (n, v[end..].trim_start().starts_with('%')))
 }
 
-/// A value as a fraction: a percentage divided by 100, a plain number as it is.
+/// A value as a fraction: a percentage divided by 100, a plain number as it is. The division is rounded to 12
+/// decimals, so that 99.4 % is 0.994 and not 0.9940000000000001 (a log prints a few decimals; none is lost).
 pub fn fraction(value: &str) -> Option<f64> {
-    number(value).map(|(n, pct)| if pct { n / 100.0 } else { n })
+    number(value).map(|(n, pct)| if pct { (n * 1e10).round() / 1e12 } else { n })
 }
 
 /// A value as a whole count.
@@ -213,6 +214,7 @@ mod tests {
         assert_eq!(number("1.0 tokens/s"), Some((1.0, false)));
         assert_eq!(number("True"), None);
         assert_eq!(fraction("45.0%"), Some(0.45));
+        assert_eq!(fraction("99.4%"), Some(0.994));
         assert_eq!(fraction("0.29"), Some(0.29));
         assert_eq!(count("20800"), Some(20_800));
         assert_eq!(count("2.5"), None);

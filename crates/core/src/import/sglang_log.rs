@@ -21,14 +21,13 @@ use std::io::Read;
 use std::path::Path;
 
 use super::Sink;
-use super::server_log::{Counters, LocalTime, LogSample, count, fraction, number, pieces, strip_ansi};
-use crate::format::jsonl::for_each_line;
+use super::server_log::{Counters, LocalTime, LogSample, count, fraction, number, pieces};
 use crate::ingest::{LoadError, Progress};
-use crate::trace::report::{Place, Problem};
+use crate::trace::report::Place;
 
-/// The series of a line: prefill batches and decode batches cover different intervals.
-const PREFILL: u8 = 0;
-const DECODE: u8 = 1;
+/// The series of a line: prefill batches and decode batches cover different intervals (vLLM's lines are series 0).
+const PREFILL: u8 = 1;
+const DECODE: u8 = 2;
 
 /// True when the text has SGLang's scheduler stats lines.
 pub fn looks_like(text: &str) -> bool {
@@ -44,40 +43,17 @@ fn batch_kind(line: &str) -> Option<(usize, u8)> {
     line.find("Decode batch").map(|at| (at + "Decode batch".len(), DECODE))
 }
 
-/// Reads the log's stats lines; every other line (requests' access lines, warnings, start-up dumps, progress bars)
-/// is skipped and counted.
+/// True when the line is one of SGLang's batch lines (or a cut one).
+pub fn is_batch_line(line: &str) -> bool {
+    batch_kind(line).is_some()
+}
+
+/// Reads SGLang's log: the same reader as vLLM's, which reads both engines' lines wherever they are.
 ///
 /// # Errors
 /// The file cannot be read, or the load was cancelled.
 pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    let (file, kind) = (sink.file, sink.kind);
-    let mut parsed = Vec::new();
-    let mut skipped = 0u64;
-    for_each_line(input, path, file, sink.b, progress, |raw, place, b| {
-        let line = String::from_utf8_lossy(raw);
-        let line = strip_ansi(&line);
-        if batch_kind(&line).is_none() {
-            skipped += 1;
-            return;
-        }
-        match parse(&line, place) {
-            Ok(s) => parsed.push(s),
-            Err((field, reason)) => Sink::new(b, file, kind).reject(
-                place.at,
-                Problem::Malformed,
-                Some(field),
-                format!("SGLang stats line: {reason}"),
-            ),
-        }
-    })?;
-    if skipped > 0 {
-        sink.note(format!(
-            "{skipped} line(s) of {} are not SGLang stats lines (requests, warnings, start-up) and were skipped",
-            path.display()
-        ));
-    }
-    sink.log_samples.extend(parsed);
-    Ok(())
+    super::vllm_log::read(input, path, sink, progress)
 }
 
 /// `[YYYY-MM-DD HH:MM:SS{ DPn}{ TPn}...]` at the line's start (after any prefix a process manager added): the
@@ -108,7 +84,8 @@ fn prefix(line: &str) -> Option<(LocalTime, Option<u32>)> {
     Some((local, dp))
 }
 
-fn parse(line: &str, place: Place) -> Result<LogSample, (&'static str, String)> {
+/// One batch line: its time, data-parallel rank and counters.
+pub fn parse(line: &str, place: Place) -> Result<LogSample, (&'static str, String)> {
     let (after, series) = batch_kind(line).ok_or(("batch", "no Prefill batch or Decode batch".to_owned()))?;
     let (local, dp) =
         prefix(&line[..after]).ok_or(("time", "no [YYYY-MM-DD HH:MM:SS] time before the message".to_owned()))?;

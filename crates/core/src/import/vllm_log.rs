@@ -73,9 +73,15 @@ pub struct Parsed {
     kv_usage: Option<f64>,
 }
 
-/// Reads the log's iteration lines; they are placed in time by [`place`] once every file of the trace is read.
+/// Reads a server log: vLLM's stats and iteration lines and SGLang's batch lines, wherever they are in the file (one
+/// server's log, or several servers' interleaved by a process manager: `docker compose logs` names each line's
+/// server, `vllm-a  | ...`, and that name becomes its samples' source). The iterations are placed in time by
+/// [`place`] and the samples by [`super::server_log::place`] once every file of the trace is read.
+///
+/// # Errors
+/// The file cannot be read, or the load was cancelled.
 pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    let file = sink.file;
+    let (file, kind) = (sink.file, sink.kind);
     let mut parsed = Vec::new();
     let mut dummies = 0u64;
     let mut skipped = 0u64;
@@ -83,15 +89,27 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     for_each_line(input, path, file, sink.b, progress, |line, place, b| {
         let line = String::from_utf8_lossy(line);
         let line = strip_ansi(&line);
-        if let Some((at, main)) = stats_at(&line) {
-            match parse_stats(&line, at, main, place) {
-                Ok(s) => add_stats(&mut samples, s, main),
-                Err((field, reason)) => Sink::new(b, file, super::Kind::VllmLog).reject(
-                    place.at,
-                    Problem::Malformed,
-                    Some(field),
-                    format!("vLLM stats line: {reason}"),
-                ),
+        let (server, line) = server_prefix(&line);
+        let named = |mut s: LogSample| {
+            if let Some(server) = server {
+                s.source = Some(s.source.map_or_else(|| server.to_owned(), |e| format!("{server}/{e}")));
+            }
+            s
+        };
+        let mut reject = |what: &str, field: &'static str, reason: String| {
+            Sink::new(b, file, kind).reject(place.at, Problem::Malformed, Some(field), format!("{what}: {reason}"));
+        };
+        if let Some((at, main)) = stats_at(line) {
+            match parse_stats(line, at, main, place) {
+                Ok(s) => add_stats(&mut samples, named(s), main),
+                Err((field, reason)) => reject("vLLM stats line", field, reason),
+            }
+            return;
+        }
+        if super::sglang_log::is_batch_line(line) {
+            match super::sglang_log::parse(line, place) {
+                Ok(s) => samples.push(named(s)),
+                Err((field, reason)) => reject("SGLang stats line", field, reason),
             }
             return;
         }
@@ -103,22 +121,16 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
             dummies += 1;
             return;
         }
-        match parse(&line, at, place) {
+        match parse(line, at, place) {
             Ok(p) => parsed.push(p),
-            Err((field, reason)) => Sink::new(b, file, super::Kind::VllmLog).reject(
-                place.at,
-                Problem::Malformed,
-                Some(field),
-                format!("vLLM iteration line: {reason}"),
-            ),
+            Err((field, reason)) => reject("vLLM iteration line", field, reason),
         }
     })?;
     sink.vllm_iterations.extend(parsed);
     sink.log_samples.extend(samples);
     if skipped > 0 {
         sink.note(format!(
-            "{skipped} line(s) of {} are neither vLLM stats nor iteration lines (requests, warnings, start-up) and \
-             were skipped",
+            "{skipped} line(s) of {} are not stats or iteration lines (requests, warnings, start-up) and were skipped",
             path.display()
         ));
     }
@@ -129,6 +141,22 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         ));
     }
     Ok(())
+}
+
+/// The server a process manager named at the start of a line (`docker compose logs`: `vllm-a  | ...`), and the
+/// line after it.
+fn server_prefix(line: &str) -> (Option<&str>, &str) {
+    if let Some((name, rest)) = line.split_once(" | ")
+        && let name = name.trim_end()
+        && !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return (Some(name), rest);
+    }
+    (None, line)
 }
 
 /// Where a stats message starts in the line, and whether it is a reading's main line (`Avg prompt throughput: ...`)

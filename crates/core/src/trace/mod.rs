@@ -290,6 +290,12 @@ impl Trace {
                     .is_some_and(|ids| ids.contains(&token_id)))
     }
 
+    /// False when the trace's source wrote no times (`clock = "untimed"`: a saved stream): its times are only an
+    /// order, and no latency, rate or time-based finding may be read from them.
+    pub fn has_times(&self) -> bool {
+        self.meta.clock.as_deref() != Some("untimed")
+    }
+
     /// True when the trace holds a request, a step, a sample or a token: something read, not only a meta.
     pub fn has_records(&self) -> bool {
         self.request_count() > 0 || !self.iterations.is_empty() || !self.samples.is_empty() || self.token_count() > 0

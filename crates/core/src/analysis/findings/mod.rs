@@ -224,9 +224,17 @@ pub fn find(trace: &Trace, slo: &Slo, th: &Thresholds) -> Vec<Finding> {
 /// share the indexes of one [`Context`].
 pub fn find_kinds(trace: &Trace, slo: &Slo, th: &Thresholds, kinds: &[Kind]) -> Vec<Finding> {
     let cx = Context::new(trace, slo, th);
+    // A trace without times (a saved stream) is judged on what its tokens say, never on their made-up times.
+    let untimed_ok = |k: Kind| {
+        trace.has_times()
+            || matches!(
+                k,
+                Kind::EosMistrigger | Kind::RepetitionLoop | Kind::Truncation | Kind::TokenMismatch
+            )
+    };
     let mut out: Vec<Finding> = DETECTORS
         .par_iter()
-        .filter(|d| kinds.contains(&d.kind()))
+        .filter(|d| kinds.contains(&d.kind()) && untimed_ok(d.kind()))
         .flat_map_iter(|d| d.detect(&cx))
         .collect();
     out.sort_by_key(|f| (f.severity, f.from_ns, f.kind));
