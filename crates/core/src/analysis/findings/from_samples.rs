@@ -79,6 +79,20 @@ fn sampled(every: Option<f64>, n: usize) -> String {
     )
 }
 
+/// A finding of counters: a time range, and no request, step or token it could name.
+fn counters_finding(kind: Kind, severity: Severity, summary: String, (from_ns, to_ns): (i64, i64)) -> Finding {
+    Finding {
+        kind,
+        severity,
+        summary,
+        from_ns,
+        to_ns,
+        requests: Vec::new(),
+        steps: Vec::new(),
+        tokens: Vec::new(),
+    }
+}
+
 /// KV pressure: runs of [`MIN_READINGS`] or more consecutive readings with the cache at `kv_saturation` or more.
 pub fn kv_saturation(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -101,16 +115,12 @@ pub fn kv_saturation(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
                 100.0 * peak,
                 sampled(every, run.len())
             );
-            out.push(Finding {
-                kind: Kind::KvSaturation,
-                severity: Severity::Warning,
+            out.push(counters_finding(
+                Kind::KvSaturation,
+                Severity::Warning,
                 summary,
-                from_ns,
-                to_ns,
-                requests: Vec::new(),
-                steps: Vec::new(),
-                tokens: Vec::new(),
-            });
+                (from_ns, to_ns),
+            ));
         }
     }
     out
@@ -177,20 +187,12 @@ pub fn overload(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
             ));
             let (from_ns, to_ns) = range(first.time_ns, at_peak.time_ns);
             let critical = peak >= 4 * w0.max(1) && kv_full;
-            out.push(Finding {
-                kind: Kind::Overload,
-                severity: if critical {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                },
-                summary,
-                from_ns,
-                to_ns,
-                requests: Vec::new(),
-                steps: Vec::new(),
-                tokens: Vec::new(),
-            });
+            let severity = if critical {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            };
+            out.push(counters_finding(Kind::Overload, severity, summary, (from_ns, to_ns)));
         }
     }
     out
