@@ -640,14 +640,10 @@ fn draw_engines(
                             *m = m.max(v);
                         }
                     }
-                    let it = &trace.iterations;
-                    let (p, d) = (
-                        it.num_prefill_tokens[rows.start + i].unwrap_or(0),
-                        it.num_decode_tokens[rows.start + i].unwrap_or(0),
-                    );
+                    let (p, d) = layout::prefill_mix(trace, rows.start + i);
                     for col in &mut column_tokens[c0..=c1] {
-                        col.0 += u64::from(p);
-                        col.1 += u64::from(d);
+                        col.0 += p;
+                        col.1 += d;
                     }
                 }
                 let busy = if density_mode {

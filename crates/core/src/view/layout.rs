@@ -110,14 +110,30 @@ pub fn visible_rows(scroll: f32, row_height: f32, view_height: f32, rows: usize)
 /// Classes of engine-step spans: `0..=PREFILL_CLASSES`, the step's prefill share of its tokens in tenths.
 pub const PREFILL_CLASSES: u8 = 10;
 
+/// What step `i` did, as (prefill, decode) weights for its colour: its prefill and decode tokens; or, when it has
+/// prefilling requests but no prefill token count (SGLang's chunks give none), its prefilling and decoding requests,
+/// rather than a step with no prefill at all.
+pub fn prefill_mix(trace: &Trace, i: usize) -> (u64, u64) {
+    let it = &trace.iterations;
+    match (it.num_prefill_tokens[i], it.num_prefill_reqs[i]) {
+        (None, Some(r)) if r > 0 => (
+            u64::from(r),
+            u64::from(it.num_decode_reqs[i].or(it.num_decode_tokens[i]).unwrap_or(0)),
+        ),
+        (p, _) => (
+            u64::from(p.unwrap_or(0)),
+            u64::from(it.num_decode_tokens[i].unwrap_or(0)),
+        ),
+    }
+}
+
 /// The steps of a source as spans, classed by prefill share (0 = all decode, 10 = all prefill).
 pub fn engine_spans(trace: &Trace, source: u32) -> Vec<Span> {
     let it = &trace.iterations;
     trace
         .iterations_of_source(source)
         .map(|i| {
-            let p = u64::from(it.num_prefill_tokens[i].unwrap_or(0));
-            let d = u64::from(it.num_decode_tokens[i].unwrap_or(0));
+            let (p, d) = prefill_mix(trace, i);
             let class = (p * u64::from(PREFILL_CLASSES))
                 .checked_div(p + d)
                 .map_or(0, |c| u8::try_from(c).unwrap_or(0));
@@ -162,6 +178,33 @@ mod tests {
 
     fn four() -> Trace {
         crate::test_support::sample("four_requests.jsonl")
+    }
+
+    #[test]
+    fn a_step_of_prefill_chunks_without_a_token_count_is_drawn_as_prefill() {
+        // SGLang's chunked prefill: a step with one prefilling request and no prefill token count; a mixed step with
+        // one prefill and one decode request; a decode step; a step that counts its prefill tokens.
+        let t0 = 1_764_403_200_000_000_000_i64;
+        let step = |i: i64, fields: &str| {
+            format!(
+                r#"{{"kind":"iteration","source":"s","iteration":{i},"start_ns":{},"end_ns":{}{fields}}}"#,
+                t0 + i * 1_000_000,
+                t0 + i * 1_000_000 + 500_000
+            )
+        };
+        let trace = crate::test_support::trace_of(
+            &[
+                step(0, r#","num_prefill_reqs":1,"num_decode_reqs":0,"num_decode_tokens":0"#),
+                step(1, r#","num_prefill_reqs":1,"num_decode_reqs":1,"num_decode_tokens":1"#),
+                step(2, r#","num_prefill_reqs":0,"num_decode_reqs":4,"num_decode_tokens":4"#),
+                step(3, r#","num_prefill_tokens":300,"num_decode_tokens":100"#),
+            ]
+            .join("\n"),
+        );
+        let source = trace.sources_with_iterations()[0].0;
+        let classes: Vec<u8> = engine_spans(&trace, source).iter().map(|s| s.class).collect();
+        // All prefill; half by requests; all decode; 300 of 400 tokens.
+        assert_eq!(classes, [10, 5, 0, 7]);
     }
 
     #[test]

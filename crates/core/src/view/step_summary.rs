@@ -60,10 +60,7 @@ impl StepSummary {
                 continue;
             }
             let values = counter_values(trace, i);
-            let (p, d) = (
-                u64::from(it.num_prefill_tokens[i].unwrap_or(0)),
-                u64::from(it.num_decode_tokens[i].unwrap_or(0)),
-            );
+            let (p, d) = super::layout::prefill_mix(trace, i);
             // A step's tokens by its time in each bucket, the last taking what rounding left (an instant step's
             // all in its bucket): the buckets' tokens add up to the steps'.
             let share = |x: u64, before: i64| {
