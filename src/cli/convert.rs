@@ -58,11 +58,23 @@ pub fn run(
     };
     match written {
         Ok(what) => Output {
-            stdout: format!(
-                "{what} ({} requests, {} tokens)\n",
-                thousands(loaded.trace.request_count() as u64),
-                thousands(loaded.trace.token_count() as u64)
-            ),
+            stdout: {
+                let t = &loaded.trace;
+                // Steps and samples are said when there are some: a log's output is all steps or samples.
+                let mut counts = vec![
+                    format!("{} requests", thousands(t.request_count() as u64)),
+                    format!("{} tokens", thousands(t.token_count() as u64)),
+                ];
+                let some =
+                    |n: usize, what: &str| format!("{} {what}{}", thousands(n as u64), if n == 1 { "" } else { "s" });
+                if t.request_count() == 0 && !t.iterations.is_empty() {
+                    counts.push(some(t.iterations.len(), "step"));
+                }
+                if !t.samples.is_empty() {
+                    counts.push(some(t.samples.len(), "sample"));
+                }
+                format!("{what} ({})\n", counts.join(", "))
+            },
             stderr: {
                 let mut notes: String = loaded.report.notes.iter().map(|n| format!("note: {n}\n")).collect();
                 if rejected > 0 {

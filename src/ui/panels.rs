@@ -46,7 +46,8 @@ pub fn status_ui(ui: &mut Ui, shown: &Session, cursor_ns: Option<i64>) {
     }
     if !t.samples.is_empty() {
         // Counter readings are said only when there are some: most traces have none, and need none.
-        levels.push(format!("{} counter samples", t.samples.len()));
+        let n = t.samples.len();
+        levels.push(format!("{n} counter sample{}", if n == 1 { "" } else { "s" }));
     }
     if t.token_count() > 0 && !t.has_candidates() {
         levels.push("no candidates".to_owned());
