@@ -1067,3 +1067,21 @@ fn a_server_log_opens_as_counter_rows_and_its_times_can_be_given_a_date_and_zone
     let after = h.state().session().unwrap().view.trace.samples.time_ns[0];
     assert_eq!(before - after, 8 * 3_600_000_000_000);
 }
+
+#[test]
+fn a_saved_stream_opens_with_its_tokens_and_candidates_and_no_latency_made_up() {
+    // The body of a real llama.cpp chat stream, saved with curl: tokens and candidates, no times.
+    let mut h = harness_on("tests/data/record/chat_eos_omitted.sse");
+    h.get_by_label_contains("1 requests · 6 tokens · no steps · no times (a saved stream: order only)");
+    h.state_mut().session_mut().unwrap().selected = Some(0);
+    h.run();
+    h.get_by_label_contains("no times: the source wrote none (a saved stream)");
+    h.get_by_label_contains("No times in this trace (a saved stream)");
+    // No latency is made up from the placeholder spacing: the header has no TTFT.
+    assert!(h.query_by_label_contains("TTFT").is_none());
+    // The tokens are there to inspect, with the server's candidates: the first token's three.
+    let m = h.state().session().unwrap().microscope.as_ref().unwrap();
+    let trace = &h.state().session().unwrap().view.trace;
+    assert_eq!(trace.tokens_of(m.request).len(), 6);
+    assert_eq!(trace.candidates_of(trace.tokens_of(m.request).start).len(), 3);
+}

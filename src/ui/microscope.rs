@@ -229,6 +229,14 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
         n(q.context_tokens[r]),
         n(usage)
     ));
+    if !trace.has_times() {
+        // A saved stream: its times are an order only, so no latency and no SLO verdict.
+        ui.label(format!(
+            "no times: the source wrote none (a saved stream) · finish {}",
+            label(q.finish_reason[r])
+        ));
+        return;
+    }
     let mut gaps: Vec<i64> = m.latencies.iter().skip(1).map(|l| l.total_ns).collect();
     gaps.sort_unstable();
     let p99 = gaps.get((gaps.len() * 99).div_ceil(100).saturating_sub(1)).copied();
@@ -309,6 +317,12 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
 
 fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Command>) {
     ui.strong("Latency of each token (ms)");
+    if !trace.has_times() {
+        ui.weak(
+            "No times in this trace (a saved stream): its tokens are in order, but how long each took is not known.",
+        );
+        return;
+    }
     let bars = |part: fn(&Latency) -> Option<i64>, color: Color32| -> Vec<Bar> {
         m.latencies
             .iter()
