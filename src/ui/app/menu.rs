@@ -1,0 +1,170 @@
+//! The menu bar: File (open, compare, save and copy PNGs, the memory budget, server log times, recent files), View,
+//! Panels, SLOs and Help. Its items push commands or open the toolbar's rows; the app applies them after the frame.
+
+use std::path::PathBuf;
+
+use eframe::egui::{self, Ui};
+
+use super::log_clock::LogClockInput;
+use super::{App, Purpose};
+use crate::load;
+use crate::ui::capture;
+use crate::ui::command::Command;
+use crate::ui::render::View;
+
+impl App {
+    pub(super) fn menu_ui(&mut self, ui: &mut Ui) {
+        let out = &mut self.commands;
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                if ui.button("Open…").clicked() {
+                    out.push(Command::OpenDialog);
+                    ui.close();
+                }
+                ui.separator();
+                let has_request = self.session.as_ref().is_some_and(|s| s.microscope.is_some());
+                let renders = [
+                    ("Save 2x PNG of the views (Ctrl+Shift+S)", View::Both, true),
+                    ("Save 2x PNG of the waterfall", View::Waterfall, true),
+                    ("Save 2x PNG of the request view", View::Request, has_request),
+                ];
+                for (label, which, enabled) in renders {
+                    if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
+                        out.push(Command::RenderPng(which, capture::Destination::File));
+                        ui.close();
+                    }
+                }
+                if ui.button("Copy 2x PNG of the views").clicked() {
+                    out.push(Command::RenderPng(View::Both, capture::Destination::Clipboard));
+                    ui.close();
+                }
+                if ui.button("Save PNG of the window as on screen").clicked() {
+                    out.push(Command::Capture(capture::Target::Window, capture::Destination::File));
+                    ui.close();
+                }
+                if ui.button("Copy PNG of the window").clicked() {
+                    out.push(Command::Capture(
+                        capture::Target::Window,
+                        capture::Destination::Clipboard,
+                    ));
+                    ui.close();
+                }
+                ui.checkbox(&mut self.settings.caption, "Caption strip on PNGs");
+                ui.separator();
+                if ui.button("Open path…").clicked() {
+                    self.path_purpose = Some(Purpose::Show);
+                    ui.close();
+                }
+                ui.separator();
+                let open = self.session.is_some();
+                if ui.add_enabled(open, egui::Button::new("Compare with…")).clicked() {
+                    out.push(Command::CompareDialog);
+                    ui.close();
+                }
+                if ui.add_enabled(open, egui::Button::new("Compare with path…")).clicked() {
+                    self.path_purpose = Some(Purpose::Compare);
+                    ui.close();
+                }
+                if self.compare.is_some() && ui.button("Stop comparing").clicked() {
+                    out.push(Command::StopComparing);
+                    ui.close();
+                }
+                ui.separator();
+                if ui.button("Open the demo trace").clicked() {
+                    out.push(Command::OpenDemo);
+                    ui.close();
+                }
+                ui.horizontal(|ui| {
+                    let mut gb = self.settings.memory_budget_gb.unwrap_or_else(|| {
+                        #[allow(clippy::cast_precision_loss)] // display
+                        let half = load::budget::default_budget() as f64 / 1e9;
+                        (half * 10.0).round() / 10.0
+                    });
+                    let label = ui.label("Memory budget");
+                    let r = ui
+                        .add(
+                            egui::DragValue::new(&mut gb)
+                                .range(0.1..=4096.0)
+                                .speed(0.1)
+                                .suffix(" GB"),
+                        )
+                        .labelled_by(label.id)
+                        .on_hover_text("A trace estimated to take more is not loaded: open a part of it instead");
+                    if r.changed() {
+                        self.settings.memory_budget_gb = Some(gb);
+                    }
+                });
+                if ui
+                    .button("Server log times…")
+                    .on_hover_text("The date and zone of a server log whose times lack them")
+                    .clicked()
+                {
+                    self.log_clock_input = Some(LogClockInput::default());
+                    ui.close();
+                }
+                ui.menu_button("Open recent", |ui| {
+                    if self.settings.recent.is_empty() {
+                        ui.weak("nothing yet");
+                    }
+                    for r in &self.settings.recent {
+                        if ui.button(r).clicked() {
+                            out.push(Command::Open(PathBuf::from(r)));
+                            ui.close();
+                        }
+                    }
+                });
+            });
+            ui.menu_button("View", |ui| {
+                if ui.button("Fit the whole trace (double-click)").clicked() {
+                    if let Some(s) = &mut self.session {
+                        s.waterfall.viewport = None;
+                    }
+                    ui.close();
+                }
+                if ui.checkbox(&mut self.show_findings, "Findings").clicked() {
+                    ui.close();
+                }
+                if ui.checkbox(&mut self.show_stats, "Statistics").clicked() {
+                    ui.close();
+                }
+                #[cfg(feature = "query")]
+                if ui.checkbox(&mut self.show_query, "Query (SQL)").clicked() {
+                    ui.close();
+                }
+                #[cfg(feature = "query")]
+                if ui.checkbox(&mut self.show_timeline, "Timeline").clicked() {
+                    ui.close();
+                }
+                if ui.button("Load problems").clicked() {
+                    self.show_problems = true;
+                    ui.close();
+                }
+            });
+            ui.menu_button("SLOs", |ui| {
+                ui.label("Requests are judged by these objectives (0 = none):");
+                for (label, value) in [
+                    ("TTFT ≤ (ms)", &mut self.settings.slo.ttft_ms),
+                    ("TPOT ≤ (ms)", &mut self.settings.slo.tpot_ms),
+                ] {
+                    ui.horizontal(|ui| {
+                        let name = ui.label(label);
+                        let mut v = value.unwrap_or(0.0);
+                        if ui
+                            .add(egui::DragValue::new(&mut v).range(0.0..=600_000.0).speed(1.0))
+                            .labelled_by(name.id)
+                            .changed()
+                        {
+                            *value = (v > 0.0).then_some(v);
+                        }
+                    });
+                }
+            });
+            ui.menu_button("Help", |ui| {
+                ui.label("Ctrl+wheel: zoom at the pointer · W/S: zoom · A/D: pan");
+                ui.label("Drag on the ruler: pan · Drag on the tracks: select a time range");
+                ui.label("F: fit the selection · Double-click: whole trace · Esc: clear the range");
+                ui.label("Click a request track to select it. Drop a trace file on the window to open it.");
+            });
+        });
+    }
+}
