@@ -6,20 +6,25 @@
 //! request tracks are one per request, or packed into lanes of requests that do not overlap (`view::lanes`), as many
 //! as the run's peak concurrency, with rows as low as it takes to fit them on screen.
 //!
-//! What is drawn comes from `view` (viewport, level of detail, layout): this file turns it into shapes and input
-//! into state changes, and nothing else.
+//! What is drawn comes from `view` (viewport, level of detail, layout): this module turns it into shapes and input
+//! into state changes, and nothing else; `engines` draws the engine tracks, `hover` what is under the pointer.
+
+mod engines;
+mod hover;
 
 use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
 
+use self::engines::{draw_engines, engine_block_height};
+use self::hover::hover_ui;
 use super::command::Command;
 use super::sample_rows;
 use super::theme;
-use crate::trace::{StageKind, Trace};
+use crate::trace::Trace;
 use crate::view::lanes::{LaneSamples, Runs, TrackLayout, class_runs, request_extent};
 use crate::view::layout;
-use crate::view::lod::{RenderItem, Span, compute_render_items, visible};
+use crate::view::lod::{RenderItem, Span, compute_render_items};
 use crate::view::ruler;
-use crate::view::trace_view::{COUNTERS, TraceView, counter_values};
+use crate::view::trace_view::TraceView;
 use crate::view::viewport::Viewport;
 
 /// A drag in progress.
@@ -150,10 +155,6 @@ fn no_rows_text(trace: &Trace) -> &'static str {
     } else {
         "No request matches the filter."
     }
-}
-
-fn engine_block_height() -> f32 {
-    theme::ENGINE_ROW_HEIGHT + theme::COUNTER_ROW_HEIGHT * COUNTERS.len() as f32 + 6.0
 }
 
 /// Draws the waterfall in the remaining space of `ui` and handles its input.
@@ -541,195 +542,6 @@ fn draw_items(
     hovered
 }
 
-fn draw_engines(
-    ui: &Ui,
-    painter: &egui::Painter,
-    frame: &Frame,
-    vp: &Viewport,
-    view: &TraceView,
-    pointer: Option<Pos2>,
-    hover: &mut Option<Hover>,
-) {
-    let trace = &view.trace;
-    if view.engines.is_empty() && view.sampled.is_empty() {
-        painter.text(
-            pos2(frame.time.left() + 6.0, frame.engines_top + 10.0),
-            Align2::LEFT_CENTER,
-            "No engine track: this trace has no kind=\"iteration\" records (start_ns, end_ns, num_prefill_tokens, \
-             num_decode_tokens, num_reqs, kv_usage, num_waiting).",
-            FontId::proportional(12.0),
-            theme::MUTED_TEXT,
-        );
-        return;
-    }
-    if view.engines.is_empty() {
-        return;
-    }
-    let font = FontId::proportional(11.0);
-    let mut mesh = egui::Mesh::default();
-    for (k_track, track) in view.engines.iter().enumerate() {
-        let top = frame.engines_top + k_track as f32 * engine_block_height() + 2.0;
-        let steps_y = egui::Rangef::new(top, top + theme::ENGINE_ROW_HEIGHT - 2.0);
-        let name = trace.label(track.source).unwrap_or("engine");
-        painter.text(
-            pos2(frame.labels_x, steps_y.center()),
-            Align2::LEFT_CENTER,
-            name,
-            FontId::proportional(12.0),
-            ui.visuals().strong_text_color(),
-        );
-        let rows = trace.iterations_of_source(track.source);
-        let vis = visible(&track.spans, vp);
-        let columns = frame.time.width().ceil().max(1.0) as usize;
-        // Zoomed out past one step per point, the step row becomes a density strip: each point column is as opaque
-        // as the share of its time the engine was busy, and coloured by its prefill share of tokens. Far out, the
-        // columns come from the track's buckets, not from every step.
-        let summary = (vis.len() > columns)
-            .then(|| track.summary.columns(vp, columns))
-            .flatten();
-        let density_mode = vis.len() > columns;
-        if density_mode {
-            // The step under the pointer, found by time.
-            if let Some(px) = pointer
-                .filter(|p| steps_y.contains(p.y))
-                .map(|p| f64::from(p.x - frame.time.left()))
-            {
-                let t = vp.time_from_x(px);
-                let slack = vp.ns_per_point as i64;
-                let k = track.spans.partition_point(|s| s.start_ns <= t + slack);
-                if let Some(index) = k.checked_sub(1).filter(|&i| track.spans[i].end_ns >= t - slack) {
-                    let s = track.spans[index];
-                    *hover = Some(Hover::Step {
-                        track: k_track,
-                        item: RenderItem::Span {
-                            index,
-                            x0: vp.x_from_time(s.start_ns),
-                            x1: vp.x_from_time(s.end_ns),
-                        },
-                    });
-                }
-            }
-        } else {
-            let items = compute_render_items(&track.spans, vp);
-            if let Some(item) = draw_items(
-                &mut mesh,
-                frame,
-                &items,
-                &track.spans,
-                steps_y,
-                theme::step_color,
-                pointer,
-            ) {
-                *hover = Some(Hover::Step { track: k_track, item });
-            }
-        }
-        // Counter rows: per point column, the largest value among the steps in it; and the tokens by kind.
-        let (column_max, column_tokens, busy) = match summary {
-            Some(c) => (c.max, c.tokens, c.busy),
-            None => {
-                let mut column_max = vec![[0.0f32; 4]; columns];
-                let mut column_tokens = vec![(0u64, 0u64); columns];
-                for i in vis.clone() {
-                    let s = track.spans[i];
-                    let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
-                    let values = counter_values(trace, rows.start + i);
-                    for col in &mut column_max[c0..=c1] {
-                        for (m, v) in col.iter_mut().zip(values) {
-                            *m = m.max(v);
-                        }
-                    }
-                    let (p, d) = layout::prefill_mix(trace, rows.start + i);
-                    for col in &mut column_tokens[c0..=c1] {
-                        col.0 += p;
-                        col.1 += d;
-                    }
-                }
-                let busy = if density_mode {
-                    crate::view::lod::density(&track.spans, vp, columns)
-                } else {
-                    Vec::new()
-                };
-                (column_max, column_tokens, busy)
-            }
-        };
-        if density_mode {
-            let left = frame.time.left();
-            for (col, (&b, &(p, d))) in busy.iter().zip(&column_tokens).enumerate() {
-                if b <= 0.0 {
-                    continue;
-                }
-                let class = (p * u64::from(layout::PREFILL_CLASSES))
-                    .checked_div(p + d)
-                    .map_or(0, |c| c.min(255) as u8);
-                let color = theme::step_color(class).gamma_multiply(b.clamp(0.15, 1.0));
-                let r = Rect::from_x_y_ranges(left + col as f32..=left + col as f32 + 1.0, steps_y);
-                mesh.add_colored_rect(r, color);
-            }
-        }
-        for (c, label) in COUNTERS.iter().enumerate() {
-            let y0 = steps_y.max + 2.0 + c as f32 * theme::COUNTER_ROW_HEIGHT;
-            let y1 = y0 + theme::COUNTER_ROW_HEIGHT - 2.0;
-            let scale = track.max_counters[c];
-            if !track.present[c] {
-                painter.text(
-                    pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
-                    Align2::LEFT_CENTER,
-                    format!("{label}: not in the trace"),
-                    font.clone(),
-                    theme::MUTED_TEXT,
-                );
-                continue;
-            }
-            let range = if c == 2 {
-                "0-100 %".to_owned()
-            } else {
-                format!("0-{}", scale.round())
-            };
-            painter.text(
-                pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
-                Align2::LEFT_CENTER,
-                format!("{label} {range}"),
-                font.clone(),
-                theme::MUTED_TEXT,
-            );
-            // One quad per run of columns of the same height and colour.
-            let mut run: Option<(usize, f32, egui::Color32)> = None;
-            let left = frame.time.left();
-            let flush = |mesh: &mut egui::Mesh, run: Option<(usize, f32, egui::Color32)>, end: usize| {
-                if let Some((start, h, color)) = run.filter(|r| r.1 > 0.0) {
-                    let r = Rect::from_min_max(pos2(left + start as f32, y1 - h), pos2(left + end as f32, y1));
-                    mesh.add_colored_rect(r, color);
-                }
-            };
-            for (col, values) in column_max.iter().enumerate() {
-                let v = values[c];
-                let h = ((v / scale).clamp(0.0, 1.0) * (y1 - y0) * 2.0).round() / 2.0;
-                let color = if c == 2 && v >= 0.95 {
-                    theme::COUNTER_ALERT_COLOR
-                } else {
-                    theme::COUNTER_COLOR
-                };
-                match run {
-                    Some((_, rh, rc)) if rh == h && rc == color => {}
-                    _ => {
-                        flush(&mut mesh, run, col);
-                        run = Some((col, h, color));
-                    }
-                }
-            }
-            flush(&mut mesh, run, column_max.len());
-        }
-    }
-    // Spans and markers of times before or after the view stay inside the time axis.
-    painter
-        .with_clip_rect(painter.clip_rect().intersect(frame.time))
-        .add(egui::Shape::mesh(mesh));
-    let bottom = frame.engines_top + engine_block_height() * view.engines.len() as f32;
-    painter.hline(frame.requests.x_range(), bottom, Stroke::new(1.0, theme::GRID));
-}
-
 #[allow(clippy::too_many_arguments)]
 fn draw_requests(
     ui: &Ui,
@@ -1042,128 +854,6 @@ fn build_lanes(
         labels,
         samples,
     }
-}
-
-fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
-    let trace = &view.trace;
-    let rel = |t: i64| ruler::format_relative(t - view.t0_ns, 1_000_000);
-    match hover {
-        Hover::Ruler { t_ns } => {
-            ui.label(format!("{} after start", ruler::format_duration(t_ns - view.t0_ns)));
-            ui.label(ruler::format_utc(t_ns));
-        }
-        Hover::Step { track, item } => {
-            let t = &view.engines[track];
-            let rows = trace.iterations_of_source(t.source);
-            let it = &trace.iterations;
-            match item {
-                RenderItem::Span { index, .. } => {
-                    let i = rows.start + index;
-                    ui.strong(format!(
-                        "step {} on {}",
-                        it.iteration[i],
-                        trace.label(t.source).unwrap_or("engine")
-                    ));
-                    ui.label(format!(
-                        "start {} (+{})",
-                        rel(it.start_ns[i]),
-                        ruler::format_duration(it.end_ns[i] - it.start_ns[i])
-                    ));
-                    ui.label(format!(
-                        "prefill {} tokens, decode {} tokens",
-                        it.num_prefill_tokens[i].map_or("?".into(), |v| v.to_string()),
-                        it.num_decode_tokens[i].map_or("?".into(), |v| v.to_string())
-                    ));
-                    ui.label(format!(
-                        "batch {} requests, {} waiting, KV {}",
-                        it.num_reqs[i].map_or("?".into(), |v| v.to_string()),
-                        it.num_waiting[i].map_or("?".into(), |v| v.to_string()),
-                        it.kv_usage[i].map_or("?".into(), |v| format!("{:.0} %", v * 100.0))
-                    ));
-                }
-                RenderItem::Merged {
-                    spans,
-                    total_ns,
-                    max_ns,
-                    ..
-                } => merged_ui(ui, "steps", spans.len(), total_ns, max_ns),
-            }
-        }
-        Hover::Request { request } => request_ui(ui, trace, request),
-        Hover::Stage { request, item, spans } => {
-            ui.strong(trace.request_id(request));
-            match item {
-                RenderItem::Span { index, .. } => {
-                    let s = spans[index];
-                    let kind = layout::stage_of_class(s.class);
-                    let full = trace
-                        .stages_of(request)
-                        .into_iter()
-                        .find(|x| x.kind == kind && x.end_ns >= s.end_ns && x.start_ns <= s.end_ns);
-                    ui.label(format!(
-                        "{} from {} for {}",
-                        kind.name(),
-                        rel(s.start_ns),
-                        ruler::format_duration(s.end_ns - s.start_ns)
-                    ));
-                    if let Some(f) = full {
-                        if let Some(n) = f.iteration {
-                            ui.label(format!("step {n}"));
-                        }
-                        if let Some(n) = f.tokens {
-                            ui.label(format!("{n} tokens"));
-                        }
-                        if let Some(t) = f.token {
-                            let text = trace.texts.get(trace.tokens.text[t as usize]).unwrap_or("");
-                            ui.label(format!("token {}: {text:?}", trace.tokens.index[t as usize]));
-                        }
-                        if f.derived {
-                            ui.weak("derived from the request's timestamps");
-                        }
-                    }
-                    if kind == StageKind::Decode && trace.token_count() == 0 {
-                        ui.weak("no token records: per-token steps need kind=\"token\" records");
-                    }
-                    if kind == StageKind::Waiting {
-                        ui.weak(
-                            "waiting for the first token: queue and prefill not split (a client-side trace; open it \
-                             with the server's files of the same run to split it)",
-                        );
-                    }
-                }
-                RenderItem::Merged {
-                    spans,
-                    total_ns,
-                    max_ns,
-                    ..
-                } => merged_ui(ui, "stages", spans.len(), total_ns, max_ns),
-            }
-        }
-    }
-}
-
-fn request_ui(ui: &mut Ui, trace: &Trace, request: u32) {
-    let m = crate::analysis::metrics::request_metrics(trace, request);
-    ui.strong(trace.request_id(request));
-    let ms = |v: Option<i64>| v.map_or("?".to_owned(), ruler::format_duration);
-    ui.label(format!(
-        "TTFT {}, E2E {}, queue {}",
-        ms(m.ttft_ns),
-        ms(m.e2e_ns),
-        ms(m.queue_ns)
-    ));
-    ui.label(format!("{} output tokens", trace.output_tokens(request)));
-    ui.weak("zoom in (W, Ctrl+wheel) to see each step; click to select");
-}
-
-fn merged_ui(ui: &mut Ui, what: &str, count: usize, total_ns: i64, max_ns: i64) {
-    ui.label(format!("{count} {what} merged at this zoom"));
-    ui.label(format!(
-        "total {}, longest {}",
-        ruler::format_duration(total_ns),
-        ruler::format_duration(max_ns)
-    ));
-    ui.weak("zoom in (W, Ctrl+wheel) to see each");
 }
 
 #[cfg(test)]
