@@ -1085,3 +1085,18 @@ fn a_saved_stream_opens_with_its_tokens_and_candidates_and_no_latency_made_up() 
     assert_eq!(trace.tokens_of(m.request).len(), 6);
     assert_eq!(trace.candidates_of(trace.tokens_of(m.request).start).len(), 3);
 }
+
+#[test]
+fn the_date_and_zone_given_at_start_apply_to_the_trace_given_at_start() {
+    // `tokenscope server.log --log-date 2025-11-03 --log-tz +08:00`: the app's first load reads the log with them.
+    let log = TraceSource::Path("sample_traces/engines/vllm-log/server.log".into());
+    let clock = tokenscope::import::log_clock::LogClock {
+        date: chrono::NaiveDate::from_ymd_opt(2025, 11, 3),
+        utc_offset_s: Some(8 * 3600),
+    };
+    let mut app = App::with_log_clock(log, None, None, None, clock);
+    app.wait_loaded();
+    let first = app.session().unwrap().view.trace.samples.time_ns[0];
+    // The first stats line is printed 11-03 16:00:37 local: 08:00:37 UTC on 2025-11-03.
+    assert_eq!(first, 1_762_156_837_000_000_000);
+}

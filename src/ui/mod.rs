@@ -46,8 +46,7 @@ pub fn run(
         "tokenscope",
         options,
         Box::new(move |cc| {
-            let mut app = App::with_importer(source, cc.storage, budget, from);
-            app.set_log_clock(log_clock);
+            let mut app = App::with_log_clock(source, cc.storage, budget, from, log_clock);
             if let Some(b) = compare {
                 app.compare_with(b);
             }

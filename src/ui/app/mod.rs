@@ -191,12 +191,6 @@ impl App {
         Self::with_importer(source, storage, budget, None)
     }
 
-    /// Reads server logs' times (which lack a year or a zone) with this date and zone, from the next load on; the
-    /// trace given at start is loaded on the first frame, so setting it right after construction covers it.
-    pub fn set_log_clock(&mut self, clock: crate::import::log_clock::LogClock) {
-        self.log_clock = clock;
-    }
-
     /// As [`App::with_budget`], reading every file of `source` with the importer `from` (`--from KIND`) instead
     /// of recognising it.
     pub fn with_importer(
@@ -204,6 +198,24 @@ impl App {
         storage: Option<&dyn eframe::Storage>,
         budget: Option<u64>,
         from: Option<crate::import::Kind>,
+    ) -> Self {
+        Self::with_log_clock(
+            source,
+            storage,
+            budget,
+            from,
+            crate::import::log_clock::LogClock::default(),
+        )
+    }
+
+    /// As [`App::with_importer`], reading server logs' times (which lack a year or a zone) with this date and zone
+    /// (`--log-date`, `--log-tz`), the trace given here included.
+    pub fn with_log_clock(
+        source: TraceSource,
+        storage: Option<&dyn eframe::Storage>,
+        budget: Option<u64>,
+        from: Option<crate::import::Kind>,
+        log_clock: crate::import::log_clock::LogClock,
     ) -> Self {
         let settings = storage
             .and_then(|s| eframe::get_value(s, STORAGE_KEY))
@@ -222,7 +234,7 @@ impl App {
             dataset: None,
             budget_override: budget,
             importer: from,
-            log_clock: crate::import::log_clock::LogClock::default(),
+            log_clock,
             log_clock_input: None,
             show_problems: false,
             show_findings: true,
