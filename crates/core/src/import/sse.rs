@@ -71,7 +71,7 @@ pub fn looks_like(text: &str) -> bool {
 /// # Errors
 /// The file cannot be read, or the load was cancelled.
 pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    let (file, kind) = (sink.file, sink.kind);
+    let file = sink.file;
     let anchor = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
@@ -81,7 +81,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         .filter(|&ns| ns > 100_000_000_000_000_000)
         .unwrap_or(946_684_800_000_000_000);
     let mut responses: Vec<(u64, Stream)> = Vec::new();
-    let mut current: Option<(u64, Stream, usize)> = None;
+    let mut current: Option<(u64, Stream)> = None;
     let mut skipped = 0u64;
     for_each_line(input, path, file, sink.b, progress, |raw, place, _b| {
         let line = String::from_utf8_lossy(raw);
@@ -93,30 +93,28 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
             .ok()
             .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned));
         // A chunk of another response after one that finished, with no [DONE] between.
-        if let Some((_, s, _)) = &current
+        if let Some((_, s)) = &current
             && s.finish_reason.is_some()
             && chunk_id.is_some()
             && chunk_id != s.response_id
-            && let Some((at, s, _)) = current.take()
+            && let Some((at, s)) = current.take()
         {
             responses.push((at, s));
         }
-        let (_, stream, chunks) = current.get_or_insert_with(|| (place.at, Stream::default(), 0));
-        *chunks += 1;
+        let (_, stream) = current.get_or_insert_with(|| (place.at, Stream::default()));
         let k = i64::try_from(responses.len()).unwrap_or(i64::MAX);
         let t = anchor + k * RESPONSE_NS + i64::try_from(stream.tokens.len() + 1).unwrap_or(0) * TOKEN_NS;
         stream.push(t, data);
         if stream.done
-            && let Some((at, s, _)) = current.take()
+            && let Some((at, s)) = current.take()
         {
             responses.push((at, s));
         }
     })?;
     let cut = current.is_some();
-    if let Some((at, s, _)) = current {
+    if let Some((at, s)) = current {
         responses.push((at, s));
     }
-    let _ = kind;
     let mut eos_added = 0;
     for (k, (at, mut stream)) in responses.into_iter().enumerate() {
         let id = format!("stream-{}", k + 1);
