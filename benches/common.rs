@@ -30,7 +30,7 @@ pub fn large_files(requests: usize) -> (PathBuf, PathBuf) {
             replay: ReplayOptions::default(),
             sources: 4,
             prefix_cache_tokens: None,
-            profile: tokenscope::synth::Profile::default(),
+            profile: tokenscope::synth::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         };

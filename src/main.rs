@@ -120,7 +120,7 @@ enum Command {
         /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
         /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (when N differs from the
         /// trace's, requests are routed least-loaded instead of to their own instance), prefix_cache_tokens=N (0:
-        /// none), profile=h100-8b|l4-8b|cpu-270m.
+        /// none), profile=h100-8b|l4-8b|cpu-270m|FILE.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = cli::synth::parse_setting)]
         set: Vec<tokenscope::synth::Setting>,
         /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
@@ -140,9 +140,10 @@ enum Command {
         #[arg(long, value_name = "TOKENS")]
         prefix_cache_tokens: Option<u64>,
         /// The hardware and model every instance stands for: h100-8b, l4-8b (a slower GPU) or cpu-270m (a small
-        /// model on two CPU cores, as `record` ran one here).
-        #[arg(long, value_enum, default_value = "h100-8b")]
-        profile: tokenscope::synth::Profile,
+        /// model on two CPU cores, as `record` ran one here), or a profile file `tokenscope fit` wrote from a real
+        /// server's steps. A replay says the profile's measured error.
+        #[arg(long, value_name = "NAME|FILE", default_value = "h100-8b", value_parser = tokenscope::synth::ProfileChoice::parse)]
+        profile: tokenscope::synth::ProfileChoice,
         /// Chunked prefill on or off on every instance (default: as the scenario sets it).
         #[arg(long, value_name = "on|off", value_parser = cli::synth::parse_on_off)]
         chunked_prefill: Option<bool>,
@@ -307,6 +308,16 @@ enum Command {
         /// Paired requests listed per metric.
         #[arg(long, value_name = "N", default_value_t = 10)]
         top: usize,
+        /// Instead of the diff: how far B (a simulation of A's requests, or a repeat of A's run) is from A, figure
+        /// by figure (TTFT, ITL, TPOT, E2E, queue at p50, p90, p95, p99) with the signed error and a verdict.
+        #[arg(long)]
+        fidelity: bool,
+        /// With --fidelity: a figure within this many % of A's is reproduced...
+        #[arg(long, value_name = "PCT", default_value_t = 10.0, requires = "fidelity")]
+        tolerance: f64,
+        /// ... or within this many ms of it.
+        #[arg(long, value_name = "MS", default_value_t = 5.0, requires = "fidelity")]
+        floor_ms: f64,
         #[command(flatten)]
         thresholds: findings::Thresholds,
     },
@@ -361,6 +372,9 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Fit the simulator's step costs and scheduler on a real server's steps (a joined run, an engine trace),
+    /// check them by replaying held-out runs, and write the profile `synth --profile FILE` takes.
+    Fit(cli::fit::FitArgs),
     /// Measure the detectors on the diagnosis corpus: simulated runs on three hardware profiles, chunked prefill on
     /// and off, chat traffic and real arrivals below and above capacity, with and without each planted incident.
     Corpus {
@@ -626,8 +640,17 @@ fn main() -> ExitCode {
             prices,
             no_slo,
             top,
+            fidelity,
+            tolerance,
+            floor_ms,
             thresholds,
         }) => {
+            if fidelity && !(tolerance.is_finite() && tolerance > 0.0 && floor_ms.is_finite() && floor_ms >= 0.0) {
+                return emit(&Output::error(
+                    "--tolerance must be above 0 and --floor-ms at least 0",
+                    2,
+                ));
+            }
             let objectives = cli::findings::Objectives::from_flags(slo_ttft_ms, slo_tpot_ms, no_slo);
             let options = cli::diff::DiffOptions {
                 json,
@@ -636,6 +659,10 @@ fn main() -> ExitCode {
                 by,
                 prices: prices.as_deref(),
                 top,
+                fidelity: fidelity.then_some(tokenscope::analysis::fidelity::Tolerance {
+                    pct: tolerance,
+                    floor_ms,
+                }),
             };
             emit(&cli::diff::run(&a, &b, &options))
         }
@@ -693,6 +720,7 @@ fn main() -> ExitCode {
             };
             emit(&cli::render::run(&paths(&traces), &options, &output))
         }
+        Some(Command::Fit(args)) => emit(&args.run()),
         Some(Command::Corpus {
             root,
             profile,

@@ -222,7 +222,7 @@ fn steady_traffic_sets_off_none_of_the_incident_detectors() {
             replay: ReplayOptions::default(),
             sources: 1,
             prefix_cache_tokens: None,
-            profile: tokenscope::synth::Profile::default(),
+            profile: tokenscope::synth::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         })
@@ -947,7 +947,7 @@ fn decodes_slowed_by_prefill_minute_after_minute_are_chronic_interference() {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::Profile::default(),
+        profile: tokenscope::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })
@@ -986,7 +986,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         },
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::Profile::default(),
+        profile: tokenscope::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })

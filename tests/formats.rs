@@ -388,7 +388,7 @@ fn many_row_groups_read_in_parallel_give_the_same_trace() {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::Profile::default(),
+        profile: tokenscope::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     };

@@ -735,7 +735,7 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::Profile::default(),
+        profile: tokenscope::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })

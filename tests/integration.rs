@@ -20,6 +20,8 @@ mod diff;
 mod export;
 #[path = "findings.rs"]
 mod findings;
+#[path = "fit.rs"]
+mod fit;
 #[path = "fleet.rs"]
 mod fleet;
 #[path = "formats.rs"]

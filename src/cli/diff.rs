@@ -33,6 +33,9 @@ pub struct DiffOptions<'a> {
     pub prices: Option<&'a Path>,
     /// Paired requests listed per metric.
     pub top: usize,
+    /// Instead of the diff, the fidelity of B (a simulation, or a repeat) to A (the real run), within this
+    /// tolerance.
+    pub fidelity: Option<crate::analysis::fidelity::Tolerance>,
 }
 
 fn format_relative(v: Option<f64>) -> String {
@@ -359,6 +362,19 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return e,
     };
+    if let Some(tolerance) = options.fidelity {
+        let f = crate::analysis::fidelity::compare(&a.trace, &b.trace, tolerance);
+        let stdout = if options.json {
+            format!("{:#}\n", json!(f))
+        } else {
+            crate::analysis::fidelity::render(&f, &a_path.display().to_string(), &b_path.display().to_string())
+        };
+        return Output {
+            stdout,
+            stderr: String::new(),
+            code: 0,
+        };
+    }
     let c = compare(
         &a.trace,
         &b.trace,

@@ -6,6 +6,7 @@ pub mod corpus;
 pub mod diff;
 pub mod export;
 pub mod findings;
+pub mod fit;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod record;

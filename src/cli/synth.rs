@@ -9,7 +9,7 @@ use super::{Output, thousands};
 use crate::format;
 use crate::load::LoadOptions;
 use crate::synth::overrides::{MAX_BATCHED_TOKENS, MAX_INSTANCES, MAX_PREFIX_CACHE_TOKENS, MAX_SEQS};
-use crate::synth::{Overrides, Profile, Setting, SynthOptions, generate_with, replay_trace};
+use crate::synth::{Overrides, ProfileChoice, Setting, SynthOptions, generate_with, replay_trace};
 use crate::trace::Trace;
 
 /// Parses `on` or `off` for `--chunked-prefill`.
@@ -44,7 +44,7 @@ pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
 
 /// The keys `--set` accepts, with their values, for error messages and help.
 pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, \
-                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m";
+                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m|FILE";
 
 /// Parses `KEY=VALUE` for `--set`: a change to every simulated instance's configuration. An unknown key, a value of
 /// the wrong form or out of range is an error naming the key, the value and what is accepted.
@@ -52,7 +52,6 @@ pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (al
 /// # Errors
 /// The message for the command line, as above.
 pub fn parse_setting(s: &str) -> Result<Setting, String> {
-    use clap::ValueEnum as _;
     let Some((key, value)) = s.split_once('=') else {
         return Err(format!("--set {s:?}: expected KEY=VALUE; keys: {SET_KEYS}"));
     };
@@ -94,10 +93,9 @@ pub fn parse_setting(s: &str) -> Result<Setting, String> {
             number(1..=MAX_INSTANCES as u64).map(|n| Setting::Instances(usize::try_from(n).unwrap_or(MAX_INSTANCES)))
         }
         "prefix_cache_tokens" => number(0..=MAX_PREFIX_CACHE_TOKENS).map(Setting::PrefixCacheTokens),
-        "profile" => Profile::from_str(value, false).map(Setting::Profile).map_err(|_| {
-            let names = Profile::ALL.map(Profile::name).join(", ");
-            format!("--set profile={value:?}: unknown profile; give one of {names}")
-        }),
+        "profile" => ProfileChoice::parse(value)
+            .map(Setting::Profile)
+            .map_err(|e| format!("--set profile={value:?}: {e}")),
         _ => Err(format!("--set {s:?}: unknown key {key:?}; keys: {SET_KEYS}")),
     }
 }
@@ -324,7 +322,10 @@ mod tests {
             parse_setting("prefix_cache_tokens=0"),
             Ok(Setting::PrefixCacheTokens(0))
         );
-        assert_eq!(parse_setting("profile=l4-8b"), Ok(Setting::Profile(Profile::L4)));
+        assert_eq!(
+            parse_setting("profile=l4-8b"),
+            Ok(Setting::Profile(crate::synth::Profile::L4.into()))
+        );
         let err = |s: &str| parse_setting(s).unwrap_err();
         let e = err("chunked_prefill=yes");
         assert!(

@@ -4,6 +4,7 @@
 pub mod cost;
 pub mod delivery;
 pub mod diff;
+pub mod fidelity;
 pub mod findings;
 pub mod interference;
 pub mod metrics;

@@ -26,6 +26,9 @@ pub struct StepCost {
     pub base_ms: f64,
     /// Per prefill token, ms.
     pub prefill_token_ms: f64,
+    /// Per prefill chunk (a sequence prefilling in the step), ms: what a chunk costs beyond its tokens (llama.cpp
+    /// saves a checkpoint of a sliding-window model's cache per chunk). 0 in the named profiles.
+    pub prefill_chunk_ms: f64,
     /// Per decoding sequence, ms.
     pub decode_seq_ms: f64,
     /// Per context token read by a decoding sequence, ms.
@@ -34,6 +37,17 @@ pub struct StepCost {
     pub attention_pair_ms: f64,
     /// Standard deviation of the multiplicative noise (0.03 = ±3 %).
     pub noise: f64,
+    /// Batch regimes: a step of at least this many tokens (prompt tokens plus decoding sequences) runs the
+    /// large-batch kernels, a smaller one the small-batch kernels (llama.cpp on a CPU switches at 4 tokens). 0: one
+    /// regime. The named profiles have one; a fitted profile has two when its server's steps show them.
+    pub batch_knot: u32,
+    /// Fixed cost of a pass of the large-batch regime, on top of `base_ms`, ms.
+    pub large_batch_ms: f64,
+    /// Per token of a pass of the small-batch regime, on top of the per-token costs, ms.
+    pub small_batch_token_ms: f64,
+    /// Each prefill chunk runs in a pass of its own, the decodes in one more, each pass paying `base_ms` and its
+    /// regime (false in the named profiles).
+    pub split_passes: bool,
 }
 
 impl Default for StepCost {
@@ -45,6 +59,7 @@ impl Default for StepCost {
             context_token_ms: 4e-5,
             attention_pair_ms: 9.5e-7,
             noise: 0.03,
+            ..StepCost::ONE_REGIME
         }
     }
 }
@@ -93,6 +108,7 @@ impl Profile {
                 context_token_ms: 4.4e-4,
                 attention_pair_ms: 4.3e-6,
                 noise: 0.03,
+                ..StepCost::ONE_REGIME
             },
             Profile::Cpu => StepCost {
                 base_ms: 25.0,
@@ -101,6 +117,7 @@ impl Profile {
                 context_token_ms: 1e-4,
                 attention_pair_ms: 2e-6,
                 noise: 0.05,
+                ..StepCost::ONE_REGIME
             },
         }
     }
@@ -115,24 +132,52 @@ impl Profile {
     }
 }
 
+/// How an engine runs a step's batch: in one pass, or (llama.cpp with a sliding-window model) each prefill chunk
+/// in a pass of its own and the decoding sequences in one more; and where its kernels switch from the small-batch
+/// to the large-batch regime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Regimes {
+    /// A pass of at least this many tokens runs the large-batch kernels (0: one regime).
+    pub knot: u32,
+    /// Each prefill chunk is a pass of its own, the decodes one more.
+    pub split_passes: bool,
+}
+
+/// What the passes of a step add up to under [`Regimes`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Passes {
+    /// Passes run.
+    pub passes: u64,
+    /// Passes in the large-batch regime.
+    pub large: u64,
+    /// Tokens of the passes in the small-batch regime.
+    pub small_tokens: u64,
+}
+
 /// The work of one step, as the cost model sees it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepWork {
     /// Prompt tokens computed.
     pub prefill_tokens: u64,
+    /// Prefill chunks: sequences prefilling in the step.
+    pub prefill_chunks: u64,
     /// Sequences decoding one token each.
     pub decode_seqs: u64,
     /// Context tokens the decoding sequences attend to.
     pub decode_context_tokens: u64,
     /// Attention pairs of the prefill chunks: for a chunk of n tokens after p computed ones, n·p + n(n+1)/2.
     pub attention_pairs: u64,
+    /// The tokens of each prefill chunk.
+    pub chunk_tokens: Vec<u64>,
 }
 
 impl StepWork {
     /// Adds a prefill chunk of `n` tokens after `before` already computed tokens of the same sequence.
     pub fn add_prefill(&mut self, n: u64, before: u64) {
         self.prefill_tokens += n;
+        self.prefill_chunks += 1;
         self.attention_pairs += n * before + n * (n + 1) / 2;
+        self.chunk_tokens.push(n);
     }
 
     /// Adds a decoding sequence with `context` tokens of context.
@@ -140,17 +185,77 @@ impl StepWork {
         self.decode_seqs += 1;
         self.decode_context_tokens += context;
     }
+
+    /// The tokens the step's batch holds: its prompt tokens and one per decoding sequence.
+    pub fn batch_tokens(&self) -> u64 {
+        self.prefill_tokens + self.decode_seqs
+    }
+
+    /// The step's passes under `r`: how many, how many in the large-batch regime, and the tokens of the others.
+    pub fn passes(&self, r: Regimes) -> Passes {
+        let mut p = Passes::default();
+        let mut add = |tokens: u64| {
+            if tokens == 0 {
+                return;
+            }
+            p.passes += 1;
+            if r.knot > 0 && tokens >= u64::from(r.knot) {
+                p.large += 1;
+            } else if r.knot > 0 {
+                p.small_tokens += tokens;
+            }
+        };
+        if r.split_passes {
+            self.chunk_tokens.iter().for_each(|&n| add(n));
+            // Steps read from counts know no chunk sizes: their prompt tokens are one pass.
+            if self.chunk_tokens.is_empty() {
+                add(self.prefill_tokens);
+            }
+            add(self.decode_seqs);
+        } else {
+            add(self.batch_tokens());
+        }
+        p.passes = p.passes.max(1);
+        p
+    }
 }
 
 impl StepCost {
+    /// No cost at all, one batch regime: the base of struct updates.
+    pub const ONE_REGIME: StepCost = StepCost {
+        base_ms: 0.0,
+        prefill_token_ms: 0.0,
+        prefill_chunk_ms: 0.0,
+        decode_seq_ms: 0.0,
+        context_token_ms: 0.0,
+        attention_pair_ms: 0.0,
+        noise: 0.0,
+        batch_knot: 0,
+        large_batch_ms: 0.0,
+        small_batch_token_ms: 0.0,
+        split_passes: false,
+    };
+
+    /// Its batch regimes.
+    pub fn regimes(&self) -> Regimes {
+        Regimes {
+            knot: self.batch_knot,
+            split_passes: self.split_passes,
+        }
+    }
+
     /// The noiseless duration of a step, ms.
     #[allow(clippy::cast_precision_loss)] // token counts far below 2^53
     pub fn expected_ms(&self, w: &StepWork) -> f64 {
-        self.base_ms
+        let p = w.passes(self.regimes());
+        let regime = self.large_batch_ms * p.large as f64 + self.small_batch_token_ms * p.small_tokens as f64;
+        self.base_ms * p.passes as f64
             + self.prefill_token_ms * w.prefill_tokens as f64
+            + self.prefill_chunk_ms * w.prefill_chunks as f64
             + self.decode_seq_ms * w.decode_seqs as f64
             + self.context_token_ms * w.decode_context_tokens as f64
             + self.attention_pair_ms * w.attention_pairs as f64
+            + regime
     }
 
     /// The duration of a step with noise, in whole nanoseconds (at least 1 µs).

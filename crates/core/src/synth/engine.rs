@@ -20,6 +20,9 @@ use crate::trace::{
     Candidate, Flag, Iteration, Meta, NO_STR, NULL_U32, Request, Stage, StageKind, Token, Trace, TraceBuilder,
 };
 
+/// The wait between two back-to-back steps of an engine, ns: the CPU's turn (scheduling the next batch).
+pub const STEP_GAP_NS: i64 = 200_000;
+
 /// Tokens per KV-cache block (vLLM's default block size).
 pub const KV_BLOCK_TOKENS: u32 = 16;
 
@@ -43,6 +46,9 @@ pub struct EngineConfig {
     pub prefix_cache_blocks: usize,
     /// Step-time model.
     pub cost: StepCost,
+    /// A prompt's last this many tokens run in a step of their own, after the rest (llama.cpp saves a checkpoint
+    /// of a sliding-window model's cache there); 0: none.
+    pub prefill_tail: u32,
 }
 
 impl EngineConfig {
@@ -58,7 +64,17 @@ impl EngineConfig {
             kv_blocks: 26_000,
             prefix_cache_blocks: 26_000 * KV_BLOCK_TOKENS as usize / PREFIX_BLOCK_TOKENS as usize,
             cost: StepCost::default(),
+            prefill_tail: 0,
         }
+    }
+}
+
+/// The tokens of a prompt's next chunk: up to the budget, keeping the last `tail` tokens for a step of their own.
+fn next_chunk(remaining: u32, budget: u32, tail: u32) -> u32 {
+    if tail > 0 && remaining > tail {
+        (remaining - tail).min(budget)
+    } else {
+        remaining.min(budget)
     }
 }
 
@@ -361,7 +377,7 @@ impl Sim<'_> {
                 let r = self.engines[e].running[i];
                 let req = &self.reqs[r];
                 let n = if req.in_prefill {
-                    (req.prefill_target - req.computed).min(budget)
+                    next_chunk(req.prefill_target - req.computed, budget, cfg.prefill_tail)
                 } else {
                     1
                 };
@@ -400,7 +416,7 @@ impl Sim<'_> {
                 let req = &self.reqs[r];
                 let remaining = req.prefill_target - req.computed;
                 let n = if cfg.chunked_prefill {
-                    remaining.min(budget)
+                    next_chunk(remaining, budget, cfg.prefill_tail)
                 } else {
                     remaining
                 };
@@ -543,7 +559,7 @@ impl Sim<'_> {
         let eng = &mut self.engines[e];
         eng.running.retain(|&r| self.reqs[r].finished_ns.is_none());
         eng.step += 1;
-        eng.clock_ns = end + 200_000; // the CPU gap before the next step
+        eng.clock_ns = end + STEP_GAP_NS;
         eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
     }
 

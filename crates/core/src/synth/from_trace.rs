@@ -705,7 +705,7 @@ mod tests {
             replay: ReplayOptions::default(),
             sources: 1,
             prefix_cache_tokens: None,
-            profile: super::super::Profile::default(),
+            profile: super::super::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         })

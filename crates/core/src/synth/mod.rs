@@ -11,8 +11,10 @@
 //! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline.
 
 pub mod arrivals;
+pub mod choice;
 pub mod cost;
 pub mod engine;
+pub mod fit;
 pub mod from_trace;
 pub mod overrides;
 pub mod sampler;
@@ -24,6 +26,7 @@ use std::path::PathBuf;
 
 use crate::trace::Trace;
 use arrivals::{Arrival, ArrivalsError, ReplayOptions};
+pub use choice::ProfileChoice;
 pub use cost::Profile;
 use engine::SimConfig;
 pub use overrides::{Overrides, Setting};
@@ -100,8 +103,8 @@ pub struct SynthOptions {
     /// Prefix-cache capacity per instance in tokens (default: the KV cache's size). Larger values model a KV
     /// pool in CPU memory or on SSD, as Mooncake serves from.
     pub prefix_cache_tokens: Option<u64>,
-    /// The hardware and model every instance stands for.
-    pub profile: Profile,
+    /// The hardware and model every instance stands for: a named profile or a fitted one.
+    pub profile: ProfileChoice,
     /// Chunked prefill on or off on every instance (`None`: as the scenario sets it).
     pub chunked_prefill: Option<bool>,
     /// An incident planted in the traffic, this many seconds after the start, on the first instance.
@@ -209,6 +212,7 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         )));
     }
     let mut notes = clamped.notes();
+    notes.push(overrides.profile.clone().unwrap_or_default().error_note());
     if !pinned {
         notes.push(format!(
             "requests routed least-loaded over {} instances (the trace has {})",
@@ -227,6 +231,41 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         applied: overrides.describe(),
         notes,
     })
+}
+
+/// Serves `source`'s requests again on engines configured by a fitted profile (what `fit --validate` compares
+/// with the real run).
+///
+/// # Errors
+/// No request to replay.
+pub fn replay_with_profile(source: &Trace, profile: &fit::FittedProfile, seed: u64) -> Result<TraceReplay, SynthError> {
+    let options = SynthOptions {
+        seed,
+        ..SynthOptions::replay_defaults()
+    };
+    let set = Overrides {
+        profile: Some(ProfileChoice::Fitted(std::sync::Arc::new(profile.clone()))),
+        ..Overrides::default()
+    };
+    replay_trace(source, &options, &set)
+}
+
+impl SynthOptions {
+    /// The options of a plain replay of a trace: its every request, at its own pace, on the default profile.
+    pub fn replay_defaults() -> Self {
+        SynthOptions {
+            scenario: Scenario::Replay,
+            seed: 1,
+            requests: None,
+            arrivals: None,
+            replay: ReplayOptions::default(),
+            sources: 1,
+            prefix_cache_tokens: None,
+            profile: ProfileChoice::default(),
+            chunked_prefill: None,
+            plant: None,
+        }
+    }
 }
 
 /// The latest arrival a replay simulates: 2200-01-01 UTC in ns, 62 years below `i64::MAX`.
@@ -256,7 +295,7 @@ fn flag_overrides(options: &SynthOptions) -> Overrides {
     Overrides {
         chunked_prefill: options.chunked_prefill,
         prefix_cache_tokens: options.prefix_cache_tokens,
-        profile: (options.profile != Profile::default()).then_some(options.profile),
+        profile: (!options.profile.is_default()).then(|| options.profile.clone()),
         ..Overrides::default()
     }
 }

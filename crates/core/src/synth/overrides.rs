@@ -3,8 +3,8 @@
 //! the replayed trace, has set it up.
 
 use super::arrivals::PREFIX_BLOCK_TOKENS;
-use super::cost::Profile;
-use super::engine::{EngineConfig, KV_BLOCK_TOKENS};
+use super::choice::ProfileChoice;
+use super::engine::EngineConfig;
 
 /// The largest step budget `--set` accepts, tokens: a million tokens in one step is far beyond any engine's.
 pub const MAX_BATCHED_TOKENS: u32 = 1 << 20;
@@ -16,7 +16,7 @@ pub const MAX_INSTANCES: usize = 1_024;
 pub const MAX_PREFIX_CACHE_TOKENS: u64 = 1_000_000_000_000;
 
 /// One `--set KEY=VALUE`, parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Setting {
     /// `chunked_prefill=on|off`.
     ChunkedPrefill(bool),
@@ -28,12 +28,12 @@ pub enum Setting {
     Instances(usize),
     /// `prefix_cache_tokens=N` (0 turns the prefix cache off).
     PrefixCacheTokens(u64),
-    /// `profile=h100-8b|l4-8b|cpu-270m`.
-    Profile(Profile),
+    /// `profile=h100-8b|l4-8b|cpu-270m|FILE`.
+    Profile(ProfileChoice),
 }
 
 /// What to change on every instance; `None`: as the scenario or the replayed trace sets it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
     /// Chunked prefill on or off.
     pub chunked_prefill: Option<bool>,
@@ -46,15 +46,15 @@ pub struct Overrides {
     /// Prefix-cache capacity per instance, tokens.
     pub prefix_cache_tokens: Option<u64>,
     /// The hardware and model every instance stands for (its step costs and KV cache).
-    pub profile: Option<Profile>,
+    pub profile: Option<ProfileChoice>,
 }
 
 impl Overrides {
     /// The overrides of `settings`, a later setting of a key replacing an earlier one.
     pub fn from_settings(settings: &[Setting]) -> Self {
         let mut o = Overrides::default();
-        for &s in settings {
-            o.set(s);
+        for s in settings {
+            o.set(s.clone());
         }
         o
     }
@@ -74,13 +74,14 @@ impl Overrides {
     /// These overrides with `later`'s on top (a key `later` sets replaces this one's).
     #[must_use]
     pub fn then(self, later: &Overrides) -> Self {
+        let profile = later.profile.clone().or(self.profile);
         Overrides {
             chunked_prefill: later.chunked_prefill.or(self.chunked_prefill),
             max_num_batched_tokens: later.max_num_batched_tokens.or(self.max_num_batched_tokens),
             max_num_seqs: later.max_num_seqs.or(self.max_num_seqs),
             instances: later.instances.or(self.instances),
             prefix_cache_tokens: later.prefix_cache_tokens.or(self.prefix_cache_tokens),
-            profile: later.profile.or(self.profile),
+            profile,
         }
     }
 
@@ -109,12 +110,8 @@ impl Overrides {
             engines.truncate(n);
         }
         for e in engines.iter_mut() {
-            if let Some(p) = self.profile {
-                let (kv_blocks, max_num_seqs) = p.capacity();
-                e.cost = p.cost();
-                e.kv_blocks = kv_blocks;
-                e.max_num_seqs = max_num_seqs;
-                e.prefix_cache_blocks = kv_blocks as usize * KV_BLOCK_TOKENS as usize / PREFIX_BLOCK_TOKENS as usize;
+            if let Some(p) = &self.profile {
+                p.apply(e);
             }
             if let Some(on) = self.chunked_prefill {
                 e.chunked_prefill = on;
@@ -141,7 +138,7 @@ impl Overrides {
             self.max_num_seqs.map(|n| format!("max_num_seqs={n}")),
             self.instances.map(|n| format!("instances={n}")),
             self.prefix_cache_tokens.map(|n| format!("prefix_cache_tokens={n}")),
-            self.profile.map(|p| format!("profile={}", p.name())),
+            self.profile.as_ref().map(|p| format!("profile={}", p.name())),
         ]
         .into_iter()
         .flatten()
@@ -184,7 +181,10 @@ mod tests {
     fn a_profile_comes_before_the_keys_given_with_it() {
         // cpu-270m caps sequences at 8; max_num_seqs=32 given with it wins. Its KV cache: 2,048 blocks of 16 tokens
         // = 32,768 tokens = 64 prefix blocks of 512; prefix_cache_tokens=5,000 -> 9 blocks (rounded down).
-        let o = Overrides::from_settings(&[Setting::MaxNumSeqs(32), Setting::Profile(Profile::Cpu)]);
+        let o = Overrides::from_settings(&[
+            Setting::MaxNumSeqs(32),
+            Setting::Profile(super::super::Profile::Cpu.into()),
+        ]);
         let mut engines = vec![EngineConfig::new("a")];
         o.apply(&mut engines);
         assert_eq!(

@@ -117,8 +117,8 @@ mod tests {
     use super::*;
     use crate::ingest::Progress;
     use crate::load::load;
+    use crate::synth::Scenario;
     use crate::synth::arrivals::ReplayOptions;
-    use crate::synth::{Profile, Scenario};
 
     fn options(requests: usize) -> SynthOptions {
         SynthOptions {
@@ -129,7 +129,7 @@ mod tests {
             replay: ReplayOptions::default(),
             sources: 4,
             prefix_cache_tokens: None,
-            profile: Profile::default(),
+            profile: crate::synth::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         }
