@@ -174,6 +174,16 @@ fn a_replay_says_which_profile_it_ran_on_and_its_measured_error() {
         ),
         "{stdout}"
     );
+    // The trace written says it too, in its meta record's note, and `summary` shows it.
+    let (code, stdout, _) = tokenscope(&["summary", sim.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(
+            "note              a replay of a trace by tokenscope's simulator: profile llamacpp-gemma3-270m-2cpu \
+             measured against 5 held-out run(s)"
+        ),
+        "{stdout}"
+    );
     // The replay of a named profile says its error is unknown.
     let (code, stdout, _) = tokenscope(&[
         "synth",

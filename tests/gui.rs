@@ -18,6 +18,23 @@ fn demo_app() -> App {
     app
 }
 
+/// Runs the app until it settles, waiting for the background jobs a frame starts (the findings of a trace just
+/// loaded, an interference analysis): on a busy machine they outlast `run`'s few steps, and a spinner keeps
+/// repainting meanwhile.
+fn settle(h: &mut Harness<'static, App>) {
+    for _ in 0..100 {
+        h.step();
+        if let Some(s) = h.state_mut().session_mut() {
+            s.findings.wait();
+            s.wait_interference();
+        }
+        if h.try_run().is_ok() {
+            return;
+        }
+    }
+    h.run();
+}
+
 fn harness(app: App) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
@@ -269,7 +286,7 @@ fn a_file_dropped_on_the_window_opens() {
         .push(std::sync::Arc::new(Dropped(path.clone())));
     h.step();
     h.state_mut().wait_loaded();
-    h.run();
+    settle(&mut h);
     let shown = h.state().session().unwrap();
     assert_eq!(shown.source, TraceSource::Path(path));
     assert_eq!(shown.view.trace.request_count(), 10);
@@ -290,7 +307,7 @@ fn a_recording_and_its_servers_log_dropped_together_open_as_one_run() {
     }
     h.step();
     h.state_mut().wait_loaded();
-    h.run();
+    settle(&mut h);
     let shown = h.state().session().unwrap();
     assert_eq!(shown.source, TraceSource::Paths(halves.to_vec()));
     // The client's 5 requests and 544 tokens, with the server's steps: both halves in one trace.
@@ -763,8 +780,22 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     // The incidents of the demo are gone in B: its EOS mis-trigger among them.
     h.get_by_label_contains("gone · critical · EOS mis-trigger med-question");
     h.get_by_label("TTFT p99 ms");
+    // How far B is from A, figure by figure (as `diff --fidelity`), folded until clicked.
+    let fidelity = tokenscope::analysis::fidelity::from_summaries(&cmp.a, &cmp.b, Default::default());
+    let (compared, within) = fidelity.score();
+    assert_eq!(compared, 20, "every figure has both sides");
+    let header = format!("Fidelity of B to A: {within} of 20 figures within 10 % or 5 ms");
+    assert!(h.query_all_by_label("p50").next().is_none(), "folded");
+    h.get_by_label(&header).click();
+    h.run();
+    let ttft = fidelity.get("TTFT", 50).unwrap();
+    let text = format!("{:+.1} %", ttft.error_pct.unwrap());
+    assert!(h.query_all_by_label(&text).next().is_some(), "{text}");
+    assert_eq!(h.query_all_by_label("p50").count(), 5, "one p50 row per figure");
+    h.get_by_label(&header).click();
+    h.run();
     // Both waterfalls are drawn, B on A's time axis measured from each trace's start.
-    let (a_t0, b_t0) = (t0(&h), c.other.view.t0_ns);
+    let (a_t0, b_t0) = (t0(&h), h.state().comparing().unwrap().other.view.t0_ns);
     let rel = |start: i64, t0: i64| start - t0;
     let a_vp = h.state().session().unwrap().waterfall.viewport.unwrap();
     let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
@@ -1058,7 +1089,7 @@ fn a_server_log_opens_as_counter_rows_and_its_times_can_be_given_a_date_and_zone
     h.get_by_label("Apply and open again").click();
     h.step();
     h.state_mut().wait_loaded();
-    h.run();
+    settle(&mut h);
     assert_eq!(h.state().log_clock().utc_offset_s, Some(8 * 3600));
     assert!(
         h.query_by_label("Apply and open again").is_none(),

@@ -153,11 +153,14 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
         .flatten()
         .collect::<Vec<_>>()
         .join(" ");
-    let mut head = vec![
-        vec![
-            "engine".to_owned(),
-            if engine.is_empty() { "-".to_owned() } else { engine },
-        ],
+    let mut head = vec![vec![
+        "engine".to_owned(),
+        if engine.is_empty() { "-".to_owned() } else { engine },
+    ]];
+    if let Some(note) = &m.note {
+        head.push(vec!["note".to_owned(), note.clone()]);
+    }
+    head.extend([
         vec!["requests".to_owned(), thousands(s.requests)],
         vec![
             "tokens".to_owned(),
@@ -185,7 +188,7 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
                 .filter(|_| trace.has_times())
                 .map_or_else(|| "-".to_owned(), |v| format!("{v:.1} output tok/s")),
         ],
-    ];
+    ]);
     if let Some(steps) = steps_text(trace) {
         head.push(vec!["engine steps".to_owned(), steps]);
     }

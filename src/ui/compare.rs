@@ -283,6 +283,46 @@ fn figures_ui(ui: &mut Ui, c: &Comparison) {
         });
 }
 
+/// How far B is from A, figure by figure (`diff --fidelity`): for a replay or simulation of A's requests (B), or a
+/// repeat of A's run. Collapsed at first: most comparisons are before and after, not real and simulated.
+fn fidelity_ui(ui: &mut Ui, c: &Comparison) {
+    use crate::analysis::fidelity::{Tolerance, from_summaries};
+    let tolerance = Tolerance::default();
+    let f = from_summaries(&c.a, &c.b, tolerance);
+    let (compared, within) = f.score();
+    egui::CollapsingHeader::new(format!(
+        "Fidelity of B to A: {within} of {compared} figures within {} % or {} ms",
+        tolerance.pct, tolerance.floor_ms
+    ))
+    .id_salt("compare-fidelity")
+    .show(ui, |ui| {
+        egui::Grid::new("compare-fidelity-grid")
+            .striped(true)
+            .num_columns(6)
+            .spacing([18.0, 3.0])
+            .show(ui, |ui| {
+                for h in ["figure", "p", "A ms", "B ms", "error", ""] {
+                    ui.strong(h);
+                }
+                ui.end_row();
+                let num = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+                for r in &f.rows {
+                    ui.label(&r.figure);
+                    ui.label(format!("p{}", r.percentile));
+                    ui.label(RichText::new(num(r.real_ms)).color(A_COLOR));
+                    ui.label(RichText::new(num(r.sim_ms)).color(B_COLOR));
+                    ui.label(r.error_pct.map_or_else(|| "-".to_owned(), |e| format!("{e:+.1} %")));
+                    match r.within {
+                        Some(true) => ui.label(RichText::new("within").color(theme::SLO_MET)),
+                        Some(false) => ui.label(RichText::new("off").color(theme::SLOW_TOKEN)),
+                        None => ui.label("-"),
+                    };
+                    ui.end_row();
+                }
+            });
+    });
+}
+
 /// Which trace a finding or a request belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -424,6 +464,8 @@ pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, 
     ui.separator();
     let (ta, tb) = (&a.view.trace, &b.view.trace);
     egui::ScrollArea::vertical().show(ui, |ui| {
+        fidelity_ui(ui, c);
+        ui.separator();
         ui.columns(2, |cols| {
             figures_ui(&mut cols[0], c);
             findings_ui(&mut cols[1], &a.view, &b.view, c, out);

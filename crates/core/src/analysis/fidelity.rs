@@ -102,10 +102,15 @@ pub fn compare(real: &Trace, sim: &Trace, tolerance: Tolerance) -> Fidelity {
         summarize_all(real, Slo::default(), None),
         summarize_all(sim, Slo::default(), None),
     );
+    from_summaries(&a, &b, tolerance)
+}
+
+/// Compares the figures of a simulated (or repeated) run, `b`, with those of a real one, `a`.
+pub fn from_summaries(a: &Summary, b: &Summary, tolerance: Tolerance) -> Fidelity {
     let mut rows = Vec::new();
     for figure in FIGURES {
         for p in PERCENTILES {
-            let (real_ms, sim_ms) = (at(distribution(&a, figure), p), at(distribution(&b, figure), p));
+            let (real_ms, sim_ms) = (at(distribution(a, figure), p), at(distribution(b, figure), p));
             let (error_pct, within) = match (real_ms, sim_ms) {
                 (Some(r), Some(s)) => {
                     let error = (r > 0.0).then(|| (s - r) / r * 100.0);

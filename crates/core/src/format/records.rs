@@ -59,6 +59,7 @@ pub fn meta_record(trace: &Trace) -> RawRecord<'_> {
             .map(|ids| Val::Ok(ids.iter().map(|&id| Val::Ok(i64::from(id))).collect())),
         created_ns: int(m.created_ns),
         clock: m.clock.as_deref().and_then(s),
+        note: m.note.as_deref().and_then(s),
         ..RawRecord::default()
     }
 }

@@ -56,6 +56,7 @@ macro_rules! scalar_fields {
             (kind, Str),
             // meta
             (format, Str), (version, Int), (engine, Str), (engine_version, Str), (created_ns, Int), (clock, Str),
+            (note, Str),
             // request
             (request_id, Str), (source, Str), (trace_id, Str), (model, Str), (app_id, Str), (user_id, Str),
             (arrival_ns, Int), (scheduled_ns, Int), (first_token_ns, Int), (finished_ns, Int),
@@ -106,6 +107,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "model",
             "created_ns",
             "clock",
+            "note",
         ],
         "request" => &[
             "kind",
@@ -264,9 +266,9 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 6 meta + 29 request + 14 iteration + 2 stage + 8 token + 10 sample scalar fields.
-        assert_eq!(SCALAR_FIELDS.len(), 70);
-        assert_eq!(arrow_schema().fields().len(), 72);
+        // 1 kind + 7 meta + 29 request + 14 iteration + 2 stage + 8 token + 10 sample scalar fields.
+        assert_eq!(SCALAR_FIELDS.len(), 71);
+        assert_eq!(arrow_schema().fields().len(), 73);
         for kind in ["request", "iteration", "stage", "token", "sample"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

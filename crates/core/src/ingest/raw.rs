@@ -96,6 +96,8 @@ pub struct RawRecord<'a> {
     pub created_ns: Field<i64>,
     #[serde(default, borrow)]
     pub clock: Field<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub note: Field<Cow<'a, str>>,
     // request
     #[serde(default, borrow)]
     pub request_id: Field<Cow<'a, str>>,

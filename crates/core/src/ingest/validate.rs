@@ -236,6 +236,7 @@ fn meta(r: &RawRecord<'_>) -> Check<Meta> {
         eos_token_ids,
         created_ns: opt_time("created_ns", &r.created_ns)?,
         clock: opt_str("clock", &r.clock)?.map(str::to_owned),
+        note: opt_str("note", &r.note)?.map(str::to_owned),
     })
 }
 

@@ -659,6 +659,7 @@ impl Sim<'_> {
                 eos_token_ids: Some(STOP_IDS.to_vec()),
                 created_ns: Some(last_ns),
                 clock: None,
+                note: None,
             },
             Place::default(),
         );

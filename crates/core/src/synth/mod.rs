@@ -212,7 +212,8 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         )));
     }
     let mut notes = clamped.notes();
-    notes.push(overrides.profile.clone().unwrap_or_default().error_note());
+    let profile_note = overrides.profile.clone().unwrap_or_default().error_note();
+    notes.push(profile_note.clone());
     if !pinned {
         notes.push(format!(
             "requests routed least-loaded over {} instances (the trace has {})",
@@ -224,7 +225,8 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
     if let Some(model) = &source.meta.model {
         config.model.clone_from(model);
     }
-    let trace = simulate(&config, arrivals, options.plant)?;
+    let mut trace = simulate(&config, arrivals, options.plant)?;
+    trace.meta.note = Some(format!("a replay of a trace by tokenscope's simulator: {profile_note}"));
     Ok(TraceReplay {
         trace,
         inferred,

@@ -45,6 +45,9 @@ pub struct Meta {
     pub created_ns: Option<i64>,
     /// Whose clock the times are: `engine` (the default) or `client` (a recording, a benchmark tool's export).
     pub clock: Option<String>,
+    /// What the writer wants a reader to know about the whole trace (a replay: the profile it ran on and its
+    /// measured error).
+    pub note: Option<String>,
 }
 
 /// Where the candidates of a trace loaded without them are: the Parquet files, and for each request the file and

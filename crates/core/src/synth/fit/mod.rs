@@ -11,6 +11,8 @@ pub mod work;
 
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use crate::analysis::fidelity::{self, Tolerance};
 use crate::analysis::metrics::nearest_rank;
 use crate::synth::cost::Regimes;
@@ -135,30 +137,28 @@ fn best_regimes(steps: &[StepSample], allowed: &[Term]) -> Result<regress::Regre
             .iter()
             .any(|c| c.term == t && c.status == regress::Status::Fitted)
     };
-    let mut best = one.clone();
-    for split_passes in [false, true] {
-        let knots = std::iter::once(0).chain(2..=MAX_KNOT);
-        for knot in knots {
-            let regimes = Regimes { knot, split_passes };
-            if regimes == Regimes::default() {
-                continue;
-            }
-            let Ok(r) = regress::fit(steps, allowed, regimes) else {
-                continue;
-            };
-            // A knot whose large-batch term could not be fitted is one regime under another name.
-            if knot > 0 && !fitted(&r, Term::LargeBatchMs) {
-                continue;
-            }
-            if r.relative_sigma < best.relative_sigma {
-                best = r;
-            }
-        }
-    }
-    Ok(if best.relative_sigma < one.relative_sigma * REGIMES_MUST_EARN {
-        best
-    } else {
-        one
+    let shapes: Vec<Regimes> = [false, true]
+        .into_iter()
+        .flat_map(|split_passes| {
+            std::iter::once(0)
+                .chain(2..=MAX_KNOT)
+                .map(move |knot| Regimes { knot, split_passes })
+        })
+        .filter(|r| *r != Regimes::default())
+        .collect();
+    // Each shape is a fit of its own: on all cores, the best kept (the first of equals, so the choice is the same
+    // on any number of cores).
+    let best = shapes
+        .par_iter()
+        .filter_map(|&regimes| regress::fit(steps, allowed, regimes).ok())
+        // A knot whose large-batch term could not be fitted is one regime under another name.
+        .filter(|r| r.regimes.knot == 0 || fitted(r, Term::LargeBatchMs))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .min_by(|a, b| a.relative_sigma.total_cmp(&b.relative_sigma));
+    Ok(match best {
+        Some(best) if best.relative_sigma < one.relative_sigma * REGIMES_MUST_EARN => best,
+        _ => one,
     })
 }
 
