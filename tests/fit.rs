@@ -114,6 +114,46 @@ fn the_fit_on_one_run_predicts_the_held_out_runs_within_the_pinned_error() {
 }
 
 #[test]
+fn fit_on_an_engine_trace_finds_the_constants_it_was_made_with() {
+    // The SGLang sample is the simulator's run on its h100-8b profile written as SGLang's OTLP spans, which link
+    // each token to its step. The profile's constants (crates/core/src/synth/cost.rs): 10 ms per step, 0.065 ms per
+    // prompt token, 0.06 ms per decode, 4e-5 ms per context token, 9.5e-7 ms per attention pair, 3 % noise. Each
+    // must fall inside the interval the fit gives it.
+    let (code, stdout, stderr) = tokenscope(&[
+        "fit",
+        "sample_traces/engines/sglang/prefill_interrupts_decode.otlp.jsonl.gz",
+        "--report",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("work read from the tokens and prefill chunks linked to each step"),
+        "{stdout}"
+    );
+    for (term, truth) in [
+        ("base_ms", 10.0),
+        ("prefill_token_ms", 0.065),
+        ("decode_seq_ms", 0.06),
+        ("context_token_ms", 4e-5),
+        ("attention_pair_ms", 9.5e-7),
+    ] {
+        let line = stdout.lines().find(|l| l.starts_with(term)).unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (lo, hi): (f64, f64) = (words[2].parse().unwrap(), words[4].parse().unwrap());
+        assert!(
+            lo <= truth && truth <= hi,
+            "{term}: {truth} outside {lo} .. {hi}\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("large_batch_ms                -            not in the data"),
+        "{stdout}"
+    );
+    let noise = stdout.lines().find(|l| l.starts_with("noise")).unwrap();
+    let noise: f64 = noise.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!((noise - 0.03).abs() < 0.005, "{noise}");
+}
+
+#[test]
 fn fit_refuses_a_recording_without_steps_and_too_few_steps_with_the_reason() {
     let (code, _, stderr) = tokenscope(&["fit", "sample_traces/llamacpp_gemma3_270m.parquet"]);
     assert_eq!(code, 1);
@@ -121,7 +161,7 @@ fn fit_refuses_a_recording_without_steps_and_too_few_steps_with_the_reason() {
         stderr.contains("llamacpp_gemma3_270m.parquet: no engine steps to fit on"),
         "{stderr}"
     );
-    assert!(stderr.contains("record --server-log"), "{stderr}");
+    assert!(stderr.contains("tokenscope record --server-log"), "{stderr}");
     // Ten steps of an engine trace (counts only): five terms could be fitted, 30 steps are needed.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ten.jsonl");

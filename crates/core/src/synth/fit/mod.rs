@@ -31,9 +31,10 @@ pub enum FitError {
     NoTrace,
     /// A trace has no engine steps.
     #[error(
-        "{0}: no engine steps to fit on. A recording alone has none: join it with the server's log (`tokenscope \
-         record --server-log`, or `tokenscope convert RECORDING SERVER_LOG -o joined.parquet`), or fit on an \
-         engine trace (SGLang, TensorRT-LLM iteration statistics, a vLLM log with iteration details)"
+        "{0}: no engine steps to fit on (a recording, a request-level export or a server's periodic stats have \
+         none). Join a recording with the server's log (`tokenscope record --server-log`, or `tokenscope convert \
+         RECORDING SERVER_LOG -o joined.parquet`), or fit on an engine trace with steps (SGLang, TensorRT-LLM \
+         iteration statistics, a vLLM log with iteration details)"
     )]
     NoSteps(String),
     /// The traces' steps do not say what work they did.
