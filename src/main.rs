@@ -318,6 +318,9 @@ enum Command {
         /// ... or within this many ms of it.
         #[arg(long, value_name = "MS", default_value_t = 5.0, requires = "fidelity")]
         floor_ms: f64,
+        /// With --fidelity: also draw the CDFs of TTFT, ITL, TPOT and E2E of both runs into this PNG.
+        #[arg(long, value_name = "OUT.png", requires = "fidelity")]
+        png: Option<PathBuf>,
         #[command(flatten)]
         thresholds: findings::Thresholds,
     },
@@ -643,6 +646,7 @@ fn main() -> ExitCode {
             fidelity,
             tolerance,
             floor_ms,
+            png,
             thresholds,
         }) => {
             if fidelity && !(tolerance.is_finite() && tolerance > 0.0 && floor_ms.is_finite() && floor_ms >= 0.0) {
@@ -663,6 +667,7 @@ fn main() -> ExitCode {
                     pct: tolerance,
                     floor_ms,
                 }),
+                png: png.as_deref(),
             };
             emit(&cli::diff::run(&a, &b, &options))
         }

@@ -285,4 +285,28 @@ fn diff_fidelity_gives_each_figure_its_signed_error_and_verdict() {
     let v: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 20);
     assert_eq!(v["tolerance"]["pct"], 10.0);
+    // The CDFs of both runs as a PNG: 1,400 x 232 points at 2 pixels per point.
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("cdf.png");
+    let (code, stdout, stderr) = tokenscope(&[
+        "diff",
+        &run("high-a"),
+        &run("high-b"),
+        "--fidelity",
+        "--png",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("(the CDFs of TTFT, ITL, TPOT and E2E, A and B)"),
+        "{stdout}"
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    let dim = |at: usize| u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    assert_eq!((dim(16), dim(20)), (2800, 464));
+    // --png without --fidelity is refused by the command line.
+    let (code, _, stderr) = tokenscope(&["diff", &run("high-a"), &run("high-b"), "--png", "x.png"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--fidelity"), "{stderr}");
 }

@@ -26,7 +26,7 @@ fn options(scenario: Scenario) -> SynthOptions {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::Profile::default(),
+        profile: tokenscope::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     }

@@ -36,6 +36,8 @@ pub struct DiffOptions<'a> {
     /// Instead of the diff, the fidelity of B (a simulation, or a repeat) to A (the real run), within this
     /// tolerance.
     pub fidelity: Option<crate::analysis::fidelity::Tolerance>,
+    /// With `fidelity`: also draw the two runs' CDFs into this PNG.
+    pub png: Option<&'a Path>,
 }
 
 fn format_relative(v: Option<f64>) -> String {
@@ -364,11 +366,35 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
     };
     if let Some(tolerance) = options.fidelity {
         let f = crate::analysis::fidelity::compare(&a.trace, &b.trace, tolerance);
-        let stdout = if options.json {
+        let (a_name, b_name) = (a_path.display().to_string(), b_path.display().to_string());
+        let mut stdout = if options.json {
             format!("{:#}\n", json!(f))
         } else {
-            crate::analysis::fidelity::render(&f, &a_path.display().to_string(), &b_path.display().to_string())
+            crate::analysis::fidelity::render(&f, &a_name, &b_name)
         };
+        if let Some(png) = options.png {
+            let size = crate::ui::render::Size {
+                // The CDFs are 150 points high, with their titles and the caption above.
+                width: 1400.0,
+                height: 232.0,
+                pixels_per_point: 2.0,
+            };
+            let image = match crate::ui::render::render_cdfs(&a.trace, &b.trace, (&a_name, &b_name), size) {
+                Ok(image) => image,
+                Err(e) => return Output::error(e, 1),
+            };
+            let written = crate::ui::capture::encode_png(&image)
+                .and_then(|bytes| std::fs::write(png, bytes).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                return Output::error(format!("{}: {e}", png.display()), 1);
+            }
+            if !options.json {
+                stdout.push_str(&format!(
+                    "wrote {} (the CDFs of TTFT, ITL, TPOT and E2E, A and B)\n",
+                    png.display()
+                ));
+            }
+        }
         return Output {
             stdout,
             stderr: String::new(),

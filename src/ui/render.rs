@@ -179,6 +179,76 @@ pub fn fitting_scale(width: f32, height: f32, preferred: f32) -> f32 {
     preferred.min(MAX_PIXELS / width.max(height).max(1.0))
 }
 
+/// The sorted values of a figure of every request (or every gap between tokens, for ITL), ms, for a CDF.
+fn sorted_figure(trace: &crate::trace::Trace, figure: &str) -> Vec<f64> {
+    use crate::analysis::metrics::{ms, request_metrics};
+    let rows = 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX);
+    let mut v: Vec<f64> = match figure {
+        "ITL" => rows
+            .flat_map(|r| crate::analysis::metrics::itl_ns(trace, r).map(ms))
+            .collect(),
+        _ => rows
+            .filter_map(|r| {
+                let m = request_metrics(trace, r);
+                match figure {
+                    "TTFT" => m.ttft_ns.map(ms),
+                    "TPOT" => m.tpot_ns.map(|t| t / 1e6),
+                    _ => m.e2e_ns.map(ms),
+                }
+            })
+            .collect(),
+    };
+    v.sort_unstable_by(f64::total_cmp);
+    v
+}
+
+/// The CDFs of two runs drawn together, A (the real run) and B (its simulation, or a repeat): TTFT, ITL, TPOT and
+/// E2E side by side, with a caption naming both (`tokenscope diff A B --fidelity --png OUT.png`).
+///
+/// # Errors
+/// A size out of range, no renderer, or a failed render.
+pub fn render_cdfs(
+    a: &crate::trace::Trace,
+    b: &crate::trace::Trace,
+    names: (&str, &str),
+    size: Size,
+) -> Result<ColorImage, RenderError> {
+    check(View::Waterfall, false, size)?;
+    let figures = ["TTFT", "ITL", "TPOT", "E2E"];
+    let data: Vec<(Vec<f64>, Vec<f64>)> = figures
+        .iter()
+        .map(|f| (sorted_figure(a, f), sorted_figure(b, f)))
+        .collect();
+    let caption = format!("A (real): {}    B: {}", names.0, names.1);
+    let renderer = offscreen_renderer()?;
+    let mut harness = Harness::builder()
+        .with_size(egui::vec2(size.width, size.height))
+        .with_pixels_per_point(size.pixels_per_point)
+        .with_accessibility_check(false)
+        .with_context_setup(theme::install_fonts)
+        .renderer(renderer)
+        .build_ui(move |ui| {
+            egui::CentralPanel::default().show(ui, |ui| {
+                ui.label(&caption);
+                ui.columns(figures.len(), |cols| {
+                    for ((col, figure), (sa, sb)) in cols.iter_mut().zip(figures).zip(&data) {
+                        let title = format!("{figure} CDF (ms, log scale)");
+                        super::stats::cdf(col, &format!("fidelity-{figure}"), &title, sa, Some(sb), None);
+                    }
+                });
+            });
+        });
+    harness.run_steps(3);
+    let mut render = || {
+        crate::format::quiet::catch(|| harness.render())
+            .map_err(|panic| format!("the renderer failed ({panic})"))
+            .and_then(|r| r)
+    };
+    let image = render().or_else(|_| render()).map_err(RenderError::Failed)?;
+    let [iw, ih] = [image.width() as usize, image.height() as usize];
+    Ok(ColorImage::from_rgba_unmultiplied([iw, ih], image.as_raw()))
+}
+
 /// Draws `scene` as `which` into an image of `size`.
 ///
 /// # Errors
