@@ -9,8 +9,6 @@ use tokenscope::analysis::summary::{GroupBy, Slo};
 use tokenscope::cli::{self, Output};
 use tokenscope::format::window::{self, Window};
 use tokenscope::import::log_clock::{self, LogClock};
-use tokenscope::synth::arrivals::ReplayOptions;
-use tokenscope::synth::{Scenario, SynthOptions};
 use tokenscope::ui::render::View;
 use tokenscope::ui::{self, TraceSource};
 use tokenscope::view::lanes::TrackLayout;
@@ -80,10 +78,10 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// TTFT objective in ms, for SLO attainment and goodput.
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms, for SLO attainment and goodput.
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_tpot_ms: Option<f64>,
         /// Also break the figures down by this request label.
         #[arg(long, value_enum)]
@@ -99,66 +97,7 @@ enum Command {
     },
     /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
     /// request trace (Mooncake JSONL, Azure CSV).
-    Synth {
-        /// The scenario.
-        #[arg(long, value_enum)]
-        scenario: Scenario,
-        /// Seed of every random choice (same seed, same bytes).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Ordinary requests (each scenario has a default); with replay, at most this many.
-        #[arg(long)]
-        requests: Option<usize>,
-        /// Replay: the request trace to replay.
-        #[arg(long, value_name = "FILE", conflicts_with = "from_trace")]
-        arrivals: Option<PathBuf>,
-        /// Replay: a trace tokenscope opens (ours, or an engine's output), served again with its requests' ids,
-        /// arrival times and lengths on engines configured as its steps suggest (printed); change them with --set,
-        /// then compare the two traces with `tokenscope diff`.
-        #[arg(long, value_name = "TRACE")]
-        from_trace: Option<PathBuf>,
-        /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
-        /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (when N differs from the
-        /// trace's, requests are routed least-loaded instead of to their own instance), prefix_cache_tokens=N (0:
-        /// none), profile=h100-8b|l4-8b|cpu-270m|FILE.
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = cli::synth::parse_setting)]
-        set: Vec<tokenscope::synth::Setting>,
-        /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
-        #[arg(long, default_value_t = 1.0)]
-        time_scale: f64,
-        /// Replay: keep at most N requests.
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
-        /// Replay: keep arrivals in FROM..TO seconds after the trace's first one.
-        #[arg(long, value_name = "FROM..TO", value_parser = cli::synth::parse_window)]
-        window: Option<(f64, f64)>,
-        /// Replay --arrivals: engine instances (with --from-trace: --set instances=N).
-        #[arg(long, default_value_t = 1, conflicts_with = "from_trace")]
-        sources: usize,
-        /// Prefix-cache capacity per instance, tokens (default: the KV cache's ~416k). More models a KV pool in
-        /// CPU memory, as Mooncake serves from.
-        #[arg(long, value_name = "TOKENS")]
-        prefix_cache_tokens: Option<u64>,
-        /// The hardware and model every instance stands for: h100-8b, l4-8b (a slower GPU) or cpu-270m (a small
-        /// model on two CPU cores, as `record` ran one here), or a profile file `tokenscope fit` wrote from a real
-        /// server's steps. A replay says the profile's measured error.
-        #[arg(long, value_name = "NAME|FILE", default_value = "h100-8b", value_parser = tokenscope::synth::ProfileChoice::parse)]
-        profile: tokenscope::synth::ProfileChoice,
-        /// Chunked prefill on or off on every instance (default: as the scenario sets it).
-        #[arg(long, value_name = "on|off", value_parser = cli::synth::parse_on_off)]
-        chunked_prefill: Option<bool>,
-        /// Plant an incident in the traffic at this time, on the first instance: prefill-interrupts-decode,
-        /// long-prefill or eos-mistrigger, `@` seconds after the start.
-        #[arg(long, value_name = "KIND@SECONDS", value_parser = cli::synth::parse_plant, conflicts_with = "from_trace")]
-        plant: Option<(tokenscope::synth::Incident, f64)>,
-        /// Write the run as an engine would have traced it instead of as a tokenscope trace: `sglang-otlp`
-        /// (SGLang's OTLP JSON, as the Collector's file exporter writes it).
-        #[arg(long = "as", value_name = "ENGINE_OUTPUT")]
-        as_output: Option<cli::synth::EngineOutput>,
-        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
-        #[arg(short, long)]
-        output: PathBuf,
-    },
+    Synth(cli::synth::SynthArgs),
     /// Record a token-level trace, with candidates, from an OpenAI-compatible server: real prompts sent in a
     /// closed or open loop, every streamed token with its client-side arrival time, id, logprob and candidates.
     Record {
@@ -268,10 +207,10 @@ enum Command {
         kind: Option<Vec<findings::Kind>>,
         /// TTFT objective in ms, for the SLO-violation finding (without either objective: TTFT 1000 ms and TPOT
         /// 50 ms, the app's defaults).
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms, for the SLO-violation finding.
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_tpot_ms: Option<f64>,
         /// Judge no objective: no SLO-violation finding.
         #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
@@ -282,48 +221,7 @@ enum Command {
     /// Compare two traces, A (before) and B (after): the figures side by side with their change, attainment and
     /// goodput under the objectives, the findings gone and new, and the requests of both (paired by id, or by
     /// arrival and prompt length) whose TTFT and TPOT changed most.
-    Diff {
-        /// The trace before.
-        a: PathBuf,
-        /// The trace after.
-        b: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        /// Also compare the figures per value of this request label.
-        #[arg(long, value_enum)]
-        by: Option<GroupBy>,
-        /// TTFT objective in ms (without either objective: TTFT 1000 ms and TPOT 50 ms, the app's defaults).
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
-        slo_ttft_ms: Option<f64>,
-        /// TPOT objective in ms.
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
-        slo_tpot_ms: Option<f64>,
-        /// A price table (as `summary --prices`) for the cost of each.
-        #[arg(long, value_name = "FILE")]
-        prices: Option<PathBuf>,
-        /// Judge no objective: no attainment, goodput or SLO-violation finding.
-        #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
-        no_slo: bool,
-        /// Paired requests listed per metric.
-        #[arg(long, value_name = "N", default_value_t = 10)]
-        top: usize,
-        /// Instead of the diff: how far B (a simulation of A's requests, or a repeat of A's run) is from A, figure
-        /// by figure (TTFT, ITL, TPOT, E2E, queue at p50, p90, p95, p99) with the signed error and a verdict.
-        #[arg(long)]
-        fidelity: bool,
-        /// With --fidelity: a figure within this many % of A's is reproduced...
-        #[arg(long, value_name = "PCT", default_value_t = 10.0, requires = "fidelity")]
-        tolerance: f64,
-        /// ... or within this many ms of it.
-        #[arg(long, value_name = "MS", default_value_t = 5.0, requires = "fidelity")]
-        floor_ms: f64,
-        /// With --fidelity: also draw the CDFs of TTFT, ITL, TPOT and E2E of both runs into this PNG.
-        #[arg(long, value_name = "OUT.png", requires = "fidelity")]
-        png: Option<PathBuf>,
-        #[command(flatten)]
-        thresholds: findings::Thresholds,
-    },
+    Diff(cli::diff::DiffArgs),
     /// Render the views to a PNG with no display (software rendering), for incident reports and CI. Times are ms
     /// after the trace's start (the waterfall ruler's 0).
     Render {
@@ -359,10 +257,10 @@ enum Command {
         #[arg(long)]
         no_caption: bool,
         /// TTFT objective for the request header, ms.
-        #[arg(long, value_name = "MS", value_parser = positive_ms, default_value_t = 1000.0)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms, default_value_t = 1000.0)]
         slo_ttft_ms: f64,
         /// TPOT objective for the request header, ms.
-        #[arg(long, value_name = "MS", value_parser = positive_ms, default_value_t = 50.0)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms, default_value_t = 50.0)]
         slo_tpot_ms: f64,
         /// Render the Nth finding of `tokenscope findings` (from 1; default objectives and thresholds): its time
         /// range, its request and token selected, as a click on it shows in the app.
@@ -425,10 +323,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         format: cli::query::Format,
         /// TTFT objective in ms for goodput (default 1000 with the TPOT default, unless --no-slo).
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_ttft_ms: Option<f64>,
         /// TPOT objective in ms for goodput (default 50 with the TTFT default, unless --no-slo).
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        #[arg(long, value_name = "MS", value_parser = cli::positive_ms)]
         slo_tpot_ms: Option<f64>,
         /// No objectives: no goodput.
         #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
@@ -452,15 +350,6 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-}
-
-/// An objective in ms: a positive, finite number.
-fn positive_ms(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(v) => Err(format!("{v} ms: an objective is a positive number of ms")),
-        Err(e) => Err(format!("{text}: {e}; an objective is a positive number of ms")),
-    }
 }
 
 fn emit(out: &Output) -> ExitCode {
@@ -538,48 +427,7 @@ fn main() -> ExitCode {
             }
             emit(&cli::summary::run(&paths(&traces), json, slo, by, prices.as_deref()))
         }
-        Some(Command::Synth {
-            scenario,
-            seed,
-            requests,
-            arrivals,
-            from_trace,
-            set,
-            time_scale,
-            limit,
-            window,
-            sources,
-            prefix_cache_tokens,
-            profile,
-            chunked_prefill,
-            plant,
-            as_output,
-            output,
-        }) => {
-            let options = SynthOptions {
-                scenario,
-                seed,
-                requests,
-                arrivals,
-                replay: ReplayOptions {
-                    time_scale,
-                    limit,
-                    window_s: window,
-                },
-                sources,
-                prefix_cache_tokens,
-                profile,
-                chunked_prefill,
-                plant,
-            };
-            emit(&cli::synth::run(
-                &options,
-                from_trace.as_deref(),
-                &set,
-                as_output,
-                &output,
-            ))
-        }
+        Some(Command::Synth(args)) => emit(&args.run()),
         Some(Command::Export {
             traces,
             from_ms,
@@ -633,44 +481,7 @@ fn main() -> ExitCode {
                 cli::timeline::run(&trace, every, by, slo, format)
             })
         }
-        Some(Command::Diff {
-            a,
-            b,
-            json,
-            by,
-            slo_ttft_ms,
-            slo_tpot_ms,
-            prices,
-            no_slo,
-            top,
-            fidelity,
-            tolerance,
-            floor_ms,
-            png,
-            thresholds,
-        }) => {
-            if fidelity && !(tolerance.is_finite() && tolerance > 0.0 && floor_ms.is_finite() && floor_ms >= 0.0) {
-                return emit(&Output::error(
-                    "--tolerance must be above 0 and --floor-ms at least 0",
-                    2,
-                ));
-            }
-            let objectives = cli::findings::Objectives::from_flags(slo_ttft_ms, slo_tpot_ms, no_slo);
-            let options = cli::diff::DiffOptions {
-                json,
-                objectives,
-                thresholds: &thresholds,
-                by,
-                prices: prices.as_deref(),
-                top,
-                fidelity: fidelity.then_some(tokenscope::analysis::fidelity::Tolerance {
-                    pct: tolerance,
-                    floor_ms,
-                }),
-                png: png.as_deref(),
-            };
-            emit(&cli::diff::run(&a, &b, &options))
-        }
+        Some(Command::Diff(args)) => emit(&args.run()),
         Some(Command::Findings {
             traces,
             json,

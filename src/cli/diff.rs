@@ -2,7 +2,7 @@
 //! figures of two traces side by side with their change, the findings gone and new, and the paired requests that
 //! changed most.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -17,6 +17,79 @@ use crate::analysis::stats::Unit;
 use crate::analysis::summary::{GroupBy, Summary};
 use crate::load::Loaded;
 use crate::trace::Trace;
+
+/// The arguments of `diff`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    /// The trace before.
+    pub a: PathBuf,
+    /// The trace after.
+    pub b: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also compare the figures per value of this request label.
+    #[arg(long, value_enum)]
+    pub by: Option<GroupBy>,
+    /// TTFT objective in ms (without either objective: TTFT 1000 ms and TPOT 50 ms, the app's defaults).
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT objective in ms.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_tpot_ms: Option<f64>,
+    /// A price table (as `summary --prices`) for the cost of each.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Judge no objective: no attainment, goodput or SLO-violation finding.
+    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+    pub no_slo: bool,
+    /// Paired requests listed per metric.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Instead of the diff: how far B (a simulation of A's requests, or a repeat of A's run) is from A, figure
+    /// by figure (TTFT, ITL, TPOT, E2E, queue at p50, p90, p95, p99) with the signed error and a verdict.
+    #[arg(long)]
+    pub fidelity: bool,
+    /// With --fidelity: a figure within this many % of A's is reproduced...
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, requires = "fidelity")]
+    pub tolerance: f64,
+    /// ... or within this many ms of it.
+    #[arg(long, value_name = "MS", default_value_t = 5.0, requires = "fidelity")]
+    pub floor_ms: f64,
+    /// With --fidelity: also draw the CDFs of TTFT, ITL, TPOT and E2E of both runs into this PNG.
+    #[arg(long, value_name = "OUT.png", requires = "fidelity")]
+    pub png: Option<PathBuf>,
+    #[command(flatten)]
+    pub thresholds: Thresholds,
+}
+
+impl DiffArgs {
+    /// Runs `diff`.
+    pub fn run(&self) -> Output {
+        if self.fidelity
+            && !(self.tolerance.is_finite()
+                && self.tolerance > 0.0
+                && self.floor_ms.is_finite()
+                && self.floor_ms >= 0.0)
+        {
+            return Output::error("--tolerance must be above 0 and --floor-ms at least 0", 2);
+        }
+        let options = DiffOptions {
+            json: self.json,
+            objectives: Objectives::from_flags(self.slo_ttft_ms, self.slo_tpot_ms, self.no_slo),
+            thresholds: &self.thresholds,
+            by: self.by,
+            prices: self.prices.as_deref(),
+            top: self.top,
+            fidelity: self.fidelity.then_some(crate::analysis::fidelity::Tolerance {
+                pct: self.tolerance,
+                floor_ms: self.floor_ms,
+            }),
+            png: self.png.as_deref(),
+        };
+        run(&self.a, &self.b, &options)
+    }
+}
 
 /// What `diff` was asked.
 #[derive(Debug, Clone)]

@@ -68,6 +68,18 @@ pub fn set_from(kind: Option<crate::import::Kind>) {
     }
 }
 
+/// Parses an objective in ms (`--slo-ttft-ms`, `--slo-tpot-ms`): a positive number.
+///
+/// # Errors
+/// Not a number, or not above 0.
+pub fn positive_ms(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} ms: an objective is a positive number of ms")),
+        Err(e) => Err(format!("{text}: {e}; an objective is a positive number of ms")),
+    }
+}
+
 /// The Parquet files of `path` a command reads out of core: those of the run's window.
 ///
 /// # Errors

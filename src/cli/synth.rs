@@ -3,7 +3,7 @@
 //! trace (Parquet or JSONL by the extension).
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Output, thousands};
 use crate::format;
@@ -122,6 +122,98 @@ pub fn parse_window(s: &str) -> Result<(f64, f64), String> {
 pub enum EngineOutput {
     /// SGLang's OTLP JSON (`--enable-trace` through the Collector's file exporter).
     SglangOtlp,
+}
+
+/// The arguments of `synth`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SynthArgs {
+    /// The scenario.
+    #[arg(long, value_enum)]
+    pub scenario: crate::synth::Scenario,
+    /// Seed of every random choice (same seed, same bytes).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Ordinary requests (each scenario has a default); with replay, at most this many.
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// Replay: the request trace to replay.
+    #[arg(long, value_name = "FILE", conflicts_with = "from_trace")]
+    pub arrivals: Option<PathBuf>,
+    /// Replay: a trace tokenscope opens (ours, or an engine's output), served again with its requests' ids,
+    /// arrival times and lengths on engines configured as its steps suggest (printed); change them with --set,
+    /// then compare the two traces with `tokenscope diff`.
+    #[arg(long, value_name = "TRACE")]
+    pub from_trace: Option<PathBuf>,
+    /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
+    /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (when N differs from the
+    /// trace's, requests are routed least-loaded instead of to their own instance), prefix_cache_tokens=N (0:
+    /// none), profile=h100-8b|l4-8b|cpu-270m|FILE.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub set: Vec<crate::synth::Setting>,
+    /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Replay: keep at most N requests.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Replay: keep arrivals in FROM..TO seconds after the trace's first one.
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_window)]
+    pub window: Option<(f64, f64)>,
+    /// Replay --arrivals: engine instances (with --from-trace: --set instances=N).
+    #[arg(long, default_value_t = 1, conflicts_with = "from_trace")]
+    pub sources: usize,
+    /// Prefix-cache capacity per instance, tokens (default: the KV cache's ~416k). More models a KV pool in
+    /// CPU memory, as Mooncake serves from.
+    #[arg(long, value_name = "TOKENS")]
+    pub prefix_cache_tokens: Option<u64>,
+    /// The hardware and model every instance stands for: h100-8b, l4-8b (a slower GPU) or cpu-270m (a small
+    /// model on two CPU cores, as `record` ran one here), or a profile file `tokenscope fit` wrote from a real
+    /// server's steps. A replay says the profile's measured error.
+    #[arg(long, value_name = "NAME|FILE", default_value = "h100-8b", value_parser = crate::synth::ProfileChoice::parse)]
+    pub profile: crate::synth::ProfileChoice,
+    /// Chunked prefill on or off on every instance (default: as the scenario sets it).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub chunked_prefill: Option<bool>,
+    /// Plant an incident in the traffic at this time, on the first instance: prefill-interrupts-decode,
+    /// long-prefill or eos-mistrigger, `@` seconds after the start.
+    #[arg(long, value_name = "KIND@SECONDS", value_parser = parse_plant, conflicts_with = "from_trace")]
+    pub plant: Option<(crate::synth::Incident, f64)>,
+    /// Write the run as an engine would have traced it instead of as a tokenscope trace: `sglang-otlp`
+    /// (SGLang's OTLP JSON, as the Collector's file exporter writes it).
+    #[arg(long = "as", value_name = "ENGINE_OUTPUT")]
+    pub as_output: Option<EngineOutput>,
+    /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+impl SynthArgs {
+    /// Runs `synth`.
+    pub fn run(&self) -> Output {
+        let options = SynthOptions {
+            scenario: self.scenario,
+            seed: self.seed,
+            requests: self.requests,
+            arrivals: self.arrivals.clone(),
+            replay: crate::synth::arrivals::ReplayOptions {
+                time_scale: self.time_scale,
+                limit: self.limit,
+                window_s: self.window,
+            },
+            sources: self.sources,
+            prefix_cache_tokens: self.prefix_cache_tokens,
+            profile: self.profile.clone(),
+            chunked_prefill: self.chunked_prefill,
+            plant: self.plant,
+        };
+        run(
+            &options,
+            self.from_trace.as_deref(),
+            &self.set,
+            self.as_output,
+            &self.output,
+        )
+    }
 }
 
 /// Runs `synth`: `options` and, for `--scenario replay --from-trace`, the trace whose requests to serve again;
