@@ -3,6 +3,7 @@
 //! Perfetto UI. Times are ms after the trace's start (`Trace::start_ns`, the waterfall ruler's 0).
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use super::{Output, thousands, validate};
 use crate::format;
@@ -23,6 +24,44 @@ pub struct ExportOptions {
 
 fn error(message: String) -> Output {
     Output::error(message, 2)
+}
+
+/// The arguments of `export`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+    /// files: they are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+    /// Range start, ms after the trace's start.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub from_ms: f64,
+    /// Range end, ms after the trace's start.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub to_ms: f64,
+    /// Only these requests (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    pub requests: Option<Vec<String>>,
+    /// Replace token and candidate texts with hashes (keyed per export; repetitions still show).
+    #[arg(long)]
+    pub redact: bool,
+    /// The file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+impl ExportArgs {
+    /// Runs `export`.
+    pub fn run(&self) -> Output {
+        let options = ExportOptions {
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            requests: self.requests.clone(),
+            redact: self.redact,
+        };
+        let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
+        run(&inputs, &options, &self.output)
+    }
 }
 
 /// Runs `export`.

@@ -3,6 +3,7 @@
 //! start, as on the waterfall's ruler) and the requests, steps and tokens involved.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -149,6 +150,42 @@ impl Objectives {
             ),
             (Objectives::Given(_), false) => format!("objectives: {}", judged.join(", ")),
         }
+    }
+}
+
+/// The arguments of `findings`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FindingsArgs {
+    /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+    /// files: they are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Only these kinds (comma-separated).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub kind: Option<Vec<Kind>>,
+    /// TTFT objective in ms, for the SLO-violation finding (without either objective: TTFT 1000 ms and TPOT
+    /// 50 ms, the app's defaults).
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT objective in ms, for the SLO-violation finding.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_tpot_ms: Option<f64>,
+    /// Judge no objective: no SLO-violation finding.
+    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+    pub no_slo: bool,
+    #[command(flatten)]
+    pub thresholds: Thresholds,
+}
+
+impl FindingsArgs {
+    /// Runs `findings`.
+    pub fn run(&self) -> Output {
+        let objectives = Objectives::from_flags(self.slo_ttft_ms, self.slo_tpot_ms, self.no_slo);
+        let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
+        run(&inputs, self.json, objectives, &self.thresholds, self.kind.as_deref())
     }
 }
 

@@ -1,6 +1,7 @@
 //! `tokenscope query TRACE "SQL" [--format table|csv|json]`: SQL over the trace's tables (`docs/QUERY.md`).
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use super::validate::fatal;
 use super::{Output, table, thousands};
@@ -59,6 +60,33 @@ pub fn print(rows: &Rows, format: Format) -> Output {
         stdout,
         stderr,
         code: 0,
+    }
+}
+
+/// The arguments of `query`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueryArgs {
+    /// The trace.
+    pub trace: PathBuf,
+    /// The query.
+    pub sql: String,
+    /// How to print the result.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// Query the Parquet files (a file, a directory, a partitioned dataset) without loading them: the views of
+    /// sql/tokenscope.sql (requests, tokens, itl, trace, ...) on polars' streaming engine.
+    #[arg(long)]
+    pub out_of_core: bool,
+}
+
+impl QueryArgs {
+    /// Runs `query`.
+    pub fn run(&self) -> Output {
+        if self.out_of_core {
+            run_out_of_core(&self.trace, &self.sql, self.format)
+        } else {
+            run(&self.trace, &self.sql, self.format)
+        }
     }
 }
 

@@ -30,6 +30,139 @@ pub fn parse_extra(s: &str) -> Result<serde_json::Map<String, serde_json::Value>
     }
 }
 
+/// The arguments of `record`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// The server's base URL (http://127.0.0.1:8080, with or without /v1).
+    #[arg(long)]
+    pub url: String,
+    /// Prompts: JSON lines of {"prompt": ...} or {"messages": [...]} (optionally with max_tokens, app_id,
+    /// user_id), or plain text, one prompt per line; cycled to --requests.
+    #[arg(long, value_name = "FILE")]
+    pub prompts: PathBuf,
+    /// The API: chat (/v1/chat/completions), completions (/v1/completions), llamacpp (/completion).
+    #[arg(long, value_enum, default_value = "chat")]
+    pub api: crate::record::client::Api,
+    /// Requests to send.
+    #[arg(long, default_value_t = 16)]
+    pub requests: usize,
+    /// Requests in flight at most (closed loop without --rate).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Open loop: requests per second, Poisson arrivals (still at most --concurrency in flight).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Output tokens per request, unless a prompt has its own max_tokens.
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: u32,
+    /// Candidates per token (0: no logprobs).
+    #[arg(long, default_value_t = 5)]
+    pub top_logprobs: u32,
+    /// Sampling temperature.
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Sampling seed sent to the server.
+    #[arg(long)]
+    pub sampling_seed: Option<u64>,
+    /// The model to ask for.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// JSON object of fields merged into every request body, e.g. '{"logit_bias": {"1": 3}}'.
+    #[arg(long, value_name = "JSON", value_parser = parse_extra)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An HTTP header, "Name: value" (repeat for more).
+    // Parsed after clap, which would echo a value it refuses: a header usually carries a key.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// End-of-sequence token id, when the server does not say it (repeat for more).
+    #[arg(long = "eos-id")]
+    pub eos_ids: Vec<u32>,
+    /// Seed of the open loop's arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Seconds without a chunk before a stream counts as stalled.
+    #[arg(long, default_value_t = 60.0)]
+    pub idle_timeout: f64,
+    /// Seconds a whole request may take.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// After Ctrl-C, seconds the streams in flight may go on before they are cut.
+    #[arg(long, default_value_t = 5.0)]
+    pub grace: f64,
+    /// Also write every streamed chunk with its arrival time (JSON lines; opens as kind openai-stream).
+    #[arg(long, value_name = "FILE")]
+    pub raw: Option<PathBuf>,
+    /// The server's log of this run (llama-server --log-file PATH, best at -lv 5; or any server-side file
+    /// tokenscope reads): read when the recording ends and joined with it, so the trace written has both halves.
+    /// When the two do not join, the recording is written alone and the reason said.
+    #[arg(long, value_name = "PATH")]
+    pub server_log: Option<PathBuf>,
+    /// The trace to write (.parquet, .jsonl).
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+impl RecordArgs {
+    /// Runs `record`.
+    pub fn run(&self) -> Output {
+        let secs = |name: &str, v: f64| {
+            (v.is_finite() && v > 0.0)
+                .then(|| std::time::Duration::from_secs_f64(v))
+                .ok_or_else(|| format!("--{name} {v}: give a positive number of seconds"))
+        };
+        let limits = match (
+            secs("idle-timeout", self.idle_timeout),
+            secs("timeout", self.timeout),
+            secs("grace", self.grace),
+        ) {
+            (Ok(idle), Ok(total), Ok(grace)) => (record::client::Limits { idle, total }, grace),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Output::error(e, 2),
+        };
+        if self.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return Output::error("--rate: give a positive number of requests per second", 2);
+        }
+        let headers = match self
+            .headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(h) => h,
+            Err(e) => return Output::error(e, 2),
+        };
+        let options = RecordOptions {
+            url: self.url.clone(),
+            api: self.api,
+            requests: self.requests,
+            concurrency: self.concurrency.max(1),
+            rate: self.rate,
+            sampling: record::client::Sampling {
+                model: self.model.clone(),
+                max_tokens: self.max_tokens,
+                top_logprobs: self.top_logprobs,
+                temperature: self.temperature,
+                seed: self.sampling_seed,
+                extra: self.extra_body.clone().unwrap_or_default(),
+            },
+            headers,
+            eos_ids: self.eos_ids.clone(),
+            limits: limits.0,
+            grace: limits.1,
+            seed: self.seed,
+            journal: None,
+        };
+        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        run(
+            &options,
+            &self.prompts,
+            self.raw.as_ref(),
+            self.server_log.as_deref(),
+            &self.output,
+            progress,
+        )
+    }
+}
+
 /// Runs a recording and writes its trace (and raw capture).
 pub fn run(
     options: &RecordOptions,

@@ -4,6 +4,7 @@
 //! 0), as for `export`. `--finding N` draws what a click on the Nth finding shows in the app, for CI reports.
 
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Output, validate};
@@ -49,6 +50,83 @@ pub struct RenderOptions {
 
 fn usage(message: String) -> Output {
     Output::error(message, 2)
+}
+
+/// The arguments of `render`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RenderArgs {
+    /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+    /// files: they are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+    /// Range start, ms after the trace's start (with --to-ms; default: the whole trace).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub from_ms: Option<f64>,
+    /// Range end, ms after the trace's start.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    pub to_ms: Option<f64>,
+    /// The request to select and show in the high-power view (id).
+    #[arg(long, value_name = "ID")]
+    pub request: Option<String>,
+    /// The token to select in it: its index in the output.
+    #[arg(long, value_name = "N")]
+    pub token: Option<u32>,
+    /// Which views: waterfall, request or both (default: both with --request, else waterfall).
+    #[arg(long, value_enum)]
+    pub view: Option<View>,
+    /// Width in points.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1400.0)]
+    pub width: f32,
+    /// Height in points.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 860.0)]
+    pub height: f32,
+    /// Pixels per point (2: a 2x image).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2.0)]
+    pub scale: f32,
+    /// Leave out the caption strip (trace, time range in UTC, selection).
+    #[arg(long)]
+    pub no_caption: bool,
+    /// TTFT objective for the request header, ms.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms, default_value_t = 1000.0)]
+    pub slo_ttft_ms: f64,
+    /// TPOT objective for the request header, ms.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms, default_value_t = 50.0)]
+    pub slo_tpot_ms: f64,
+    /// Render the Nth finding of `tokenscope findings` (from 1; default objectives and thresholds): its time
+    /// range, its request and token selected, as a click on it shows in the app.
+    #[arg(long, value_name = "N", conflicts_with_all = ["from_ms", "to_ms", "request", "token"])]
+    pub finding: Option<usize>,
+    /// The request tracks: one per request, or packed into lanes of requests that do not overlap.
+    #[arg(long, value_enum, default_value = "tracks")]
+    pub layout: TrackLayout,
+    /// The PNG to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+impl RenderArgs {
+    /// Runs `render`.
+    pub fn run(&self) -> Output {
+        let options = RenderOptions {
+            finding: self.finding,
+            layout: self.layout,
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            request: self.request.clone(),
+            token: self.token,
+            view: self.view,
+            width: self.width,
+            height: self.height,
+            scale: self.scale,
+            caption: !self.no_caption,
+            slo: Slo {
+                ttft_ms: Some(self.slo_ttft_ms),
+                tpot_ms: Some(self.slo_tpot_ms),
+            },
+        };
+        let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
+        run(&inputs, &options, &self.output)
+    }
 }
 
 /// Runs `render`.

@@ -2,6 +2,7 @@
 //! "Derived figures", as an aligned table with units or as JSON.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -339,6 +340,51 @@ pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(Stri
         );
     }
     v
+}
+
+/// The arguments of `summary`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SummaryArgs {
+    /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+    /// files: they are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// TTFT objective in ms, for SLO attainment and goodput.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT objective in ms, for SLO attainment and goodput.
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_tpot_ms: Option<f64>,
+    /// Also break the figures down by this request label.
+    #[arg(long, value_enum)]
+    pub by: Option<GroupBy>,
+    /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Compute the figures without loading the trace: sql/tokenscope.sql on polars' streaming engine over the
+    /// Parquet files (a file, a directory, a partitioned dataset), in bounded memory. Records are not validated.
+    #[cfg(feature = "query")]
+    #[arg(long, conflicts_with_all = ["by", "prices"])]
+    pub out_of_core: bool,
+}
+
+impl SummaryArgs {
+    /// Runs `summary`.
+    pub fn run(&self) -> Output {
+        let slo = Slo {
+            ttft_ms: self.slo_ttft_ms,
+            tpot_ms: self.slo_tpot_ms,
+        };
+        let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
+        #[cfg(feature = "query")]
+        if self.out_of_core {
+            return run_out_of_core(&inputs, self.json, slo);
+        }
+        run(&inputs, self.json, slo, self.by, self.prices.as_deref())
+    }
 }
 
 /// Runs `summary`.

@@ -2,6 +2,7 @@
 //! goodput, latency percentiles, queue, KV use and preemptions per time bucket (`docs/QUERY.md`).
 
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::Output;
@@ -19,6 +20,55 @@ pub fn parse_every(text: &str) -> Result<Duration, String> {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{text}: a bucket is wider than zero")),
         Err(e) => Err(format!("{text}: {e}; write a width like 10s, 500ms, 5m or 1h")),
+    }
+}
+
+/// The arguments of `timeline`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TimelineArgs {
+    /// The trace.
+    pub trace: PathBuf,
+    /// Bucket width (10s, 500ms, 5m); by default the round width that makes at most 60 buckets.
+    #[arg(long, value_name = "WIDTH", value_parser = parse_every)]
+    pub every: Option<std::time::Duration>,
+    /// One series per value of this request label (steps' series only by source).
+    #[arg(long, value_enum)]
+    pub by: Option<GroupBy>,
+    /// How to print the series.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: Format,
+    /// TTFT objective in ms for goodput (default 1000 with the TPOT default, unless --no-slo).
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT objective in ms for goodput (default 50 with the TTFT default, unless --no-slo).
+    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
+    pub slo_tpot_ms: Option<f64>,
+    /// No objectives: no goodput.
+    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+    pub no_slo: bool,
+    /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: the
+    /// requests' figures by sql/tokenscope.sql and the tokens streamed, on polars' streaming engine.
+    #[arg(long)]
+    pub out_of_core: bool,
+}
+
+impl TimelineArgs {
+    /// Runs `timeline`.
+    pub fn run(&self) -> Output {
+        let given = Slo {
+            ttft_ms: self.slo_ttft_ms,
+            tpot_ms: self.slo_tpot_ms,
+        };
+        let slo = match (given.is_set(), self.no_slo) {
+            (true, _) => given,
+            (false, true) => Slo::default(),
+            (false, false) => Slo::DEFAULT,
+        };
+        if self.out_of_core {
+            run_out_of_core(&self.trace, self.every, self.by, slo, self.format)
+        } else {
+            run(&self.trace, self.every, self.by, slo, self.format)
+        }
     }
 }
 
