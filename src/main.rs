@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tokenscope::analysis::findings;
 use tokenscope::cli::{self, Output};
 use tokenscope::format::window::{self, Window};
 use tokenscope::import::log_clock::{self, LogClock};
@@ -56,15 +55,7 @@ struct Args {
 #[derive(Subcommand)]
 enum Command {
     /// Load a trace and report every rejected record and warning (exit 1 when it cannot be loaded).
-    Validate {
-        /// The trace: one file or directory, or several files of one run (a client's recording with the server's
-        /// files: they are joined).
-        #[arg(required = true, num_args = 1..)]
-        traces: Vec<PathBuf>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Validate(cli::validate::ValidateArgs),
     /// Print the trace's figures: tokens, span, throughput, TTFT/TPOT/E2E/queue/ITL percentiles, SLO goodput.
     Summary(cli::summary::SummaryArgs),
     /// Simulate a continuous-batching engine and write its trace: a named scenario, or a replay of a real
@@ -91,19 +82,7 @@ enum Command {
     Fit(cli::fit::FitArgs),
     /// Measure the detectors on the diagnosis corpus: simulated runs on three hardware profiles, chunked prefill on
     /// and off, chat traffic and real arrivals below and above capacity, with and without each planted incident.
-    Corpus {
-        /// The repository's root (the replays read tests/data/real/).
-        #[arg(long, default_value = ".")]
-        root: PathBuf,
-        /// Only this profile's cases.
-        #[arg(long, value_enum)]
-        profile: Option<tokenscope::synth::Profile>,
-        /// Replace the tables of this file (docs/FINDINGS.md) between its markers instead of printing them.
-        #[arg(long, value_name = "FILE")]
-        write: Option<PathBuf>,
-        #[command(flatten)]
-        thresholds: findings::Thresholds,
-    },
+    Corpus(cli::corpus::CorpusArgs),
     /// Run SQL over the trace's tables: requests, tokens, steps, stages, candidates (docs/QUERY.md), e.g.
     /// "SELECT app_id, QUANTILE_DISC(ttft_ms, 0.99) FROM requests WHERE input_tokens > 4000 GROUP BY app_id".
     #[cfg(feature = "query")]
@@ -182,7 +161,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     match args.command {
-        Some(Command::Validate { traces, json }) => emit(&cli::validate::run(&paths(&traces), json)),
+        Some(Command::Validate(args)) => emit(&args.run()),
         Some(Command::Summary(args)) => emit(&args.run()),
         Some(Command::Synth(args)) => emit(&args.run()),
         Some(Command::Export(args)) => emit(&args.run()),
@@ -194,12 +173,7 @@ fn main() -> ExitCode {
         Some(Command::Findings(args)) => emit(&args.run()),
         Some(Command::Render(args)) => emit(&args.run()),
         Some(Command::Fit(args)) => emit(&args.run()),
-        Some(Command::Corpus {
-            root,
-            profile,
-            write,
-            thresholds,
-        }) => emit(&cli::corpus::run(&root, profile, &thresholds, write.as_deref())),
+        Some(Command::Corpus(args)) => emit(&args.run()),
         Some(Command::Record(args)) => emit(&args.run()),
         Some(Command::Convert {
             input,
@@ -270,11 +244,6 @@ fn out_of_core(command: Option<&Command>) -> bool {
     );
     #[cfg(not(feature = "query"))]
     false
-}
-
-/// The paths of the command line as the loaders take them.
-fn paths(traces: &[PathBuf]) -> Vec<&std::path::Path> {
-    traces.iter().map(PathBuf::as_path).collect()
 }
 
 /// Why the app cannot open `path`, said before a window opens: a mistyped subcommand (`sumary`), or no such file.

@@ -2,6 +2,7 @@
 //! Exit code 0 when the trace loads (even with rejected records), 1 when it cannot be loaded at all.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -119,6 +120,26 @@ pub fn report_text(report: &Report) -> String {
         }
     }
     out
+}
+
+/// The arguments of `validate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ValidateArgs {
+    /// The trace: one file or directory, or several files of one run (a client's recording with the server's
+    /// files: they are joined).
+    #[arg(required = true, num_args = 1..)]
+    pub traces: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ValidateArgs {
+    /// Runs `validate`.
+    pub fn run(&self) -> Output {
+        let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
+        run(&inputs, self.json)
+    }
 }
 
 /// Runs `validate`.
