@@ -31,18 +31,11 @@ pub struct DiffArgs {
     /// Also compare the figures per value of this request label.
     #[arg(long, value_enum)]
     pub by: Option<GroupBy>,
-    /// TTFT objective in ms (without either objective: TTFT 1000 ms and TPOT 50 ms, the app's defaults).
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_ttft_ms: Option<f64>,
-    /// TPOT objective in ms.
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_tpot_ms: Option<f64>,
+    #[command(flatten)]
+    pub slo: super::SloArgs,
     /// A price table (as `summary --prices`) for the cost of each.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
-    /// Judge no objective: no attainment, goodput or SLO-violation finding.
-    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
-    pub no_slo: bool,
     /// Paired requests listed per metric.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -76,7 +69,7 @@ impl DiffArgs {
         }
         let options = DiffOptions {
             json: self.json,
-            objectives: Objectives::from_flags(self.slo_ttft_ms, self.slo_tpot_ms, self.no_slo),
+            objectives: self.slo.objectives(),
             thresholds: &self.thresholds,
             by: self.by,
             prices: self.prices.as_deref(),

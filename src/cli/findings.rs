@@ -166,16 +166,8 @@ pub struct FindingsArgs {
     /// Only these kinds (comma-separated).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub kind: Option<Vec<Kind>>,
-    /// TTFT objective in ms, for the SLO-violation finding (without either objective: TTFT 1000 ms and TPOT
-    /// 50 ms, the app's defaults).
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_ttft_ms: Option<f64>,
-    /// TPOT objective in ms, for the SLO-violation finding.
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_tpot_ms: Option<f64>,
-    /// Judge no objective: no SLO-violation finding.
-    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
-    pub no_slo: bool,
+    #[command(flatten)]
+    pub slo: super::SloArgs,
     #[command(flatten)]
     pub thresholds: Thresholds,
 }
@@ -183,7 +175,7 @@ pub struct FindingsArgs {
 impl FindingsArgs {
     /// Runs `findings`.
     pub fn run(&self) -> Output {
-        let objectives = Objectives::from_flags(self.slo_ttft_ms, self.slo_tpot_ms, self.no_slo);
+        let objectives = self.slo.objectives();
         let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
         run(&inputs, self.json, objectives, &self.thresholds, self.kind.as_deref())
     }

@@ -68,6 +68,28 @@ pub fn set_from(kind: Option<crate::import::Kind>) {
     }
 }
 
+/// The objectives a command judges requests by: `--slo-ttft-ms`, `--slo-tpot-ms`, or `--no-slo`; without any, the
+/// app's defaults (TTFT 1000 ms and TPOT 50 ms). Flattened into `findings`, `diff` and `timeline`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct SloArgs {
+    /// TTFT objective in ms (without either objective: TTFT 1000 ms and TPOT 50 ms, the app's defaults).
+    #[arg(long, value_name = "MS", value_parser = positive_ms)]
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT objective in ms.
+    #[arg(long, value_name = "MS", value_parser = positive_ms)]
+    pub slo_tpot_ms: Option<f64>,
+    /// Judge no objective: no attainment, goodput or SLO-violation finding.
+    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
+    pub no_slo: bool,
+}
+
+impl SloArgs {
+    /// The objectives these flags ask for.
+    pub fn objectives(self) -> findings::Objectives {
+        findings::Objectives::from_flags(self.slo_ttft_ms, self.slo_tpot_ms, self.no_slo)
+    }
+}
+
 /// Parses an objective in ms (`--slo-ttft-ms`, `--slo-tpot-ms`): a positive number.
 ///
 /// # Errors

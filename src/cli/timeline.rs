@@ -37,15 +37,8 @@ pub struct TimelineArgs {
     /// How to print the series.
     #[arg(long, value_enum, default_value_t)]
     pub format: Format,
-    /// TTFT objective in ms for goodput (default 1000 with the TPOT default, unless --no-slo).
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_ttft_ms: Option<f64>,
-    /// TPOT objective in ms for goodput (default 50 with the TTFT default, unless --no-slo).
-    #[arg(long, value_name = "MS", value_parser = super::positive_ms)]
-    pub slo_tpot_ms: Option<f64>,
-    /// No objectives: no goodput.
-    #[arg(long, conflicts_with_all = ["slo_ttft_ms", "slo_tpot_ms"])]
-    pub no_slo: bool,
+    #[command(flatten)]
+    pub slo: super::SloArgs,
     /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: the
     /// requests' figures by sql/tokenscope.sql and the tokens streamed, on polars' streaming engine.
     #[arg(long)]
@@ -55,15 +48,7 @@ pub struct TimelineArgs {
 impl TimelineArgs {
     /// Runs `timeline`.
     pub fn run(&self) -> Output {
-        let given = Slo {
-            ttft_ms: self.slo_ttft_ms,
-            tpot_ms: self.slo_tpot_ms,
-        };
-        let slo = match (given.is_set(), self.no_slo) {
-            (true, _) => given,
-            (false, true) => Slo::default(),
-            (false, false) => Slo::DEFAULT,
-        };
+        let slo = self.slo.objectives().slo();
         if self.out_of_core {
             run_out_of_core(&self.trace, self.every, self.by, slo, self.format)
         } else {

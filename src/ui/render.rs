@@ -239,14 +239,7 @@ pub fn render_cdfs(
             });
         });
     harness.run_steps(3);
-    let mut render = || {
-        crate::format::quiet::catch(|| harness.render())
-            .map_err(|panic| format!("the renderer failed ({panic})"))
-            .and_then(|r| r)
-    };
-    let image = render().or_else(|_| render()).map_err(RenderError::Failed)?;
-    let [iw, ih] = [image.width() as usize, image.height() as usize];
-    Ok(ColorImage::from_rgba_unmultiplied([iw, ih], image.as_raw()))
+    read_back(&mut harness)
 }
 
 /// Draws `scene` as `which` into an image of `size`.
@@ -300,9 +293,13 @@ pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, Rende
         }
     }
     harness.run_steps(3);
-    // kittest's renderer waits at most 10 s for the GPU, and panics when the wait for the read-back times out; a
-    // software rasterizer on a machine busy with other work can take longer: the render is tried once more, and a
-    // panic is an error like the others.
+    read_back(&mut harness)
+}
+
+/// The harness's last frame, rasterised and read back. kittest's renderer waits at most 10 s for the GPU, and
+/// panics when the wait for the read-back times out; a software rasterizer on a machine busy with other work can
+/// take longer: the render is tried once more, and a panic is an error like the others.
+fn read_back<S>(harness: &mut Harness<'_, S>) -> Result<ColorImage, RenderError> {
     let mut render = || {
         crate::format::quiet::catch(|| harness.render())
             .map_err(|panic| format!("the renderer failed ({panic})"))
