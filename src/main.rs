@@ -1,13 +1,9 @@
 //! The `tokenscope` command: parses arguments and dispatches; the work is in the library.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tokenscope::cli::{self, Output};
-use tokenscope::format::window::{self, Window};
-use tokenscope::import::log_clock::{self, LogClock};
-use tokenscope::ui::{self, TraceSource};
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
 /// or wrong. With no subcommand, opens the app on TRACE (or on the embedded demo trace).
@@ -16,40 +12,10 @@ use tokenscope::ui::{self, TraceSource};
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Trace to open in the app (.parquet, .jsonl[.gz|.zst], a directory of them, or what an engine or tool
-    /// writes); several files of one run (a recording and the server's log) open as one trace.
-    traces: Vec<PathBuf>,
-    /// Only the part of the trace from this time: requests arriving and steps starting at or after it. A dataset's
-    /// `date=`/`hour=` folders before it are not read. RFC 3339 (2025-11-29T08:15:00Z), a UTC date and time
-    /// (2025-11-29T08:15), a UTC date, or ns since 1970.
-    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
-    from_time: Option<i64>,
-    /// Only the part of the trace before this time (same forms as --from-time).
-    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
-    to_time: Option<i64>,
-    /// Only requests whose label has this value (source, model, app_id, user_id), and only a dataset's folders
-    /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
-    #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
-    filters: Vec<(String, String)>,
-    /// In the app: compare TRACE (A) with this trace (B), as File > Compare with… does.
-    #[arg(long, value_name = "TRACE_B")]
-    compare: Option<PathBuf>,
-    /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
-    /// by default half this machine's memory. The message says which part of it fits.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = tokenscope::load::budget::parse_size)]
-    memory_budget: Option<u64>,
-    /// Read every input with this importer instead of recognising it by its content (for a file whose name and
-    /// first bytes do not say what it is).
-    #[arg(long, global = true, value_enum, value_name = "KIND")]
-    from: Option<tokenscope::import::Kind>,
-    /// The date a server log starts on (YYYY-MM-DD), for logs whose times have no year (vLLM's `MM-DD HH:MM:SS`);
-    /// by default the year of the trace's other files, else of the log file's last change.
-    #[arg(long, global = true, value_name = "DATE", value_parser = log_clock::parse_date)]
-    log_date: Option<chrono::NaiveDate>,
-    /// The zone a server log's times are in (+08:00, -05:00, UTC): Python's logging writes local time with no zone;
-    /// by default they are read as UTC.
-    #[arg(long, global = true, value_name = "OFFSET", value_parser = log_clock::parse_offset, allow_hyphen_values = true)]
-    log_tz: Option<i32>,
+    #[command(flatten)]
+    app: cli::app::AppArgs,
+    #[command(flatten)]
+    globals: cli::globals::GlobalArgs,
 }
 
 #[derive(Subcommand)]
@@ -93,18 +59,7 @@ enum Command {
     Timeline(cli::timeline::TimelineArgs),
     /// Write a trace in format v1 (Parquet or JSONL, by the output's extension), from a trace or from what an
     /// engine or tool wrote; several files of one run become one trace.
-    Convert {
-        /// The trace, or the engine's or tool's files (recognised by their content).
-        #[arg(required = true)]
-        input: Vec<PathBuf>,
-        /// Write a hive-partitioned dataset under OUTPUT (a folder): key=value folders of Parquet files, outermost
-        /// first (e.g. date,hour,source).
-        #[arg(long, value_enum, value_delimiter = ',', value_name = "KEY,..")]
-        partition_by: Vec<tokenscope::format::partition::PartitionKey>,
-        /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst), or the dataset's folder.
-        #[arg(short, long)]
-        output: PathBuf,
-    },
+    Convert(cli::convert::ConvertArgs),
 }
 
 fn emit(out: &Output) -> ExitCode {
@@ -114,120 +69,55 @@ fn emit(out: &Output) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    let subcommands: Vec<String> = <Args as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    let names: Vec<&str> = subcommands.iter().map(String::as_str).collect();
     // A first word that is neither a subcommand nor a path: said plainly before clap reads it as the app's TRACE.
     if let Some(first) = std::env::args_os().nth(1).and_then(|a| a.into_string().ok())
         && !first.starts_with('-')
         && first != "help"
-        && !<Args as clap::CommandFactory>::command()
-            .get_subcommands()
-            .any(|c| c.get_name() == first)
-        && let Some(message) = not_a_trace_path(std::path::Path::new(&first))
+        && !names.contains(&first.as_str())
+        && let Some(message) = cli::app::not_a_trace_path(std::path::Path::new(&first), &names)
     {
-        eprintln!("error: {message}");
-        return ExitCode::from(2);
+        return emit(&Output::error(message, 2));
     }
     let args = Args::parse();
-    let window = Window {
-        from_ns: args.from_time,
-        to_ns: args.to_time,
-        filters: args.filters.clone(),
+    let window = match args.globals.install() {
+        Ok(w) => w,
+        Err(out) => return emit(&out),
     };
-    if let (Some(from), Some(to)) = (window.from_ns, window.to_ns)
-        && from >= to
-    {
-        eprintln!(
-            "error: --from-time must come before --to-time: the window {} holds nothing",
-            window.describe()
-        );
-        return ExitCode::from(2);
-    }
-    cli::set_window(window.clone());
-    cli::set_budget(args.memory_budget);
-    cli::set_from(args.from);
-    let log_clock = LogClock {
-        date: args.log_date,
-        utc_offset_s: args.log_tz,
-    };
-    cli::set_log_clock(log_clock);
-    if let Some(kind) = args.from
+    if let Some(kind) = args.globals.from
         && out_of_core(args.command.as_ref())
     {
-        eprintln!(
-            "error: --out-of-core reads tokenscope's Parquet traces only, not {}: convert first \
-             (tokenscope convert FILE --from {} -o trace.parquet), or leave out --out-of-core",
-            kind.name(),
-            kind.name()
-        );
-        return ExitCode::from(2);
+        return emit(&Output::error(
+            format!(
+                "--out-of-core reads tokenscope's Parquet traces only, not {0}: convert first (tokenscope convert \
+                 FILE --from {0} -o trace.parquet), or leave out --out-of-core",
+                kind.name()
+            ),
+            2,
+        ));
     }
-    match args.command {
-        Some(Command::Validate(args)) => emit(&args.run()),
-        Some(Command::Summary(args)) => emit(&args.run()),
-        Some(Command::Synth(args)) => emit(&args.run()),
-        Some(Command::Export(args)) => emit(&args.run()),
+    emit(&match args.command {
+        Some(Command::Validate(a)) => a.run(),
+        Some(Command::Summary(a)) => a.run(),
+        Some(Command::Synth(a)) => a.run(),
+        Some(Command::Export(a)) => a.run(),
         #[cfg(feature = "query")]
-        Some(Command::Query(args)) => emit(&args.run()),
+        Some(Command::Query(a)) => a.run(),
         #[cfg(feature = "query")]
-        Some(Command::Timeline(args)) => emit(&args.run()),
-        Some(Command::Diff(args)) => emit(&args.run()),
-        Some(Command::Findings(args)) => emit(&args.run()),
-        Some(Command::Render(args)) => emit(&args.run()),
-        Some(Command::Fit(args)) => emit(&args.run()),
-        Some(Command::Corpus(args)) => emit(&args.run()),
-        Some(Command::Record(args)) => emit(&args.run()),
-        Some(Command::Convert {
-            input,
-            partition_by,
-            output,
-        }) => emit(&cli::convert::run(&input, args.from, &partition_by, &output)),
-        None => {
-            for p in args.traces.iter().chain(&args.compare) {
-                if let Some(message) = not_a_trace_path(p) {
-                    eprintln!("error: {message}");
-                    return ExitCode::from(2);
-                }
-            }
-            if args.compare.is_some() && args.traces.is_empty() {
-                eprintln!("error: --compare B compares TRACE (A) with B: give TRACE too (tokenscope A --compare B)");
-                return ExitCode::from(2);
-            }
-            let mut traces = args.traces;
-            let source = match (traces.len(), traces.pop()) {
-                (_, None) => TraceSource::Demo,
-                (1, Some(p)) if window.is_all() => TraceSource::Path(p),
-                (1, Some(p)) => TraceSource::Part(p, window.clone()),
-                (_, Some(p)) if window.is_all() => {
-                    traces.push(p);
-                    TraceSource::Paths(traces)
-                }
-                (_, Some(_)) => {
-                    eprintln!(
-                        "error: --from-time, --to-time and --where choose a part of one trace: give one file or \
-                         directory, or convert the files of the run to one first (tokenscope convert ... -o OUT)"
-                    );
-                    return ExitCode::from(2);
-                }
-            };
-            // B is read through the same window as A.
-            let compare = args.compare.map(|b| {
-                if window.is_all() {
-                    TraceSource::Path(b)
-                } else {
-                    TraceSource::Part(b, window.clone())
-                }
-            });
-            match ui::run(source, args.memory_budget, args.from, log_clock, compare) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!(
-                        "error: cannot open the window: {e}. On a machine without a display, run under Xvfb \
-                               (see README) or use the subcommands (tokenscope --help)"
-                    );
-                    ExitCode::from(1)
-                }
-            }
-        }
-    }
+        Some(Command::Timeline(a)) => a.run(),
+        Some(Command::Diff(a)) => a.run(),
+        Some(Command::Findings(a)) => a.run(),
+        Some(Command::Render(a)) => a.run(),
+        Some(Command::Fit(a)) => a.run(),
+        Some(Command::Corpus(a)) => a.run(),
+        Some(Command::Record(a)) => a.run(),
+        Some(Command::Convert(a)) => a.run(args.globals.from),
+        None => args.app.run(&args.globals, &window, &names),
+    })
 }
 
 /// Whether the subcommand reads its Parquet files out of core (`--out-of-core`), with no importer.
@@ -244,27 +134,4 @@ fn out_of_core(command: Option<&Command>) -> bool {
     );
     #[cfg(not(feature = "query"))]
     false
-}
-
-/// Why the app cannot open `path`, said before a window opens: a mistyped subcommand (`sumary`), or no such file.
-fn not_a_trace_path(path: &std::path::Path) -> Option<String> {
-    if path.exists() {
-        return None;
-    }
-    let word = path.to_str().unwrap_or_default();
-    let command = <Args as clap::CommandFactory>::command();
-    let closest = command
-        .get_subcommands()
-        .map(|c| c.get_name())
-        .map(|name| (strsim::jaro_winkler(word, name), name))
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    Some(match closest {
-        Some((score, name)) if score > 0.8 && !word.contains(['/', '.']) => {
-            format!("unrecognized subcommand '{word}': did you mean '{name}'? (tokenscope --help lists them)")
-        }
-        _ => format!(
-            "{}: no such file or directory; give a trace file or directory (tokenscope --help lists the subcommands)",
-            path.display()
-        ),
-    })
 }

@@ -7,6 +7,28 @@ use crate::format::partition::{PartitionKey, write_partitioned};
 use crate::import::Kind;
 use crate::load::LoadOptions;
 
+/// The arguments of `convert`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConvertArgs {
+    /// The trace, or the engine's or tool's files (recognised by their content).
+    #[arg(required = true)]
+    pub input: Vec<std::path::PathBuf>,
+    /// Write a hive-partitioned dataset under OUTPUT (a folder): key=value folders of Parquet files, outermost
+    /// first (e.g. date,hour,source).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "KEY,..")]
+    pub partition_by: Vec<PartitionKey>,
+    /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst), or the dataset's folder.
+    #[arg(short, long)]
+    pub output: std::path::PathBuf,
+}
+
+impl ConvertArgs {
+    /// Runs `convert`, reading every input with the importer `from` when given (`--from`).
+    pub fn run(&self, from: Option<Kind>) -> Output {
+        run(&self.input, from, &self.partition_by, &self.output)
+    }
+}
+
 /// `tokenscope convert`: reads the inputs as one trace and writes it; rejected records are reported on stderr and
 /// not written, and what the importers noted is printed.
 pub fn run(

@@ -1,12 +1,14 @@
 //! The command-line subcommands' work, as functions that return their output, so tests can call them directly.
 //! `main.rs` only parses arguments and dispatches here.
 
+pub mod app;
 pub mod convert;
 pub mod corpus;
 pub mod diff;
 pub mod export;
 pub mod findings;
 pub mod fit;
+pub mod globals;
 #[cfg(feature = "query")]
 pub mod query;
 pub mod record;
@@ -179,7 +181,7 @@ pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadErr
 }
 
 /// A command's output and exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {
     /// What goes to standard output.
     pub stdout: String,

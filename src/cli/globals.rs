@@ -1,0 +1,85 @@
+//! The flags every subcommand takes (`--from-time`, `--to-time`, `--where`, `--memory-budget`, `--from`,
+//! `--log-date`, `--log-tz`): parsed once, checked, and installed as the run's load settings.
+
+use crate::format::window::{self, Window};
+use crate::import::log_clock::{self, LogClock};
+
+use super::Output;
+
+/// The global flags, flattened into the command line's top level.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalArgs {
+    /// Only the part of the trace from this time: requests arriving and steps starting at or after it. A dataset's
+    /// `date=`/`hour=` folders before it are not read. RFC 3339 (2025-11-29T08:15:00Z), a UTC date and time
+    /// (2025-11-29T08:15), a UTC date, or ns since 1970.
+    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    pub from_time: Option<i64>,
+    /// Only the part of the trace before this time (same forms as --from-time).
+    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    pub to_time: Option<i64>,
+    /// Only requests whose label has this value (source, model, app_id, user_id), and only a dataset's folders
+    /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
+    #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
+    pub filters: Vec<(String, String)>,
+    /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
+    /// by default half this machine's memory. The message says which part of it fits.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = crate::load::budget::parse_size)]
+    pub memory_budget: Option<u64>,
+    /// Read every input with this importer instead of recognising it by its content (for a file whose name and
+    /// first bytes do not say what it is).
+    #[arg(long, global = true, value_enum, value_name = "KIND")]
+    pub from: Option<crate::import::Kind>,
+    /// The date a server log starts on (YYYY-MM-DD), for logs whose times have no year (vLLM's `MM-DD HH:MM:SS`);
+    /// by default the year of the trace's other files, else of the log file's last change.
+    #[arg(long, global = true, value_name = "DATE", value_parser = log_clock::parse_date)]
+    pub log_date: Option<chrono::NaiveDate>,
+    /// The zone a server log's times are in (+08:00, -05:00, UTC): Python's logging writes local time with no zone;
+    /// by default they are read as UTC.
+    #[arg(long, global = true, value_name = "OFFSET", value_parser = log_clock::parse_offset, allow_hyphen_values = true)]
+    pub log_tz: Option<i32>,
+}
+
+impl GlobalArgs {
+    /// The window the flags choose.
+    ///
+    /// # Errors
+    /// `--from-time` at or after `--to-time`: the window would hold nothing.
+    pub fn window(&self) -> Result<Window, Output> {
+        let window = Window {
+            from_ns: self.from_time,
+            to_ns: self.to_time,
+            filters: self.filters.clone(),
+        };
+        match (window.from_ns, window.to_ns) {
+            (Some(from), Some(to)) if from >= to => Err(Output::error(
+                format!(
+                    "--from-time must come before --to-time: the window {} holds nothing",
+                    window.describe()
+                ),
+                2,
+            )),
+            _ => Ok(window),
+        }
+    }
+
+    /// The date and zone of server logs.
+    pub fn log_clock(&self) -> LogClock {
+        LogClock {
+            date: self.log_date,
+            utc_offset_s: self.log_tz,
+        }
+    }
+
+    /// Makes the flags the settings of every load of this run.
+    ///
+    /// # Errors
+    /// As [`GlobalArgs::window`].
+    pub fn install(&self) -> Result<Window, Output> {
+        let window = self.window()?;
+        super::set_window(window.clone());
+        super::set_budget(self.memory_budget);
+        super::set_from(self.from);
+        super::set_log_clock(self.log_clock());
+        Ok(window)
+    }
+}
