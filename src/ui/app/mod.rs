@@ -361,46 +361,30 @@ impl App {
         } else {
             Arc::new(Progress::default())
         };
-        let budget = self.memory_budget();
-        let from = self.importer.take();
-        let log_clock = self.log_clock;
+        // One set of options for every source; a part of a trace adds its window.
+        let options = load::LoadOptions {
+            lazy_candidates: true,
+            budget: Some(self.memory_budget()),
+            from: self.importer.take(),
+            log_clock: self.log_clock,
+            ..load::LoadOptions::default()
+        };
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) => load::load_with(
-                    &p,
-                    &progress,
-                    load::LoadOptions {
-                        lazy_candidates: true,
-                        budget: Some(budget),
-                        from,
-                        log_clock,
-                        ..load::LoadOptions::default()
-                    },
-                ),
+                TraceSource::Path(p) => load::load_with(&p, &progress, options),
                 TraceSource::Part(p, window) => load::load_with(
                     &p,
                     &progress,
                     load::LoadOptions {
-                        lazy_candidates: true,
                         window: Some(Arc::new(window)),
-                        budget: Some(budget),
-                        from,
-                        log_clock,
+                        ..options
                     },
                 ),
-                TraceSource::Paths(ps) => load::load_many(
-                    &ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
-                    &progress,
-                    load::LoadOptions {
-                        lazy_candidates: true,
-                        budget: Some(budget),
-                        from,
-                        log_clock,
-                        ..load::LoadOptions::default()
-                    },
-                ),
+                TraceSource::Paths(ps) => {
+                    load::load_many(&ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &progress, options)
+                }
                 TraceSource::Demo => load::load_bytes(DEMO_NAME, DEMO_TRACE),
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
