@@ -121,17 +121,13 @@ fn main() -> ExitCode {
 }
 
 /// Whether the subcommand reads its Parquet files out of core (`--out-of-core`), with no importer.
-#[allow(clippy::unnecessary_wraps, unused_variables)] // without the `query` feature nothing reads out of core
 fn out_of_core(command: Option<&Command>) -> bool {
-    #[cfg(feature = "query")]
-    return matches!(
-        command,
-        Some(
-            Command::Summary(cli::summary::SummaryArgs { out_of_core: true, .. })
-                | Command::Query(cli::query::QueryArgs { out_of_core: true, .. })
-                | Command::Timeline(cli::timeline::TimelineArgs { out_of_core: true, .. })
-        )
-    );
-    #[cfg(not(feature = "query"))]
-    false
+    match command {
+        Some(Command::Summary(a)) => a.out_of_core,
+        #[cfg(feature = "query")]
+        Some(Command::Query(a)) => a.out_of_core,
+        #[cfg(feature = "query")]
+        Some(Command::Timeline(a)) => a.out_of_core,
+        _ => false,
+    }
 }

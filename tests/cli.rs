@@ -730,3 +730,48 @@ fn summary_of_a_steps_only_log_shows_its_steps_and_no_token_counts() {
     assert_eq!(v["input_tokens"], serde_json::Value::Null);
     assert_eq!(v["output_tokens"], serde_json::Value::Null);
 }
+
+#[test]
+fn a_parquet_trace_over_the_memory_budget_is_summarised_streamed_with_the_same_figures() {
+    let demo = "sample_traces/demo.parquet";
+    let (code, loaded, err) = tokenscope(&["summary", demo, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("streamed"), "{err}");
+    // 100 MB is below the fixed cost of any load (150 MB): the demo cannot be loaded within it, so it is streamed.
+    let (code, streamed, err) = tokenscope(&["summary", demo, "--json", "--memory-budget", "100MB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet file(s)"),
+        "{err}"
+    );
+    let (loaded, streamed): (Value, Value) = (
+        serde_json::from_str(&loaded).unwrap(),
+        serde_json::from_str(&streamed).unwrap(),
+    );
+    // 309 requests; every figure the same, to the last digit.
+    assert_eq!(streamed["requests"], 309);
+    for key in [
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "span_ms",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "itl_ms",
+    ] {
+        assert_eq!(streamed[key], loaded[key], "{key}");
+    }
+    assert_eq!(streamed["computed_by"], "streamed");
+    // A joined trace cannot be streamed: --out-of-core says why and how to open it.
+    let (code, _, err) = tokenscope(&[
+        "summary",
+        "sample_traces/llamacpp_incident_joined.parquet",
+        "--out-of-core",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot be streamed: ") && err.contains("joined") && err.contains("leave out --out-of-core"),
+        "{err}"
+    );
+}

@@ -1,5 +1,5 @@
 //! The fleet path: `sql/tokenscope.sql` run unchanged on Apache Spark (local mode) over a hive-partitioned dataset
-//! gives the figures of `tokenscope summary --json`, and so does `summary --out-of-core` (polars' streaming engine).
+//! gives the figures of `tokenscope summary --json`, and so does `summary --out-of-core` (streamed).
 //! Spark needs PySpark and a JDK (`.ci/run` installs both); without them this test fails and says what to install,
 //! unless TOKENSCOPE_SKIP_SPARK=1 is set.
 
@@ -76,7 +76,7 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
     let (code, streaming, err) = tokenscope(&["summary", dataset, "--json", "--out-of-core"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("computed out of core by sql/tokenscope.sql over 2 Parquet file(s)"),
+        err.contains("streamed from 2 Parquet file(s) in 2 pass(es), without loading the trace"),
         "{err}"
     );
     assert_figures_equal("out of core", &json(&streaming), &memory);

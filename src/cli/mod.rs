@@ -46,6 +46,11 @@ pub fn window() -> Option<&'static Window> {
 /// The memory budget of this run's loads (`--memory-budget`), bytes.
 static BUDGET: OnceLock<u64> = OnceLock::new();
 
+/// The memory budget of this run's loads, once set.
+pub fn budget() -> Option<u64> {
+    BUDGET.get().copied()
+}
+
 /// Sets the memory budget of this run's loads (once, from the command line); none given: half the machine's
 /// memory.
 pub fn set_budget(budget: Option<u64>) {

@@ -364,9 +364,9 @@ pub struct SummaryArgs {
     /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
-    /// Compute the figures without loading the trace: sql/tokenscope.sql on polars' streaming engine over the
-    /// Parquet files (a file, a directory, a partitioned dataset), in bounded memory. Records are not validated.
-    #[cfg(feature = "query")]
+    /// Compute the figures without loading the trace: the Parquet files (a file, a directory, a partitioned
+    /// dataset) streamed a few row groups at a time, in memory set by the requests, not the tokens. Chosen by itself
+    /// when the trace would not fit the memory budget. Records are checked for their required fields only.
     #[arg(long, conflicts_with_all = ["by", "prices"])]
     pub out_of_core: bool,
 }
@@ -379,9 +379,15 @@ impl SummaryArgs {
             tpot_ms: self.slo_tpot_ms,
         };
         let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
-        #[cfg(feature = "query")]
         if self.out_of_core {
-            return run_out_of_core(&inputs, self.json, slo);
+            return run_out_of_core(&inputs, self.json, slo, None);
+        }
+        if self.by.is_none()
+            && self.prices.is_none()
+            && let [one] = inputs.as_slice()
+            && let Some(over) = over_budget(one)
+        {
+            return run_out_of_core(&inputs, self.json, slo, Some(over));
         }
         run(&inputs, self.json, slo, self.by, self.prices.as_deref())
     }
@@ -453,12 +459,10 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
     }
 }
 
-/// Runs `summary --out-of-core`: the figures of the Parquet files at `path` (a file, a directory, a partitioned
-/// dataset) by the views of `sql/tokenscope.sql` on polars' streaming engine, one file at a time when each holds its
-/// requests whole, without loading the trace. Records are not validated on this path; a valid trace gives the
-/// in-memory path's figures (tested).
-#[cfg(feature = "query")]
-pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
+/// Runs `summary --out-of-core`, or `summary` of a Parquet trace over the memory budget (`over`: why): the figures
+/// streamed from the files a window of row groups at a time (`load::stream`), keeping a few facts per request and
+/// none per token. Records are checked for their required fields only.
+pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<String>) -> Output {
     let [path] = paths else {
         return Output::error(
             "--out-of-core reads one file or dataset directory; give several files as one directory, or leave out \
@@ -471,36 +475,42 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
         Ok(f) => f,
         Err(e) => return fatal(&e, as_json),
     };
-    let done = match crate::query::dataset::summarize_files(&files, super::window(), slo) {
+    let done = match crate::load::stream::summarize(&files, super::window(), slo) {
         Ok(s) => s,
-        Err(e) => return Output::error(format!("{}: {e}", path.display()), 1),
+        Err(crate::load::stream::StreamError::Load(e)) => return fatal(&e, as_json),
+        Err(crate::load::stream::StreamError::Unordered(why)) => {
+            return Output::error(
+                format!(
+                    "{}: its figures cannot be streamed: {why}; leave out --out-of-core to load it (or convert it: \
+                     tokenscope convert writes a request's tokens together)",
+                    path.display()
+                ),
+                1,
+            );
+        }
     };
     let s = &done.summary;
-    let how = if files.len() <= 1 {
-        "over the one file"
-    } else if done.file_by_file {
-        "one file at a time (each holds its requests whole), memory bounded by the largest file"
-    } else {
-        "over all files at once (a file holds tokens of a request recorded in another), memory not bounded"
-    };
+    let left_out = done.skipped.rejected();
     let stdout = if as_json {
-        let mut v = summary_json(s, 0, None);
+        let mut v = summary_json(s, left_out, None);
         v["candidates_checked"] = json!(false);
-        v["computed_by"] = json!("sql/tokenscope.sql on polars' streaming engine");
+        v["computed_by"] = json!("streamed");
         v["files"] = json!(files.len());
-        v["file_by_file"] = json!(done.file_by_file);
         v["passes"] = json!(done.passes);
         format!("{v:#}\n")
     } else {
-        // No record was validated: the table says so rather than "0 rejected". The engine and model come from the
-        // files' footers (the meta record is the only one with an engine; a model only when every file has one).
+        // The engine and model come from the files' footers (the meta record is the only one with an engine; a model
+        // only when every file has one).
         let mut about = crate::trace::TraceBuilder::default().finish().0;
         about.meta = footer_meta(&files);
-        summary_text(&about, s, 0, "")
+        summary_text(&about, s, left_out, "")
             .lines()
             .map(|l| {
                 if l.starts_with("rejected records") {
-                    "records           not validated (out of core)".to_owned()
+                    format!(
+                        "records           {} left out (required fields checked only)",
+                        thousands(left_out)
+                    )
                 } else {
                     l.to_owned()
                 }
@@ -509,14 +519,39 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
             .join("\n")
             + "\n"
     };
+    let why = over.map_or_else(String::new, |o| format!("{o}: "));
     Output {
         stdout,
         stderr: format!(
-            "note: computed out of core by sql/tokenscope.sql over {} Parquet file(s), {how}, in {} pass(es); \
-             records are not validated on this path (`tokenscope validate` checks them)\n",
+            "note: {why}streamed from {} Parquet file(s) in {} pass(es), without loading the trace; records are \
+             checked for their required fields only (`tokenscope validate` checks every rule)\n",
             thousands(files.len() as u64),
             done.passes
         ),
         code: 0,
     }
+}
+
+/// Why `summary` streams a trace it was not asked to: the Parquet files at `path` would take more memory loaded than
+/// the budget gives. `None` when they fit, or are not Parquet (the load says what it can do then).
+pub fn over_budget(path: &Path) -> Option<String> {
+    let files = super::window_files(path).ok()?;
+    let listed: Vec<_> = files
+        .iter()
+        .map(|f| {
+            (
+                f.clone(),
+                crate::load::Format::Native(crate::trace::report::Encoding::Parquet),
+            )
+        })
+        .collect();
+    let need = crate::load::budget::estimate(&listed).ok()?.without_candidates;
+    let budget = super::budget()?;
+    (need > budget).then(|| {
+        format!(
+            "loaded, the trace would take about {} (over the memory budget of {}, --memory-budget)",
+            crate::load::budget::size(need),
+            crate::load::budget::size(budget)
+        )
+    })
 }

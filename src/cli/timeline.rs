@@ -39,8 +39,8 @@ pub struct TimelineArgs {
     pub format: Format,
     #[command(flatten)]
     pub slo: super::SloArgs,
-    /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: the
-    /// requests' figures by sql/tokenscope.sql and the tokens streamed, on polars' streaming engine.
+    /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: streamed a
+    /// few row groups at a time, in memory set by the requests and steps, not the tokens.
     #[arg(long)]
     pub out_of_core: bool,
 }
@@ -86,7 +86,7 @@ pub fn run(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, 
 }
 
 /// Computes the timeline of the Parquet files at `path` (a file, a directory, a partitioned dataset) without
-/// loading them, on polars' streaming engine: the figures of [`run`] on the loaded trace.
+/// loading them, streamed a few row groups at a time: the figures of [`run`] on the loaded trace.
 pub fn run_out_of_core(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, format: Format) -> Output {
     let files = match super::window_files(path) {
         Ok(f) => f,
@@ -102,7 +102,8 @@ pub fn run_out_of_core(path: &Path, every: Option<Duration>, by: Option<GroupBy>
         Ok((df, every_ns)) => {
             let mut out = present(&Rows::of(&df), every_ns, slo, format);
             out.stderr = format!(
-                "note: computed out of core over {} Parquet file(s); records are not validated on this path\n",
+                "note: streamed from {} Parquet file(s), without loading the trace; records are checked for their \
+                 required fields only (`tokenscope validate` checks every rule)\n",
                 files.len()
             );
             out

@@ -222,6 +222,22 @@ fn out_of_core_the_timeline_of_the_files_is_the_loaded_traces() {
             &format!("hand by {by:?}"),
         );
     }
+    // The same cut into row groups of 1, 3 and 7 rows: a request's tokens across row groups, the same rows.
+    for size in [1, 3, 7] {
+        let cut = dir.path().join(format!("hand-{size}.parquet"));
+        tokenscope_core::format::parquet::write_with_row_groups(&trace, &cut, size).unwrap_or_else(|e| panic!("{e}"));
+        let options = TimelineOptions {
+            every_ns: 500_000_000,
+            by: Some(GroupBy::Source),
+            slo: SLO,
+        };
+        let (df, _) = timeline_files(&[cut], None, &options, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_same_rows(
+            &Rows::of(&df),
+            &rows(&trace, 500_000_000, Some(GroupBy::Source)),
+            &format!("hand in row groups of {size}"),
+        );
+    }
     // The demo cut by hour and source into two files: its 100 s in buckets of the width the CLI picks (at most 60).
     let demo = match load(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet"),

@@ -4,6 +4,8 @@
 pub mod cost;
 pub mod delivery;
 pub mod diff;
+pub mod exact;
+pub mod facts;
 pub mod fidelity;
 pub mod findings;
 pub mod interference;

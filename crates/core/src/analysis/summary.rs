@@ -150,73 +150,156 @@ impl GroupBy {
 pub const NO_LABEL: &str = "(none)";
 
 /// The summary of the given requests.
-#[allow(clippy::cast_precision_loss)] // token counts and ms figures far below 2^53
 pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Prices>) -> Summary {
-    let mut ttft = Vec::with_capacity(requests.len());
-    let mut tpot = Vec::with_capacity(requests.len());
-    let mut e2e = Vec::with_capacity(requests.len());
-    let mut queue = Vec::with_capacity(requests.len());
+    let mut totals = Totals::new(slo, requests.len());
     let mut itl = Vec::new();
-    let (mut input, mut output, mut good_output, mut good_requests) = (0u64, 0u64, 0u64, 0u64);
-    let mut cached: Option<u64> = None;
-    let mut first_arrival = i64::MAX;
-    let mut last_finish = i64::MIN;
-    let mut finish_reasons: BTreeMap<String, u64> = BTreeMap::new();
-    let mut token_mismatches = 0;
     let mut cost = Cost::default();
     for &r in requests {
         let ri = r as usize;
         let m = request_metrics(trace, r);
-        ttft.extend(m.ttft_ns.map(ms));
-        tpot.extend(m.tpot_ns.map(|t| t / 1e6));
-        e2e.extend(m.e2e_ns.map(ms));
-        queue.extend(m.queue_ns.map(ms));
         itl.extend(itl_ns(trace, r).map(ms));
-        input += u64::from(trace.requests.input_tokens[ri].unwrap_or(0));
-        if let Some(c) = trace.requests.cached_tokens[ri] {
-            cached = Some(cached.unwrap_or(0) + u64::from(c));
-        }
-        output += u64::from(m.output_tokens);
-        first_arrival = first_arrival.min(trace.requests.arrival_ns[ri]);
-        last_finish = last_finish.max(finish_ns(trace, r).unwrap_or(trace.requests.arrival_ns[ri]));
-        let reason = trace.label(trace.requests.finish_reason[ri]).unwrap_or(NO_LABEL);
-        *finish_reasons.entry(reason.to_owned()).or_default() += 1;
-        if token_mismatch(trace, r).is_some() {
-            token_mismatches += 1;
-        }
+        totals.add(
+            &m,
+            &RequestCounts {
+                arrival_ns: trace.requests.arrival_ns[ri],
+                finish_ns: finish_ns(trace, r),
+                input_tokens: trace.requests.input_tokens[ri],
+                cached_tokens: trace.requests.cached_tokens[ri],
+                finish_reason: trace.label(trace.requests.finish_reason[ri]),
+                token_mismatch: token_mismatch(trace, r).is_some(),
+            },
+        );
         if let Some(p) = prices {
             cost.add(&p.request_cost(trace, r));
         }
-        if slo.misses(&m).is_empty() {
-            good_requests += 1;
-            good_output += u64::from(m.output_tokens);
+    }
+    let mut s = totals.finish(Distribution::of(&mut itl));
+    s.cost = prices.map(|_| cost);
+    s.delivery = super::delivery::delivery(trace, requests);
+    s
+}
+
+/// What a request adds to a summary besides its latency figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestCounts<'a> {
+    /// When it arrived.
+    pub arrival_ns: i64,
+    /// When it finished (`finished_ns`, else its last token), if known.
+    pub finish_ns: Option<i64>,
+    /// `input_tokens`.
+    pub input_tokens: Option<u32>,
+    /// `cached_tokens`.
+    pub cached_tokens: Option<u32>,
+    /// `finish_reason`.
+    pub finish_reason: Option<&'a str>,
+    /// Its `output_tokens` disagrees with its token records.
+    pub token_mismatch: bool,
+}
+
+/// A summary added up request by request: from a loaded trace ([`summarize`]) or from a trace streamed without
+/// loading it (`load::stream`), so that both give the same figures.
+#[derive(Debug, Clone)]
+pub struct Totals {
+    slo: Slo,
+    requests: u64,
+    ttft: Vec<f64>,
+    tpot: Vec<f64>,
+    e2e: Vec<f64>,
+    queue: Vec<f64>,
+    input: u64,
+    output: u64,
+    good_output: u64,
+    good_requests: u64,
+    cached: Option<u64>,
+    first_arrival: i64,
+    last_finish: i64,
+    finish_reasons: BTreeMap<String, u64>,
+    token_mismatches: u64,
+}
+
+impl Totals {
+    /// Nothing added yet; room for `requests`.
+    pub fn new(slo: Slo, requests: usize) -> Self {
+        Totals {
+            slo,
+            requests: 0,
+            ttft: Vec::with_capacity(requests),
+            tpot: Vec::with_capacity(requests),
+            e2e: Vec::with_capacity(requests),
+            queue: Vec::with_capacity(requests),
+            input: 0,
+            output: 0,
+            good_output: 0,
+            good_requests: 0,
+            cached: None,
+            first_arrival: i64::MAX,
+            last_finish: i64::MIN,
+            finish_reasons: BTreeMap::new(),
+            token_mismatches: 0,
         }
     }
-    let span_ms = (!requests.is_empty()).then(|| ms(last_finish - first_arrival));
-    let per_second = |tokens: u64| span_ms.filter(|&s| s > 0.0).map(|s| tokens as f64 / (s / 1e3));
-    let slo_result = slo.is_set().then(|| SloResult {
-        ttft_ms: slo.ttft_ms,
-        tpot_ms: slo.tpot_ms,
-        attainment: (!requests.is_empty()).then(|| good_requests as f64 / requests.len() as f64),
-        goodput_tok_s: per_second(good_output),
-    });
-    Summary {
-        requests: requests.len() as u64,
-        input_tokens: input,
-        cached_tokens: cached,
-        output_tokens: output,
-        span_ms,
-        throughput_tok_s: per_second(output),
-        ttft_ms: Distribution::of(&mut ttft),
-        tpot_ms: Distribution::of(&mut tpot),
-        e2e_ms: Distribution::of(&mut e2e),
-        queue_ms: Distribution::of(&mut queue),
-        itl_ms: Distribution::of(&mut itl),
-        slo: slo_result,
-        finish_reasons,
-        token_mismatches,
-        cost: prices.map(|_| cost),
-        delivery: super::delivery::delivery(trace, requests),
+
+    /// Adds a request.
+    pub fn add(&mut self, m: &RequestMetrics, r: &RequestCounts<'_>) {
+        self.requests += 1;
+        self.ttft.extend(m.ttft_ns.map(ms));
+        self.tpot.extend(m.tpot_ns.map(|t| t / 1e6));
+        self.e2e.extend(m.e2e_ns.map(ms));
+        self.queue.extend(m.queue_ns.map(ms));
+        self.input += u64::from(r.input_tokens.unwrap_or(0));
+        if let Some(c) = r.cached_tokens {
+            self.cached = Some(self.cached.unwrap_or(0) + u64::from(c));
+        }
+        self.output += u64::from(m.output_tokens);
+        self.first_arrival = self.first_arrival.min(r.arrival_ns);
+        self.last_finish = self.last_finish.max(r.finish_ns.unwrap_or(r.arrival_ns));
+        let reason = r.finish_reason.unwrap_or(NO_LABEL);
+        match self.finish_reasons.get_mut(reason) {
+            Some(n) => *n += 1,
+            None => {
+                self.finish_reasons.insert(reason.to_owned(), 1);
+            }
+        }
+        if r.token_mismatch {
+            self.token_mismatches += 1;
+        }
+        if self.slo.misses(m).is_empty() {
+            self.good_requests += 1;
+            self.good_output += u64::from(m.output_tokens);
+        }
+    }
+
+    /// The summary, with the inter-token latencies' distribution (ms); no cost, no delivery.
+    #[allow(clippy::cast_precision_loss)] // token counts and ms figures far below 2^53
+    pub fn finish(mut self, itl_ms: Distribution) -> Summary {
+        let n = self.requests;
+        let span_ms = (n > 0).then(|| ms(self.last_finish - self.first_arrival));
+        let per_second = |tokens: u64| span_ms.filter(|&s| s > 0.0).map(|s| tokens as f64 / (s / 1e3));
+        let slo = self.slo;
+        let slo_result = slo.is_set().then(|| SloResult {
+            ttft_ms: slo.ttft_ms,
+            tpot_ms: slo.tpot_ms,
+            attainment: (n > 0).then(|| self.good_requests as f64 / n as f64),
+            goodput_tok_s: per_second(self.good_output),
+        });
+        Summary {
+            requests: n,
+            input_tokens: self.input,
+            cached_tokens: self.cached,
+            output_tokens: self.output,
+            span_ms,
+            throughput_tok_s: per_second(self.output),
+            ttft_ms: Distribution::of(&mut self.ttft),
+            tpot_ms: Distribution::of(&mut self.tpot),
+            e2e_ms: Distribution::of(&mut self.e2e),
+            queue_ms: Distribution::of(&mut self.queue),
+            itl_ms,
+            slo: slo_result,
+            finish_reasons: self.finish_reasons,
+            token_mismatches: self.token_mismatches,
+            cost: None,
+            delivery: None,
+        }
     }
 }
 

@@ -15,6 +15,12 @@ use crate::trace::{
 const MIN_EPOCH_NS: i64 = 100_000_000_000_000_000;
 /// Largest accepted epoch time: 2100-01-01 in ns.
 const MAX_EPOCH_NS: i64 = 4_102_444_800_000_000_000;
+/// Whether `t` is a time the format accepts: integer ns since the Unix epoch, between 1973 and 2100 (what
+/// [`ingest`] checks of every `_ns` time; streamed figures check it of the times they read).
+pub fn is_epoch_ns(t: i64) -> bool {
+    (MIN_EPOCH_NS..=MAX_EPOCH_NS).contains(&t)
+}
+
 /// Largest count accepted for token and request counts (fits the model's `u32` columns with room for a sentinel).
 const MAX_COUNT: i64 = u32::MAX as i64 - 1;
 

@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod join;
 pub mod sniff;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,6 @@ use tokenscope_core::format::schema::{KIND, SCALAR_FIELDS, Scalar};
 use tokenscope_core::format::window::{LABELS, Window};
 use tokenscope_core::trace::DEFAULT_SOURCE;
 
-use crate::result::Rows;
 use crate::sql::QueryError;
 
 mod summary;
@@ -246,10 +245,6 @@ pub fn query_files(files: &[PathBuf], window: Option<&Window>, sql: &str) -> Res
         })
 }
 
-pub(crate) fn number(rows: &Rows, row: usize, name: &str) -> Option<f64> {
-    rows.column(name).and_then(|c| rows.rows.get(row)?.get(c)?.as_f64())
-}
-
 /// Tokens whose request has no request record in the same files: a dataset with any cannot be read file by file.
 pub(crate) const ORPHANS: &str = "SELECT COUNT(*) AS n FROM token_counts c \
                                   LEFT JOIN (SELECT request_id, 1 AS present FROM requests_raw) r \
@@ -298,16 +293,6 @@ pub(crate) fn ints(df: &DataFrame, name: &str) -> Result<Vec<Option<i64>>, Query
 pub(crate) fn floats(df: &DataFrame, name: &str) -> Result<Vec<Option<f64>>, QueryError> {
     let c = column(df, name, &DataType::Float64)?;
     Ok(c.f64().map_err(|e| QueryError(e.to_string()))?.iter().collect())
-}
-
-/// The values of a text column of a result, a null as [`NO_LABEL`].
-pub(crate) fn strings(df: &DataFrame, name: &str) -> Result<Vec<String>, QueryError> {
-    let c = column(df, name, &DataType::String)?;
-    Ok(c.str()
-        .map_err(|e| QueryError(e.to_string()))?
-        .iter()
-        .map(|v| v.unwrap_or(NO_LABEL).to_owned())
-        .collect())
 }
 
 /// A column of a result, as `ty`.

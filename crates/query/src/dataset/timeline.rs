@@ -1,31 +1,24 @@
-//! The timeline of a dataset out of core, a file at a time when each holds its requests whole: a first pass
-//! collects a row per request and per step and the tokens' extent; a second counts each file's tokens per request
-//! and bucket, then per label and bucket. Memory holds the largest file's working set, a row per request and per
-//! step, and a row per label and bucket, never a row per token.
+//! The timeline of a dataset out of core, streamed ([`tokenscope_core::load::stream`]): a first pass keeps a few
+//! facts per request and a row per step, a second each request's token facts, a third counts the tokens per request
+//! and bucket, then per label and bucket. Memory holds a window of row groups, a row per request and per step, and a
+//! row per label and bucket, never a row per token.
 
 use std::path::PathBuf;
 
 use polars::prelude::*;
-use polars::sql::SQLContext;
 use tokenscope_core::analysis::summary::{GroupBy, NO_LABEL};
 use tokenscope_core::format::window::Window;
-use tokenscope_core::trace::DEFAULT_SOURCE;
+use tokenscope_core::load::stream::{StreamError, Streamed};
 
-use super::{collect, context_until, ints, name_of, number, scan, strings, units};
-use crate::result::Rows;
 use crate::sql::QueryError;
 use crate::timeline::{Frames, TimelineOptions, auto_every, check, compute, steps_apply};
 
-/// What the first pass reads of one unit.
-struct Unit {
-    requests: DataFrame,
-    steps: DataFrame,
-    first_token: Option<i64>,
-    last_token: Option<i64>,
-}
-
 fn failed(what: &str) -> impl Fn(PolarsError) -> QueryError + '_ {
     move |e| QueryError(format!("{what}: {e}"))
+}
+
+fn streaming(e: StreamError) -> QueryError {
+    QueryError(e.to_string())
 }
 
 /// The timeline of the trace in `files` without loading it: the figures of [`crate::timeline()`] on the loaded
@@ -33,7 +26,8 @@ fn failed(what: &str) -> impl Fn(PolarsError) -> QueryError + '_ {
 /// buckets, as `tokenscope timeline` picks it; returns the timeline and the width used, ns.
 ///
 /// # Errors
-/// A file cannot be read, a statement fails, or the width is not positive.
+/// A file cannot be read, its tokens are not in the format's order, or the width is not positive.
+#[allow(clippy::cast_precision_loss)] // ns figures far below 2^53
 pub fn timeline_files(
     files: &[PathBuf],
     window: Option<&Window>,
@@ -43,73 +37,144 @@ pub fn timeline_files(
     if auto.is_none() {
         check(options)?;
     }
-    let (units, _) = units(files, window)?;
-    let mut read = Vec::with_capacity(units.len());
-    for unit in &units {
-        let mut ctx = context_until(scan(unit, window)?, "requests")?;
-        read.push(first_pass(&mut ctx, options).map_err(|e| QueryError(format!("{}: {e}", name_of(unit))))?);
-    }
-    let stack = |frames: Vec<DataFrame>| -> Result<DataFrame, QueryError> {
-        let lazies: Vec<LazyFrame> = frames.into_iter().map(IntoLazy::lazy).collect();
-        concat(lazies, UnionArgs::default())
-            .and_then(LazyFrame::collect)
-            .map_err(failed("stacking the files' rows"))
-    };
-    let requests = stack(read.iter().map(|u| u.requests.clone()).collect())?;
-    let steps = stack(read.iter().map(|u| u.steps.clone()).collect())?;
+    let by = options.by;
+    let mut s = Streamed::open(files, window, true).map_err(streaming)?;
+    s.read_tokens(None).map_err(streaming)?;
 
     // The extent, as the loaded trace's: its start is the first arrival, step or token; its last event the last
     // arrival, finish or token, or step when the steps' series are given.
-    let ints = |df: &DataFrame, name: &str| -> Result<Vec<i64>, QueryError> {
-        Ok(ints(df, name)?.into_iter().flatten().collect())
-    };
-    let (arrivals, finishes, step_starts) = (
-        ints(&requests, "arrival_ns")?,
-        ints(&requests, "finish_ns")?,
-        ints(&steps, "start_ns")?,
-    );
-    let first_token = read.iter().filter_map(|u| u.first_token).min();
-    let last_token = read.iter().filter_map(|u| u.last_token).max();
+    let arrivals = s.requests.iter().map(|f| f.arrival_ns);
+    let finishes = s.requests.iter().filter_map(|f| f.finish_ns());
+    let step_starts = s.steps.iter().map(|st| st.start_ns);
+    let token_extent = s.token_extent;
     let start = [
-        arrivals.iter().min().copied(),
-        step_starts.iter().min().copied(),
-        first_token,
+        arrivals.clone().min(),
+        step_starts.clone().min(),
+        token_extent.map(|(lo, _)| lo),
     ]
     .into_iter()
     .flatten()
     .min()
     .unwrap_or(0);
-    let mut last = [finishes.iter().chain(&arrivals).max().copied(), last_token]
+    let last_finish = finishes.clone().max();
+    let mut last = [finishes.chain(arrivals).max(), token_extent.map(|(_, hi)| hi)]
         .into_iter()
         .flatten()
         .fold(start, i64::max);
-    if steps_apply(options.by) {
-        last = last.max(step_starts.iter().max().copied().unwrap_or(start));
+    if steps_apply(by) {
+        last = last.max(step_starts.max().unwrap_or(start));
     }
     let mut options = *options;
     if let Some(buckets) = auto {
-        options.every_ns = auto_every(finishes.iter().max().copied().unwrap_or(start) - start, buckets);
+        options.every_ns = auto_every(last_finish.unwrap_or(start) - start, buckets);
     }
     check(&options)?;
-
-    let mut labels = strings(&requests, "g")?;
-    if options.by == Some(GroupBy::Source) {
-        // A source with steps but no request of its own still has a queue and KV use to show.
-        labels.extend(strings(&steps, "g")?);
-    }
-
-    // Second pass: each unit's tokens per request and bucket, then per label and bucket.
     let every = options.every_ns;
-    let mut counted = Vec::with_capacity(units.len());
-    for (unit, first) in units.iter().zip(&read) {
-        let mut ctx = context_until(scan(unit, window)?, "tokens")?;
-        counted.push(
-            count_tokens(&mut ctx, &first.requests, start, every)
-                .map_err(|e| QueryError(format!("{}: {e}", name_of(unit))))?,
-        );
+
+    // A row per request: its label, times and figures, and whether it met the objectives.
+    let group = |f: &tokenscope_core::analysis::facts::RequestFacts| -> String {
+        by.map_or_else(String::new, |by| {
+            let slot = match by {
+                GroupBy::Source => 0,
+                GroupBy::Model => 1,
+                GroupBy::AppId => 2,
+                GroupBy::UserId => 3,
+            };
+            f.labels[slot].map_or(NO_LABEL, |l| s.label(l)).to_owned()
+        })
+    };
+    let n = s.requests.len();
+    let mut g = Vec::with_capacity(n);
+    let (mut arrival, mut first, mut finish) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut ttft, mut tpot, mut out, mut good) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for f in &s.requests {
+        let m = f.metrics();
+        g.push(group(f));
+        arrival.push(f.arrival_ns);
+        first.push(m.ttft_ns.map(|t| f.arrival_ns + t));
+        finish.push(m.e2e_ns.map(|t| f.arrival_ns + t));
+        ttft.push(m.ttft_ns.map(|t| t as f64));
+        tpot.push(m.tpot_ns);
+        out.push(i64::from(m.output_tokens));
+        good.push(options.slo.is_set() && options.slo.misses(&m).is_empty());
     }
-    drop(read);
-    let tokens = stack(counted)?;
+
+    // Tokens per label and bucket, from the counts per request and bucket.
+    let mut per_bucket: std::collections::BTreeMap<(String, i64), (u64, u64)> = std::collections::BTreeMap::new();
+    for c in s.count_tokens(start, every).map_err(streaming)? {
+        let r = c.request as usize;
+        let e = per_bucket.entry((g[r].clone(), c.bucket)).or_default();
+        e.0 += u64::from(c.n);
+        if good[r] {
+            e.1 += u64::from(c.n);
+        }
+    }
+    let (mut token_g, mut token_at, mut token_n, mut token_good) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((label, bucket), (count, good_count)) in per_bucket {
+        token_g.push(label);
+        token_at.push(start + bucket * every);
+        token_n.push(count);
+        token_good.push(good_count);
+    }
+    let tokens = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), token_g),
+        Column::new("emitted_ns".into(), token_at),
+        Column::new("n".into(), token_n),
+        Column::new("good_n".into(), token_good),
+    ])
+    .map_err(failed("the tokens"))?;
+
+    let mut labels = g.clone();
+    let requests = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), g),
+        Column::new("arrival_ns".into(), arrival),
+        Column::new("first_ns".into(), first),
+        Column::new("finish_ns".into(), finish),
+        Column::new("ttft_ns".into(), ttft),
+        Column::new("tpot_ns".into(), tpot),
+        Column::new("out".into(), out),
+        Column::new("good".into(), good),
+    ])
+    .map_err(failed("the requests"))?;
+
+    // The steps' queue, KV use and preemptions (a source without steps: its counter samples').
+    let step_label = |source: u32| {
+        if by.is_some() {
+            s.label(source).to_owned()
+        } else {
+            String::new()
+        }
+    };
+    let step_g: Vec<String> = s.steps.iter().map(|st| step_label(st.source)).collect();
+    if by == Some(GroupBy::Source) {
+        // A source with steps but no request of its own still has a queue and KV use to show.
+        labels.extend(step_g.iter().cloned());
+    }
+    let steps = DataFrame::new_infer_height(vec![
+        Column::new("g".into(), step_g),
+        Column::new(
+            "start_ns".into(),
+            s.steps.iter().map(|st| st.start_ns).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "num_waiting".into(),
+            s.steps.iter().map(|st| st.num_waiting).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "kv_usage".into(),
+            s.steps.iter().map(|st| st.kv_usage).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "num_preempted".into(),
+            s.steps.iter().map(|st| st.num_preempted).collect::<Vec<_>>(),
+        ),
+    ])
+    .map_err(failed("the steps"))?;
     let frames = Frames {
         requests: requests.lazy(),
         tokens: tokens.lazy(),
@@ -117,98 +182,9 @@ pub fn timeline_files(
         start,
         last,
         labels,
-        has_tokens: last_token.is_some(),
+        has_tokens: token_extent.is_some(),
     };
     compute(frames, &options)
         .map(|df| (df, options.every_ns))
         .map_err(|e| QueryError(format!("computing the timeline: {e}")))
-}
-
-/// A unit's requests (with whether each met the objectives), its steps and its tokens' extent.
-fn first_pass(ctx: &mut SQLContext, options: &TimelineOptions) -> Result<Unit, QueryError> {
-    let label = options
-        .by
-        .map_or("''".to_owned(), |by| format!("COALESCE({}, '{NO_LABEL}')", by.name()));
-    let requests = collect(
-        ctx,
-        &format!(
-            "SELECT request_id, {label} AS g, arrival_ns, arrival_ns + ttft_ns AS first_ns, \
-             arrival_ns + e2e_ns AS finish_ns, CAST(ttft_ns AS DOUBLE) AS ttft_ns, tpot_ns, output_tokens AS out \
-             FROM requests"
-        ),
-    )?;
-    let slo = options.slo;
-    let good = if slo.is_set() {
-        // As `Slo::misses`, compared in ns (exact for whole-ns objectives).
-        let ttft = slo.ttft_ms.map_or(lit(true), |l| {
-            col("ttft_ns").is_not_null().and(col("ttft_ns").lt_eq(lit(l * 1e6)))
-        });
-        let tpot = slo.tpot_ms.map_or(lit(true), |l| {
-            col("tpot_ns").is_null().or(col("tpot_ns").lt_eq(lit(l * 1e6)))
-        });
-        ttft.and(tpot)
-    } else {
-        lit(false)
-    };
-    let requests = requests
-        .lazy()
-        .with_column(good.alias("good"))
-        .collect()
-        .map_err(failed("the requests' objectives"))?;
-    let step_label = if options.by.is_some() {
-        format!("COALESCE(source, '{DEFAULT_SOURCE}')")
-    } else {
-        "''".to_owned()
-    };
-    let steps = collect(
-        ctx,
-        &format!(
-            "SELECT {step_label} AS g, start_ns, num_waiting, kv_usage, num_preempted FROM trace \
-             WHERE kind = 'iteration'"
-        ),
-    )?;
-    let extent = Rows::of(&collect(
-        ctx,
-        "SELECT MIN(emitted_ns) AS first_token, MAX(emitted_ns) AS last_token FROM tokens",
-    )?);
-    #[allow(clippy::cast_possible_truncation)] // whole ns read back from an i64 column
-    let at = |name: &str| number(&extent, 0, name).map(|v| v as i64);
-    Ok(Unit {
-        requests,
-        steps,
-        first_token: at("first_token"),
-        last_token: at("last_token"),
-    })
-}
-
-/// A unit's tokens per label and bucket: `g`, `emitted_ns` (the bucket's start), `n` (tokens) and `good_n` (those
-/// of requests that met the objectives), counted per request first so that only a row per request and bucket meets
-/// the requests.
-fn count_tokens(ctx: &mut SQLContext, requests: &DataFrame, start: i64, every: i64) -> Result<DataFrame, QueryError> {
-    let bucket_start =
-        ((col("emitted_ns") - lit(start)).floor_div(lit(every)) * lit(every) + lit(start)).alias("emitted_ns");
-    let per_request = ctx
-        .execute("SELECT request_id, emitted_ns FROM tokens")
-        .map_err(failed("the tokens"))?
-        .group_by([col("request_id"), bucket_start])
-        .agg([len().alias("n")]);
-    let theirs = requests
-        .clone()
-        .lazy()
-        .select([col("request_id"), col("g"), col("good")]);
-    per_request
-        .join(
-            theirs,
-            [col("request_id")],
-            [col("request_id")],
-            JoinArgs::new(JoinType::Inner),
-        )
-        .group_by([col("g"), col("emitted_ns")])
-        .agg([
-            col("n").sum().alias("n"),
-            col("n").filter(col("good")).sum().alias("good_n"),
-        ])
-        .collect_with_engine(Engine::Streaming)
-        .map(|r| r.unwrap_single())
-        .map_err(failed("counting the tokens"))
 }

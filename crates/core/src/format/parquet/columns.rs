@@ -41,7 +41,7 @@ pub(super) fn type_name(t: &DataType) -> &'static str {
 }
 
 impl Col {
-    fn of(array: Option<&ArrayRef>) -> Col {
+    pub(super) fn of(array: Option<&ArrayRef>) -> Col {
         let Some(a) = array else { return Col::Absent };
         let dt = a.data_type();
         if *dt == DataType::Null {
@@ -81,7 +81,7 @@ impl Col {
         converted.unwrap_or_else(|| Col::Other(Arc::clone(a), type_name(dt)))
     }
 
-    fn is_null(&self, i: usize) -> bool {
+    pub(super) fn is_null(&self, i: usize) -> bool {
         match self {
             Col::Absent => true,
             Col::Str(a) => a.is_null(i),

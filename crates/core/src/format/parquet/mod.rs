@@ -5,12 +5,14 @@
 
 //!
 //! `columns` normalises, `read` reads row groups in parallel, `candidates` reads a trace's candidates per request,
-//! `write` writes, `footer` reads what a file's footer says.
+//! `write` writes, `footer` reads what a file's footer says, `stream` hands a file's row groups over one window at a
+//! time, in order, for figures computed without loading the trace.
 
 mod candidates;
 mod columns;
 mod footer;
 mod read;
+pub mod stream;
 mod write;
 
 use std::path::Path;

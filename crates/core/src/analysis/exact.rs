@@ -11,8 +11,8 @@
 //! The figures are those of [`Distribution::of`] over the same values: nearest rank (the value at 1-based rank
 //! ceil(p × n / 100)), values ordered by `f64::total_cmp`.
 
+use super::metrics::Distribution;
 use rustc_hash::FxHashMap;
-use tokenscope_core::analysis::metrics::Distribution;
 
 /// The percentiles a [`Distribution`] has.
 const PERCENTILES: [u32; 4] = [50, 90, 95, 99];
@@ -82,6 +82,25 @@ impl Tally {
         }
     }
 
+    /// Adds the values another tally counted (of other rows of the same figure).
+    pub fn merge(&mut self, other: Tally) {
+        self.count += other.count;
+        self.sum += other.sum;
+        if let Some(m) = other.max {
+            self.max = Some(self.max.map_or(m, |x| if m.total_cmp(&x).is_gt() { m } else { x }));
+        }
+        for (bucket, n) in other.buckets {
+            *self.buckets.entry(bucket).or_insert(0) += n;
+        }
+        self.kept = match (self.kept.take(), other.kept) {
+            (Some(mut a), Some(b)) if a.len() + b.len() <= self.keep => {
+                a.extend(b);
+                Some(a)
+            }
+            _ => None,
+        };
+    }
+
     /// Number of values counted.
     pub fn count(&self) -> u64 {
         self.count
@@ -91,10 +110,8 @@ impl Tally {
     pub fn finish(self) -> Outcome {
         let mean = self.mean();
         if let Some(mut kept) = self.kept {
-            let mut d = Distribution::of(&mut kept);
-            // The mean over the values as they came (the same sum the second-pass route takes).
-            d.mean = mean;
-            return Outcome::Done(d);
+            // Every figure as a loaded trace's, the mean too (summed in the same, sorted, order).
+            return Outcome::Done(Distribution::of(&mut kept));
         }
         let mut buckets: Vec<(u64, u64)> = self.buckets.into_iter().collect();
         buckets.sort_unstable();
@@ -139,6 +156,11 @@ pub struct Second {
 }
 
 impl Second {
+    /// Whether the second pass needs this value (it lies in a bucket that holds an asked rank).
+    pub fn wants(&self, v: f64) -> bool {
+        !v.is_nan() && self.values.contains_key(&(key(v) >> SHIFT))
+    }
+
     /// Counts a value, given again in the second pass.
     pub fn add(&mut self, v: f64) {
         if v.is_nan() {

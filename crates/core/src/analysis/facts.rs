@@ -1,0 +1,128 @@
+//! What a request's figures need of it, without the trace it came from: its own fields and three facts of its
+//! token records (how many, token 0's time, the last one's). A trace streamed row group by row group
+//! (`load::stream`) keeps these per request and never a row per token; the figures are those a loaded trace gives
+//! ([`super::metrics::request_metrics`]).
+
+use super::metrics::RequestMetrics;
+use super::summary::RequestCounts;
+
+/// A request's fields and token facts. Labels are indices into the streamed trace's label list.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RequestFacts {
+    /// `arrival_ns`.
+    pub arrival_ns: i64,
+    /// `scheduled_ns`.
+    pub scheduled_ns: Option<i64>,
+    /// `first_token_ns`.
+    pub first_token_ns: Option<i64>,
+    /// `finished_ns`.
+    pub finished_ns: Option<i64>,
+    /// `input_tokens`.
+    pub input_tokens: Option<u32>,
+    /// `cached_tokens`.
+    pub cached_tokens: Option<u32>,
+    /// `output_tokens`.
+    pub output_tokens: Option<u32>,
+    /// `finish_reason`, as a label.
+    pub finish_reason: Option<u32>,
+    /// `source` (the default source when absent), `model`, `app_id`, `user_id`, as labels.
+    pub labels: [Option<u32>; 4],
+    /// Its token records.
+    pub tokens: u32,
+    /// Token 0's `emitted_ns`, when it has a record.
+    pub token0_ns: Option<i64>,
+    /// The `emitted_ns` of its token record of the highest index.
+    pub last_token_ns: Option<i64>,
+}
+
+impl RequestFacts {
+    /// When it produced its first token: `first_token_ns`, else token 0's time.
+    pub fn first_ns(&self) -> Option<i64> {
+        self.first_token_ns.or(self.token0_ns)
+    }
+
+    /// When it finished: `finished_ns`, else its last token's time.
+    pub fn finish_ns(&self) -> Option<i64> {
+        self.finished_ns.or(self.last_token_ns)
+    }
+
+    /// Its output tokens: `output_tokens`, else its token records.
+    pub fn output(&self) -> u32 {
+        self.output_tokens.unwrap_or(self.tokens)
+    }
+
+    /// Its latency figures, as [`super::metrics::request_metrics`] gives them for the loaded request.
+    pub fn metrics(&self) -> RequestMetrics {
+        let arrival = self.arrival_ns;
+        let ttft_ns = self.first_ns().map(|t| t - arrival);
+        let e2e_ns = self.finish_ns().map(|t| t - arrival);
+        let output_tokens = self.output();
+        let tpot_ns = match (ttft_ns, e2e_ns) {
+            (Some(ttft), Some(e2e)) if output_tokens >= 2 => {
+                #[allow(clippy::cast_precision_loss)] // ns differences far below 2^53
+                let decode = (e2e - ttft) as f64;
+                Some(decode / f64::from(output_tokens - 1))
+            }
+            _ => None,
+        };
+        RequestMetrics {
+            queue_ns: self.scheduled_ns.map(|s| s - arrival),
+            ttft_ns,
+            e2e_ns,
+            tpot_ns,
+            output_tokens,
+        }
+    }
+
+    /// What it adds to a summary besides its figures; `label` names a label index.
+    pub fn counts<'a>(&self, label: impl Fn(u32) -> &'a str) -> RequestCounts<'a> {
+        RequestCounts {
+            arrival_ns: self.arrival_ns,
+            finish_ns: self.finish_ns(),
+            input_tokens: self.input_tokens,
+            cached_tokens: self.cached_tokens,
+            finish_reason: self.finish_reason.map(label),
+            token_mismatch: self.tokens > 0 && self.output_tokens.is_some_and(|u| u != self.tokens),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_by_hand_from_fields_and_token_facts() {
+        // Arrived at 1,000; token 0 at 1,300; last token at 2,300; 5 records, usage 6.
+        let f = RequestFacts {
+            arrival_ns: 1_000,
+            scheduled_ns: Some(1_100),
+            tokens: 5,
+            token0_ns: Some(1_300),
+            last_token_ns: Some(2_300),
+            output_tokens: Some(6),
+            ..RequestFacts::default()
+        };
+        let m = f.metrics();
+        // TTFT 300, E2E 1,300, TPOT (1,300 - 300) / (6 - 1) = 200, queue 100.
+        assert_eq!(
+            (m.ttft_ns, m.e2e_ns, m.tpot_ns, m.queue_ns),
+            (Some(300), Some(1_300), Some(200.0), Some(100))
+        );
+        assert!(f.counts(|_| "").token_mismatch);
+        // Its own fields come first.
+        let g = RequestFacts {
+            first_token_ns: Some(1_200),
+            finished_ns: Some(3_000),
+            output_tokens: None,
+            ..f
+        };
+        let m = g.metrics();
+        // TTFT 200, E2E 2,000, TPOT (2,000 - 200) / (5 - 1) = 450.
+        assert_eq!(
+            (m.ttft_ns, m.e2e_ns, m.tpot_ns, m.output_tokens),
+            (Some(200), Some(2_000), Some(450.0), 5)
+        );
+        assert!(!g.counts(|_| "").token_mismatch);
+    }
+}
