@@ -55,38 +55,31 @@ fn slo_text(s: &Summary) -> Option<String> {
 /// computed (when the source counts them), and their median and 99th-percentile durations. `None` without steps.
 fn steps_text(trace: &Trace) -> Option<String> {
     let it = &trace.iterations;
-    if it.is_empty() {
-        return None;
-    }
-    let instances: std::collections::BTreeSet<u32> = it.source.iter().copied().collect();
-    let first = it.start_ns.iter().copied().min()?;
-    let last = it.end_ns.iter().copied().max()?;
-    let sum = |column: &[Option<u32>]| -> Option<u64> {
-        column
-            .iter()
-            .any(Option::is_some)
-            .then(|| column.iter().flatten().map(|&v| u64::from(v)).sum())
-    };
+    let rows = (0..it.len()).map(|i| {
+        (
+            it.source[i],
+            it.start_ns[i],
+            it.end_ns[i],
+            it.num_prefill_tokens[i],
+            it.num_decode_tokens[i],
+        )
+    });
+    crate::analysis::facts::StepFigures::of(rows).map(|f| steps_line(&f))
+}
+
+/// The steps' line of the summary.
+fn steps_line(f: &crate::analysis::facts::StepFigures) -> String {
     let count = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), thousands);
-    #[allow(clippy::cast_precision_loss)] // ns durations far below 2^53
-    let mut durations: Vec<f64> = it
-        .start_ns
-        .iter()
-        .zip(&it.end_ns)
-        .map(|(a, b)| (b - a) as f64 / 1e6)
-        .collect();
-    let d = Distribution::of(&mut durations);
-    #[allow(clippy::cast_precision_loss)]
-    let span = (last - first) as f64 / 1e9;
-    Some(format!(
-        "{} on {} instance(s) over {span:.3} s; prompt tokens {}, output tokens {}; step p50 {} ms, p99 {} ms",
-        thousands(it.len() as u64),
-        instances.len(),
-        count(sum(&it.num_prefill_tokens)),
-        count(sum(&it.num_decode_tokens)),
-        fmt_ms(d.p50),
-        fmt_ms(d.p99)
-    ))
+    format!(
+        "{} on {} instance(s) over {:.3} s; prompt tokens {}, output tokens {}; step p50 {} ms, p99 {} ms",
+        thousands(f.steps),
+        f.instances,
+        f.span_s,
+        count(f.prompt_tokens),
+        count(f.output_tokens),
+        fmt_ms(f.duration_ms.p50),
+        fmt_ms(f.duration_ms.p99)
+    )
 }
 
 /// The engine's counter samples in a line: how many, on how many instances, over what time, read how often.
@@ -503,7 +496,7 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<St
         // only when every file has one).
         let mut about = crate::trace::TraceBuilder::default().finish().0;
         about.meta = footer_meta(&files);
-        summary_text(&about, s, left_out, "")
+        let mut lines: Vec<String> = summary_text(&about, s, left_out, "")
             .lines()
             .map(|l| {
                 if l.starts_with("rejected records") {
@@ -515,9 +508,27 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<St
                     l.to_owned()
                 }
             })
-            .collect::<Vec<_>>()
-            .join("\n")
-            + "\n"
+            .collect();
+        // The engine's lines where a loaded trace has them: before the objectives, the cost and the reasons.
+        let mut engine = Vec::new();
+        engine.extend(
+            done.steps
+                .as_ref()
+                .map(|f| format!("{:<18}{}", "engine steps", steps_line(f))),
+        );
+        if done.samples > 0 {
+            engine.push(format!(
+                "{:<18}{} read; their counters are shown when the trace is loaded",
+                "engine samples",
+                thousands(done.samples)
+            ));
+        }
+        let at = lines
+            .iter()
+            .position(|l| ["SLO ", "cost ", "finish reasons"].iter().any(|p| l.starts_with(p)))
+            .unwrap_or(lines.len());
+        lines.splice(at..at, engine);
+        lines.join("\n") + "\n"
     };
     let why = over.map_or_else(String::new, |o| format!("{o}: "));
     Output {

@@ -87,6 +87,58 @@ impl RequestFacts {
     }
 }
 
+/// The figures of a trace's engine steps that `summary` prints in a line: how many, on how many instances, over
+/// what time, the tokens they computed and their durations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFigures {
+    /// Steps.
+    pub steps: u64,
+    /// Instances that ran them.
+    pub instances: usize,
+    /// First step's start to last step's end, s.
+    pub span_s: f64,
+    /// Sum of `num_prefill_tokens`; `None` when no step has it.
+    pub prompt_tokens: Option<u64>,
+    /// Sum of `num_decode_tokens`; `None` when no step has it.
+    pub output_tokens: Option<u64>,
+    /// Step durations, ms.
+    pub duration_ms: super::metrics::Distribution,
+}
+
+/// One step's part of [`StepFigures`]: its source, start and end, ns, and its prefill and decode tokens.
+pub type StepRow = (u32, i64, i64, Option<u32>, Option<u32>);
+
+impl StepFigures {
+    /// The figures of these steps; `None` for none.
+    #[allow(clippy::cast_precision_loss)] // ns durations far below 2^53
+    pub fn of(steps: impl Iterator<Item = StepRow>) -> Option<Self> {
+        let mut instances = std::collections::BTreeSet::new();
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
+        let (mut prompt, mut output): (Option<u64>, Option<u64>) = (None, None);
+        let mut durations = Vec::new();
+        for (source, start, end, prefill, decode) in steps {
+            instances.insert(source);
+            first = first.min(start);
+            last = last.max(end);
+            if let Some(p) = prefill {
+                prompt = Some(prompt.unwrap_or(0) + u64::from(p));
+            }
+            if let Some(d) = decode {
+                output = Some(output.unwrap_or(0) + u64::from(d));
+            }
+            durations.push((end - start) as f64 / 1e6);
+        }
+        (!durations.is_empty()).then(|| StepFigures {
+            steps: durations.len() as u64,
+            instances: instances.len(),
+            span_s: (last - first) as f64 / 1e9,
+            prompt_tokens: prompt,
+            output_tokens: output,
+            duration_ms: super::metrics::Distribution::of(&mut durations),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

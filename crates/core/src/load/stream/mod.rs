@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap;
 
 use crate::analysis::exact::{Outcome, Tally};
-use crate::analysis::facts::RequestFacts;
+use crate::analysis::facts::{RequestFacts, StepFigures};
 use crate::analysis::metrics::Distribution;
 use crate::analysis::summary::{NO_LABEL, Slo, Summary, Totals};
 use parquet::file::metadata::RowGroupMetaData;
@@ -93,6 +93,10 @@ pub struct StepFacts {
     pub kv_usage: Option<f64>,
     /// `num_preempted` (a sample has none).
     pub num_preempted: Option<i64>,
+    /// `end_ns` (a sample has none).
+    pub end_ns: Option<i64>,
+    /// `num_prefill_tokens` and `num_decode_tokens`.
+    pub tokens: (Option<u32>, Option<u32>),
     /// A counter sample rather than a step.
     pub sample: bool,
 }
@@ -114,12 +118,14 @@ pub struct Streamed {
     pub token_extent: Option<(i64, i64)>,
     /// Passes over the rows so far.
     pub passes: u32,
+    /// Counter samples read (in the window), before those of instances with steps are set aside.
+    pub samples: u64,
     /// The window, for choosing the token row groups to read.
     window: Option<Window>,
 }
 
 /// The columns of the first pass, `kind` first.
-const REQUEST_COLUMNS: [&str; 19] = [
+const REQUEST_COLUMNS: [&str; 22] = [
     "kind",
     "request_id",
     "arrival_ns",
@@ -139,6 +145,9 @@ const REQUEST_COLUMNS: [&str; 19] = [
     "num_waiting",
     "kv_usage",
     "num_preempted",
+    "end_ns",
+    "num_prefill_tokens",
+    "num_decode_tokens",
 ];
 const LABEL_COLUMNS: [usize; 4] = [10, 11, 12, 13];
 
@@ -192,6 +201,7 @@ impl Streamed {
             skipped: Skipped::default(),
             token_extent: None,
             passes: 1,
+            samples: 0,
             window: None,
         };
         let window = window.filter(|w| !w.is_all());
@@ -272,6 +282,7 @@ impl Streamed {
             },
         )?;
         s.skipped.outside_window += pruned.get();
+        s.samples = s.steps.iter().filter(|st| st.sample).count() as u64;
         s.window = window.cloned();
         if steps {
             // As a load: a source with steps shows its steps' queue and KV use, not its counter samples'.
@@ -332,7 +343,16 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
         c.check(i, wanted)?;
     }
     if steps {
-        for (i, wanted) in [(14, "int"), (15, "int"), (16, "int"), (17, "float"), (18, "int")] {
+        for (i, wanted) in [
+            (14, "int"),
+            (15, "int"),
+            (16, "int"),
+            (17, "float"),
+            (18, "int"),
+            (19, "int"),
+            (20, "int"),
+            (21, "int"),
+        ] {
             c.check(i, wanted)?;
         }
     }
@@ -375,6 +395,11 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
                     out.incomplete_steps += 1;
                     continue;
                 };
+                let end_ns = c.int(19, i).filter(|&t| is_epoch_ns(t));
+                if !sample && end_ns.is_none() {
+                    out.incomplete_steps += 1;
+                    continue;
+                }
                 out.steps.push(StepRow {
                     source: text(10, i),
                     facts: StepFacts {
@@ -383,6 +408,8 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
                         num_waiting: c.int(16, i),
                         kv_usage: c.float(17, i),
                         num_preempted: if sample { None } else { c.int(18, i) },
+                        end_ns: if sample { None } else { end_ns },
+                        tokens: (u32_of(c.int(20, i)), u32_of(c.int(21, i))),
                         sample,
                     },
                 });
@@ -402,6 +429,10 @@ pub struct StreamedSummary {
     pub passes: u32,
     /// Rows left out.
     pub skipped: Skipped,
+    /// The engine steps' line.
+    pub steps: Option<StepFigures>,
+    /// Counter samples read.
+    pub samples: u64,
 }
 
 /// The summary of the trace in the Parquet `files`, streamed: the figures a load gives (every count, percentile,
@@ -423,16 +454,27 @@ pub fn summarize_keeping(
     slo: Slo,
     keep: usize,
 ) -> Result<StreamedSummary, StreamError> {
-    let mut s = Streamed::open(files, window, false)?;
+    let mut s = Streamed::open(files, window, true)?;
     let tally = s.read_tokens(Some(keep))?.unwrap_or_else(|| Tally::new(keep));
     let itl = match tally.finish() {
         Outcome::Done(d) => d,
         Outcome::Second(second) => s.read_itl_again(second)?,
     };
+    let steps = StepFigures::of(s.steps.iter().filter(|st| !st.sample).map(|st| {
+        (
+            st.source,
+            st.start_ns,
+            st.end_ns.unwrap_or(st.start_ns),
+            st.tokens.0,
+            st.tokens.1,
+        )
+    }));
     Ok(StreamedSummary {
         summary: s.summary(slo, itl),
         passes: s.passes,
         skipped: s.skipped,
+        steps,
+        samples: s.samples,
     })
 }
 

@@ -66,6 +66,19 @@ fn the_samples_cut_into_row_groups_of_every_size_stream_to_their_loaded_figures(
             let streamed = summarize(std::slice::from_ref(&file), None, slo).unwrap();
             assert_same(&streamed.summary, &memory, true, &format!("{name} in groups of {size}"));
             assert_eq!(streamed.passes, 2, "{name}");
+            // The steps' line too: count, instances, span, tokens and durations.
+            let it = &trace.iterations;
+            let steps = crate::analysis::facts::StepFigures::of((0..it.len()).map(|i| {
+                (
+                    it.source[i],
+                    it.start_ns[i],
+                    it.end_ns[i],
+                    it.num_prefill_tokens[i],
+                    it.num_decode_tokens[i],
+                )
+            }));
+            assert_eq!(streamed.steps, steps, "{name} in groups of {size}");
+            assert_eq!(streamed.samples, trace.samples.len() as u64, "{name}");
             assert_eq!(streamed.skipped, Skipped::default(), "{name}");
             // Keeping 10 latencies, their percentiles come from a second look, exactly.
             let twice = summarize_keeping(std::slice::from_ref(&file), None, slo, 10).unwrap();
