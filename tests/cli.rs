@@ -775,3 +775,38 @@ fn a_parquet_trace_over_the_memory_budget_is_summarised_streamed_with_the_same_f
         "{err}"
     );
 }
+
+#[test]
+fn over_the_memory_budget_the_timeline_streams_and_findings_says_what_needs_the_trace() {
+    let demo = "sample_traces/demo.parquet";
+    let timeline = |extra: &[&str]| {
+        let mut args = vec!["timeline", demo, "--every", "20s", "--format", "csv"];
+        args.extend(extra);
+        tokenscope(&args)
+    };
+    let (code, loaded, err) = timeline(&[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, streamed, err) = timeline(&["--memory-budget", "100MB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet"),
+        "{err}"
+    );
+    // The demo's 100 s in 20 s buckets: 6 rows and the header, every cell the loaded one's.
+    assert_eq!(streamed.lines().count(), 7, "{streamed}");
+    assert_eq!(loaded.lines().count(), 7, "{loaded}");
+    // Every cell the loaded one's; a mean over steps to 1e-12 (the steps are summed in the file's order).
+    for (a, b) in streamed.lines().zip(loaded.lines()) {
+        for (x, y) in a.split(',').zip(b.split(',')) {
+            let same = x == y
+                || matches!((x.parse::<f64>(), y.parse::<f64>()), (Ok(x), Ok(y)) if (x - y).abs() <= 1e-12 * y.abs());
+            assert!(same, "{x} against {y} in\n{a}\n{b}");
+        }
+    }
+    let (code, _, err) = tokenscope(&["findings", demo, "--memory-budget", "100MB"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("more than the budget of 100 MB") && err.contains("findings needs the trace loaded"),
+        "{err}"
+    );
+}

@@ -195,7 +195,18 @@ pub fn run(
     }
     let loaded = match super::load_for_findings(inputs) {
         Ok(l) => l,
-        Err(e) => return validate::fatal(&e, as_json),
+        Err(e) => {
+            let mut out = validate::fatal(&e, as_json);
+            if matches!(e, crate::load::LoadError::OverBudget { .. }) && !as_json {
+                // Which detectors need the trace whole, and what does not.
+                out.stderr.push_str(
+                    "note: findings needs the trace loaded: every detector reads the requests with their steps and \
+                     tokens together (overload, interference, KV saturation, SLO violations and repetition loops \
+                     are windowed, but do not stream yet); `summary` and `timeline` stream a trace of any size\n",
+                );
+            }
+            return out;
+        }
     };
     let trace = &loaded.trace;
     let findings = find_kinds(trace, &slo, thresholds, kinds.unwrap_or(&Kind::ALL));

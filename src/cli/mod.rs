@@ -124,6 +124,30 @@ pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
     }
 }
 
+/// Why `summary` or `timeline` streams a trace it was not asked to: the Parquet files at `path` would take more memory loaded than
+/// the budget gives. `None` when they fit, or are not Parquet (the load says what it can do then).
+pub fn over_budget(path: &Path) -> Option<String> {
+    let files = window_files(path).ok()?;
+    let listed: Vec<_> = files
+        .iter()
+        .map(|f| {
+            (
+                f.clone(),
+                crate::load::Format::Native(crate::trace::report::Encoding::Parquet),
+            )
+        })
+        .collect();
+    let need = crate::load::budget::estimate(&listed).ok()?.without_candidates;
+    let budget = budget()?;
+    (need > budget).then(|| {
+        format!(
+            "loaded, the trace would take about {} (over the memory budget of {}, --memory-budget)",
+            crate::load::budget::size(need),
+            crate::load::budget::size(budget)
+        )
+    })
+}
+
 /// Loads the files of a trace for a subcommand. On a terminal, a load that takes over a second shows a progress bar
 /// on standard error, fed by the loader's own byte count; elsewhere (pipes, tests) nothing is drawn.
 /// Loads for the findings: a Parquet trace's candidates stay on disk but for the tokens a detector reads (the stop

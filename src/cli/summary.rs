@@ -378,7 +378,7 @@ impl SummaryArgs {
         if self.by.is_none()
             && self.prices.is_none()
             && let [one] = inputs.as_slice()
-            && let Some(over) = over_budget(one)
+            && let Some(over) = super::over_budget(one)
         {
             return run_out_of_core(&inputs, self.json, slo, Some(over));
         }
@@ -541,28 +541,4 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<St
         ),
         code: 0,
     }
-}
-
-/// Why `summary` streams a trace it was not asked to: the Parquet files at `path` would take more memory loaded than
-/// the budget gives. `None` when they fit, or are not Parquet (the load says what it can do then).
-pub fn over_budget(path: &Path) -> Option<String> {
-    let files = super::window_files(path).ok()?;
-    let listed: Vec<_> = files
-        .iter()
-        .map(|f| {
-            (
-                f.clone(),
-                crate::load::Format::Native(crate::trace::report::Encoding::Parquet),
-            )
-        })
-        .collect();
-    let need = crate::load::budget::estimate(&listed).ok()?.without_candidates;
-    let budget = super::budget()?;
-    (need > budget).then(|| {
-        format!(
-            "loaded, the trace would take about {} (over the memory budget of {}, --memory-budget)",
-            crate::load::budget::size(need),
-            crate::load::budget::size(budget)
-        )
-    })
 }

@@ -50,10 +50,16 @@ impl TimelineArgs {
     pub fn run(&self) -> Output {
         let slo = self.slo.objectives().slo();
         if self.out_of_core {
-            run_out_of_core(&self.trace, self.every, self.by, slo, self.format)
-        } else {
-            run(&self.trace, self.every, self.by, slo, self.format)
+            return run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
         }
+        if let Some(over) = super::over_budget(&self.trace) {
+            let mut out = run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
+            if out.code == 0 {
+                out.stderr = format!("note: {over}: {}", out.stderr.trim_start_matches("note: "));
+            }
+            return out;
+        }
+        run(&self.trace, self.every, self.by, slo, self.format)
     }
 }
 
