@@ -127,6 +127,10 @@ pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
 /// Why `summary` or `timeline` streams a trace it was not asked to: the Parquet files at `path` would take more memory loaded than
 /// the budget gives. `None` when they fit, or are not Parquet (the load says what it can do then).
 pub fn over_budget(path: &Path) -> Option<String> {
+    // A window's share of the trace is the load's to weigh: it loads when that part fits.
+    if window().is_some_and(|w| !w.is_all()) {
+        return None;
+    }
     let files = window_files(path).ok()?;
     let listed: Vec<_> = files
         .iter()

@@ -359,7 +359,7 @@ pub struct SummaryArgs {
     pub prices: Option<PathBuf>,
     /// Compute the figures without loading the trace: the Parquet files (a file, a directory, a partitioned
     /// dataset) streamed a few row groups at a time, in memory set by the requests, not the tokens. Chosen by itself
-    /// when the trace would not fit the memory budget. Records are checked for their required fields only.
+    /// when the trace would not fit the memory budget. Records are checked only by the rules of the fields read.
     #[arg(long, conflicts_with_all = ["by", "prices"])]
     pub out_of_core: bool,
 }
@@ -373,14 +373,16 @@ impl SummaryArgs {
         };
         let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
         if self.out_of_core {
-            return run_out_of_core(&inputs, self.json, slo, None);
+            return run_out_of_core(&inputs, self.json, slo);
         }
+        // Over the budget, streamed when it can be; else the load says what fits.
         if self.by.is_none()
             && self.prices.is_none()
             && let [one] = inputs.as_slice()
             && let Some(over) = super::over_budget(one)
+            && let Ok(out) = streamed(&inputs, self.json, slo, Some(over))
         {
-            return run_out_of_core(&inputs, self.json, slo, Some(over));
+            return out;
         }
         run(&inputs, self.json, slo, self.by, self.prices.as_deref())
     }
@@ -454,33 +456,38 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
 
 /// Runs `summary --out-of-core`, or `summary` of a Parquet trace over the memory budget (`over`: why): the figures
 /// streamed from the files a window of row groups at a time (`load::stream`), keeping a few facts per request and
-/// none per token. Records are checked for their required fields only.
-pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<String>) -> Output {
+/// none per token. Records are checked only by the rules of the fields read.
+pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo) -> Output {
+    streamed(paths, as_json, slo, None).unwrap_or_else(|why| {
+        Output::error(
+            format!(
+                "its figures cannot be streamed: {why}; leave out --out-of-core to load it (or convert it: \
+                 tokenscope convert writes a request's tokens together)"
+            ),
+            1,
+        )
+    })
+}
+
+/// The streamed summary of the one path in `paths` (`over`: why it was not asked for); `Err` with the reason when
+/// the trace cannot be streamed and must be loaded.
+fn streamed(paths: &[&Path], as_json: bool, slo: Slo, over: Option<String>) -> Result<Output, String> {
     let [path] = paths else {
-        return Output::error(
+        return Ok(Output::error(
             "--out-of-core reads one file or dataset directory; give several files as one directory, or leave out \
              --out-of-core to open them together",
             2,
-        );
+        ));
     };
     let path = *path;
     let files = match super::window_files(path) {
         Ok(f) => f,
-        Err(e) => return fatal(&e, as_json),
+        Err(e) => return Ok(fatal(&e, as_json)),
     };
     let done = match crate::load::stream::summarize(&files, super::window(), slo) {
         Ok(s) => s,
-        Err(crate::load::stream::StreamError::Load(e)) => return fatal(&e, as_json),
-        Err(crate::load::stream::StreamError::Unordered(why)) => {
-            return Output::error(
-                format!(
-                    "{}: its figures cannot be streamed: {why}; leave out --out-of-core to load it (or convert it: \
-                     tokenscope convert writes a request's tokens together)",
-                    path.display()
-                ),
-                1,
-            );
-        }
+        Err(crate::load::stream::StreamError::Load(e)) => return Ok(fatal(&e, as_json)),
+        Err(crate::load::stream::StreamError::Unordered(why)) => return Err(why),
     };
     let s = &done.summary;
     let left_out = done.skipped.rejected();
@@ -501,7 +508,7 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<St
             .map(|l| {
                 if l.starts_with("rejected records") {
                     format!(
-                        "records           {} left out (required fields checked only)",
+                        "records           {} left out (only the rules of the fields read checked)",
                         thousands(left_out)
                     )
                 } else {
@@ -531,14 +538,14 @@ pub fn run_out_of_core(paths: &[&Path], as_json: bool, slo: Slo, over: Option<St
         lines.join("\n") + "\n"
     };
     let why = over.map_or_else(String::new, |o| format!("{o}: "));
-    Output {
+    Ok(Output {
         stdout,
         stderr: format!(
             "note: {why}streamed from {} Parquet file(s) in {} pass(es), without loading the trace; records are \
-             checked for their required fields only (`tokenscope validate` checks every rule)\n",
+             checked only by the rules of the fields read (`tokenscope validate` checks every rule)\n",
             thousands(files.len() as u64),
             done.passes
         ),
         code: 0,
-    }
+    })
 }

@@ -54,10 +54,11 @@ impl TimelineArgs {
         }
         if let Some(over) = super::over_budget(&self.trace) {
             let mut out = run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
+            // What cannot be streamed is the load's to open, or to refuse saying what fits.
             if out.code == 0 {
                 out.stderr = format!("note: {over}: {}", out.stderr.trim_start_matches("note: "));
+                return out;
             }
-            return out;
         }
         run(&self.trace, self.every, self.by, slo, self.format)
     }
@@ -108,8 +109,8 @@ pub fn run_out_of_core(path: &Path, every: Option<Duration>, by: Option<GroupBy>
         Ok((df, every_ns)) => {
             let mut out = present(&Rows::of(&df), every_ns, slo, format);
             out.stderr = format!(
-                "note: streamed from {} Parquet file(s), without loading the trace; records are checked for their \
-                 required fields only (`tokenscope validate` checks every rule)\n",
+                "note: streamed from {} Parquet file(s), without loading the trace; records are checked only by the \
+                 rules of the fields read (`tokenscope validate` checks every rule)\n",
                 files.len()
             );
             out

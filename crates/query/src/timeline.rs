@@ -10,7 +10,7 @@
 //! may be partial.
 
 use polars::prelude::*;
-use tokenscope_core::analysis::metrics::request_metrics;
+use tokenscope_core::analysis::metrics::{RequestMetrics, request_metrics};
 use tokenscope_core::analysis::summary::{GroupBy, NO_LABEL, Slo};
 use tokenscope_core::trace::Trace;
 
@@ -131,6 +131,68 @@ pub(crate) fn steps_apply(by: Option<GroupBy>) -> bool {
     matches!(by, None | Some(GroupBy::Source))
 }
 
+/// The requests' rows of a timeline: label, arrival, first token and finish times, TTFT and TPOT (ns), output
+/// tokens, and whether each met the objectives; from a loaded trace or a streamed one.
+pub(crate) struct RequestRows<S> {
+    g: Vec<S>,
+    arrival: Vec<i64>,
+    first: Vec<Option<i64>>,
+    finish: Vec<Option<i64>>,
+    ttft: Vec<Option<f64>>,
+    tpot: Vec<Option<f64>>,
+    out: Vec<i64>,
+    /// Whether each request met every objective (false when none is set).
+    pub(crate) good: Vec<bool>,
+}
+
+impl<S: AsRef<str>> RequestRows<S> {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        RequestRows {
+            g: Vec::with_capacity(n),
+            arrival: Vec::with_capacity(n),
+            first: Vec::with_capacity(n),
+            finish: Vec::with_capacity(n),
+            ttft: Vec::with_capacity(n),
+            tpot: Vec::with_capacity(n),
+            out: Vec::with_capacity(n),
+            good: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a request: its label, arrival and figures.
+    #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+    pub(crate) fn push(&mut self, label: S, arrival: i64, m: &RequestMetrics, slo: Slo) {
+        self.g.push(label);
+        self.arrival.push(arrival);
+        self.first.push(m.ttft_ns.map(|t| arrival + t));
+        self.finish.push(m.e2e_ns.map(|t| arrival + t));
+        self.ttft.push(m.ttft_ns.map(|t| t as f64));
+        self.tpot.push(m.tpot_ns);
+        self.out.push(i64::from(m.output_tokens));
+        self.good.push(slo.is_set() && slo.misses(m).is_empty());
+    }
+
+    /// The label of request `r`.
+    pub(crate) fn label(&self, r: usize) -> &str {
+        self.g[r].as_ref()
+    }
+
+    /// The rows as the frame [`Frames::requests`] reads.
+    pub(crate) fn into_frame(self) -> PolarsResult<DataFrame> {
+        let g: Vec<&str> = self.g.iter().map(AsRef::as_ref).collect();
+        DataFrame::new_infer_height(vec![
+            Column::new("g".into(), g),
+            Column::new("arrival_ns".into(), self.arrival),
+            Column::new("first_ns".into(), self.first),
+            Column::new("finish_ns".into(), self.finish),
+            Column::new("ttft_ns".into(), self.ttft),
+            Column::new("tpot_ns".into(), self.tpot),
+            Column::new("out".into(), self.out),
+            Column::new("good".into(), self.good),
+        ])
+    }
+}
+
 #[allow(clippy::cast_precision_loss)]
 fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let by = options.by;
@@ -138,40 +200,17 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let n = trace.request_count();
 
     // Requests: their label, times and figures.
-    let mut g = Vec::with_capacity(n);
-    let (mut arrival, mut first, mut finish) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut ttft, mut tpot, mut out, mut good) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
+    let mut rows = RequestRows::with_capacity(n);
     let mut last = start;
     for r in 0..n {
         #[allow(clippy::cast_possible_truncation)] // request rows are u32
         let m = request_metrics(trace, r as u32);
         let a = trace.requests.arrival_ns[r];
-        g.push(label_of(trace, by, r));
-        arrival.push(a);
-        first.push(m.ttft_ns.map(|t| a + t));
-        finish.push(m.e2e_ns.map(|t| a + t));
         last = last.max(a).max(m.e2e_ns.map_or(a, |t| a + t));
-        ttft.push(m.ttft_ns.map(|t| t as f64));
-        tpot.push(m.tpot_ns);
-        out.push(i64::from(m.output_tokens));
-        good.push(options.slo.is_set() && options.slo.misses(&m).is_empty());
+        rows.push(label_of(trace, by, r), a, &m, options.slo);
     }
-    let requests = DataFrame::new_infer_height(vec![
-        Column::new("g".into(), g),
-        Column::new("arrival_ns".into(), arrival),
-        Column::new("first_ns".into(), first),
-        Column::new("finish_ns".into(), finish),
-        Column::new("ttft_ns".into(), ttft),
-        Column::new("tpot_ns".into(), tpot),
-        Column::new("out".into(), out),
-        Column::new("good".into(), good.clone()),
-    ])?
-    .lazy();
+    let good = rows.good.clone();
+    let requests = rows.into_frame()?.lazy();
 
     // Tokens, with their request's label and whether it met the objectives.
     let mut token_g = Vec::with_capacity(trace.token_count());

@@ -11,7 +11,7 @@ use tokenscope_core::format::window::Window;
 use tokenscope_core::load::stream::{StreamError, Streamed};
 
 use crate::sql::QueryError;
-use crate::timeline::{Frames, TimelineOptions, auto_every, check, compute, steps_apply};
+use crate::timeline::{Frames, RequestRows, TimelineOptions, auto_every, check, compute, steps_apply};
 
 fn failed(what: &str) -> impl Fn(PolarsError) -> QueryError + '_ {
     move |e| QueryError(format!("{what}: {e}"))
@@ -27,7 +27,6 @@ fn streaming(e: StreamError) -> QueryError {
 ///
 /// # Errors
 /// A file cannot be read, its tokens are not in the format's order, or the width is not positive.
-#[allow(clippy::cast_precision_loss)] // ns figures far below 2^53
 pub fn timeline_files(
     files: &[PathBuf],
     window: Option<&Window>,
@@ -47,15 +46,11 @@ pub fn timeline_files(
     let finishes = s.requests.iter().filter_map(|f| f.finish_ns());
     let step_starts = s.steps.iter().map(|st| st.start_ns);
     let token_extent = s.token_extent;
-    let start = [
-        arrivals.clone().min(),
-        step_starts.clone().min(),
-        token_extent.map(|(lo, _)| lo),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-    .unwrap_or(0);
+    let start = [arrivals.clone().min(), s.first_step_ns, token_extent.map(|(lo, _)| lo)]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(0);
     let last_finish = finishes.clone().max();
     let mut last = [finishes.chain(arrivals).max(), token_extent.map(|(_, hi)| hi)]
         .into_iter()
@@ -83,43 +78,37 @@ pub fn timeline_files(
             f.labels[slot].map_or(NO_LABEL, |l| s.label(l)).to_owned()
         })
     };
-    let n = s.requests.len();
-    let mut g = Vec::with_capacity(n);
-    let (mut arrival, mut first, mut finish) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut ttft, mut tpot, mut out, mut good) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
+    let mut rows = RequestRows::with_capacity(s.requests.len());
     for f in &s.requests {
-        let m = f.metrics();
-        g.push(group(f));
-        arrival.push(f.arrival_ns);
-        first.push(m.ttft_ns.map(|t| f.arrival_ns + t));
-        finish.push(m.e2e_ns.map(|t| f.arrival_ns + t));
-        ttft.push(m.ttft_ns.map(|t| t as f64));
-        tpot.push(m.tpot_ns);
-        out.push(i64::from(m.output_tokens));
-        good.push(options.slo.is_set() && options.slo.misses(&m).is_empty());
+        rows.push(group(f), f.arrival_ns, &f.metrics(), options.slo);
     }
 
-    // Tokens per label and bucket, from the counts per request and bucket.
-    let mut per_bucket: std::collections::BTreeMap<(String, i64), (u64, u64)> = std::collections::BTreeMap::new();
-    for c in s.count_tokens(start, every).map_err(streaming)? {
-        let r = c.request as usize;
-        let e = per_bucket.entry((g[r].clone(), c.bucket)).or_default();
-        e.0 += u64::from(c.n);
-        if good[r] {
-            e.1 += u64::from(c.n);
-        }
-    }
+    // Tokens per label and bucket, counted per label and bucket as they stream.
+    let mut names: Vec<String> = Vec::new();
+    let mut ids: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let group_ids: Vec<u32> = (0..s.requests.len())
+        .map(|r| {
+            let label = rows.label(r);
+            if let Some(&id) = ids.get(label) {
+                return id;
+            }
+            let id = u32::try_from(names.len()).unwrap_or(u32::MAX);
+            names.push(label.to_owned());
+            ids.insert(label.to_owned(), id);
+            id
+        })
+        .collect();
+    let counts = s
+        .count_tokens(start, every, &group_ids, &rows.good)
+        .map_err(streaming)?;
+    let mut per_bucket: Vec<((u32, i64), _)> = counts.into_iter().collect();
+    per_bucket.sort_unstable_by_key(|&(key, _)| key);
     let (mut token_g, mut token_at, mut token_n, mut token_good) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for ((label, bucket), (count, good_count)) in per_bucket {
-        token_g.push(label);
+    for ((group, bucket), c) in per_bucket {
+        token_g.push(names[group as usize].as_str());
         token_at.push(start + bucket * every);
-        token_n.push(count);
-        token_good.push(good_count);
+        token_n.push(c.n);
+        token_good.push(c.good);
     }
     let tokens = DataFrame::new_infer_height(vec![
         Column::new("g".into(), token_g),
@@ -129,18 +118,8 @@ pub fn timeline_files(
     ])
     .map_err(failed("the tokens"))?;
 
-    let mut labels = g.clone();
-    let requests = DataFrame::new_infer_height(vec![
-        Column::new("g".into(), g),
-        Column::new("arrival_ns".into(), arrival),
-        Column::new("first_ns".into(), first),
-        Column::new("finish_ns".into(), finish),
-        Column::new("ttft_ns".into(), ttft),
-        Column::new("tpot_ns".into(), tpot),
-        Column::new("out".into(), out),
-        Column::new("good".into(), good),
-    ])
-    .map_err(failed("the requests"))?;
+    let mut labels: Vec<String> = (0..s.requests.len()).map(|r| rows.label(r).to_owned()).collect();
+    let requests = rows.into_frame().map_err(failed("the requests"))?;
 
     // The steps' queue, KV use and preemptions (a source without steps: its counter samples').
     let step_label = |source: u32| {

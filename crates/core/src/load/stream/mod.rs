@@ -12,9 +12,10 @@
 //!    ([`Streamed::count_tokens`]).
 //!
 //! What the format guarantees is relied on and checked: a request's tokens are together and in `index` order
-//! (the writer's order). A file that breaks it is [`StreamError::Unordered`]: it must be loaded. Records are not
-//! validated beyond their required fields; rows that lack one, duplicates and tokens without a request are counted
-//! and left out, as a load rejects them.
+//! (the writer's order). A file that breaks it is [`StreamError::Unordered`]: it must be loaded. Records are
+//! checked for the rules of the fields read (required fields, times in epoch ns and in order, counts), duplicates
+//! and tokens without a request: those rows are counted and left out, as a load rejects them; the format's other
+//! rules are `tokenscope validate`'s.
 
 mod tokens;
 
@@ -55,22 +56,25 @@ pub enum StreamError {
 /// Rows left out, by reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Skipped {
-    /// Request rows without `request_id` or `arrival_ns`, or with a time that is not epoch ns.
+    /// Request rows without `request_id` or `arrival_ns`, or breaking a rule a load checks of the fields read
+    /// (times in epoch ns and in order, counts, cached within input).
     pub incomplete_requests: u64,
     /// Request rows whose `request_id` an earlier row has (the first is kept, as a load keeps it).
     pub duplicate_requests: u64,
     /// Requests outside the window (or its filters).
     pub outside_window: u64,
-    /// Token rows without `request_id`, `index` or `emitted_ns`, or with a time that is not epoch ns.
+    /// Token rows without `request_id`, `index` or `emitted_ns`, or with a negative index or a time that is not
+    /// epoch ns.
     pub incomplete_tokens: u64,
-    /// Token rows of no request record (or of a request outside the window).
+    /// Token rows of no request record (not counted with a window, which leaves such tokens out as a load does).
     pub orphan_tokens: u64,
-    /// Step or sample rows without their time.
+    /// Step or sample rows without their times (or a step ending before it starts).
     pub incomplete_steps: u64,
 }
 
 impl Skipped {
-    /// Rows a load would have rejected (the window's aside).
+    /// Rows left out for breaking a rule checked here (the window's aside). A load checks more rules (`tokenscope
+    /// validate` lists what breaks them).
     pub fn rejected(&self) -> u64 {
         self.incomplete_requests
             + self.duplicate_requests
@@ -120,6 +124,8 @@ pub struct Streamed {
     pub passes: u32,
     /// Counter samples read (in the window), before those of instances with steps are set aside.
     pub samples: u64,
+    /// The earliest start of a step or sample read (in the window), those set aside included.
+    pub first_step_ns: Option<i64>,
     /// The window, for choosing the token row groups to read.
     window: Option<Window>,
 }
@@ -202,6 +208,7 @@ impl Streamed {
             token_extent: None,
             passes: 1,
             samples: 0,
+            first_step_ns: None,
             window: None,
         };
         let window = window.filter(|w| !w.is_all());
@@ -283,6 +290,8 @@ impl Streamed {
         )?;
         s.skipped.outside_window += pruned.get();
         s.samples = s.steps.iter().filter(|st| st.sample).count() as u64;
+        // A load's start counts every step and sample, those set aside below too.
+        s.first_step_ns = s.steps.iter().map(|st| st.start_ns).min();
         s.window = window.cloned();
         if steps {
             // As a load: a source with steps shows its steps' queue and KV use, not its counter samples'.
@@ -326,6 +335,7 @@ fn refuse_what_needs_a_load(f: &StreamFile) -> Result<(), StreamError> {
 /// Decodes the requests (and steps and samples) of a batch.
 fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
     for (i, wanted) in [
+        (0, "string"),
         (1, "string"),
         (2, "int"),
         (3, "int"),
@@ -365,11 +375,7 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
                     out.incomplete_requests += 1;
                     continue;
                 };
-                // A time that is not epoch ns (seconds, a relative clock) makes a load reject the request.
-                if [2, 3, 4, 5]
-                    .iter()
-                    .any(|&col| c.int(col, i).is_some_and(|t| !is_epoch_ns(t)))
-                {
+                if !follows_the_rules(c, i) {
                     out.incomplete_requests += 1;
                     continue;
                 }
@@ -395,7 +401,7 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
                     out.incomplete_steps += 1;
                     continue;
                 };
-                let end_ns = c.int(19, i).filter(|&t| is_epoch_ns(t));
+                let end_ns = c.int(19, i).filter(|&t| is_epoch_ns(t) && t >= start_ns);
                 if !sample && end_ns.is_none() {
                     out.incomplete_steps += 1;
                     continue;
@@ -420,6 +426,30 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
     Ok(out)
 }
 
+/// Whether request row `i` keeps the rules a load checks of the fields read here: its times in epoch ns and in
+/// order (arrival, scheduled, first token, finished), its counts counts, its cached tokens within its input.
+fn follows_the_rules(c: &Columns, i: usize) -> bool {
+    let mut last = i64::MIN;
+    for col in [2, 3, 4, 5] {
+        if let Some(t) = c.int(col, i) {
+            if !is_epoch_ns(t) || t < last {
+                return false;
+            }
+            last = t;
+        }
+    }
+    let count = |col| {
+        c.int(col, i)
+            .filter(|&n| !(0..i64::from(u32::MAX)).contains(&n))
+            .is_none()
+    };
+    let within = match (c.int(6, i), c.int(7, i)) {
+        (Some(input), Some(cached)) => cached <= input,
+        _ => true,
+    };
+    count(6) && count(7) && count(8) && within
+}
+
 /// The summary of a streamed trace, and how it was computed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamedSummary {
@@ -435,8 +465,9 @@ pub struct StreamedSummary {
     pub samples: u64,
 }
 
-/// The summary of the trace in the Parquet `files`, streamed: the figures a load gives (every count, percentile,
-/// maximum and total exactly; means summed in another order when more than [`KEEP`] latencies came).
+/// The summary of the trace in the Parquet `files`, streamed: on a valid trace, the figures a load gives (every
+/// count, percentile, maximum and total exactly; means summed in another order when more than [`KEEP`] latencies
+/// came). Of the rows a load rejects, those breaking the rules checked here are left out too.
 ///
 /// # Errors
 /// As [`Streamed::open`] and [`Streamed::read_tokens`].

@@ -167,9 +167,9 @@ const MS: i64 = 1_000_000;
 /// 2025-11-24, in ns: the times below are after it.
 const T0: i64 = 1_764_000_000_000_000_000;
 
-/// Two requests, a duplicate, a request without id, one timed in seconds, an orphan token, a token without time, an
-/// index gap.
-const ROWS: [Row; 13] = [
+/// Two requests, a duplicate, a request without id, one timed in seconds, one with a negative count, an orphan
+/// token, a token without time, one with a negative index, an index gap.
+const ROWS: [Row; 15] = [
     ("request", Some("a"), Some(T0 + 1_000 * MS), None, None, None),
     ("request", Some("a"), Some(T0 + 5), None, None, None),
     ("request", Some("b"), Some(T0 + 1_000 * MS), Some(3), None, None),
@@ -183,12 +183,14 @@ const ROWS: [Row; 13] = [
     ("token", Some("b"), None, None, Some(1), Some(T0 + 1_520 * MS)),
     ("token", Some("b"), None, None, Some(2), None),
     ("request", Some("c"), Some(1_764_000_000), None, None, None),
+    ("request", Some("d"), Some(T0), Some(-1), None, None),
+    ("token", Some("d"), None, None, Some(-1), Some(T0 + 10 * MS)),
 ];
 
 #[test]
 fn figures_by_hand_with_the_rows_a_load_rejects_left_out_and_counted() {
     let dir = tempfile::tempdir().unwrap();
-    for group in [1, 2, 5, 13] {
+    for group in [1, 2, 5, 15] {
         let file = dir.path().join(format!("hand-{group}.parquet"));
         write_rows(&file, &ROWS, group);
         let done = summarize(std::slice::from_ref(&file), None, Slo::DEFAULT).unwrap();
@@ -210,10 +212,10 @@ fn figures_by_hand_with_the_rows_a_load_rejects_left_out_and_counted() {
         assert_eq!(
             done.skipped,
             Skipped {
-                incomplete_requests: 2,
+                incomplete_requests: 3,
                 duplicate_requests: 1,
                 outside_window: 0,
-                incomplete_tokens: 1,
+                incomplete_tokens: 2,
                 orphan_tokens: 1,
                 incomplete_steps: 0,
             }

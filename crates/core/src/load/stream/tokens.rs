@@ -20,15 +20,13 @@ const ORPHAN: u32 = u32::MAX - 1;
 /// A request the window leaves out: its tokens are left out too.
 pub(super) const OUTSIDE: u32 = u32::MAX;
 
-/// Tokens of a request emitted in one time bucket (a timeline's unit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Tokens of a group emitted in one time bucket (a timeline's unit), and those of requests that met the objectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TokenCount {
-    /// The request, an index into [`Streamed::requests`].
-    pub request: u32,
-    /// The bucket: (emitted − start) / width, rounded down.
-    pub bucket: i64,
     /// Tokens.
-    pub n: u32,
+    pub n: u64,
+    /// Tokens of requests that met the objectives.
+    pub good: u64,
 }
 
 /// Consecutive token rows of one request in a batch.
@@ -77,6 +75,7 @@ struct Batch<W> {
 }
 
 fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P) -> Result<Batch<P::Work>, String> {
+    c.check(0, "string")?;
     c.check(1, "string")?;
     c.check(2, "int")?;
     c.check(3, "int")?;
@@ -91,9 +90,11 @@ fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P
         if c.kind(i) != Some("token") {
             continue;
         }
-        let (Some(rid), Some(index), Some(emitted)) =
-            (c.str(1, i), c.int(2, i), c.int(3, i).filter(|&t| is_epoch_ns(t)))
-        else {
+        let (Some(rid), Some(index), Some(emitted)) = (
+            c.str(1, i),
+            c.int(2, i).filter(|&n| n >= 0),
+            c.int(3, i).filter(|&t| is_epoch_ns(t)),
+        ) else {
             out.incomplete += 1;
             continue;
         };
@@ -159,6 +160,9 @@ impl Streamed {
         let ids = &*ids;
         let mut open: Option<Run> = None;
         let mut unordered: Option<String> = None;
+        let mut last_at: Option<At> = None;
+        let paths: Vec<String> = files.iter().map(|f| f.path().display().to_string()).collect();
+        let place = |at: At, why: &str| format!("{}: {why}", paths[at.file]);
         let close = |run: Run, requests: &mut [RequestFacts]| -> Result<(), String> {
             if !run.kept() || !facts {
                 return Ok(());
@@ -186,7 +190,7 @@ impl Streamed {
             pass.merge(state, batch.work);
             for run in batch.runs {
                 if facts {
-                    if run.request == ORPHAN {
+                    if run.request == ORPHAN && window.is_none() {
                         skipped.orphan_tokens += u64::from(run.count);
                     } else if run.kept() {
                         let (lo, hi) = token_extent.unwrap_or((run.min_emitted, run.max_emitted));
@@ -222,17 +226,18 @@ impl Streamed {
             &TOKEN_COLUMNS,
             |kind, rg| matches!(kind, None | Some("token")) && window.as_ref().is_none_or(|w| !outside(rg, w)),
             |c, at| decode(c, at, ids, pass),
-            |batch: Batch<P::Work>, _at| {
-                // Every error of the merge is one of order: kept to be said as such.
-                merge(batch).inspect_err(|why| unordered = Some(why.clone()))
+            |batch: Batch<P::Work>, at: At| {
+                last_at = Some(at);
+                // Every error of the merge is one of order: kept to be said as such, with the file and row group.
+                merge(batch).inspect_err(|why| unordered = Some(place(at, why)))
             },
         );
         if let Some(why) = unordered {
             return Err(StreamError::Unordered(why));
         }
         result?;
-        if let Some(o) = open {
-            close(o, requests).map_err(StreamError::Unordered)?;
+        if let (Some(o), Some(at)) = (open, last_at) {
+            close(o, requests).map_err(|why| StreamError::Unordered(place(at, &why)))?;
         }
         Ok(())
     }
@@ -266,13 +271,30 @@ impl Streamed {
         Ok(second.finish())
     }
 
-    /// Pass 3 for a timeline: the tokens of each request per bucket of `every` ns from `start`.
+    /// Pass 3 for a timeline: the tokens per group and bucket of `every` ns from `start` (the bucket: (emitted −
+    /// start) / every, rounded down), and those of requests that met the objectives; `group` and `good` are given
+    /// per request. Memory holds a count per group and bucket, never one per token.
     ///
     /// # Errors
     /// As [`Self::read_tokens`].
-    pub fn count_tokens(&mut self, start: i64, every: i64) -> Result<Vec<TokenCount>, StreamError> {
-        let mut counts = Vec::new();
-        self.token_pass(&Buckets { start, every }, &mut counts, false)?;
+    pub fn count_tokens(
+        &mut self,
+        start: i64,
+        every: i64,
+        group: &[u32],
+        good: &[bool],
+    ) -> Result<FxHashMap<(u32, i64), TokenCount>, StreamError> {
+        let mut counts = FxHashMap::default();
+        self.token_pass(
+            &Buckets {
+                start,
+                every,
+                group,
+                good,
+            },
+            &mut counts,
+            false,
+        )?;
         Ok(counts)
     }
 }
@@ -336,26 +358,34 @@ impl Pass for Again {
     }
 }
 
-/// Tokens per request and time bucket.
-struct Buckets {
+/// Tokens per group and time bucket.
+struct Buckets<'a> {
     start: i64,
     every: i64,
+    group: &'a [u32],
+    good: &'a [bool],
 }
 
-impl Pass for Buckets {
-    type Work = Vec<TokenCount>;
-    type State = Vec<TokenCount>;
-    fn work(&self) -> Vec<TokenCount> {
-        Vec::new()
+impl Pass for Buckets<'_> {
+    type Work = FxHashMap<(u32, i64), TokenCount>;
+    type State = FxHashMap<(u32, i64), TokenCount>;
+    fn work(&self) -> Self::Work {
+        FxHashMap::default()
     }
-    fn token(&self, work: &mut Vec<TokenCount>, request: u32, emitted: i64) {
+    fn token(&self, work: &mut Self::Work, request: u32, emitted: i64) {
+        let r = request as usize;
         let bucket = (emitted - self.start).div_euclid(self.every);
-        match work.last_mut() {
-            Some(last) if last.request == request && last.bucket == bucket => last.n += 1,
-            _ => work.push(TokenCount { request, bucket, n: 1 }),
+        let c = work.entry((self.group[r], bucket)).or_default();
+        c.n += 1;
+        if self.good[r] {
+            c.good += 1;
         }
     }
-    fn merge(&self, state: &mut Vec<TokenCount>, work: Vec<TokenCount>) {
-        state.extend(work);
+    fn merge(&self, state: &mut Self::State, work: Self::Work) {
+        for (key, c) in work {
+            let s = state.entry(key).or_default();
+            s.n += c.n;
+            s.good += c.good;
+        }
     }
 }
