@@ -20,6 +20,10 @@ mod diff;
 mod export;
 #[path = "findings.rs"]
 mod findings;
+#[path = "findings_by_hand.rs"]
+mod findings_by_hand;
+#[path = "findings_windowed.rs"]
+mod findings_windowed;
 #[path = "fit.rs"]
 mod fit;
 #[path = "fleet.rs"]
@@ -48,6 +52,8 @@ mod server_logs;
 mod sglang_engine;
 #[path = "stats.rs"]
 mod stats;
+#[path = "streamed.rs"]
+mod streamed;
 #[path = "streams.rs"]
 mod streams;
 #[path = "synth.rs"]

@@ -1,0 +1,88 @@
+//! Streamed figures from the command line: a Parquet trace over the memory budget is summarised and charted
+//! streamed, with the loaded figures; what cannot be streamed says so; `findings` says what needs the trace loaded.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common::tokenscope;
+use serde_json::Value;
+
+#[test]
+fn a_parquet_trace_over_the_memory_budget_is_summarised_streamed_with_the_same_figures() {
+    let demo = "sample_traces/demo.parquet";
+    let (code, loaded, err) = tokenscope(&["summary", demo, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("streamed"), "{err}");
+    // 100 MB is below the fixed cost of any load (150 MB): the demo cannot be loaded within it, so it is streamed.
+    let (code, streamed, err) = tokenscope(&["summary", demo, "--json", "--memory-budget", "100MB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet file(s)"),
+        "{err}"
+    );
+    let (loaded, streamed): (Value, Value) = (
+        serde_json::from_str(&loaded).unwrap(),
+        serde_json::from_str(&streamed).unwrap(),
+    );
+    // 309 requests; every figure the same, to the last digit.
+    assert_eq!(streamed["requests"], 309);
+    for key in [
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "span_ms",
+        "ttft_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "itl_ms",
+    ] {
+        assert_eq!(streamed[key], loaded[key], "{key}");
+    }
+    assert_eq!(streamed["computed_by"], "streamed");
+    // A joined trace cannot be streamed: --out-of-core says why and how to open it.
+    let (code, _, err) = tokenscope(&[
+        "summary",
+        "sample_traces/llamacpp_incident_joined.parquet",
+        "--out-of-core",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot be streamed: ") && err.contains("joined") && err.contains("leave out --out-of-core"),
+        "{err}"
+    );
+}
+
+#[test]
+fn over_the_memory_budget_the_timeline_streams_and_findings_says_what_needs_the_trace() {
+    let demo = "sample_traces/demo.parquet";
+    let timeline = |extra: &[&str]| {
+        let mut args = vec!["timeline", demo, "--every", "20s", "--format", "csv"];
+        args.extend(extra);
+        tokenscope(&args)
+    };
+    let (code, loaded, err) = timeline(&[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, streamed, err) = timeline(&["--memory-budget", "100MB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet"),
+        "{err}"
+    );
+    // The demo's 100 s in 20 s buckets: 6 rows and the header, every cell the loaded one's.
+    assert_eq!(streamed.lines().count(), 7, "{streamed}");
+    assert_eq!(loaded.lines().count(), 7, "{loaded}");
+    // Every cell the loaded one's; a mean over steps to 1e-12 (the steps are summed in the file's order).
+    for (a, b) in streamed.lines().zip(loaded.lines()) {
+        for (x, y) in a.split(',').zip(b.split(',')) {
+            let same = x == y
+                || matches!((x.parse::<f64>(), y.parse::<f64>()), (Ok(x), Ok(y)) if (x - y).abs() <= 1e-12 * y.abs());
+            assert!(same, "{x} against {y} in\n{a}\n{b}");
+        }
+    }
+    let (code, _, err) = tokenscope(&["findings", demo, "--memory-budget", "100MB"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("more than the budget of 100 MB") && err.contains("findings needs the trace loaded"),
+        "{err}"
+    );
+}
