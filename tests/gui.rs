@@ -10,9 +10,9 @@ use egui_kittest::kittest::Queryable;
 use tokenscope::ui::{App, TraceSource};
 use tokenscope::view::viewport::Viewport;
 
-const SECOND: i64 = 1_000_000_000;
+pub(crate) const SECOND: i64 = 1_000_000_000;
 
-fn demo_app() -> App {
+pub(crate) fn demo_app() -> App {
     let mut app = App::new(TraceSource::Demo, None);
     app.wait_loaded();
     app
@@ -21,7 +21,7 @@ fn demo_app() -> App {
 /// Runs the app until it settles, waiting for the background jobs a frame starts (the findings of a trace just
 /// loaded, an interference analysis): on a busy machine they outlast `run`'s few steps, and a spinner keeps
 /// repainting meanwhile.
-fn settle(h: &mut Harness<'static, App>) {
+pub(crate) fn settle(h: &mut Harness<'static, App>) {
     for _ in 0..100 {
         h.step();
         if let Some(s) = h.state_mut().session_mut() {
@@ -35,7 +35,7 @@ fn settle(h: &mut Harness<'static, App>) {
     h.run();
 }
 
-fn harness(app: App) -> Harness<'static, App> {
+pub(crate) fn harness(app: App) -> Harness<'static, App> {
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
@@ -47,13 +47,13 @@ fn harness(app: App) -> Harness<'static, App> {
 }
 
 /// The screen x of a time, from the last frame's viewport and time axis.
-fn x_of(h: &Harness<'_, App>, t_ns: i64) -> f32 {
+pub(crate) fn x_of(h: &Harness<'_, App>, t_ns: i64) -> f32 {
     let w = &h.state().session().unwrap().waterfall;
     let (vp, rect) = (w.viewport.unwrap(), w.time_rect.unwrap());
     rect.left() + vp.x_from_time(t_ns) as f32
 }
 
-fn t0(h: &Harness<'_, App>) -> i64 {
+pub(crate) fn t0(h: &Harness<'_, App>) -> i64 {
     h.state().session().unwrap().view.t0_ns
 }
 
@@ -390,7 +390,8 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     let full = h.state().session().unwrap().waterfall.viewport.unwrap();
     h.get_by_label_contains("doc-96k's prefill of 96,213 prompt tokens")
         .click();
-    h.run();
+    // The click starts an interference analysis of the zoomed range: waited for, not raced.
+    settle(&mut h);
     let app = h.state();
     let trace = &app.session().unwrap().view.trace;
     let doc = trace.request_row("doc-96k").unwrap();
@@ -465,7 +466,7 @@ fn copy_2x_png_of_the_views_puts_the_offscreen_render_on_the_clipboard() {
 }
 
 /// The app on a file or directory, loaded, settled.
-fn harness_on(path: &str) -> Harness<'static, App> {
+pub(crate) fn harness_on(path: &str) -> Harness<'static, App> {
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
     assert!(app.session().is_some(), "{path} opened");
@@ -661,259 +662,6 @@ fn the_timeline_follows_the_waterfall_and_a_drag_across_it_selects_a_range() {
 }
 
 #[test]
-fn a_dataset_shows_what_it_holds_and_opens_the_part_chosen() {
-    use tokenscope::format::partition::{PartitionKey, write_partitioned};
-    use tokenscope::ingest::Progress;
-    use tokenscope::load::load;
-    // The demo cut by hour and source: one hour, two instances, two files.
-    let demo = load(std::path::Path::new("sample_traces/demo.parquet"), &Progress::default())
-        .unwrap()
-        .trace;
-    let dir = tempfile::tempdir().unwrap();
-    write_partitioned(&demo, dir.path(), &[PartitionKey::Hour, PartitionKey::Source], None).unwrap();
-    let mut app = App::new(TraceSource::Path(dir.path().into()), None);
-    assert!(
-        app.session().is_none(),
-        "a dataset is not loaded before its part is chosen"
-    );
-    assert_eq!(
-        app.dataset_dialog().unwrap().wait(),
-        None,
-        "a dataset: the dialog stays"
-    );
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 860.0))
-        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
-    h.run();
-    h.get_by_label("Open a dataset");
-    h.get_by_label("source (2 values)");
-    h.get_by_label("hour (1 value)");
-    h.get_by_label_contains("reads 2 of 2 files");
-    // Unchecking an instance leaves one file to read.
-    h.get_by_label("vllm-1").click();
-    h.run();
-    h.get_by_label_contains("reads 1 of 2 files");
-    h.get_by_label_contains("where source=vllm-0");
-    // Up to 08:00:50 UTC (the demo's first request arrives at 08:00:00.466).
-    let to = 1_764_403_250_000_000_000;
-    h.state_mut().dataset_dialog().unwrap().to = "2025-11-29T08:00:50".to_owned();
-    h.run();
-    h.get_by_label_contains("to 2025-11-29T08:00:50");
-    h.get_by_label("Open").click();
-    h.run();
-    h.state_mut().wait_loaded();
-    h.step();
-    h.state_mut().session_mut().unwrap().findings.wait();
-    h.run();
-    // What a filter written independently keeps: vllm-0's requests arriving in the first 50 s.
-    let vllm0 = demo.labels.lookup("vllm-0").unwrap();
-    let want = (0..demo.request_count())
-        .filter(|&r| demo.requests.source[r] == vllm0 && demo.requests.arrival_ns[r] < to)
-        .count();
-    assert!(want > 50 && want < 172, "{want}");
-    let shown = h.state().session().expect("the part is shown");
-    assert_eq!(shown.view.trace.request_count(), want);
-    assert_eq!(shown.view.engines.len(), 1, "one instance's steps");
-    assert!(h.state_mut().dataset_dialog().is_none(), "the dialog closed");
-}
-
-#[test]
-fn a_trace_above_the_memory_budget_is_not_loaded_and_the_app_says_what_fits() {
-    // A 1 MB budget: the demo (3 MB of Parquet) is estimated far above it.
-    let mut app = App::with_budget(
-        TraceSource::Path("sample_traces/demo.parquet".into()),
-        None,
-        Some(1_000_000),
-    );
-    app.wait_loaded();
-    assert!(app.session().is_none());
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 860.0))
-        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
-    h.run();
-    h.get_by_label_contains("more than the budget of 1 MB");
-    // 1 MB is under the load's fixed cost: no part of the trace fits, and none is proposed.
-    h.get_by_label_contains("no part of it fits: any load takes about 150 MB");
-    assert_eq!(h.state().memory_budget(), 1_000_000);
-}
-
-#[test]
-fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects_both() {
-    use tokenscope::analysis::diff::{Metric, most_changed};
-    use tokenscope::synth::arrivals::ReplayOptions;
-    use tokenscope::synth::{Scenario, SynthOptions, generate};
-    use tokenscope::ui::stats::Grouping;
-    // B: the demo's engines and traffic with no incident planted (`synth --scenario steady`).
-    let steady = generate(&SynthOptions {
-        scenario: Scenario::Steady,
-        seed: 1,
-        requests: None,
-        arrivals: None,
-        replay: ReplayOptions::default(),
-        sources: 1,
-        prefix_cache_tokens: None,
-        profile: tokenscope::synth::ProfileChoice::default(),
-        chunked_prefill: None,
-        plant: None,
-    })
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let b_path = dir.path().join("steady.parquet");
-    tokenscope::format::write(&steady, &b_path).unwrap();
-    let mut h = harness(demo_app());
-    // File > Compare with path…, the path typed, Enter.
-    h.get_by_label("File").click();
-    h.run();
-    h.get_by_label("Compare with path…").click();
-    h.run();
-    h.get_by_label("Compare with (B):").focus();
-    h.get_by_label("Compare with (B):").type_text(b_path.to_str().unwrap());
-    h.key_press(Key::Enter);
-    h.step();
-    h.state_mut().wait_compared();
-    h.run();
-    let c = h.state().comparing().expect("comparing");
-    let cmp = std::sync::Arc::clone(c.comparison.as_ref().expect("compared"));
-    // The demo is the steady traffic (req-00000 .. req-00299, the same ids) plus 9 planted requests.
-    assert_eq!(cmp.pairing.pairs.len(), 300);
-    h.get_by_label_contains("Requests paired by request_id: 300 pairs, 9 only in A, 0 only in B");
-    // The incidents of the demo are gone in B: its EOS mis-trigger among them.
-    h.get_by_label_contains("gone · critical · EOS mis-trigger med-question");
-    h.get_by_label("TTFT p99 ms");
-    // How far B is from A, figure by figure (as `diff --fidelity`), folded until clicked.
-    let fidelity = tokenscope::analysis::fidelity::from_summaries(&cmp.a, &cmp.b, Default::default());
-    let (compared, within) = fidelity.score();
-    assert_eq!(compared, 20, "every figure has both sides");
-    let header = format!("Fidelity of B to A: {within} of 20 figures within 10 % or 5 ms");
-    assert!(h.query_all_by_label("p50").next().is_none(), "folded");
-    h.get_by_label(&header).click();
-    h.run();
-    let ttft = fidelity.get("TTFT", 50).unwrap();
-    let text = format!("{:+.1} %", ttft.error_pct.unwrap());
-    assert!(h.query_all_by_label(&text).next().is_some(), "{text}");
-    assert_eq!(h.query_all_by_label("p50").count(), 5, "one p50 row per figure");
-    h.get_by_label(&header).click();
-    h.run();
-    // Both waterfalls are drawn, B on A's time axis measured from each trace's start.
-    let (a_t0, b_t0) = (t0(&h), h.state().comparing().unwrap().other.view.t0_ns);
-    let rel = |start: i64, t0: i64| start - t0;
-    let a_vp = h.state().session().unwrap().waterfall.viewport.unwrap();
-    let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
-    assert_eq!(rel(a_vp.start_ns, a_t0), rel(b_vp.start_ns, b_t0));
-    assert_eq!(a_vp.ns_per_point, b_vp.ns_per_point);
-    // The request whose TTFT changed most, clicked in the window, is selected in both traces.
-    let top = most_changed(&cmp.deltas, Metric::Ttft, 1)[0];
-    let a_trace = std::sync::Arc::clone(&h.state().session().unwrap().view.trace);
-    let name = a_trace.request_id(top.a).to_owned();
-    // (It may be listed under TPOT too: the TTFT list comes first.)
-    h.query_all_by_label(&name).next().unwrap().click();
-    h.run();
-    assert_eq!(h.state().session().unwrap().selected, Some(top.a));
-    assert_eq!(h.state().comparing().unwrap().other.selected, Some(top.b));
-    // Going to a request of A (a finding's click) selects its twin in B.
-    let (ra, rb) = (
-        a_trace.request_row("req-00052").unwrap(),
-        h.state()
-            .comparing()
-            .unwrap()
-            .other
-            .view
-            .trace
-            .request_row("req-00052")
-            .unwrap(),
-    );
-    let at = a_trace.requests.arrival_ns[ra as usize];
-    h.state_mut().go_to(at, at + SECOND, Some(ra), None);
-    h.run();
-    assert_eq!(h.state().comparing().unwrap().other.selected, Some(rb));
-    // Zooming A (W) moves B with it.
-    h.hover_at(pos2(700.0, 200.0));
-    h.key_press(Key::W);
-    h.run();
-    let a_vp = h.state().session().unwrap().waterfall.viewport.unwrap();
-    let b_vp = h.state().comparing().unwrap().other.waterfall.viewport.unwrap();
-    assert!(a_vp.ns_per_point < b_vp.ns_per_point * 1.01 && a_vp.ns_per_point > b_vp.ns_per_point * 0.99);
-    assert_eq!(rel(a_vp.start_ns, a_t0), rel(b_vp.start_ns, b_t0));
-    // Moving A to the trace's last seconds moves B there, and B brings tracks alive there into view.
-    let late = Viewport::fit(a_t0 + 95 * SECOND, a_t0 + 99 * SECOND, a_vp.width);
-    h.state_mut().session_mut().unwrap().waterfall.viewport = Some(late);
-    h.state_mut().comparing_mut().unwrap().other.waterfall.scroll_y = 0.0;
-    h.run();
-    let offset = h.state().comparing().unwrap().offset_ns(a_t0);
-    let b = &h.state().comparing().unwrap().other;
-    assert_eq!(b.waterfall.viewport.unwrap().start_ns, late.start_ns + offset);
-    assert!(b.waterfall.scroll_y > 0.0, "B scrolled to requests alive at 95 s");
-    // The timeline computes B's series with A's buckets, drawn dashed over A's.
-    #[cfg(feature = "query")]
-    {
-        h.get_by_label("Timeline").click();
-        h.step();
-        h.state_mut().session_mut().unwrap().timeline.wait();
-        h.step();
-        h.state_mut().comparing_mut().unwrap().other.timeline.wait();
-        h.run();
-        let a_width = h.state().session().unwrap().timeline.shown_width();
-        let b = &h.state().comparing().unwrap().other.timeline;
-        assert!(a_width.is_some());
-        assert_eq!(b.shown_width(), a_width, "B in A's buckets");
-        assert!(b.rows().is_some_and(|r| !r.rows.is_empty()));
-    }
-    // The Statistics window draws B's CDFs over A's: every request of B, or the group's.
-    h.get_by_label("Statistics").click();
-    h.run();
-    let c = h.state_mut().comparing_mut().unwrap();
-    assert_eq!(c.samples(Grouping::All, None).ttft_ms.len(), 300);
-    let chat = steady
-        .requests
-        .app_id
-        .iter()
-        .filter(|&&l| steady.label(l) == Some("chat"))
-        .count();
-    assert!(chat > 0 && chat < 300, "{chat}");
-    assert_eq!(
-        c.samples(
-            Grouping::By(tokenscope::analysis::summary::GroupBy::AppId),
-            Some("chat")
-        )
-        .ttft_ms
-        .len(),
-        chat
-    );
-    h.state_mut().show_stats = false;
-    h.run();
-    // Stop comparing: one waterfall again.
-    h.get_by_label("Stop comparing").click();
-    h.run();
-    assert!(h.state().comparing().is_none());
-}
-
-#[test]
-fn a_comparison_asked_while_a_loads_waits_for_it_and_a_bad_b_leaves_a_on_screen() {
-    // `tokenscope A --compare B`: B is asked for before A is loaded.
-    let mut app = App::new(TraceSource::Path("sample_traces/long_prefill.jsonl".into()), None);
-    app.compare_with(TraceSource::Path("sample_traces/four_requests.jsonl".into()));
-    app.wait_compared();
-    let h = harness(app);
-    let shown = h.state().session().unwrap();
-    assert_eq!(shown.view.trace.request_count(), 10, "A: long_prefill.jsonl");
-    let c = h.state().comparing().expect("B compared with A once A was on screen");
-    assert_eq!(c.other.view.trace.request_count(), 4, "B: four_requests.jsonl");
-    // Nothing in common: 4 requests named r1..r4 against req-* and the planted ones.
-    h.get_by_label_contains("Requests not paired: fewer than half");
-    // A B that cannot be read says so, and A stays, with no comparison.
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("broken.parquet");
-    std::fs::write(&bad, b"PAR1 not parquet").unwrap();
-    let mut app = demo_app();
-    app.compare_with(TraceSource::Path(bad));
-    app.wait_compared();
-    let h = harness(app);
-    assert!(h.state().comparing().is_none());
-    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
-    h.get_by_label_contains("Cannot compare: ");
-}
-
-#[test]
 fn a_token_with_a_hundred_thousand_candidates_lists_the_first_hundred() {
     // One request, one token written with 100,000 candidates.
     const T0: i64 = 1_764_403_200_000_000_000;
@@ -1008,126 +756,4 @@ fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request
     let k = s.view.rows.iter().position(|&x| x == r).unwrap() as f32;
     let (top, height) = (k * 16.0 - s.waterfall.scroll_y, rect.height());
     assert!(top >= 0.0 && top + 16.0 <= height, "track {k} at {top} in {height}");
-}
-
-#[test]
-fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
-    // The demo in row groups of 100 rows: a load of some 450 row groups, whose requests come first.
-    let demo = tokenscope::load::load(std::path::Path::new("sample_traces/demo.parquet"), &Default::default())
-        .unwrap()
-        .trace;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("demo-small-groups.parquet");
-    tokenscope::format::parquet::write_with_row_groups(&demo, &path, 100).unwrap();
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 860.0))
-        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::new(TraceSource::Path(path), None));
-    let start = std::time::Instant::now();
-    while h.state().preview_requests().is_none() {
-        assert!(
-            h.state().session().is_none(),
-            "the load ended before a preview was drawn"
-        );
-        assert!(start.elapsed().as_secs() < 60, "no preview");
-        h.step();
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let shown = h.state().preview_requests().unwrap();
-    assert!(shown > 0 && shown <= 309, "{shown}");
-    h.get_by_label_contains("read so far. Findings and statistics start when the load ends.");
-    h.state_mut().wait_loaded();
-    h.step();
-    assert_eq!(h.state().preview_requests(), None);
-    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
-}
-
-#[test]
-fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_font() {
-    // kittest fails a frame that draws a glyph no font has; .ci/run installs fonts-wqy-microhei, so CI draws these.
-    let text = "你好，世界 · こんにちは · 안녕하세요";
-    let Some((path, _)) = tokenscope::ui::theme::cjk_font() else {
-        eprintln!("no CJK font on this machine (.ci/run installs fonts-wqy-microhei): not drawn");
-        return;
-    };
-    eprintln!("CJK font: {}", path.display());
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(500.0, 80.0))
-        .with_context_setup(tokenscope::ui::theme::install_fonts)
-        .build_ui(|ui| {
-            ui.label(text);
-        });
-    h.run();
-    h.get_by_label(text);
-}
-
-#[test]
-fn a_server_log_opens_as_counter_rows_and_its_times_can_be_given_a_date_and_zone() {
-    // vLLM's log of a minute of overload: no request, no step, nine stats lines.
-    let mut h = harness_on("sample_traces/engines/vllm-log/server.log");
-    h.get_by_label_contains("no requests · no tokens · no steps · 9 counter samples");
-    let view = &h.state().session().unwrap().view;
-    assert_eq!(view.sampled.len(), 1, "one instance's counter rows");
-    assert_eq!(view.sampled[0].max[1], 46.0, "waiting peaks at 46");
-    let before = view.trace.samples.time_ns[0];
-    // File > Server log times…: a zone that is not one is refused where it was typed, and nothing is reopened.
-    h.get_by_label("File").click();
-    h.run();
-    h.get_by_label("Server log times…").click();
-    h.run();
-    h.get_by_label("Server's zone:").focus();
-    h.get_by_label("Server's zone:").type_text("Asia/Shanghai");
-    h.run();
-    h.get_by_label("Apply and open again").click();
-    h.run();
-    h.get_by_label_contains("is not a zone offset");
-    assert_eq!(h.state().log_clock().utc_offset_s, None);
-    // Then +08:00: the same readings, eight hours earlier on the epoch.
-    h.get_by_label("Server's zone:").focus();
-    h.key_press_modifiers(egui::Modifiers::COMMAND, Key::A);
-    h.get_by_label("Server's zone:").type_text("+08:00");
-    h.run();
-    h.get_by_label("Apply and open again").click();
-    h.step();
-    h.state_mut().wait_loaded();
-    settle(&mut h);
-    assert_eq!(h.state().log_clock().utc_offset_s, Some(8 * 3600));
-    assert!(
-        h.query_by_label("Apply and open again").is_none(),
-        "the row is closed once applied"
-    );
-    let after = h.state().session().unwrap().view.trace.samples.time_ns[0];
-    assert_eq!(before - after, 8 * 3_600_000_000_000);
-}
-
-#[test]
-fn a_saved_stream_opens_with_its_tokens_and_candidates_and_no_latency_made_up() {
-    // The body of a real llama.cpp chat stream, saved with curl: tokens and candidates, no times.
-    let mut h = harness_on("tests/data/record/chat_eos_omitted.sse");
-    h.get_by_label_contains("1 requests · 6 tokens · no steps · no times (a saved stream: order only)");
-    h.state_mut().session_mut().unwrap().selected = Some(0);
-    h.run();
-    h.get_by_label_contains("no times: the source wrote none (a saved stream)");
-    h.get_by_label_contains("No times in this trace (a saved stream)");
-    // No latency is made up from the placeholder spacing: the header has no TTFT.
-    assert!(h.query_by_label_contains("TTFT").is_none());
-    // The tokens are there to inspect, with the server's candidates: the first token's three.
-    let m = h.state().session().unwrap().microscope.as_ref().unwrap();
-    let trace = &h.state().session().unwrap().view.trace;
-    assert_eq!(trace.tokens_of(m.request).len(), 6);
-    assert_eq!(trace.candidates_of(trace.tokens_of(m.request).start).len(), 3);
-}
-
-#[test]
-fn the_date_and_zone_given_at_start_apply_to_the_trace_given_at_start() {
-    // `tokenscope server.log --log-date 2025-11-03 --log-tz +08:00`: the app's first load reads the log with them.
-    let log = TraceSource::Path("sample_traces/engines/vllm-log/server.log".into());
-    let clock = tokenscope::import::log_clock::LogClock {
-        date: chrono::NaiveDate::from_ymd_opt(2025, 11, 3),
-        utc_offset_s: Some(8 * 3600),
-    };
-    let mut app = App::with_log_clock(log, None, None, None, clock);
-    app.wait_loaded();
-    let first = app.session().unwrap().view.trace.samples.time_ns[0];
-    // The first stats line is printed 11-03 16:00:37 local: 08:00:37 UTC on 2025-11-03.
-    assert_eq!(first, 1_762_156_837_000_000_000);
 }

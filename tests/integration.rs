@@ -32,6 +32,10 @@ mod fleet;
 mod formats;
 #[path = "gui.rs"]
 mod gui;
+#[path = "gui_compare.rs"]
+mod gui_compare;
+#[path = "gui_opening.rs"]
+mod gui_opening;
 #[path = "gui_random.rs"]
 mod gui_random;
 #[path = "import.rs"]
