@@ -95,6 +95,12 @@ fn drive(seed: u64, steps: usize, files: &[PathBuf]) {
         .with_max_steps(SETTLE_FRAMES)
         .allow_missing_glyphs()
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    // The first frame starts the findings on a thread: waited for, so that a busy machine cannot outlast the frames
+    // `run` allows.
+    h.step();
+    if let Some(session) = h.state_mut().session_mut() {
+        session.findings.wait();
+    }
     h.run();
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     for step in 0..steps {
