@@ -3,12 +3,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-
 use crate::format::schema::CANDIDATES;
 use crate::ingest::LoadError;
-
-use super::*;
 
 /// The meta record's `clock` as the footer's statistics give it (the column's largest value over the row groups),
 /// without reading a record: `client` for a recording. `None` when the file has no such column or statistics, or
@@ -22,9 +18,7 @@ pub fn footer_clock(path: &Path) -> Option<String> {
 pub fn footer_text_range(path: &Path, column: &str) -> Option<(String, String)> {
     use parquet::file::statistics::Statistics;
     let f = File::open(path).ok()?;
-    let meta = crate::format::quiet::catch(|| ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()))
-        .ok()?
-        .ok()?;
+    let meta = super::decode_footer(&f, path).ok()?;
     let mut found: Option<(String, String)> = None;
     for rg in meta.metadata().row_groups() {
         for c in rg.columns().iter().filter(|c| c.column_path().string() == column) {
@@ -65,9 +59,7 @@ pub fn footer(path: &Path) -> Result<Footer, LoadError> {
         path: path.display().to_string(),
         source: e,
     })?;
-    let meta = crate::format::quiet::catch(|| ArrowReaderMetadata::load(&f, ArrowReaderOptions::new()))
-        .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
-        .map_err(|e| parquet_error(path, e))?;
+    let meta = super::decode_footer(&f, path)?;
     let mut out = Footer::default();
     for rg in meta.metadata().row_groups() {
         out.rows += u64::try_from(rg.num_rows()).unwrap_or(0);

@@ -31,6 +31,17 @@ pub const WRITE_ROW_GROUP_ROWS: usize = 64 * 1024;
 /// Rows per data page when writing (best effort): the unit a read of one request's candidates decodes.
 const WRITE_PAGE_ROWS: usize = 8192;
 
+/// The footer of a Parquet file, decoded: a panic of the decoder on a corrupt footer is this file's error, said so.
+fn decode_footer(
+    reader: &impl parquet::file::reader::ChunkReader,
+    path: &Path,
+) -> Result<parquet::arrow::arrow_reader::ArrowReaderMetadata, LoadError> {
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    crate::format::quiet::catch(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
+        .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
+        .map_err(|e| parquet_error(path, e))
+}
+
 fn parquet_error(path: &Path, e: impl std::fmt::Display) -> LoadError {
     LoadError::Parquet {
         path: path.display().to_string(),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::reader::ChunkReader;
 use rayon::prelude::*;
 
@@ -61,13 +61,7 @@ pub fn outside(rg: &parquet::file::metadata::RowGroupMetaData, w: &Window) -> bo
             .and_then(|c| c.statistics())
     };
     // The one value of a column in the group, when its statistics say all rows have it.
-    let only = |name: &str| match stats(name) {
-        Some(Statistics::ByteArray(s)) if s.null_count_opt() == Some(0) => match (s.min_opt(), s.max_opt()) {
-            (Some(a), Some(b)) if a == b => a.as_utf8().ok().map(str::to_owned),
-            _ => None,
-        },
-        _ => None,
-    };
+    let only = |name: &str| super::stream::only_value(rg, name);
     let range = |name: &str| match stats(name) {
         Some(Statistics::Int64(s)) => s.min_opt().copied().zip(s.max_opt().copied()),
         _ => None,
@@ -212,9 +206,7 @@ where
         };
         let reader = open().map_err(io)?;
         // A corrupt footer can make the decoder panic: that is this file's error, not a crash.
-        let meta = crate::format::quiet::catch(|| ArrowReaderMetadata::load(&reader, ArrowReaderOptions::new()))
-            .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
-            .map_err(|e| parquet_error(path, e))?;
+        let meta = super::decode_footer(&reader, path)?;
         let present: Vec<String> = meta.schema().fields().iter().map(|f| f.name().clone()).collect();
         if !present.iter().any(|p| p == KIND) {
             return Err(LoadError::MissingColumn {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
 use rayon::prelude::*;
@@ -34,9 +34,7 @@ impl StreamFile {
             path: path.display().to_string(),
             source: e,
         })?;
-        let meta = crate::format::quiet::catch(|| ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()))
-            .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
-            .map_err(|e| parquet_error(path, e))?;
+        let meta = super::decode_footer(&file, path)?;
         if meta.schema().field_with_name(KIND).is_err() {
             return Err(LoadError::MissingColumn {
                 path: path.display().to_string(),
@@ -79,7 +77,7 @@ impl StreamFile {
 }
 
 /// The one value of a string column in a row group, when its statistics show no null and min = max.
-fn only_value(rg: &RowGroupMetaData, name: &str) -> Option<String> {
+pub(super) fn only_value(rg: &RowGroupMetaData, name: &str) -> Option<String> {
     let stats = rg
         .columns()
         .iter()

@@ -19,7 +19,7 @@
 
 mod tokens;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rustc_hash::FxHashMap;
 
@@ -305,11 +305,6 @@ impl Streamed {
     /// The label with this index.
     pub fn label(&self, id: u32) -> &str {
         self.labels.get(id).unwrap_or(NO_LABEL)
-    }
-
-    /// The files streamed.
-    pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        self.files.iter().map(StreamFile::path)
     }
 }
 
