@@ -34,6 +34,8 @@ mod formats;
 mod gui;
 #[path = "gui_compare.rs"]
 mod gui_compare;
+#[path = "gui_live.rs"]
+mod gui_live;
 #[path = "gui_opening.rs"]
 mod gui_opening;
 #[path = "gui_random.rs"]

@@ -7,7 +7,7 @@
 
 use crate::common;
 #[path = "common/replay.rs"]
-mod replay;
+pub(crate) mod replay;
 
 use std::time::Duration;
 

@@ -100,6 +100,10 @@ pub struct RecordArgs {
     /// The trace to write (.parquet, .jsonl).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Show the run in the app as it is recorded: request tracks growing, tokens in the high-power view, findings
+    /// as their evidence comes. Closing the window (or Stop) ends the recording and writes OUTPUT.
+    #[arg(long)]
+    pub live: bool,
 }
 
 impl RecordArgs {
@@ -151,6 +155,9 @@ impl RecordArgs {
             seed: self.seed,
             journal: None,
         };
+        if self.live {
+            return self.run_live(&options);
+        }
         let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
         run(
             &options,
@@ -163,6 +170,45 @@ impl RecordArgs {
     }
 }
 
+impl RecordArgs {
+    /// `record --live`: the app shows the recording as it is made.
+    fn run_live(&self, options: &RecordOptions) -> Output {
+        let (options, prompts, stderr) = match prepare(options, &self.prompts, &self.output) {
+            Ok(p) => p,
+            Err(e) => return Output::error(e, 2),
+        };
+        let live = crate::ui::live::LiveOptions {
+            options,
+            prompts,
+            output: self.output.clone(),
+            raw: self.raw.clone(),
+            server_log: self.server_log.clone(),
+        };
+        match crate::ui::run_live(live) {
+            Ok(()) if self.output.exists() => Output {
+                stdout: format!("wrote {}\n", self.output.display()),
+                stderr,
+                code: 0,
+            },
+            Ok(()) => Output::error(
+                format!(
+                    "{} was not written; what was recorded is in {}, which opens as a trace",
+                    self.output.display(),
+                    record::journal::path_for(&self.output).display()
+                ),
+                1,
+            ),
+            Err(e) => Output::error(
+                format!(
+                    "cannot open the window: {e}. On a machine without a display, run under Xvfb, or record without \
+                     --live"
+                ),
+                1,
+            ),
+        }
+    }
+}
+
 /// Runs a recording and writes its trace (and raw capture).
 pub fn run(
     options: &RecordOptions,
@@ -172,101 +218,78 @@ pub fn run(
     output: &Path,
     progress: bool,
 ) -> Output {
-    if crate::format::encoding_of(output).is_none() {
-        return Output::error(
-            format!(
-                "{}: give the output a .parquet, .jsonl, .jsonl.gz or .jsonl.zst name",
-                output.display()
-            ),
-            2,
-        );
-    }
-    let prompts = match record::prompts::load(prompts_path) {
+    let (options, prompts, mut stderr) = match prepare(options, prompts_path, output) {
         Ok(p) => p,
         Err(e) => return Output::error(e, 2),
     };
-    let mut stderr = String::new();
+    let rec = match record::run_recording(&options, &prompts, progress, None) {
+        Ok(r) => r,
+        Err(e) => return Output::error(e, 2),
+    };
+    let finish = record::Finish {
+        raw,
+        server_log,
+        output,
+    };
+    match finish.write(&rec) {
+        Ok(written) => {
+            stderr.push_str(&written.notes);
+            written_output(&rec, &written, output, stderr)
+        }
+        Err(e) => Output::error(e, 1),
+    }
+}
+
+/// What `record` and the app's live recording check before a recording starts: the output's name and the prompts.
+/// The options to record with (writing their journal beside the output), the prompts, and notes of prompt lines
+/// skipped.
+///
+/// # Errors
+/// The output's name or the prompts' file, said.
+pub fn prepare(
+    options: &RecordOptions,
+    prompts_path: &Path,
+    output: &Path,
+) -> Result<(RecordOptions, Vec<record::prompts::Prompt>, String), String> {
+    if crate::format::encoding_of(output).is_none() {
+        return Err(format!(
+            "{}: give the output a .parquet, .jsonl, .jsonl.gz or .jsonl.zst name",
+            output.display()
+        ));
+    }
+    let prompts = record::prompts::load(prompts_path).map_err(|e| e.to_string())?;
+    let mut notes = String::new();
     for (line, why) in &prompts.rejected {
-        stderr.push_str(&format!(
+        notes.push_str(&format!(
             "note: {}:{line}: {why}; line skipped\n",
             prompts_path.display()
         ));
     }
     // What is received is written as it comes, beside the output: a killed recording leaves it, and it opens.
-    let journal = record::journal::path_for(output);
     let options = RecordOptions {
-        journal: Some(journal.clone()),
+        journal: Some(record::journal::path_for(output)),
         ..options.clone()
     };
-    let rec = match record::run_recording(&options, &prompts.prompts, progress, None) {
-        Ok(r) => r,
-        Err(e) => return Output::error(e, 2),
-    };
-    if let Some(raw) = raw
-        && let Err(e) = record::write_raw(&rec.outcomes, raw)
-    {
-        return Output::error(format!("cannot write {}: {e}", raw.display()), 1);
-    }
-    // The server's half, when given: joined with the recording, or the recording alone and why.
-    let joined = server_log.map(|log| join_server_log(&rec, log));
-    let (trace, notes) = match joined {
-        Some(Ok((trace, notes))) => (std::borrow::Cow::Owned(trace), notes),
-        Some(Err(why)) => {
-            stderr.push_str(&format!(
-                "note: the server's log was not joined, the recording is written alone: {why}\n"
-            ));
-            (std::borrow::Cow::Borrowed(&rec.trace), rec.report.notes.clone())
-        }
-        None => (std::borrow::Cow::Borrowed(&rec.trace), rec.report.notes.clone()),
-    };
-    if let Err(e) = crate::format::write(&trace, output) {
-        return Output::error(
-            format!(
-                "{e}; what was recorded is in {}, which opens as a trace",
-                journal.display()
-            ),
-            1,
-        );
-    }
-    // Written whole: the journal has done its job.
-    let _ = std::fs::remove_file(&journal);
-    for n in &notes {
-        stderr.push_str(&format!("note: {n}\n"));
-    }
-    let failed: Vec<&record::client::Outcome> = rec
+    Ok((options, prompts.prompts, notes))
+}
+
+/// What `record` prints once the trace is written.
+pub fn written_output(rec: &record::Recording, written: &record::Written, output: &Path, stderr: String) -> Output {
+    let failed = rec
         .outcomes
         .iter()
         .filter(|o| o.ending != record::client::Ending::Done)
-        .collect();
-    for o in failed.iter().take(5) {
-        stderr.push_str(&format!(
-            "note: {}: {}\n",
-            record::request_id(o.index),
-            o.error.as_deref().unwrap_or("failed")
-        ));
-    }
-    let ok = rec.outcomes.len() - failed.len();
+        .count();
+    let ok = rec.outcomes.len() - failed;
     Output {
         stdout: format!(
             "wrote {} ({} requests, {} tokens): {}\n",
             output.display(),
-            thousands(trace.request_count() as u64),
-            thousands(trace.token_count() as u64),
-            record::summary_line(&rec)
+            thousands(written.trace.request_count() as u64),
+            thousands(written.trace.token_count() as u64),
+            record::summary_line(rec)
         ),
         stderr,
         code: i32::from(ok == 0 && !rec.outcomes.is_empty()),
     }
-}
-
-/// The recording joined with the server's side of the run read from `log`: the joined trace and its notes.
-fn join_server_log(rec: &record::Recording, log: &Path) -> Result<(crate::trace::Trace, Vec<String>), String> {
-    use crate::load::join;
-    let server = crate::load::load(log, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
-    let names = ("the recording", &*log.display().to_string());
-    let pairs = join::pair(&rec.trace, &server.trace, (names.0, names.1)).map_err(|e| e.to_string())?;
-    let mut report = rec.report.clone();
-    report.notes.extend(server.report.notes);
-    let (trace, report) = join::build(rec.trace.clone(), &server.trace, &pairs, report);
-    Ok((trace, report.notes))
 }

@@ -8,8 +8,10 @@
 //! special token with no probability, and the load report says so.
 
 pub mod client;
+mod finish;
 pub mod journal;
 pub mod prompts;
+pub mod tail;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use crate::ingest::raw::Val;
 use crate::trace::report::{Encoding, SourceFile};
 use crate::trace::{Trace, TraceBuilder};
 use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
+pub use finish::{Finish, Written};
 use prompts::Prompt;
 
 /// What to record.
@@ -475,6 +478,7 @@ pub fn build_trace(
             )),
             temperature: options.sampling.temperature,
             trace_id: Some(&o.trace_id),
+            in_flight: false,
         };
         if openai::add_exchange(&mut stream, &x, &eos_ids, &mut sink, o.index as u64 + 1) {
             added_eos += 1;

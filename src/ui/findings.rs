@@ -34,6 +34,8 @@ pub struct FindingsState {
     draft: Option<(Thresholds, String)>,
     key: Option<Key>,
     job: Option<(Key, super::job::Job<Vec<Finding>>)>,
+    /// A live recording's: from this time on requests are still streaming, so findings reaching it are provisional.
+    pub open_from_ns: Option<i64>,
 }
 
 /// The colour of a severity.
@@ -94,6 +96,18 @@ impl FindingsState {
         self.job.is_some()
     }
 
+    /// Findings computed with a trace elsewhere (a live snapshot's, on its builder's thread) for these objectives
+    /// and thresholds: shown at once, the finding selected kept when there still is one at its place.
+    pub fn computed(&mut self, findings: Vec<Finding>, slo: Slo, thresholds: Thresholds, open_from_ns: Option<i64>) {
+        self.open_from_ns = open_from_ns;
+        if self.selected.is_some_and(|i| i >= findings.len()) {
+            self.selected = None;
+        }
+        self.findings = Some(findings);
+        self.key = Some(Key { slo, thresholds });
+        self.job = None;
+    }
+
     /// Waits for the findings being computed (tests use this).
     pub fn wait(&mut self) {
         if let Some((key, rx)) = self.job.take()
@@ -123,7 +137,7 @@ pub fn go_to(trace: &Trace, f: &Finding) -> Command {
     }
 }
 
-fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> egui::Response {
+fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool, provisional: bool) -> egui::Response {
     let fill = if selected {
         theme::SELECTED_ROW
     } else {
@@ -139,6 +153,11 @@ fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool) -> 
                     .small(),
             );
             ui.strong(f.kind.title());
+            if provisional {
+                ui.weak(RichText::new("provisional").italics().small()).on_hover_text(
+                    "A request in its window is still streaming: it may change, or go, as the run goes on",
+                );
+            }
         });
         ui.label(&f.summary);
         #[allow(clippy::cast_precision_loss)] // seconds of a trace
@@ -228,6 +247,9 @@ pub fn findings_ui(
     }
     let [c, w, i] = state.counts().unwrap_or_default();
     ui.label(format!("{c} critical · {w} warning · {i} info. Click one to go there."));
+    if state.open_from_ns.is_some() {
+        ui.weak("Live: a finding whose window reaches a request still streaming is provisional.");
+    }
     ui.horizontal_wrapped(|ui| {
         for kind in Kind::ALL {
             let n = findings.iter().filter(|f| f.kind == kind).count();
@@ -251,7 +273,8 @@ pub fn findings_ui(
             if state.hidden.contains(&f.kind) {
                 continue;
             }
-            if card(ui, trace, t0_ns, f, state.selected == Some(k))
+            let provisional = state.open_from_ns.is_some_and(|open| f.to_ns >= open);
+            if card(ui, trace, t0_ns, f, state.selected == Some(k), provisional)
                 .on_hover_text("Go there: zoom to its time range and select its request and token")
                 .clicked()
             {

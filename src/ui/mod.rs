@@ -7,6 +7,7 @@ pub mod compare;
 pub mod dataset;
 pub mod findings;
 pub mod job;
+pub mod live;
 pub mod microscope;
 pub mod panels;
 pub mod preview;
@@ -52,5 +53,22 @@ pub fn run(
             }
             Ok(Box::new(app))
         }),
+    )
+}
+
+/// Opens the window on a recording shown as it is made; returns when the window is closed (the recording then
+/// stops, and what it received is written).
+pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
+    let native = eframe::NativeOptions {
+        viewport: eframe::egui::ViewportBuilder::default()
+            .with_inner_size([1400.0, 860.0])
+            .with_title("tokenscope: recording")
+            .with_drag_and_drop(true),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "tokenscope",
+        native,
+        Box::new(move |cc| Ok(Box::new(App::recording(options, cc.storage)))),
     )
 }

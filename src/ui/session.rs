@@ -40,6 +40,13 @@ pub enum TraceSource {
     Part(PathBuf, Window),
     /// The embedded demo.
     Demo,
+    /// A recording being made (its journal, which opens as a trace, and the server's URL as shown).
+    Live {
+        /// The recording's journal.
+        journal: PathBuf,
+        /// The server, as a title may show it.
+        url: String,
+    },
 }
 
 impl TraceSource {
@@ -54,6 +61,7 @@ impl TraceSource {
                 .join(" + "),
             TraceSource::Part(p, w) => format!("{} ({})", p.display(), w.describe()),
             TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
+            TraceSource::Live { url, .. } => format!("recording {url}"),
         }
     }
 }
@@ -152,6 +160,48 @@ impl Session {
             #[cfg(feature = "query")]
             timeline: previous.map(|p| p.timeline.carried()).unwrap_or_default(),
         }
+    }
+
+    /// Shows the next version of a growing trace (a live recording's) in place: the view, filter, selected request
+    /// (by id) and token, range and the panels' choices are kept; the findings come computed with it.
+    pub fn retrace(
+        &mut self,
+        loaded: Loaded,
+        order: TrackOrder,
+        findings: Option<super::live::Findings>,
+        waker: Option<&egui::Context>,
+    ) {
+        let selected = self.selected.map(|r| self.view.trace.request_id(r).to_owned());
+        let token = self.microscope.as_ref().and_then(|m| m.token);
+        let color_by = self.microscope.as_ref().map(|m| m.color_by);
+        self.view = TraceView::new(Arc::new(loaded.trace), order, &self.filter);
+        self.report = loaded.report;
+        self.range_index = Arc::new(OnceLock::new());
+        self._index_job = {
+            let (trace, index) = (Arc::clone(&self.view.trace), Arc::clone(&self.range_index));
+            Job::spawn("range index", None, move || {
+                index.get_or_init(|| RangeIndex::build(&trace));
+            })
+            .ok()
+        };
+        self.waterfall.forget_drawn();
+        self.selected = selected.and_then(|id| self.view.trace.request_row(&id));
+        self.microscope = None;
+        self.pending_token = token;
+        self.sync_microscope(waker);
+        if let (Some(m), Some(c)) = (&mut self.microscope, color_by) {
+            m.color_by = c;
+        }
+        if let Some((a, b)) = self.waterfall.range {
+            self.analyse_range(a, b, waker);
+        }
+        match findings {
+            Some((f, slo, thresholds, open)) => self.findings.computed(f, slo, thresholds, open),
+            None => self.findings = self.findings.carried(),
+        }
+        self.stats = self.stats.carried();
+        #[cfg(feature = "query")]
+        self.timeline.retraced();
     }
 
     /// Orders and filters the request tracks again.

@@ -105,6 +105,8 @@ struct Key {
     every_ns: i64,
     by: Option<GroupBy>,
     slo: Slo,
+    /// Which version of a growing (live) trace.
+    generation: u64,
 }
 
 /// The panel's state, per trace.
@@ -119,6 +121,8 @@ pub struct TimelineState {
     job: Option<(Key, Job<Result<Rows, String>>)>,
     /// Where a drag across a plot started, ns.
     drag_from: Option<i64>,
+    /// Bumped when the trace grew (live): the series are computed again, the last ones shown meanwhile.
+    generation: u64,
 }
 
 impl Default for TimelineState {
@@ -130,6 +134,7 @@ impl Default for TimelineState {
             current: None,
             job: None,
             drag_from: None,
+            generation: 0,
         }
     }
 }
@@ -152,8 +157,27 @@ impl TimelineState {
     }
 
     /// Starts computing for `key` unless it is computed or computing.
+    /// The trace grew (a live recording): the series are computed again, the last ones shown until then.
+    pub fn retraced(&mut self) {
+        self.generation += 1;
+    }
+
     fn refresh(&mut self, trace: &Arc<Trace>, key: Key, waker: Option<&egui::Context>) {
+        let key = Key {
+            generation: self.generation,
+            ..key
+        };
         if self.current.as_ref().is_some_and(|(k, _)| *k == key) || self.job.as_ref().is_some_and(|(k, _)| *k == key) {
+            return;
+        }
+        // A computation for an older version of a growing trace finishes first: restarting it at every version
+        // would never finish one.
+        if self.job.as_ref().is_some_and(|(k, _)| {
+            Key {
+                generation: key.generation,
+                ..*k
+            } == key
+        }) {
             return;
         }
         let trace = Arc::clone(trace);
@@ -300,6 +324,7 @@ pub fn timeline_ui(
         every_ns: state.width_for(view_to - view_from, view.t1_ns - view.t0_ns),
         by: state.by,
         slo,
+        generation: 0,
     };
     state.refresh(&view.trace, key, Some(ui.ctx()));
     let other = other.map(|(v, s)| {

@@ -6,6 +6,7 @@
 
 mod bars;
 mod commands;
+mod live;
 mod log_clock;
 mod menu;
 mod output;
@@ -179,6 +180,8 @@ pub struct App {
     commands: Vec<Command>,
     /// The UI's context, for background jobs to wake it when their result is ready (set by the first frame).
     ctx: Option<egui::Context>,
+    /// A recording shown as it is made.
+    live: Option<super::live::Live>,
 }
 
 impl App {
@@ -218,10 +221,22 @@ impl App {
         from: Option<crate::import::Kind>,
         log_clock: crate::import::log_clock::LogClock,
     ) -> Self {
+        let mut app = Self::blank(storage, budget, from, log_clock);
+        app.open(source);
+        app
+    }
+
+    /// An app with nothing on screen or loading, with settings from a previous run.
+    fn blank(
+        storage: Option<&dyn eframe::Storage>,
+        budget: Option<u64>,
+        from: Option<crate::import::Kind>,
+        log_clock: crate::import::log_clock::LogClock,
+    ) -> Self {
         let settings = storage
             .and_then(|s| eframe::get_value(s, STORAGE_KEY))
             .unwrap_or_default();
-        let mut app = App {
+        App {
             settings,
             session: None,
             compare: None,
@@ -251,8 +266,14 @@ impl App {
             save_dir: None,
             commands: Vec::new(),
             ctx: None,
-        };
-        app.open(source);
+            live: None,
+        }
+    }
+
+    /// An app showing a recording as it is made (`tokenscope record --live`).
+    pub fn recording(options: super::live::LiveOptions, storage: Option<&dyn eframe::Storage>) -> Self {
+        let mut app = Self::blank(storage, None, None, crate::import::log_clock::LogClock::default());
+        app.record_live(options);
         app
     }
 
@@ -374,7 +395,7 @@ impl App {
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) => load::load_with(&p, &progress, options),
+                TraceSource::Path(p) | TraceSource::Live { journal: p, .. } => load::load_with(&p, &progress, options),
                 TraceSource::Part(p, window) => load::load_with(
                     &p,
                     &progress,
@@ -567,6 +588,7 @@ impl App {
         }
         self.poll_loading();
         self.poll_dialog();
+        self.poll_live(&ui.ctx().clone());
         if let Some(answer) = self.dataset.as_mut().and_then(|d| d.ui(ui.ctx())) {
             self.answer(answer);
         }
@@ -587,6 +609,9 @@ impl App {
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
+        if self.live.is_some() {
+            egui::Panel::top("live").show(ui, |ui| self.live_bar_ui(ui));
+        }
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
         if self.show_problems
             && let Some(s) = &self.session

@@ -70,6 +70,11 @@ pub struct WaterfallState {
 }
 
 impl WaterfallState {
+    /// Forgets what was drawn of the last trace (the lanes' mesh) when the trace changed in place (grew, live).
+    pub fn forget_drawn(&mut self) {
+        self.lanes_cache = None;
+    }
+
     /// The height of a request row: the last frame's, or a track's before the first frame.
     pub fn row_height(&self) -> f32 {
         if self.row_height > 0.0 {

@@ -6,6 +6,7 @@
 //! rejected record is reported with its place, field and reason. `docs/IMPORT.md` maps each source's fields.
 
 pub mod aiperf;
+pub mod capture;
 pub mod llamacpp_log;
 pub mod log_clock;
 pub mod openai;
@@ -337,7 +338,7 @@ pub fn read(
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
         Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
-        Kind::OpenaiStream => openai::read_capture(input, path, &mut sink, progress)?,
+        Kind::OpenaiStream => capture::read_capture(input, path, &mut sink, progress)?,
         Kind::SseStream => sse::read(input, path, &mut sink, progress)?,
         Kind::LlamacppLog => llamacpp_log::read(input, path, &mut sink, progress)?,
     }

@@ -443,6 +443,8 @@ pub struct Exchange<'a> {
     pub temperature: Option<f64>,
     /// The W3C trace id the request carried.
     pub trace_id: Option<&'a str>,
+    /// Still streaming (a live view's snapshot): no end, status or finish reason yet, and usage not reconciled.
+    pub in_flight: bool,
 }
 
 /// Adds one streamed request (its request record and its tokens), reconciling a left-out EOS against usage when
@@ -457,14 +459,14 @@ pub fn add_exchange(
     use super::{ok, record, text};
     use crate::ingest::raw::Val;
     let ending = x.ending.unwrap_or(Ending::Done);
-    let added = ending == Ending::Done && stream.reconcile(eos_ids.first().copied());
+    let added = ending == Ending::Done && !x.in_flight && stream.reconcile(eos_ids.first().copied());
     let mut r = record("request");
     r.request_id = text(x.id);
     r.trace_id = x.trace_id.map(text).unwrap_or(None);
     r.server_request_id = stream.response_id.as_deref().map(text).unwrap_or(None);
     r.arrival_ns = ok(x.sent_ns);
     r.first_token_ns = stream.tokens.first().map(|t| Val::Ok(t.emitted_ns));
-    r.finished_ns = ok(x.end_ns);
+    r.finished_ns = (!x.in_flight).then_some(Val::Ok(x.end_ns));
     r.input_tokens = stream.prompt_tokens.map(Val::Ok);
     r.cached_tokens = stream.cached_tokens.map(Val::Ok);
     r.output_tokens = stream.completion_tokens.map(Val::Ok);
@@ -474,16 +476,18 @@ pub fn add_exchange(
     r.max_tokens = x.max_tokens.map(Val::Ok);
     r.temperature = x.temperature.map(Val::Ok);
     r.finish_reason = match ending {
+        _ if x.in_flight => None,
         Ending::Done => stream.finish_reason.as_deref().map(text).unwrap_or(None),
         Ending::Interrupted => text("abort"),
         _ => text("error"),
     };
-    r.status = text(match ending {
-        Ending::Done => "ok",
-        Ending::TimedOut => "timeout",
-        _ if x.error_code == Some("429") => "rate_limited",
-        _ => "error",
-    });
+    r.status = match ending {
+        _ if x.in_flight => None,
+        Ending::Done => text("ok"),
+        Ending::TimedOut => text("timeout"),
+        _ if x.error_code == Some("429") => text("rate_limited"),
+        _ => text("error"),
+    };
     r.error_code = x.error_code.map(text).unwrap_or(None);
     // The server's own timings, when it sends them: llama.cpp's `timings` (prompt processing, generation), vLLM's
     // per-request `metrics` (queue, TTFT, generation), all in ms.
@@ -511,118 +515,6 @@ pub fn add_exchange(
     }
     add_tokens(stream, x.id, eos_ids, sink, at);
     added
-}
-
-/// One request of a capture as its lines tell it: a raw capture writes it whole on one line; a recording's journal
-/// writes a line per chunk as it arrives and a last line with how it ended.
-#[derive(Debug, Default)]
-struct Captured {
-    at: u64,
-    sent_ns: i64,
-    trace_id: Option<String>,
-    events: Vec<(i64, String)>,
-    /// The last line's `end_ns`, `ending` and `error_code`, when a line said how the request ended.
-    end: Option<(Option<i64>, Option<Ending>, Option<String>)>,
-}
-
-/// Reads a capture of `tokenscope record`: the raw capture of `--raw` (one JSON line per request, `{request_id,
-/// trace_id, sent_ns, end_ns, ending, error_code, events: [[t_ns, data], ...]}`), or a recording's journal (the same
-/// fields over several lines of one request: its chunks as they came, then a line with its ending). Each stream is
-/// read again as it arrived; a request whose lines never said how it ended (the recorder was killed mid-stream) is
-/// kept up to its last chunk and marked cut.
-pub fn read_capture(
-    input: impl std::io::Read,
-    path: &std::path::Path,
-    sink: &mut super::Sink<'_>,
-    progress: &crate::ingest::Progress,
-) -> Result<(), crate::ingest::LoadError> {
-    use crate::trace::report::Problem;
-    let mut requests: Vec<(String, Captured)> = Vec::new();
-    let mut by_id: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    super::for_each_json_line(input, path, sink, progress, "a recorded stream", |v, place, sink| {
-        let (Some(id), Some(sent_ns)) = (
-            v.get("request_id").and_then(Value::as_str),
-            v.get("sent_ns").and_then(Value::as_i64),
-        ) else {
-            sink.reject(
-                place.at,
-                Problem::MissingField,
-                Some("request_id"),
-                "a recorded stream needs request_id and sent_ns".to_owned(),
-            );
-            return;
-        };
-        let k = *by_id.entry(id.to_owned()).or_insert_with(|| {
-            requests.push((
-                id.to_owned(),
-                Captured {
-                    at: place.at,
-                    sent_ns,
-                    ..Captured::default()
-                },
-            ));
-            requests.len() - 1
-        });
-        let c = &mut requests[k].1;
-        if c.trace_id.is_none() {
-            c.trace_id = v.get("trace_id").and_then(Value::as_str).map(str::to_owned);
-        }
-        for e in v.get("events").and_then(Value::as_array).into_iter().flatten() {
-            if let (Some(t), Some(data)) = (e.get(0).and_then(Value::as_i64), e.get(1).and_then(Value::as_str)) {
-                c.events.push((t, data.to_owned()));
-            }
-        }
-        if let Some(ending) = v.get("ending") {
-            c.end = Some((
-                v.get("end_ns").and_then(Value::as_i64),
-                serde_json::from_value(ending.clone()).ok(),
-                v.get("error_code").and_then(Value::as_str).map(str::to_owned),
-            ));
-        }
-    })?;
-    let mut added = 0u64;
-    let mut cut = 0u64;
-    if let Some(first) = requests.iter().map(|(_, c)| c.sent_ns).min() {
-        sink.saw_time(first);
-    }
-    for (id, c) in &requests {
-        let mut stream = Stream::default();
-        for (t, data) in &c.events {
-            stream.push(*t, data);
-        }
-        let (end_ns, ending, error_code) = match &c.end {
-            Some((end, ending, code)) => (*end, *ending, code.clone()),
-            None => {
-                cut += 1;
-                (None, Some(Ending::Cut), Some("recorder_stopped".to_owned()))
-            }
-        };
-        let x = Exchange {
-            id,
-            sent_ns: c.sent_ns,
-            end_ns: end_ns.or(stream.last_ns).unwrap_or(c.sent_ns),
-            ending,
-            error_code: error_code.as_deref(),
-            trace_id: c.trace_id.as_deref(),
-            ..Exchange::default()
-        };
-        if add_exchange(&mut stream, &x, &[], sink, c.at) {
-            added += 1;
-        }
-    }
-    sink.note("a recorded stream: times are the client's (send time, chunk arrival times)".to_owned());
-    if cut > 0 {
-        sink.note(format!(
-            "the recording was interrupted: {cut} requests were in flight when it stopped (its journal has no end for \
-             them); they are kept up to their last chunk and marked cut (status error, error_code recorder_stopped)"
-        ));
-    }
-    if added > 0 {
-        sink.note(format!(
-            "{added} streams left out the end-of-sequence token usage counts: added, with no id or probability"
-        ));
-    }
-    Ok(())
 }
 
 /// Adds the stream's tokens as token records of `request_id`, their candidates with them; `eos_ids` mark the

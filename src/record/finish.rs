@@ -1,0 +1,87 @@
+//! The end of a recording, for `record` and the app's live recording alike: the raw capture written when asked,
+//! the server's log joined when given, the trace written, and the journal removed once the trace is whole on disk.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use super::{Recording, client, journal, request_id, write_raw};
+use crate::trace::Trace;
+
+/// Where a recording goes when it ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Finish<'a> {
+    /// The raw capture of every stream (`--raw`), when asked for.
+    pub raw: Option<&'a PathBuf>,
+    /// The server's log of the run, joined with the recording when given.
+    pub server_log: Option<&'a Path>,
+    /// The trace to write.
+    pub output: &'a Path,
+}
+
+/// What was written.
+#[derive(Debug)]
+pub struct Written {
+    /// The trace written (joined with the server's side when it joined).
+    pub trace: Trace,
+    /// Lines for standard error: the load's notes, a log that did not join and why, the first failed requests.
+    pub notes: String,
+}
+
+impl Finish<'_> {
+    /// Writes the recording; the journal beside the output is removed once the trace is written.
+    ///
+    /// # Errors
+    /// The raw capture or the trace cannot be written (the journal is then kept, and said).
+    pub fn write(&self, rec: &Recording) -> Result<Written, String> {
+        let mut notes = String::new();
+        if let Some(raw) = self.raw {
+            write_raw(&rec.outcomes, raw).map_err(|e| format!("cannot write {}: {e}", raw.display()))?;
+        }
+        // The server's half, when given: joined with the recording, or the recording alone and why.
+        let (trace, load_notes) = match self.server_log.map(|log| join_server_log(rec, log)) {
+            Some(Ok((trace, notes))) => (Cow::Owned(trace), notes),
+            Some(Err(why)) => {
+                notes.push_str(&format!(
+                    "note: the server's log was not joined, the recording is written alone: {why}\n"
+                ));
+                (Cow::Borrowed(&rec.trace), rec.report.notes.clone())
+            }
+            None => (Cow::Borrowed(&rec.trace), rec.report.notes.clone()),
+        };
+        let journal = journal::path_for(self.output);
+        crate::format::write(&trace, self.output).map_err(|e| {
+            format!(
+                "{e}; what was recorded is in {}, which opens as a trace",
+                journal.display()
+            )
+        })?;
+        // Written whole: the journal has done its job.
+        let _ = std::fs::remove_file(&journal);
+        for n in &load_notes {
+            notes.push_str(&format!("note: {n}\n"));
+        }
+        for o in rec.outcomes.iter().filter(|o| o.ending != client::Ending::Done).take(5) {
+            notes.push_str(&format!(
+                "note: {}: {}\n",
+                request_id(o.index),
+                o.error.as_deref().unwrap_or("failed")
+            ));
+        }
+        Ok(Written {
+            trace: trace.into_owned(),
+            notes,
+        })
+    }
+}
+
+/// The recording joined with the server's side of the run read from `log`: the joined trace and its notes.
+fn join_server_log(rec: &Recording, log: &Path) -> Result<(Trace, Vec<String>), String> {
+    use crate::load::join;
+    let server = crate::load::load(log, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+    let names = ("the recording", &*log.display().to_string());
+    let pairs = join::pair(&rec.trace, &server.trace, (names.0, names.1)).map_err(|e| e.to_string())?;
+    let mut report = rec.report.clone();
+    report.notes.extend(server.report.notes);
+    let (trace, report) = join::build(rec.trace.clone(), &server.trace, &pairs, report);
+    Ok((trace, report.notes))
+}

@@ -1,0 +1,210 @@
+//! Reading a recording's journal as it grows: what a live view shows. Each [`JournalTail::poll`] reads the lines
+//! written since the last (a line still being written waits for its end), and [`JournalTail::snapshot`] makes the
+//! trace of everything read so far, the requests still streaming shown up to their last chunk.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::import::capture::{Capture, Unfinished};
+use crate::import::{Kind, Sink};
+use crate::load::Loaded;
+use crate::trace::TraceBuilder;
+use crate::trace::report::{Encoding, Problem, SourceFile};
+
+/// Bytes read at most per poll: a journal far ahead is caught up over several polls, each snapshot showing more.
+const READ_AT_MOST: u64 = 64 << 20;
+
+/// A journal being read as it is written.
+#[derive(Debug)]
+pub struct JournalTail {
+    path: PathBuf,
+    /// Bytes of the file read.
+    offset: u64,
+    /// The start of a line whose end has not been written yet.
+    partial: Vec<u8>,
+    /// Lines read (the next line's number is `lines + 1`).
+    lines: u64,
+    capture: Capture,
+    /// Lines that were not a capture's, with their line number and why (the first few), and how many.
+    rejected: Vec<(u64, String)>,
+    rejected_count: u64,
+}
+
+/// How far the reading is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the journal read.
+    pub read: u64,
+    /// Bytes written to it when it was last looked at.
+    pub written: u64,
+    /// Bytes this poll read.
+    pub fresh: u64,
+    /// Requests seen, and how many of them are still streaming.
+    pub requests: usize,
+    /// Requests whose end has not been read.
+    pub streaming: usize,
+    /// Chunks read.
+    pub chunks: u64,
+}
+
+impl JournalTail {
+    /// A tail of the journal at `path`, from its start (the file need not exist yet).
+    pub fn new(path: &Path) -> Self {
+        JournalTail {
+            path: path.to_owned(),
+            offset: 0,
+            partial: Vec::new(),
+            lines: 0,
+            capture: Capture::default(),
+            rejected: Vec::new(),
+            rejected_count: 0,
+        }
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads what was written since the last poll; how far the reading is. A journal not created yet reads as
+    /// empty.
+    ///
+    /// # Errors
+    /// The journal exists but cannot be read.
+    pub fn poll(&mut self) -> std::io::Result<Progress> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.progress(0, 0)),
+            Err(e) => return Err(e),
+        };
+        let written = file.metadata()?.len();
+        // A journal made again from the start (a new recording to the same output) is read again from its start.
+        if written < self.offset {
+            *self = JournalTail::new(&self.path);
+        }
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        let read = file.take(READ_AT_MOST).read_to_end(&mut bytes)?;
+        self.offset += read as u64;
+        let mut start = 0;
+        while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
+            let end = start + n;
+            if self.partial.is_empty() {
+                self.take_line(&bytes[start..end]);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&bytes[start..end]);
+                self.take_line(&line);
+            }
+            start = end + 1;
+        }
+        self.partial.extend_from_slice(&bytes[start..]);
+        Ok(self.progress(written, read as u64))
+    }
+
+    fn take_line(&mut self, line: &[u8]) {
+        self.lines += 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let why = match serde_json::from_slice::<serde_json::Value>(line) {
+            Ok(v) => self.capture.line(&v, self.lines).err().map(str::to_owned),
+            Err(e) => Some(format!("not a recorded stream ({e})")),
+        };
+        if let Some(why) = why {
+            self.rejected_count += 1;
+            if self.rejected.len() < 20 {
+                self.rejected.push((self.lines, why));
+            }
+        }
+    }
+
+    fn progress(&self, written: u64, fresh: u64) -> Progress {
+        Progress {
+            read: self.offset,
+            written: written.max(self.offset),
+            fresh,
+            requests: self.capture.requests(),
+            streaming: self.capture.unfinished(),
+            chunks: self.capture.chunks(),
+        }
+    }
+
+    /// The latest time read (a send, a chunk's arrival, an end), Unix ns.
+    pub fn latest_ns(&self) -> Option<i64> {
+        self.capture.latest_ns()
+    }
+
+    /// The trace of everything read so far; requests still streaming have no end or status yet.
+    pub fn snapshot(&self) -> Loaded {
+        let mut b = TraceBuilder::default();
+        b.report.files.push(SourceFile {
+            path: self.path.display().to_string(),
+            encoding: Encoding::Jsonl,
+        });
+        let mut sink = Sink::new(&mut b, 0, Kind::OpenaiStream);
+        for (line, why) in &self.rejected {
+            sink.reject(*line, Problem::Malformed, None, why.clone());
+        }
+        self.capture.add_to(&mut sink, Unfinished::InFlight);
+        if self.rejected_count > self.rejected.len() as u64 {
+            sink.note(format!(
+                "{} lines of the journal were not a recorded stream (the first {} are listed)",
+                self.rejected_count,
+                self.rejected.len()
+            ));
+        }
+        let (trace, report) = b.finish();
+        Loaded { trace, report }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    const T0: i64 = 1_764_403_200_000_000_000;
+
+    fn chunk(id: &str, at_ms: i64, text: &str) -> String {
+        let data = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string();
+        serde_json::json!({"request_id": id, "sent_ns": T0, "events": [[T0 + at_ms * 1_000_000, data]]}).to_string()
+    }
+
+    #[test]
+    fn lines_are_read_as_they_are_written_and_a_half_written_line_waits_for_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.parquet.partial.jsonl");
+        let mut tail = JournalTail::new(&path);
+        // Not created yet: empty.
+        assert_eq!(tail.poll().unwrap().requests, 0);
+
+        let mut f = std::fs::File::create(&path).unwrap();
+        let (a1, b1) = (chunk("a", 10, "Hel"), chunk("b", 20, "Hi"));
+        write!(f, "{a1}\n{}", &b1[..15]).unwrap();
+        f.flush().unwrap();
+        let p = tail.poll().unwrap();
+        assert_eq!((p.requests, p.streaming, p.chunks), (1, 1, 1));
+        assert_eq!(p.read, p.written);
+
+        writeln!(f, "{}", &b1[15..]).unwrap();
+        writeln!(f, "not json").unwrap();
+        let end = serde_json::json!({"request_id": "a", "sent_ns": T0, "end_ns": T0 + 30_000_000, "ending": "done",
+            "events": []});
+        writeln!(f, "{end}").unwrap();
+        f.flush().unwrap();
+        let p = tail.poll().unwrap();
+        assert_eq!((p.requests, p.streaming, p.chunks), (2, 1, 2));
+        assert_eq!(tail.latest_ns(), Some(T0 + 30_000_000));
+
+        let loaded = tail.snapshot();
+        let t = &loaded.trace;
+        assert_eq!((t.request_count(), t.token_count()), (2, 2));
+        let b = t.request_row("b").unwrap() as usize;
+        assert_eq!(t.requests.finished_ns[b], None);
+        // The line that was not JSON is counted against its number, 3.
+        assert_eq!(loaded.report.rejected_count(), 1);
+        assert_eq!(loaded.report.rejected[0].place.at, 3);
+    }
+}

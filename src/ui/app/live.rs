@@ -1,0 +1,239 @@
+//! The app's side of a live recording (`ui::live`): each snapshot shown in place of the last (selection, token, range
+//! and panels kept), the view following the present until the user moves it, and the live bar: what is being
+//! recorded, how far behind the view is, and Follow, Pause view, Stop and Save now.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use eframe::egui::{self, RichText, Ui};
+
+use super::App;
+use crate::ui::live::{Live, LiveOptions, Phase, Snapshot};
+use crate::ui::session::{Session, TraceSource};
+
+/// The span the view follows: the last minute of the run, or all of it when shorter.
+const FOLLOW_SPAN_NS: i64 = 60_000_000_000;
+/// How often the window looks at the recording while it runs.
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+impl App {
+    /// Starts a live recording shown as it is made (`tokenscope record --live`).
+    pub fn record_live(&mut self, options: LiveOptions) {
+        match Live::start(options, self.ctx.as_ref()) {
+            Ok(live) => self.live = Some(live),
+            Err(e) => self.message = Some(format!("cannot start recording: {e}")),
+        }
+    }
+
+    /// The live recording, while there is one.
+    pub fn live(&self) -> Option<&Live> {
+        self.live.as_ref()
+    }
+
+    /// The live recording, to drive (tests stop it, pause it, wait for its snapshots).
+    pub fn live_mut(&mut self) -> Option<&mut Live> {
+        self.live.as_mut()
+    }
+
+    fn live_source(live: &Live) -> TraceSource {
+        TraceSource::Live {
+            journal: live.journal.clone(),
+            url: live.url.clone(),
+        }
+    }
+
+    /// Takes the recording's next snapshot and shows it; keeps the window looking while it runs.
+    pub(super) fn poll_live(&mut self, ctx: &egui::Context) {
+        let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
+        let Some(live) = &mut self.live else { return };
+        // The user moved the view the follow set: it stops following.
+        if let Some(s) = &self.session
+            && s.source == Self::live_source(live)
+            && live.follow
+            && s.waterfall.fit.is_none()
+            && let Some(vp) = s.waterfall.viewport
+        {
+            let now = (vp.start_ns, vp.ns_per_point.to_bits());
+            match live.followed {
+                None => live.followed = Some(now),
+                Some(f) if f != now => live.follow = false,
+                Some(_) => {}
+            }
+        }
+        if let Some(snapshot) = live.poll(Some(ctx), slo, thresholds) {
+            self.show_snapshot(snapshot);
+        }
+        if self.live.as_ref().is_some_and(Live::running) {
+            ctx.request_repaint_after(LOOK_EVERY);
+        }
+    }
+
+    /// Shows a snapshot: in place of the last one, or as the trace on screen when none is (another trace opened
+    /// meanwhile stays: the recording goes on behind it).
+    fn show_snapshot(&mut self, snapshot: Snapshot) {
+        let Some(live) = &mut self.live else { return };
+        let source = Self::live_source(live);
+        let order = self.settings.order;
+        let waker = self.ctx.clone();
+        let Snapshot {
+            loaded,
+            findings,
+            latest_ns,
+            open_from_ns,
+            ..
+        } = snapshot;
+        match &mut self.session {
+            Some(s) if s.source == source => s.retrace(loaded, order, Some(findings), waker.as_ref()),
+            Some(_) if live.shown.0.is_some() && !live.show_again => {
+                live.unseen += 1;
+                return;
+            }
+            _ => {
+                let previous = self.session.take();
+                self.preview = None;
+                let mut s = Session::new(source, loaded, None, order, previous.as_ref());
+                s.waterfall.layout = self.settings.layout;
+                let (f, slo, thresholds, open) = findings;
+                s.findings.computed(f, slo, thresholds, open);
+                self.session = Some(s);
+            }
+        }
+        live.shown = (latest_ns, open_from_ns);
+        live.show_again = false;
+        if live.follow
+            && let (Some(s), Some(latest)) = (&mut self.session, latest_ns)
+        {
+            let from = s.view.t0_ns.max(latest - FOLLOW_SPAN_NS);
+            let pad = ((latest - from) / 20).max(50_000_000);
+            s.waterfall.fit = Some((from, latest + pad));
+            live.followed = None;
+        }
+    }
+
+    /// Shows the recording again after another trace was opened over it: its next snapshot, made at once, or the
+    /// trace it wrote when it has ended.
+    fn show_live_again(&mut self) {
+        let Some(live) = &mut self.live else { return };
+        if matches!(live.phase, Phase::Ended(_)) {
+            let output = live.output.clone();
+            self.open(TraceSource::Path(output));
+            return;
+        }
+        live.show_again = true;
+        live.follow = true;
+        live.paused = false;
+    }
+
+    /// Writes what was recorded so far (the trace on screen, when it is the recording's) on its own thread.
+    fn save_live_now(&mut self) {
+        let Some(live) = &self.live else { return };
+        let Some(s) = self.session.as_ref().filter(|s| s.source == Self::live_source(live)) else {
+            self.notice = Some("Nothing recorded is on screen yet.".to_owned());
+            return;
+        };
+        let trace = Arc::clone(&s.view.trace);
+        let save_dir = self.save_dir.clone();
+        self.save_job("save-recording", move || {
+            let name = chrono::Utc::now()
+                .format("tokenscope-recording-%Y%m%d-%H%M%S.parquet")
+                .to_string();
+            let path = crate::ui::capture::destination(save_dir.as_deref(), "Save what was recorded so far", &name)?;
+            crate::format::write(&trace, &path).map_err(|e| e.to_string())?;
+            Ok(path)
+        });
+    }
+
+    /// The live bar: what is recorded, how far behind the view is, and the recording's controls.
+    pub(super) fn live_bar_ui(&mut self, ui: &mut Ui) {
+        let Some(live) = &mut self.live else { return };
+        let on_screen = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.source == Self::live_source(live));
+        let mut again = false;
+        let mut save = false;
+        ui.horizontal_wrapped(|ui| {
+            let (dot, state) = match &live.phase {
+                Phase::Recording => (
+                    RichText::new("●").color(egui::Color32::from_rgb(220, 60, 60)),
+                    "Recording".to_owned(),
+                ),
+                Phase::Stopping => (
+                    RichText::new("●").color(egui::Color32::from_rgb(220, 160, 60)),
+                    "Stopping".to_owned(),
+                ),
+                Phase::Ended(what) => (RichText::new("■"), format!("Recorded: {what}")),
+            };
+            ui.label(dot);
+            ui.label(format!("{state} · {}", live.url));
+            let p = live.progress;
+            if p.requests == 0 && live.phase == Phase::Recording {
+                ui.spinner();
+                ui.label("waiting for the first chunk…");
+            } else if !matches!(live.phase, Phase::Ended(_)) {
+                #[allow(clippy::cast_precision_loss)] // a rate shown
+                let rate = p.chunks as f64 / live.started.elapsed().as_secs_f64().max(1e-3);
+                ui.label(format!(
+                    "{} requests ({} streaming) · {} chunks · {rate:.0} chunks/s",
+                    p.requests, p.streaming, p.chunks
+                ));
+                // How far behind the view is: journal written but not yet read, and the last snapshot's age.
+                let unread = p.written.saturating_sub(p.read);
+                if unread > 0 {
+                    ui.colored_label(
+                        ui.visuals().warn_fg_color,
+                        format!("behind: {} KiB of the journal not read yet", unread.div_ceil(1024)),
+                    );
+                }
+            }
+            if matches!(live.phase, Phase::Ended(_)) {
+                if !on_screen && ui.button("Show the recording").clicked() {
+                    again = true;
+                }
+                return;
+            }
+            ui.separator();
+            if on_screen {
+                ui.checkbox(&mut live.follow, "Follow")
+                    .on_hover_text("Keep the present in view (moving the view turns it off)");
+                let pause = if live.paused { "Resume view" } else { "Pause view" };
+                if ui
+                    .button(pause)
+                    .on_hover_text("Stop (or go on) updating the view; the recording goes on either way")
+                    .clicked()
+                {
+                    live.paused = !live.paused;
+                    live.unseen = 0;
+                }
+                if live.paused && live.unseen > 0 {
+                    ui.weak(format!("{} updates not shown", live.unseen));
+                }
+            } else if live.shown.0.is_some() && ui.button("Show the recording").clicked() {
+                again = true;
+            }
+            if ui
+                .button("Save now…")
+                .on_hover_text("Write what was recorded so far; the recording goes on")
+                .clicked()
+            {
+                save = true;
+            }
+            if live.phase == Phase::Recording
+                && ui
+                    .button("Stop")
+                    .on_hover_text(
+                        "No new requests; streams in flight get the grace period. Everything is kept and written.",
+                    )
+                    .clicked()
+            {
+                live.stop();
+            }
+        });
+        if again {
+            self.show_live_again();
+        }
+        if save {
+            self.save_live_now();
+        }
+    }
+}

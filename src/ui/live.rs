@@ -1,0 +1,292 @@
+//! A recording shown as it is made. The recorder runs on a thread of its own and writes what it receives to its
+//! journal as it comes (`record::journal`); the live view reads that journal as it grows (`record::tail`) and, on a
+//! builder thread, makes the trace of what was read so far with its findings. A snapshot is made at most every
+//! [`MIN_EVERY`], and never more often than twice the time the last one took, so a long run slows the updates down
+//! rather than the window. The view is paused, never the recording; stopping ends the recording (streams in flight
+//! get the grace period, then are cut) and writes the trace, as `tokenscope record` does.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use eframe::egui;
+use tokio::sync::watch;
+
+use super::job::Job;
+use crate::analysis::findings::{Finding, Thresholds, find};
+use crate::analysis::summary::Slo;
+use crate::load::Loaded;
+use crate::record::prompts::Prompt;
+use crate::record::tail::{self, JournalTail};
+use crate::record::{self, RecordOptions};
+
+/// The shortest time between two snapshots.
+pub const MIN_EVERY: Duration = Duration::from_millis(200);
+
+/// What a live recording needs: the recorder's options (their journal set), its prompts, and where its trace goes.
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The recorder's options; `journal` must be set (`cli::record::prepare` does).
+    pub options: RecordOptions,
+    /// The prompts.
+    pub prompts: Vec<Prompt>,
+    /// The trace written when the recording ends.
+    pub output: PathBuf,
+    /// The raw capture of every stream, when asked for.
+    pub raw: Option<PathBuf>,
+    /// The server's log, joined with the recording when it ends.
+    pub server_log: Option<PathBuf>,
+}
+
+/// Where the recording is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Sending requests and receiving their streams.
+    Recording,
+    /// Stop was asked: no new requests; streams in flight end within the grace period.
+    Stopping,
+    /// Ended, with what was written (or why not).
+    Ended(String),
+}
+
+/// One version of the growing trace, with its findings.
+pub struct Snapshot {
+    /// The trace of what was recorded so far.
+    pub loaded: Loaded,
+    /// Its findings, for the objectives and thresholds they were computed with, and from when they are provisional.
+    pub findings: Findings,
+    /// How far the journal's reading was.
+    pub progress: tail::Progress,
+    /// The latest time it holds, Unix ns.
+    pub latest_ns: Option<i64>,
+    /// The earliest send of a request still streaming: findings from here on may still change.
+    pub open_from_ns: Option<i64>,
+    /// How long it took to make.
+    pub took: Duration,
+}
+
+/// Findings computed with a snapshot: the findings, the objectives and thresholds they were computed with, and the
+/// earliest send of a request still streaming (findings reaching it are provisional).
+pub type Findings = (Vec<Finding>, Slo, Thresholds, Option<i64>);
+
+/// The recorder's result: the recording and how writing it went.
+type Recorded = Result<(record::Recording, Result<record::Written, String>), String>;
+
+/// A recording being made and shown.
+pub struct Live {
+    /// The server, as shown.
+    pub url: String,
+    /// The recording's journal.
+    pub journal: PathBuf,
+    /// The trace written at the end.
+    pub output: PathBuf,
+    stop: watch::Sender<bool>,
+    recorder: Option<Job<Recorded>>,
+    /// The journal's reader, while no builder has it.
+    tail: Option<JournalTail>,
+    building: Option<Job<(JournalTail, Option<Snapshot>)>>,
+    /// The recording's own trace, to be shown once the recorder ended (after the builder in flight).
+    last: Option<Loaded>,
+    built_at: Option<Instant>,
+    build_took: Duration,
+    /// Where the recording is.
+    pub phase: Phase,
+    /// How far the journal's reading was at the last snapshot.
+    pub progress: tail::Progress,
+    /// The view follows the present (off once the user moves it).
+    pub follow: bool,
+    /// New snapshots are not shown (the recording goes on).
+    pub paused: bool,
+    /// Snapshots made while paused, not shown.
+    pub unseen: usize,
+    /// When the recording started.
+    pub started: Instant,
+    /// The chunk arrival the view last showed, Unix ns; the earliest send still streaming.
+    pub shown: (Option<i64>, Option<i64>),
+    /// The view's time axis as the last follow left it, to tell when the user moved it.
+    pub followed: Option<(i64, u64)>,
+    /// Show the next snapshot over another trace opened meanwhile, and make it even if nothing new was read.
+    pub show_again: bool,
+}
+
+impl Live {
+    /// Starts recording; the recorder and the first snapshot wake `waker` when they have something to show.
+    ///
+    /// # Errors
+    /// The options have no journal, or the recorder's thread could not start.
+    pub fn start(live: LiveOptions, waker: Option<&egui::Context>) -> Result<Live, String> {
+        let journal = live
+            .options
+            .journal
+            .clone()
+            .ok_or_else(|| "a live recording needs its journal (the options have none)".to_owned())?;
+        let (stop, stop_rx) = watch::channel(false);
+        let url = record::shown_url(&live.options.url);
+        let output = live.output.clone();
+        let recorder = Job::spawn("recorder", waker, move || {
+            let rec =
+                record::run_recording(&live.options, &live.prompts, false, Some(stop_rx)).map_err(|e| e.to_string())?;
+            let finish = record::Finish {
+                raw: live.raw.as_ref(),
+                server_log: live.server_log.as_deref(),
+                output: &live.output,
+            };
+            let written = finish.write(&rec);
+            Ok((rec, written))
+        })?;
+        Ok(Live {
+            url,
+            tail: Some(JournalTail::new(&journal)),
+            journal,
+            output,
+            stop,
+            recorder: Some(recorder),
+            building: None,
+            last: None,
+            built_at: None,
+            build_took: Duration::ZERO,
+            phase: Phase::Recording,
+            progress: tail::Progress::default(),
+            follow: true,
+            paused: false,
+            unseen: 0,
+            started: Instant::now(),
+            shown: (None, None),
+            followed: None,
+            show_again: false,
+        })
+    }
+
+    /// Stops the recording: no new requests, streams in flight get the grace period. Everything received is kept.
+    pub fn stop(&mut self) {
+        if self.phase == Phase::Recording {
+            let _ = self.stop.send(true);
+            self.phase = Phase::Stopping;
+        }
+    }
+
+    /// True until the recording ended and its own trace was handed out.
+    pub fn running(&self) -> bool {
+        !matches!(self.phase, Phase::Ended(_)) || self.last.is_some() || self.building.is_some()
+    }
+
+    /// The next snapshot to show, when there is one; starts the next when it is due. `slo` and `thresholds` are
+    /// what the findings are computed with.
+    pub fn poll(&mut self, waker: Option<&egui::Context>, slo: Slo, thresholds: Thresholds) -> Option<Snapshot> {
+        let mut ready = None;
+        if let Some(job) = &self.building
+            && let Ok((tail, snapshot)) = job.try_recv()
+        {
+            self.building = None;
+            self.tail = Some(tail);
+            if let Some(s) = snapshot {
+                self.build_took = s.took;
+                self.progress = s.progress;
+                ready = Some(s);
+            }
+        }
+        if let Some(job) = &self.recorder
+            && let Ok(result) = job.try_recv()
+        {
+            self.recorder = None;
+            self.phase = Phase::Ended(match &result {
+                Ok((rec, Ok(_))) => format!("wrote {}: {}", self.output.display(), record::summary_line(rec)),
+                Ok((rec, Err(e))) => format!("{}; not written: {e}", record::summary_line(rec)),
+                Err(e) => format!("the recording could not run: {e}"),
+            });
+            if let Ok((rec, written)) = result {
+                let trace = written.map_or(rec.trace, |w| w.trace);
+                self.last = Some(Loaded {
+                    trace,
+                    report: rec.report,
+                });
+            }
+        }
+        if self.building.is_none() {
+            let (start_final, due) = match (&self.last, &self.phase) {
+                (Some(_), _) => (true, true),
+                (None, Phase::Ended(_)) => (false, false),
+                (None, _) => (
+                    false,
+                    self.built_at
+                        .is_none_or(|t| t.elapsed() >= MIN_EVERY.max(self.build_took * 2)),
+                ),
+            };
+            if due && let Some(tail) = self.tail.take() {
+                let last = if start_final { self.last.take() } else { None };
+                self.built_at = Some(Instant::now());
+                let force = self.show_again;
+                match Job::spawn("live snapshot", waker, move || {
+                    build(tail, last, force, slo, thresholds)
+                }) {
+                    Ok(job) => self.building = Some(job),
+                    Err(e) => self.phase = Phase::Ended(format!("cannot read the journal: {e}")),
+                }
+            }
+        }
+        if self.paused && ready.is_some() {
+            self.unseen += 1;
+            return None;
+        }
+        ready
+    }
+
+    /// Waits for the snapshot being made (tests use this).
+    pub fn wait_snapshot(&self) {
+        if let Some(job) = &self.building {
+            job.wait();
+        }
+    }
+}
+
+impl Drop for Live {
+    /// The window closed during the run: the recording stops as Stop does, and what was recorded is written before
+    /// the window's process ends (streams in flight get the grace period).
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(job) = &self.recorder {
+            job.wait();
+        }
+    }
+}
+
+/// Reads what the journal gained and makes its snapshot, or the recording's own trace at the end; no snapshot when
+/// nothing new was read (unless `force`), or no request yet.
+fn build(
+    mut tail: JournalTail,
+    last: Option<Loaded>,
+    force: bool,
+    slo: Slo,
+    thresholds: Thresholds,
+) -> (JournalTail, Option<Snapshot>) {
+    let started = Instant::now();
+    let progress = tail.poll().unwrap_or_default();
+    let grew = (force || progress.fresh > 0) && progress.requests > 0;
+    let (loaded, open_from_ns) = match last {
+        Some(loaded) => (loaded, None),
+        None if grew => {
+            let loaded = tail.snapshot();
+            let open = open_from(&loaded.trace);
+            (loaded, open)
+        }
+        None => return (tail, None),
+    };
+    let findings = find(&loaded.trace, &slo, &thresholds);
+    let latest_ns = tail.latest_ns();
+    let snapshot = Snapshot {
+        loaded,
+        findings: (findings, slo, thresholds, open_from_ns),
+        progress,
+        latest_ns,
+        open_from_ns,
+        took: started.elapsed(),
+    };
+    (tail, Some(snapshot))
+}
+
+/// The earliest send of a request still streaming (no end yet).
+fn open_from(trace: &crate::trace::Trace) -> Option<i64> {
+    (0..trace.request_count())
+        .filter(|&r| trace.requests.finished_ns[r].is_none())
+        .map(|r| trace.requests.arrival_ns[r])
+        .min()
+}

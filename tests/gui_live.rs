@@ -1,0 +1,174 @@
+//! A live recording in the app, driven as a user would (egui_kittest), against the local server that replays a real
+//! llama.cpp stream (`common/replay.rs`): the request tracks grow while it runs, a token selected while its request
+//! streams stays selected as the trace grows, Save now writes what was recorded so far, and Stop ends the recording
+//! with everything kept and written.
+
+// Test helpers may unwrap (a panic here is a failed test) and start threads (the server).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+use crate::record::replay;
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tokenscope::record::client::{Api, Limits, Sampling};
+use tokenscope::record::prompts::{Body, Prompt};
+use tokenscope::record::{RecordOptions, journal};
+use tokenscope::ui::App;
+use tokenscope::ui::live::{LiveOptions, Phase};
+
+/// chat_length.sse: 44 events, 42 of them tokens ("What", " is", ...), finish "length".
+fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
+    let options = RecordOptions {
+        url: url.to_owned(),
+        api: Api::Chat,
+        requests,
+        concurrency: 2,
+        rate: None,
+        sampling: Sampling {
+            model: None,
+            max_tokens: 42,
+            top_logprobs: 3,
+            temperature: Some(0.0),
+            seed: None,
+            extra: serde_json::Map::new(),
+        },
+        headers: Vec::new(),
+        eos_ids: vec![1],
+        limits: Limits {
+            idle: Duration::from_secs(10),
+            total: Duration::from_secs(60),
+        },
+        grace: Duration::from_millis(100),
+        seed: 1,
+        journal: Some(journal::path_for(output)),
+    };
+    let prompts = vec![Prompt {
+        body: Body::Text("Ask a question.".into()),
+        max_tokens: None,
+        app_id: None,
+        user_id: None,
+        at_ms: None,
+    }];
+    App::recording(
+        LiveOptions {
+            options,
+            prompts,
+            output: output.to_owned(),
+            raw: None,
+            server_log: None,
+        },
+        None,
+    )
+}
+
+fn harness(app: App) -> Harness<'static, App> {
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app)
+}
+
+/// Steps frames (a real-time wait between them: the recording runs in real time) until `done`, at most 30 s.
+fn step_until(h: &mut Harness<'static, App>, what: &str, mut done: impl FnMut(&App) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(start.elapsed() < Duration::from_secs(30), "waited 30 s for {what}");
+        if let Some(live) = h.state().live() {
+            live.wait_snapshot();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        h.step();
+    }
+}
+
+fn shown(app: &App) -> (usize, usize) {
+    app.session()
+        .map_or((0, 0), |s| (s.view.trace.request_count(), s.view.trace.token_count()))
+}
+
+#[test]
+fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everything_kept() {
+    // Chunks 40 ms apart: a request streams for about 1.7 s; 6 requests 2 at a time take about 5 s.
+    let server = replay::start(replay::Behavior::replay(
+        &std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap(),
+        Duration::from_millis(40),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("rec.parquet");
+    let mut app = live_app(&server.url, &output, 6);
+    app.save_dir = Some(dir.path().to_owned());
+    let mut h = harness(app);
+    h.step();
+    h.get_by_label_contains("Recording");
+
+    // The first snapshot: a request streaming, some of its tokens shown.
+    step_until(&mut h, "a request with 3 tokens", |a| shown(a).1 >= 3);
+    let first = shown(h.state());
+    let s = h.state().session().unwrap();
+    let streaming = (0..s.view.trace.request_count())
+        .find(|&r| s.view.trace.requests.finished_ns[r].is_none())
+        .expect("a request still streaming");
+    let id = s.view.trace.request_id(streaming as u32).to_owned();
+
+    // Select it, then its first token ("What") in the high-power view, while it streams.
+    h.state_mut()
+        .session_mut()
+        .unwrap()
+        .select(Some(streaming as u32), true);
+    h.step();
+    h.step();
+    h.get_all_by_label("What").next().unwrap().click();
+    h.step();
+    assert_eq!(
+        h.state().session().unwrap().microscope.as_ref().and_then(|m| m.token),
+        Some(0)
+    );
+
+    // The trace grows; the same request and token stay selected, the request now with more tokens.
+    step_until(&mut h, "more tokens", |a| shown(a).1 >= first.1 + 10);
+    let s = h.state().session().unwrap();
+    let row = s.selected.expect("still selected");
+    assert_eq!(s.view.trace.request_id(row), id);
+    assert_eq!(s.microscope.as_ref().and_then(|m| m.token), Some(0));
+    assert!(shown(h.state()).0 >= first.0);
+    // The view follows the present: the latest token is on screen.
+    let vp = s.waterfall.viewport.unwrap();
+    let latest = (0..s.view.trace.token_count())
+        .map(|t| s.view.trace.tokens.emitted_ns[t])
+        .max()
+        .unwrap();
+    assert!(vp.start_ns <= latest && latest <= vp.end_ns(), "{vp:?} misses {latest}");
+
+    // Save now: what was recorded so far, while the recording goes on.
+    h.get_by_label("Save now…").click();
+    step_until(&mut h, "the saved file", |_| {
+        std::fs::read_dir(dir.path()).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("tokenscope-recording-")
+        })
+    });
+    assert!(matches!(h.state().live().unwrap().phase, Phase::Recording));
+
+    // Stop: no new requests; the streams in flight are cut after the grace period; everything is written.
+    h.get_by_label("Stop").click();
+    step_until(&mut h, "the recording's end", |a| {
+        matches!(a.live().unwrap().phase, Phase::Ended(_)) && !a.live().unwrap().running()
+    });
+    let Phase::Ended(what) = &h.state().live().unwrap().phase else {
+        unreachable!()
+    };
+    assert!(what.starts_with("wrote "), "{what}");
+    let written = tokenscope::load::load(&output, &tokenscope::ingest::Progress::default()).unwrap();
+    let s = h.state().session().unwrap();
+    // What is on screen at the end is the trace written: every request sent, each finished or cut.
+    assert_eq!(written.trace.request_count(), s.view.trace.request_count());
+    assert_eq!(written.trace.token_count(), s.view.trace.token_count());
+    assert!(written.trace.request_count() >= first.0);
+    assert!((0..written.trace.request_count()).all(|r| written.trace.requests.finished_ns[r].is_some()));
+    // The journal did its job and is gone.
+    assert!(!journal::path_for(&output).exists());
+    h.get_by_label_contains("Recorded: wrote");
+}
