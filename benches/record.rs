@@ -53,6 +53,7 @@ fn recorder(url: &str) -> f64 {
         grace: Duration::from_secs(1),
         seed: 1,
         journal: None,
+        keep_raw: true,
     };
     let prompts = [Prompt {
         body: Body::Text("x".into()),

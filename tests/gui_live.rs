@@ -43,6 +43,7 @@ fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
         grace: Duration::from_millis(100),
         seed: 1,
         journal: Some(journal::path_for(output)),
+        keep_raw: false,
     };
     let prompts = vec![Prompt {
         body: Body::Text("Ask a question.".into()),

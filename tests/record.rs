@@ -45,6 +45,7 @@ fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
         grace: Duration::from_millis(200),
         seed: 1,
         journal: None,
+        keep_raw: true,
     }
 }
 

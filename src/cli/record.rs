@@ -154,6 +154,7 @@ impl RecordArgs {
             grace: limits.1,
             seed: self.seed,
             journal: None,
+            keep_raw: self.raw.is_some(),
         };
         if self.live {
             return self.run_live(&options);

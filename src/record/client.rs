@@ -224,7 +224,7 @@ pub async fn run_one(
     clock: Clock,
     limits: Limits,
     mut phase: watch::Receiver<Phase>,
-    (index, prompt, ids, journal): (usize, usize, &RequestIds, Option<&super::journal::Journal>),
+    (index, prompt, ids, journal, keep_raw): (usize, usize, &RequestIds, Option<&super::journal::Journal>, bool),
 ) -> Outcome {
     let sent_ns = clock.now_ns();
     let mut out = Outcome {
@@ -240,6 +240,9 @@ pub async fn run_one(
         retried: false,
         trace_id: ids.trace_id.clone(),
     };
+    if let Some(j) = journal {
+        j.sent(ids, sent_ns).await;
+    }
     let deadline = tokio::time::Instant::now() + limits.total;
     let fail = |out: &mut Outcome, ending: Ending, code: &str, why: String| {
         out.ending = ending;
@@ -371,7 +374,9 @@ pub async fn run_one(
                     j.chunk(ids, out.sent_ns, at, &event.data).await;
                 }
                 out.stream.push(at, &event.data);
-                out.events.push((at, event.data));
+                if keep_raw {
+                    out.events.push((at, event.data));
+                }
                 if out.stream.done {
                     break;
                 }

@@ -1,6 +1,7 @@
 //! The recording's journal: what the recorder receives, written as it comes, so that a recording survives its
-//! process being killed. Each chunk is a line `{request_id, trace_id, sent_ns, events: [[t_ns, data]]}` as it
-//! arrives, each ending a line `{request_id, sent_ns, end_ns, ending, error_code, error, events: []}`: the raw
+//! process being killed, and a live view can show it as it comes. Each request's send is a line `{request_id,
+//! trace_id, sent_ns, events: []}`, each chunk a line `{request_id, trace_id, sent_ns, events: [[t_ns, data]]}` as
+//! it arrives, each ending a line `{request_id, sent_ns, end_ns, ending, error_code, error, events: []}`: the raw
 //! capture's fields over several lines, which `tokenscope` opens as a trace (kind `openai-stream`). Requests that
 //! never got their ending line (in flight at a `kill -9`) load up to their last chunk, marked cut.
 //!
@@ -61,6 +62,18 @@ impl Journal {
             Ok(written)
         });
         Ok((Journal { lines: tx }, Writer { task }))
+    }
+
+    /// A request about to be sent: a live view shows it waiting from here (a retried send says its time again in
+    /// its later lines).
+    pub async fn sent(&self, ids: &RequestIds, sent_ns: i64) {
+        let line = json!({
+            "request_id": ids.request_id,
+            "trace_id": ids.trace_id,
+            "sent_ns": sent_ns,
+            "events": [],
+        });
+        let _ = self.lines.send(line.to_string()).await;
     }
 
     /// A chunk of a stream, as it arrived.

@@ -58,6 +58,9 @@ pub struct RecordOptions {
     pub seed: u64,
     /// Where to write what is received as it comes (see [`journal`]); `None` keeps it in memory only.
     pub journal: Option<std::path::PathBuf>,
+    /// Keep every chunk's text with the outcomes, for `--raw` (about 1 KB a token with candidates); off, a long
+    /// recording holds the tokens it read and no more.
+    pub keep_raw: bool,
 }
 
 /// What a recording gives: the trace, and the raw captures.
@@ -309,7 +312,7 @@ async fn run(
             bar.clone(),
             journal.clone(),
         );
-        let limits = options.limits;
+        let (limits, keep_raw) = (options.limits, options.keep_raw);
         set.spawn(async move {
             let ids = client::RequestIds::new(nonce, i);
             let out = client::run_one(
@@ -319,7 +322,7 @@ async fn run(
                 clock,
                 limits,
                 phase,
-                (i, p, &ids, journal.as_ref()),
+                (i, p, &ids, journal.as_ref(), keep_raw),
             )
             .await;
             drop(permit);

@@ -20,7 +20,7 @@ use crate::record::tail::{self, JournalTail};
 use crate::record::{self, RecordOptions};
 
 /// The shortest time between two snapshots.
-pub const MIN_EVERY: Duration = Duration::from_millis(200);
+pub const MIN_EVERY: Duration = Duration::from_millis(50);
 
 /// What a live recording needs: the recorder's options (their journal set), its prompts, and where its trace goes.
 #[derive(Debug, Clone)]
@@ -79,6 +79,8 @@ pub struct Live {
     pub journal: PathBuf,
     /// The trace written at the end.
     pub output: PathBuf,
+    /// The server's log of the run, joined with every snapshot: the live engine track.
+    server_log: Option<PathBuf>,
     stop: watch::Sender<bool>,
     recorder: Option<Job<Recorded>>,
     /// The journal's reader, while no builder has it.
@@ -122,6 +124,7 @@ impl Live {
         let (stop, stop_rx) = watch::channel(false);
         let url = record::shown_url(&live.options.url);
         let output = live.output.clone();
+        let server_log = live.server_log.clone();
         let recorder = Job::spawn("recorder", waker, move || {
             let rec =
                 record::run_recording(&live.options, &live.prompts, false, Some(stop_rx)).map_err(|e| e.to_string())?;
@@ -138,6 +141,7 @@ impl Live {
             tail: Some(JournalTail::new(&journal)),
             journal,
             output,
+            server_log,
             stop,
             recorder: Some(recorder),
             building: None,
@@ -215,9 +219,9 @@ impl Live {
                 let last = if start_final { self.last.take() } else { None };
                 self.built_at = Some(Instant::now());
                 let force = self.show_again;
-                match Job::spawn("live snapshot", waker, move || {
-                    build(tail, last, force, slo, thresholds)
-                }) {
+                let log = self.server_log.clone();
+                let work = move || build(tail, last, force, log.as_deref(), (slo, thresholds));
+                match Job::spawn("live snapshot", waker, work) {
                     Ok(job) => self.building = Some(job),
                     Err(e) => self.phase = Phase::Ended(format!("cannot read the journal: {e}")),
                 }
@@ -255,8 +259,8 @@ fn build(
     mut tail: JournalTail,
     last: Option<Loaded>,
     force: bool,
-    slo: Slo,
-    thresholds: Thresholds,
+    server_log: Option<&std::path::Path>,
+    (slo, thresholds): (Slo, Thresholds),
 ) -> (JournalTail, Option<Snapshot>) {
     let started = Instant::now();
     let progress = tail.poll().unwrap_or_default();
@@ -266,6 +270,10 @@ fn build(
         None if grew => {
             let loaded = tail.snapshot();
             let open = open_from(&loaded.trace);
+            let loaded = match server_log {
+                Some(log) => with_server_log(loaded, log),
+                None => loaded,
+            };
             (loaded, open)
         }
         None => return (tail, None),
@@ -281,6 +289,31 @@ fn build(
         took: started.elapsed(),
     };
     (tail, Some(snapshot))
+}
+
+/// The snapshot joined with the server's log as written so far (its engine track); the snapshot alone, with the
+/// reason in its notes, while they do not join.
+fn with_server_log(loaded: Loaded, log: &std::path::Path) -> Loaded {
+    use crate::load::join;
+    let server = match crate::load::load(log, &crate::ingest::Progress::default()) {
+        Ok(s) => s,
+        Err(e) => return with_note(loaded, format!("the server's log is not shown yet: {e}")),
+    };
+    let names = ("the recording", &*log.display().to_string());
+    match join::pair(&loaded.trace, &server.trace, names) {
+        Ok(pairs) => {
+            let mut report = loaded.report;
+            report.notes.extend(server.report.notes);
+            let (trace, report) = join::build(loaded.trace, &server.trace, &pairs, report);
+            Loaded { trace, report }
+        }
+        Err(e) => with_note(loaded, format!("the server's log does not join the recording yet: {e}")),
+    }
+}
+
+fn with_note(mut loaded: Loaded, note: String) -> Loaded {
+    loaded.report.notes.push(note);
+    loaded
 }
 
 /// The earliest send of a request still streaming (no end yet).

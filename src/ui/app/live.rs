@@ -100,6 +100,10 @@ impl App {
         }
         live.shown = (latest_ns, open_from_ns);
         live.show_again = false;
+        if let Some(s) = &mut self.session {
+            // The recording's own trace at the end has every request ended: nothing is drawn open.
+            s.waterfall.open_until_ns = latest_ns.filter(|_| open_from_ns.is_some());
+        }
         if live.follow
             && let (Some(s), Some(latest)) = (&mut self.session, latest_ns)
         {

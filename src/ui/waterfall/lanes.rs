@@ -280,6 +280,7 @@ mod tests {
         let at = RowsAt {
             scroll_y: 0.0,
             row_h: 16.0,
+            open_until_ns: None,
         };
         let key = |vp: &Viewport| LanesKey {
             view: [vp.start_ns as u64, vp.ns_per_point.to_bits(), vp.width.to_bits()],

@@ -66,6 +66,8 @@ pub struct WaterfallState {
     drawn_layout: Option<TrackLayout>,
     /// The lanes' mesh of the last frame.
     lanes_cache: Option<LanesCache>,
+    /// A live recording's present: requests without an end are drawn open up to it (set by the app).
+    pub open_until_ns: Option<i64>,
     drag: Option<Drag>,
 }
 
@@ -350,6 +352,7 @@ pub fn waterfall_ui(
     let rows_at = RowsAt {
         scroll_y: state.scroll_y,
         row_h,
+        open_until_ns: state.open_until_ns,
     };
     match state.layout {
         TrackLayout::Tracks => draw_requests(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
@@ -457,6 +460,8 @@ pub fn scroll_to_time(state: &mut WaterfallState, view: &TraceView, from_ns: i64
 struct RowsAt {
     scroll_y: f32,
     row_h: f32,
+    /// A live recording's present (requests without an end are drawn open up to it).
+    open_until_ns: Option<i64>,
 }
 
 /// The request under a point: a track's, or in lanes the one of the lane at that time (or within 3 points of it).
@@ -621,6 +626,16 @@ fn draw_requests(
             let x = x_at(t);
             let bar = Rect::from_min_max(pos2(x - 1.0, top + 2.0), pos2(x + 1.0, top + row_h - 2.0));
             mesh.add_colored_rect(bar, theme::MARKER);
+        }
+        // Live: a request without an end yet is open from what is known of it to the present.
+        if let Some(now) = at.open_until_ns
+            && trace.requests.finished_ns[r as usize].is_none()
+        {
+            let from = spans.last().map_or(trace.requests.arrival_ns[r as usize], |s| s.end_ns);
+            if now > from {
+                let open = Rect::from_x_y_ranges(x_at(from)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
+                mesh.add_colored_rect(open, theme::OPEN_REQUEST);
+            }
         }
     }
     // Spans and markers of times before or after the view stay inside the time axis.

@@ -79,6 +79,8 @@ impl Capture {
             }
         };
         let c = &mut self.requests[k];
+        // A send tried again says its new time in the lines after.
+        c.sent_ns = sent_ns;
         if c.trace_id.is_none() {
             c.trace_id = v.get("trace_id").and_then(Value::as_str).map(str::to_owned);
         }

@@ -1,0 +1,250 @@
+//! The live view's costs (`record --live`).
+//!
+//! 1. A snapshot by size: a journal of real chat chunks (the llama.cpp capture's, with top-3 logprobs) read whole by
+//!    the live view's tail, made into a trace, and its findings; beside the same file loaded as a trace, the
+//!    reference, in the same run.
+//! 2. From a chunk's arrival to its token in a snapshot ready to draw, against the local replay server: 64 streams
+//!    paced to 5,000 tokens/s in all, the recorder and the live view in this process, polled once a frame (60 Hz)
+//!    as the app does.
+//!
+//! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8]`
+
+#[path = "../tests/common/replay.rs"]
+mod replay;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use tokenscope::analysis::findings::{Thresholds, find};
+use tokenscope::analysis::summary::Slo;
+use tokenscope::record::client::{Api, Limits, Sampling};
+use tokenscope::record::prompts::{Body, Prompt};
+use tokenscope::record::tail::JournalTail;
+use tokenscope::record::{RecordOptions, journal};
+use tokenscope::ui::live::{Live, LiveOptions};
+
+const FRAME: Duration = Duration::from_micros(16_667);
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn chunk() -> String {
+    let capture = std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap_or_else(|e| panic!("{e}"));
+    let data: Vec<&str> = capture.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    data[1].to_owned()
+}
+
+/// A journal of `tokens` chunks over requests of 200 tokens each, 10 ms apart, every request ended.
+fn write_journal(path: &std::path::Path, tokens: usize) {
+    let data = chunk();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap_or_else(|e| panic!("{e}")));
+    let t0 = 1_764_403_200_000_000_000_i64;
+    let per = 200;
+    for r in 0..tokens.div_ceil(per) {
+        let id = format!("rec-{r:05}");
+        let sent = t0 + i64::try_from(r).unwrap_or(0) * 50_000_000;
+        let n = per.min(tokens - r * per);
+        for k in 0..n {
+            let at = sent + 100_000_000 + i64::try_from(k).unwrap_or(0) * 10_000_000;
+            let line = serde_json::json!({"request_id": id, "sent_ns": sent, "events": [[at, data]]});
+            writeln!(w, "{line}").unwrap_or_else(|e| panic!("{e}"));
+        }
+        let end = sent + 100_000_000 + i64::try_from(n).unwrap_or(0) * 10_000_000;
+        let line =
+            serde_json::json!({"request_id": id, "sent_ns": sent, "end_ns": end, "ending": "done", "events": []});
+        writeln!(w, "{line}").unwrap_or_else(|e| panic!("{e}"));
+    }
+    w.flush().unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn snapshot_costs(sizes: &[usize]) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    println!("snapshot by size (journal read whole; reference: the same file loaded as a trace)");
+    println!(
+        "{:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "tokens", "MiB", "read ms", "trace ms", "find ms", "load ms", "ratio"
+    );
+    for &n in sizes {
+        let path = dir.path().join(format!("j{n}.jsonl"));
+        write_journal(&path, n);
+        let mib = std::fs::metadata(&path).map_or(0.0, |m| m.len() as f64 / (1 << 20) as f64);
+        let start = Instant::now();
+        let mut tail = JournalTail::new(&path);
+        while tail.poll().unwrap_or_else(|e| panic!("{e}")).fresh > 0 {}
+        let read = start.elapsed();
+        let start = Instant::now();
+        let loaded = tail.snapshot();
+        let trace_t = start.elapsed();
+        assert_eq!(loaded.trace.token_count(), n);
+        let start = Instant::now();
+        let findings = find(&loaded.trace, &Slo::DEFAULT, &Thresholds::default());
+        let find_t = start.elapsed();
+        let start = Instant::now();
+        let reference =
+            tokenscope::load::load(&path, &tokenscope::ingest::Progress::default()).unwrap_or_else(|e| panic!("{e}"));
+        let load_t = start.elapsed();
+        assert_eq!(reference.trace.token_count(), n);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{n:>9} {mib:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7.2}x   ({} findings)",
+            ms(read),
+            ms(trace_t),
+            ms(find_t),
+            ms(load_t),
+            (ms(read) + ms(trace_t)) / ms(load_t),
+            findings.len()
+        );
+    }
+}
+
+/// This process's resident memory, bytes (Linux; 0 elsewhere).
+fn resident() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn latency(seconds: f64) {
+    let rss0 = resident();
+    let streams = 64;
+    // chat_length.sse: 42 token chunks; 5,000 tokens/s over 64 streams is one chunk per stream every 12.8 ms.
+    let gap = Duration::from_micros(12_800);
+    let capture = std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap_or_else(|e| panic!("{e}"));
+    let server = replay::start(replay::Behavior::replay(&capture, gap));
+    let per_request = 44.0 * gap.as_secs_f64();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let requests = (seconds / per_request).ceil() as usize * streams;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let output = dir.path().join("live.parquet");
+    let options = RecordOptions {
+        url: server.url.clone(),
+        api: Api::Chat,
+        requests,
+        concurrency: streams,
+        rate: None,
+        sampling: Sampling {
+            model: None,
+            max_tokens: 42,
+            top_logprobs: 3,
+            temperature: None,
+            seed: None,
+            extra: serde_json::Map::new(),
+        },
+        headers: Vec::new(),
+        eos_ids: vec![1],
+        limits: Limits {
+            idle: Duration::from_secs(30),
+            total: Duration::from_secs(600),
+        },
+        grace: Duration::from_secs(1),
+        seed: 1,
+        journal: Some(journal::path_for(&output)),
+        keep_raw: false,
+    };
+    let prompts = vec![Prompt {
+        body: Body::Text("x".into()),
+        max_tokens: None,
+        app_id: None,
+        user_id: None,
+        at_ms: None,
+    }];
+    let mut live = Live::start(
+        LiveOptions {
+            options,
+            prompts,
+            output,
+            raw: None,
+            server_log: None,
+        },
+        None,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let now_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    };
+    let mut delays: Vec<f64> = Vec::new();
+    let mut builds: Vec<f64> = Vec::new();
+    let mut seen_until = i64::MIN;
+    let mut tokens = 0usize;
+    let start = Instant::now();
+    while live.running() && start.elapsed() < Duration::from_secs_f64(seconds * 3.0 + 10.0) {
+        if let Some(s) = live.poll(None, Slo::DEFAULT, Thresholds::default()) {
+            let ready = now_ns();
+            builds.push(s.took.as_secs_f64() * 1e3);
+            let t = &s.loaded.trace;
+            let mut newest = seen_until;
+            for k in 0..t.token_count() {
+                let at = t.tokens.emitted_ns[k];
+                if at > seen_until {
+                    #[allow(clippy::cast_precision_loss)]
+                    delays.push((ready - at) as f64 / 1e6);
+                    newest = newest.max(at);
+                }
+            }
+            tokens = t.token_count();
+            seen_until = newest;
+        }
+        std::thread::sleep(FRAME);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    delays.sort_by(f64::total_cmp);
+    builds.sort_by(f64::total_cmp);
+    let pct = |v: &[f64], p: f64| {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len().max(1)) - 1;
+        v.get(i).copied().unwrap_or(f64::NAN)
+    };
+    let frames = |ms: f64| ms / (FRAME.as_secs_f64() * 1e3);
+    #[allow(clippy::cast_precision_loss)]
+    let rate = tokens as f64 / elapsed;
+    println!(
+        "\nchunk to snapshot, {streams} streams, {requests} requests, {tokens} tokens in {elapsed:.1} s ({rate:.0} tokens/s)"
+    );
+    println!(
+        "  delay p50 {:.0} ms ({:.1} frames), p99 {:.0} ms ({:.1} frames); {} snapshots, build p50 {:.0} ms, max {:.0} ms",
+        pct(&delays, 0.5),
+        frames(pct(&delays, 0.5)),
+        pct(&delays, 0.99),
+        frames(pct(&delays, 0.99)),
+        builds.len(),
+        pct(&builds, 0.5),
+        builds.last().copied().unwrap_or(f64::NAN)
+    );
+    let rss = resident();
+    #[allow(clippy::cast_precision_loss)]
+    let per_token = rss.saturating_sub(rss0) as f64 / tokens.max(1) as f64;
+    println!(
+        "  memory: {:.0} MiB resident more than before the run, {per_token:.0} bytes a token; an hour at 1,000 tokens/s \
+         would hold {:.1} GiB",
+        rss.saturating_sub(rss0) as f64 / f64::from(1 << 20),
+        per_token * 3.6e6 / f64::from(1 << 30)
+    );
+    live.stop();
+}
+
+fn main() {
+    let sizes: Vec<usize> = arg("--tokens")
+        .unwrap_or_else(|| "10000,100000,500000".to_owned())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let seconds: f64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(8.0);
+    println!(
+        "machine: {} cores; {}",
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        std::env::consts::ARCH
+    );
+    snapshot_costs(&sizes);
+    latency(seconds);
+}
