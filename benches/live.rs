@@ -145,6 +145,7 @@ fn latency(seconds: f64) {
         seed: 1,
         journal: Some(journal::path_for(&output)),
         keep_raw: false,
+        rotate: None,
     };
     let prompts = vec![Prompt {
         body: Body::Text("x".into()),

@@ -54,6 +54,7 @@ fn recorder(url: &str) -> f64 {
         seed: 1,
         journal: None,
         keep_raw: true,
+        rotate: None,
     };
     let prompts = [Prompt {
         body: Body::Text("x".into()),

@@ -44,6 +44,7 @@ fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
         seed: 1,
         journal: Some(journal::path_for(output)),
         keep_raw: false,
+        rotate: None,
     };
     let prompts = vec![Prompt {
         body: Body::Text("Ask a question.".into()),

@@ -46,6 +46,7 @@ fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
         seed: 1,
         journal: None,
         keep_raw: true,
+        rotate: None,
     }
 }
 
@@ -506,4 +507,120 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
     assert!(finished >= 2 && cut >= 1, "finished {finished}, cut {cut}");
     let notes = loaded.report.notes.join("\n");
     assert!(notes.contains("the recording was interrupted"), "{notes}");
+}
+
+#[test]
+fn a_rotating_recording_writes_parts_that_open_as_one_trace_and_survive_a_kill() {
+    // Chunks 25 ms apart: a request of 9 chunks takes about 0.23 s; 16 requests 2 at a time about 1.9 s.
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(25),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
+    let run = |out: &std::path::Path, requests: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"));
+        c.args(["record", "--url", &server.url, "--prompts"])
+            .arg(&prompts)
+            .args([
+                "--requests",
+                requests,
+                "--concurrency",
+                "2",
+                "--rotate-every",
+                "0.4",
+                "-o",
+            ])
+            .arg(out);
+        c
+    };
+
+    // Whole: a part every 0.4 s; the directory opens as one trace of every request, each exact, none twice.
+    let parts = dir.path().join("parts");
+    let done = run(&parts, "16").output().unwrap();
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let written: Vec<String> = std::fs::read_dir(&parts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(written.len() >= 2, "{written:?}");
+    assert!(
+        written
+            .iter()
+            .all(|n| n.starts_with("part-") && n.ends_with(".parquet")),
+        "{written:?}"
+    );
+    assert!(
+        stdout.starts_with(&format!("wrote {} parts to ", written.len())),
+        "{stdout}"
+    );
+    let loaded = tokenscope::load::load(&parts, &tokenscope::ingest::Progress::default()).unwrap();
+    let t = &loaded.trace;
+    assert_eq!(t.request_count(), 16);
+    assert_eq!(
+        loaded.report.rejected_count(),
+        0,
+        "{:?}",
+        loaded.report.rejected.first()
+    );
+    for r in 0..16u32 {
+        assert_eq!(t.tokens_of(r).len(), 6, "{}", t.request_id(r));
+        assert_eq!(texts(t, r)[..5], ["Name", " a", " color", ".", "で購入"]);
+    }
+    assert!(stdout.contains("16 requests, 96 tokens"), "{stdout}");
+
+    // Killed once a part is written: the parts and the journal left beside them open as one trace; every request in
+    // a part is exact, the ones in flight are cut.
+    let killed = dir.path().join("killed");
+    let mut child = run(&killed, "200")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = killed.join("journal.partial.jsonl");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !(killed.join("part-00002.parquet").exists()
+        && std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"events\":[[")))
+    {
+        assert!(std::time::Instant::now() < deadline, "no second part within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let in_parts: usize = ["part-00001.parquet", "part-00002.parquet"]
+        .iter()
+        .map(|p| {
+            tokenscope::load::load(&killed.join(p), &tokenscope::ingest::Progress::default())
+                .unwrap()
+                .trace
+                .request_count()
+        })
+        .sum();
+    let loaded = tokenscope::load::load(&killed, &tokenscope::ingest::Progress::default()).unwrap();
+    let t = &loaded.trace;
+    assert!(
+        t.request_count() > in_parts,
+        "{} requests, {in_parts} in two parts",
+        t.request_count()
+    );
+    let (mut exact, mut cut) = (0, 0);
+    for r in 0..u32::try_from(t.request_count()).unwrap() {
+        match t.label(t.requests.status[r as usize]) {
+            Some("ok") => {
+                exact += 1;
+                assert_eq!(t.tokens_of(r).len(), 6, "{}", t.request_id(r));
+            }
+            _ => {
+                cut += 1;
+                assert_eq!(t.label(t.requests.error_code[r as usize]), Some("recorder_stopped"));
+            }
+        }
+    }
+    assert!(exact >= in_parts && cut >= 1, "exact {exact}, cut {cut}");
 }

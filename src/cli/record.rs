@@ -100,6 +100,13 @@ pub struct RecordArgs {
     /// The trace to write (.parquet, .jsonl).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Write the run as parts, a new one every SECS seconds: OUTPUT is then a directory of part-00001.parquet, ...,
+    /// which opens as one trace. The recorder holds one part's requests at most.
+    #[arg(long, value_name = "SECS")]
+    pub rotate_every: Option<f64>,
+    /// Write the run as parts, a new one each time MB megabytes were received (see --rotate-every).
+    #[arg(long, value_name = "MB")]
+    pub rotate_mb: Option<f64>,
     /// Show the run in the app as it is recorded: request tracks growing, tokens in the high-power view, findings
     /// as their evidence comes. Closing the window (or Stop) ends the recording and writes OUTPUT.
     #[arg(long)]
@@ -155,7 +162,11 @@ impl RecordArgs {
             seed: self.seed,
             journal: None,
             keep_raw: self.raw.is_some(),
+            rotate: None,
         };
+        if self.rotate_every.is_some() || self.rotate_mb.is_some() {
+            return self.run_rotating(options);
+        }
         if self.live {
             return self.run_live(&options);
         }
@@ -172,6 +183,88 @@ impl RecordArgs {
 }
 
 impl RecordArgs {
+    /// `record --rotate-every` / `--rotate-mb`: the run written as parts in the output directory.
+    fn run_rotating(&self, options: RecordOptions) -> Output {
+        let refused = [
+            (self.live, "--live"),
+            (self.server_log.is_some(), "--server-log"),
+            (self.raw.is_some(), "--raw"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+            return Output::error(
+                format!(
+                    "{flag} needs the whole run at its end, which a rotating recording does not keep: record without \
+                     rotation, or open the parts' directory with the server's log afterwards"
+                ),
+                2,
+            );
+        }
+        let every = match self.rotate_every.map(|s| {
+            (s.is_finite() && s > 0.0)
+                .then(|| std::time::Duration::from_secs_f64(s))
+                .ok_or_else(|| format!("--rotate-every {s}: give a positive number of seconds"))
+        }) {
+            Some(Err(e)) => return Output::error(e, 2),
+            Some(Ok(d)) => Some(d),
+            None => None,
+        };
+        let bytes = match self.rotate_mb {
+            Some(mb) if !(mb.is_finite() && mb > 0.0) => {
+                return Output::error(format!("--rotate-mb {mb}: give a positive number of megabytes"), 2);
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a positive size in MB
+            Some(mb) => Some((mb * 1e6) as u64),
+            None => None,
+        };
+        let dir = &self.output;
+        if crate::format::encoding_of(dir).is_some() || dir.is_file() {
+            return Output::error(
+                format!(
+                    "{}: a rotating recording writes parts into a directory: give -o a directory (it is made when \
+                     missing)",
+                    dir.display()
+                ),
+                2,
+            );
+        }
+        let prompts = match record::prompts::load(&self.prompts) {
+            Ok(p) => p,
+            Err(e) => return Output::error(e, 2),
+        };
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return Output::error(format!("cannot make {}: {e}", dir.display()), 1);
+        }
+        let journal = dir.join("journal.partial.jsonl");
+        let options = RecordOptions {
+            journal: Some(journal.clone()),
+            rotate: Some(record::rotate::Rotation {
+                dir: dir.clone(),
+                every,
+                bytes,
+            }),
+            ..options
+        };
+        let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let rec = match record::run_recording(&options, &prompts.prompts, progress, None) {
+            Ok(r) => r,
+            Err(e) => return Output::error(e, 1),
+        };
+        // Every request that ended is in a part: the journal has done its job.
+        let _ = std::fs::remove_file(&journal);
+        Output {
+            stdout: format!(
+                "wrote {} parts to {} ({} requests, {} tokens; it opens as one trace): {}\n",
+                rec.parts.paths.len(),
+                dir.display(),
+                thousands(rec.parts.requests as u64),
+                thousands(rec.parts.tokens as u64),
+                record::summary_line(&rec)
+            ),
+            stderr: String::new(),
+            code: 0,
+        }
+    }
+
     /// `record --live`: the app shows the recording as it is made.
     fn run_live(&self, options: &RecordOptions) -> Output {
         let (options, prompts, stderr) = match prepare(options, &self.prompts, &self.output) {

@@ -12,18 +12,34 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::client::{Outcome, RequestIds};
 
 /// Lines waiting for the writer at most: a slow disk makes the streams wait rather than memory grow.
 const QUEUED_LINES: usize = 4_096;
 
+/// What the writer is sent.
+#[derive(Debug)]
+enum Message {
+    /// A line to append.
+    Line(String),
+    /// The requests just written to a part of a rotating recording: their lines leave the journal (which is written
+    /// again without them and put in place of the old in one rename), and the answer says how that went.
+    Forget(HashSet<String>, oneshot::Sender<std::io::Result<()>>),
+}
+
 /// Where the recording's streams write their lines.
 #[derive(Debug, Clone)]
 pub struct Journal {
-    lines: mpsc::Sender<String>,
+    lines: mpsc::Sender<Message>,
+    /// Bytes appended so far.
+    written: Arc<AtomicU64>,
 }
 
 /// The writer's end: join it to learn how writing went.
@@ -45,23 +61,66 @@ impl Journal {
     /// The file cannot be created.
     pub fn create(path: &Path) -> std::io::Result<(Journal, Writer)> {
         let file = std::fs::File::create(path)?;
-        let (tx, mut rx) = mpsc::channel::<String>(QUEUED_LINES);
+        let (tx, mut rx) = mpsc::channel::<Message>(QUEUED_LINES);
+        let written = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&written);
+        let path = path.to_owned();
         let task = tokio::task::spawn_blocking(move || {
             let mut out = std::io::BufWriter::new(file);
-            let mut written = 0u64;
-            while let Some(line) = rx.blocking_recv() {
-                out.write_all(line.as_bytes())?;
-                out.write_all(b"\n")?;
-                written += 1;
+            let mut lines = 0u64;
+            while let Some(message) = rx.blocking_recv() {
+                match message {
+                    Message::Line(line) => {
+                        out.write_all(line.as_bytes())?;
+                        out.write_all(b"\n")?;
+                        lines += 1;
+                        counted.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
+                    }
+                    Message::Forget(ids, answer) => {
+                        out.flush()?;
+                        let kept = forget(&path, &ids);
+                        let reopened = kept.and_then(|()| std::fs::OpenOptions::new().append(true).open(&path));
+                        match reopened {
+                            Ok(f) => {
+                                out = std::io::BufWriter::new(f);
+                                let _ = answer.send(Ok(()));
+                            }
+                            // The journal cannot be written again: said to the rotation, and the recording's
+                            // writing ends with the error.
+                            Err(e) => {
+                                let _ = answer.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+                                return Err(e);
+                            }
+                        }
+                    }
+                }
                 // Drained: what is buffered goes to the system before the writer waits again.
                 if rx.is_empty() {
                     out.flush()?;
                 }
             }
             out.flush()?;
-            Ok(written)
+            Ok(lines)
         });
-        Ok((Journal { lines: tx }, Writer { task }))
+        Ok((Journal { lines: tx, written }, Writer { task }))
+    }
+
+    /// Bytes appended to the journal so far (what a rotation by size counts).
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Leaves out of the journal the lines of these requests (written to a part); waits for it to be done.
+    ///
+    /// # Errors
+    /// The journal could not be written again.
+    pub async fn forget(&self, ids: HashSet<String>) -> std::io::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.lines.send(Message::Forget(ids, tx)).await.is_err() {
+            return Err(std::io::Error::other("the journal's writer has stopped"));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the journal's writer has stopped")))
     }
 
     /// A request about to be sent: a live view shows it waiting from here (a retried send says its time again in
@@ -73,7 +132,7 @@ impl Journal {
             "sent_ns": sent_ns,
             "events": [],
         });
-        let _ = self.lines.send(line.to_string()).await;
+        let _ = self.lines.send(Message::Line(line.to_string())).await;
     }
 
     /// A chunk of a stream, as it arrived.
@@ -84,7 +143,7 @@ impl Journal {
             "sent_ns": sent_ns,
             "events": [[at_ns, data]],
         });
-        let _ = self.lines.send(line.to_string()).await;
+        let _ = self.lines.send(Message::Line(line.to_string())).await;
     }
 
     /// How a request ended.
@@ -99,7 +158,7 @@ impl Journal {
             "error": o.error,
             "events": [],
         });
-        let _ = self.lines.send(line.to_string()).await;
+        let _ = self.lines.send(Message::Line(line.to_string())).await;
     }
 }
 
@@ -111,4 +170,35 @@ impl Writer {
     pub async fn finish(self) -> std::io::Result<u64> {
         self.task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
+}
+
+/// Writes the journal at `path` again without the lines of `ids`, beside it, then puts it in place in one rename: a
+/// kill at any moment leaves the old journal or the new, whole.
+fn forget(path: &Path, ids: &HashSet<String>) -> std::io::Result<()> {
+    use std::io::BufRead;
+    // Hidden beside it: a directory opened as a trace never reads it half written.
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    {
+        let input = std::io::BufReader::new(std::fs::File::open(path)?);
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        for line in input.lines() {
+            let line = line?;
+            let id = serde_json::from_str::<serde_json::Value>(&line).ok().and_then(|v| {
+                v.get("request_id")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            });
+            if id.is_some_and(|id| ids.contains(&id)) {
+                continue;
+            }
+            out.write_all(line.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        out.get_ref().sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
 }

@@ -11,6 +11,7 @@ pub mod client;
 mod finish;
 pub mod journal;
 pub mod prompts;
+pub mod rotate;
 pub mod tail;
 
 use std::path::PathBuf;
@@ -61,6 +62,8 @@ pub struct RecordOptions {
     /// Keep every chunk's text with the outcomes, for `--raw` (about 1 KB a token with candidates); off, a long
     /// recording holds the tokens it read and no more.
     pub keep_raw: bool,
+    /// Write the requests that ended as parts of the run, by time or size (see [`rotate`]); `None` writes one trace.
+    pub rotate: Option<rotate::Rotation>,
 }
 
 /// What a recording gives: the trace, and the raw captures.
@@ -74,6 +77,8 @@ pub struct Recording {
     pub outcomes: Vec<Outcome>,
     /// True when Ctrl-C stopped it.
     pub interrupted: bool,
+    /// A rotating recording's parts (its requests are there, not in `trace`; their outcomes keep no tokens).
+    pub parts: rotate::Parts,
 }
 
 /// Why a recording could not start.
@@ -88,6 +93,9 @@ pub enum RecordError {
     /// The async runtime could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// A part of a rotating recording could not be written.
+    #[error("cannot write a part of the recording: {0}")]
+    Part(String),
     /// The journal (what is received, written as it comes) cannot be written.
     #[error("cannot write the recording's journal {0}: {1}; give an output in a writable directory")]
     Journal(String, std::io::Error),
@@ -255,6 +263,23 @@ async fn run(
         }
         None => (None, None),
     };
+    // A rotating recording hands every request that ends to the rotation, which writes the parts.
+    let (ended, rotation) = match &options.rotate {
+        Some(r) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let context = rotate::Context {
+                options: options.clone(),
+                prompts: prompts.to_vec(),
+                info: info.clone(),
+                url: url.clone(),
+            };
+            (
+                Some(tx),
+                Some(tokio::spawn(rotate::run(r.clone(), context, journal.clone(), rx))),
+            )
+        }
+        None => (None, None),
+    };
     let next = Arc::new(AtomicUsize::new(0));
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut set = tokio::task::JoinSet::new();
@@ -304,13 +329,14 @@ async fn run(
         let p = i % prompts.len().max(1);
         let Some(prompt) = prompts.get(p) else { break };
         let body = client::body(options.api, prompt, &options.sampling);
-        let (client, url, phase, counters, bar, journal) = (
+        let (client, url, phase, counters, bar, journal, ended) = (
             client.clone(),
             url.clone(),
             phase_rx.clone(),
             Arc::clone(&counters),
             bar.clone(),
             journal.clone(),
+            ended.clone(),
         );
         let (limits, keep_raw) = (options.limits, options.keep_raw);
         set.spawn(async move {
@@ -342,7 +368,19 @@ async fn run(
                     counters.errors.load(Ordering::Relaxed)
                 ));
             }
-            out
+            // Rotating: the request goes to the next part; what is kept here only counts it.
+            match &ended {
+                Some(tx) => {
+                    let kept = Outcome {
+                        stream: crate::import::openai::Stream::default(),
+                        events: Vec::new(),
+                        ..out.clone()
+                    };
+                    let _ = tx.send(out);
+                    kept
+                }
+                None => out,
+            }
         });
     }
     let mut outcomes = Vec::with_capacity(options.requests);
@@ -351,6 +389,15 @@ async fn run(
             outcomes.push(out);
         }
     }
+    drop(ended);
+    let parts = match rotation {
+        Some(task) => match task.await {
+            Ok(Ok(parts)) => parts,
+            Ok(Err(e)) => return Err(RecordError::Part(e)),
+            Err(e) => return Err(RecordError::Part(e.to_string())),
+        },
+        None => rotate::Parts::default(),
+    };
     drop(journal);
     if let Some(w) = writer {
         w.finish().await.map_err(|e| {
@@ -374,6 +421,7 @@ async fn run(
         report,
         outcomes,
         interrupted: interrupted.load(Ordering::Relaxed),
+        parts,
     })
 }
 
@@ -535,7 +583,7 @@ pub fn build_trace(
 /// The one-line summary of a recording.
 pub fn summary_line(rec: &Recording) -> String {
     let count = |e: Ending| rec.outcomes.iter().filter(|o| o.ending == e).count();
-    let tokens: usize = rec.outcomes.iter().map(|o| o.stream.tokens.len()).sum();
+    let tokens: usize = rec.outcomes.iter().map(|o| o.stream.tokens.len()).sum::<usize>() + rec.parts.tokens;
     format!(
         "{} requests: {} ok, {} failed, {} cut, {} timed out, {} interrupted; {} tokens{}",
         rec.outcomes.len(),
