@@ -100,6 +100,7 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     let output = dir.path().join("rec.parquet");
     let mut app = live_app(&server.url, &output, 6);
     app.save_dir = Some(dir.path().to_owned());
+    app.show_timeline = true;
     let mut h = harness(app);
     h.step();
     h.get_by_label_contains("Recording");
@@ -127,8 +128,17 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
         Some(0)
     );
 
+    // The timeline's series of the first snapshots are drawn.
+    #[cfg(feature = "query")]
+    step_until(&mut h, "the timeline's series", |a| {
+        a.session().unwrap().timeline.rows().is_some()
+    });
+
     // The trace grows; the same request and token stay selected, the request now with more tokens.
     step_until(&mut h, "more tokens", |a| shown(a).1 >= first.1 + 10);
+    // The timeline kept its series while the next were computed for the grown trace.
+    #[cfg(feature = "query")]
+    assert!(h.state().session().unwrap().timeline.rows().is_some());
     let s = h.state().session().unwrap();
     let row = s.selected.expect("still selected");
     assert_eq!(s.view.trace.request_id(row), id);
@@ -173,4 +183,33 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     // The journal did its job and is gone.
     assert!(!journal::path_for(&output).exists());
     h.get_by_label_contains("Recorded: wrote");
+}
+
+#[test]
+fn a_recording_whose_recorder_was_killed_says_it_is_incomplete_when_opened() {
+    // A journal as a kill -9 leaves it: a request that ended, one in flight after two chunks.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rec.parquet.partial.jsonl");
+    let t0 = 1_764_403_200_000_000_000_i64;
+    let chunk = |id: &str, ms: i64, text: &str| {
+        let data = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string();
+        serde_json::json!({"request_id": id, "sent_ns": t0, "events": [[t0 + ms * 1_000_000, data]]}).to_string()
+    };
+    let end = serde_json::json!({"request_id": "a", "sent_ns": t0, "end_ns": t0 + 40_000_000, "ending": "done",
+        "events": []});
+    let lines = [
+        chunk("a", 10, "Hi"),
+        chunk("b", 15, "Hel"),
+        chunk("a", 20, "!"),
+        end.to_string(),
+        chunk("b", 30, "lo"),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let mut app = App::new(tokenscope::ui::TraceSource::Path(path), None);
+    app.wait_loaded();
+    let mut h = harness(app);
+    h.step();
+    h.get_by_label_contains("This recording is incomplete: the recording was interrupted: 1 request was in flight");
+    let t = &h.state().session().unwrap().view.trace;
+    assert_eq!((t.request_count(), t.token_count()), (2, 4));
 }

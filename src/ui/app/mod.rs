@@ -479,6 +479,15 @@ impl App {
                     self.settings.recent.truncate(MAX_RECENT);
                 }
                 self.show_problems = loaded.report.rejected_count() > 0;
+                // A recording whose recorder was killed is incomplete: said where it cannot be missed.
+                if let Some(n) = loaded
+                    .report
+                    .notes
+                    .iter()
+                    .find(|n| n.starts_with("the recording was interrupted"))
+                {
+                    self.notice = Some(format!("This recording is incomplete: {n}."));
+                }
                 let mut session = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
                 if self.session.is_none() {
                     session.stats.prices = self.settings.prices.clone();

@@ -180,13 +180,18 @@ impl Capture {
         if open > 0 {
             sink.note(match unfinished {
                 Unfinished::Cut => format!(
-                    "the recording was interrupted: {open} requests were in flight when it stopped (its journal has \
-                     no end for them); they are kept up to their last chunk and marked cut (status error, error_code \
-                     recorder_stopped)"
+                    "the recording was interrupted: {open} {} in flight when it stopped (its journal has no end for \
+                     {}); {} kept up to {} last chunk and marked cut (status error, error_code recorder_stopped)",
+                    if open == 1 { "request was" } else { "requests were" },
+                    if open == 1 { "it" } else { "them" },
+                    if open == 1 { "it is" } else { "they are" },
+                    if open == 1 { "its" } else { "their" },
                 ),
                 Unfinished::InFlight => format!(
-                    "live: {open} requests are still streaming; they are shown up to their last chunk, with no end, \
-                     status or finish reason yet"
+                    "live: {open} {} still streaming, shown up to {} last chunk with no end, status or finish reason \
+                     yet",
+                    if open == 1 { "request is" } else { "requests are" },
+                    if open == 1 { "its" } else { "their" },
                 ),
             });
         }
