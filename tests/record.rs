@@ -220,16 +220,29 @@ fn http_errors_and_refused_connections_end_each_request_with_its_error() {
 
 #[test]
 fn a_stop_mid_stream_keeps_what_was_recorded_and_marks_it() {
-    // 40 token chunks 50 ms apart; the stop comes after ~300 ms, the grace is 200 ms: each stream is cut near
-    // 500 ms with about ten tokens, and no request starts after the stop.
+    // 40 token chunks 50 ms apart; the stop comes once the journal shows both streams 3 chunks in (a signal, not a
+    // clock), the grace is 200 ms: each stream is cut with about 3 + 4 tokens, and no request starts after the stop.
     let server = start(Behavior::replay(&capture("chat_length.sse"), Duration::from_millis(50)));
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("rec.parquet.partial.jsonl");
     let mut o = options(&server.url, Api::Chat, 6);
     o.concurrency = 2;
+    o.journal = Some(journal.clone());
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let stopper = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        let chunks = |id: &str| {
+            std::fs::read_to_string(&journal)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains(id) && l.contains("\"events\":[["))
+                .count()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while chunks("rec-00000") < 4 || chunks("rec-00001") < 4 {
+            assert!(std::time::Instant::now() < deadline, "the streams never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let _ = stop_tx.send(true);
-        std::thread::sleep(Duration::from_secs(2));
     });
     let rec = run_recording(&o, &prompts(), false, Some(stop)).unwrap();
     stopper.join().unwrap();
@@ -623,4 +636,43 @@ fn a_rotating_recording_writes_parts_that_open_as_one_trace_and_survive_a_kill()
         }
     }
     assert!(exact >= in_parts && cut >= 1, "exact {exact}, cut {cut}");
+}
+
+#[test]
+fn an_open_loop_sends_at_the_seeded_poisson_times_never_early() {
+    // --rate 20 with seed 1: the gaps are the first 20 draws of Exp(20) from Pcg64 seeded with 1, as the recorder
+    // draws them; a fast server and 20 in flight at most, so nothing but the schedule holds a request back.
+    use rand::SeedableRng;
+    use rand_distr::Distribution;
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(1),
+    ));
+    let mut o = options(&server.url, Api::Chat, 20);
+    o.concurrency = 20;
+    o.rate = Some(20.0);
+    o.seed = 1;
+    let rec = record(&o);
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(1);
+    let exp = rand_distr::Exp::new(20.0).unwrap();
+    let mut due = 0.0_f64;
+    let due_s: Vec<f64> = (0..20)
+        .map(|_| {
+            due += exp.sample(&mut rng);
+            due
+        })
+        .collect();
+    let sent: Vec<i64> = rec.outcomes.iter().map(|o| o.sent_ns).collect();
+    assert_eq!(sent.len(), 20);
+    #[allow(clippy::cast_precision_loss)]
+    for k in 1..20 {
+        // Offsets from the first send, against the schedule's: never early (1 ms for the two clocks), late by at most
+        // what a busy machine adds to one timer.
+        let actual = (sent[k] - sent[0]) as f64 / 1e9;
+        let expected = due_s[k] - due_s[0];
+        assert!(actual >= expected - 0.001, "request {k} sent at {actual:.4} s, due at {expected:.4} s");
+        assert!(actual <= expected + 0.15, "request {k} sent at {actual:.4} s, due at {expected:.4} s");
+    }
+    // The schedule spans about a second (20 gaps of 50 ms on average): paced, not sent at once.
+    assert!(due_s[19] - due_s[0] > 0.3, "{due_s:?}");
 }
