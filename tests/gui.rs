@@ -516,9 +516,11 @@ fn a_range_analysis_of_one_trace_never_lands_on_the_next() {
     // How the findings panel is set carries over to the next trace; what was computed for the demo does not.
     let hidden = tokenscope::analysis::findings::Kind::Truncation;
     app.session_mut().unwrap().findings.hidden.push(hidden);
+    // The analysis's result is ready, not yet taken by a frame, when the next trace opens.
+    app.session().unwrap().wait_interference_ready();
+    assert!(app.session().unwrap().analysing());
     app.open(TraceSource::Path("sample_traces/long_prefill.jsonl".into()));
     app.wait_loaded();
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let h = harness(app);
     let next = h.state().session().unwrap();
     assert_ne!(next.id, demo, "a new trace is a new session");

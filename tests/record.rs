@@ -670,8 +670,14 @@ fn an_open_loop_sends_at_the_seeded_poisson_times_never_early() {
         // what a busy machine adds to one timer.
         let actual = (sent[k] - sent[0]) as f64 / 1e9;
         let expected = due_s[k] - due_s[0];
-        assert!(actual >= expected - 0.001, "request {k} sent at {actual:.4} s, due at {expected:.4} s");
-        assert!(actual <= expected + 0.15, "request {k} sent at {actual:.4} s, due at {expected:.4} s");
+        assert!(
+            actual >= expected - 0.001,
+            "request {k} sent at {actual:.4} s, due at {expected:.4} s"
+        );
+        assert!(
+            actual <= expected + 0.15,
+            "request {k} sent at {actual:.4} s, due at {expected:.4} s"
+        );
     }
     // The schedule spans about a second (20 gaps of 50 ms on average): paced, not sent at once.
     assert!(due_s[19] - due_s[0] > 0.3, "{due_s:?}");

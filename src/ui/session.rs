@@ -294,6 +294,13 @@ impl Session {
         }
     }
 
+    /// Waits until the range's analysis has its result, without taking it (tests: a result ready but not yet shown).
+    pub fn wait_interference_ready(&self) {
+        if let Some(job) = &self.interference_job {
+            job.wait();
+        }
+    }
+
     /// Puts the selected request under the microscope when the selection changed.
     pub fn sync_microscope(&mut self, waker: Option<&egui::Context>) {
         let current = self.microscope.as_ref().map(|m| m.request);
