@@ -181,6 +181,14 @@ pub struct RequestIds {
 }
 
 impl RequestIds {
+    /// The ids as the journal's lines carry them.
+    pub fn journal(&self) -> super::journal::Ids<'_> {
+        super::journal::Ids {
+            request_id: &self.request_id,
+            trace_id: &self.trace_id,
+        }
+    }
+
     /// The ids of request `index` of a run whose ids start from `nonce` (a run's start time: two runs differ).
     pub fn new(nonce: u64, index: usize) -> Self {
         RequestIds {
@@ -241,7 +249,7 @@ pub async fn run_one(
         trace_id: ids.trace_id.clone(),
     };
     if let Some(j) = journal {
-        j.sent(ids, sent_ns).await;
+        j.sent(ids.journal(), sent_ns).await;
     }
     let deadline = tokio::time::Instant::now() + limits.total;
     let fail = |out: &mut Outcome, ending: Ending, code: &str, why: String| {
@@ -371,7 +379,7 @@ pub async fn run_one(
             Ok(Some(Ok(event))) => {
                 let at = clock.now_ns();
                 if let Some(j) = journal {
-                    j.chunk(ids, out.sent_ns, at, &event.data).await;
+                    j.chunk(ids.journal(), out.sent_ns, at, &event.data).await;
                 }
                 out.stream.push(at, &event.data);
                 if keep_raw {
@@ -387,7 +395,14 @@ pub async fn run_one(
         out.end_ns = out.stream.last_ns.unwrap_or_else(|| clock.now_ns());
     }
     if let Some(j) = journal {
-        j.end(ids, &out).await;
+        let ended = super::journal::Ended {
+            sent_ns: out.sent_ns,
+            end_ns: out.end_ns,
+            ending: out.ending,
+            error_code: out.error_code.as_deref(),
+            error: out.error.as_deref(),
+        };
+        j.end(ids.journal(), ended).await;
     }
     out
 }

@@ -19,10 +19,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::client::{Outcome, RequestIds};
+use crate::import::openai::Ending;
 
 /// Lines waiting for the writer at most: a slow disk makes the streams wait rather than memory grow.
 const QUEUED_LINES: usize = 4_096;
+
+/// The ids a request's lines carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Ids<'a> {
+    /// The request's id in the recording (`rec-00001`).
+    pub request_id: &'a str,
+    /// The W3C trace id it carried.
+    pub trace_id: &'a str,
+}
+
+/// How a request ended, for its last line.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended<'a> {
+    /// When it was sent (a retried send's time), Unix ns.
+    pub sent_ns: i64,
+    /// When it ended, Unix ns.
+    pub end_ns: i64,
+    /// How.
+    pub ending: Ending,
+    /// The HTTP status or what failed.
+    pub error_code: Option<&'a str>,
+    /// Why, in words.
+    pub error: Option<&'a str>,
+}
 
 /// What the writer is sent.
 #[derive(Debug)]
@@ -125,7 +149,7 @@ impl Journal {
 
     /// A request about to be sent: a live view shows it waiting from here (a retried send says its time again in
     /// its later lines).
-    pub async fn sent(&self, ids: &RequestIds, sent_ns: i64) {
+    pub async fn sent(&self, ids: Ids<'_>, sent_ns: i64) {
         let line = json!({
             "request_id": ids.request_id,
             "trace_id": ids.trace_id,
@@ -136,7 +160,7 @@ impl Journal {
     }
 
     /// A chunk of a stream, as it arrived.
-    pub async fn chunk(&self, ids: &RequestIds, sent_ns: i64, at_ns: i64, data: &str) {
+    pub async fn chunk(&self, ids: Ids<'_>, sent_ns: i64, at_ns: i64, data: &str) {
         let line = json!({
             "request_id": ids.request_id,
             "trace_id": ids.trace_id,
@@ -147,15 +171,15 @@ impl Journal {
     }
 
     /// How a request ended.
-    pub async fn end(&self, ids: &RequestIds, o: &Outcome) {
+    pub async fn end(&self, ids: Ids<'_>, e: Ended<'_>) {
         let line = json!({
             "request_id": ids.request_id,
             "trace_id": ids.trace_id,
-            "sent_ns": o.sent_ns,
-            "end_ns": o.end_ns,
-            "ending": o.ending,
-            "error_code": o.error_code,
-            "error": o.error,
+            "sent_ns": e.sent_ns,
+            "end_ns": e.end_ns,
+            "ending": e.ending,
+            "error_code": e.error_code,
+            "error": e.error,
             "events": [],
         });
         let _ = self.lines.send(Message::Line(line.to_string())).await;

@@ -6,6 +6,15 @@ use std::path::PathBuf;
 
 use super::capture::{self, View};
 
+/// Which trace of a comparison a finding or a request belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The trace on screen.
+    A,
+    /// The other.
+    B,
+}
+
 /// One thing asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -79,7 +88,7 @@ pub enum Command {
     /// Go to a finding of A or B in a comparison: zoom its waterfall to the range and select its subject.
     CompareGoTo {
         /// Whose finding.
-        side: super::compare::Side,
+        side: Side,
         /// Range start, ns.
         from_ns: i64,
         /// Range end, ns.

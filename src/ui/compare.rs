@@ -9,6 +9,7 @@ use std::sync::mpsc::TryRecvError;
 use eframe::egui::{self, Color32, RichText, Ui};
 
 use super::command::Command;
+pub use super::command::Side;
 use super::job::Job;
 use super::session::Session;
 use super::stats::{self, Grouping, Samples};
@@ -321,15 +322,6 @@ fn fidelity_ui(ui: &mut Ui, c: &Comparison) {
                 }
             });
     });
-}
-
-/// Which trace a finding or a request belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// The trace on screen.
-    A,
-    /// The other.
-    B,
 }
 
 fn finding_row(ui: &mut Ui, tag: &str, side: Side, view: &TraceView, f: &Finding, out: &mut Vec<Command>) {

@@ -8,7 +8,8 @@ use super::{Frame, Hover, draw_items};
 use crate::ui::theme;
 use crate::view::layout;
 use crate::view::lod::{RenderItem, compute_render_items, visible};
-use crate::view::trace_view::{COUNTERS, TraceView, counter_values};
+use crate::view::step_summary::{COUNTERS, counter_values};
+use crate::view::trace_view::TraceView;
 use crate::view::viewport::Viewport;
 
 pub(super) fn engine_block_height() -> f32 {

@@ -9,6 +9,9 @@ use rayon::prelude::*;
 
 use crate::trace::{StageKind, Trace};
 
+/// A decode gap longer than this many times the request's own median inter-token latency is a stall.
+pub const STALL_FACTOR: f64 = 3.0;
+
 /// Items per block of [`Windows`] and [`SourceSteps`]: the blocks' maxima let a query skip 64 items at a time.
 const BLOCK: usize = 64;
 
@@ -268,7 +271,7 @@ pub struct RangeIndex {
     pub decode: Vec<Decode>,
     /// Queue and preemption windows.
     pub waits: Windows,
-    /// Decode gaps longer than [`super::interference::STALL_FACTOR`] x the request's median.
+    /// Decode gaps longer than [`STALL_FACTOR`] x the request's median.
     pub stalls: Windows,
     /// Prefill spans (explicit, or derived from scheduling and first token), for ranges without steps.
     pub prefills: Windows,
@@ -476,7 +479,7 @@ impl RangeIndex {
 /// True when a gap of `gap_ns` is a stall for a request whose median inter-token latency is `median_ns`.
 #[allow(clippy::cast_precision_loss)] // ns spans far below 2^53
 pub fn is_stall(gap_ns: i64, median_ns: i64) -> bool {
-    median_ns > 0 && gap_ns as f64 > super::interference::STALL_FACTOR * median_ns as f64
+    median_ns > 0 && gap_ns as f64 > STALL_FACTOR * median_ns as f64
 }
 
 #[cfg(test)]

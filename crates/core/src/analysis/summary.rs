@@ -147,7 +147,7 @@ impl GroupBy {
 }
 
 /// The key of requests without the grouping label.
-pub const NO_LABEL: &str = "(none)";
+pub const NO_LABEL: &str = crate::trace::window::ABSENT;
 
 /// The summary of the given requests.
 pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Prices>) -> Summary {

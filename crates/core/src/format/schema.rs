@@ -91,8 +91,7 @@ macro_rules! name_list {
 }
 scalar_fields!(name_list);
 
-/// The record kinds of the format.
-pub const KINDS: [&str; 6] = ["meta", "request", "iteration", "stage", "token", "sample"];
+pub use crate::ingest::raw::KINDS;
 
 /// The scalar fields a record of each kind may have (`kind` included). Validation reads no others, so readers may
 /// skip the rest; a test in `validate` keeps the two in step.

@@ -11,23 +11,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
 
-/// The request labels a filter can choose records by.
-pub const LABELS: [&str; 4] = ["source", "model", "app_id", "user_id"];
+pub use crate::trace::window::{ABSENT, LABELS, Window};
 
 const HOUR_NS: i64 = 3_600_000_000_000;
 const DAY_NS: i64 = 24 * HOUR_NS;
-
-/// A time window and filters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Window {
-    /// Records at or after this time, ns since the Unix epoch.
-    pub from_ns: Option<i64>,
-    /// Records before this time, ns since the Unix epoch.
-    pub to_ns: Option<i64>,
-    /// `(key, value)`, values as written (not escaped): a record or folder must have one of the values given for
-    /// each key named (`source=a`, `source=b` and `model=m`: source a or b, and model m).
-    pub filters: Vec<(String, String)>,
-}
 
 /// A time on the command line: RFC 3339 (`2025-11-29T08:15:00Z`, `2025-11-29T09:15:00+01:00`), a UTC date and time
 /// (`2025-11-29T08:15`, `2025-11-29 08:15:30`), a UTC date (`2025-11-29`), or ns since the Unix epoch.
@@ -147,22 +134,6 @@ fn folder_span(keys: &[(String, String)]) -> Option<(i64, i64)> {
 }
 
 impl Window {
-    /// True when the window chooses nothing out (no times, no filters).
-    pub fn is_all(&self) -> bool {
-        self.from_ns.is_none() && self.to_ns.is_none() && self.filters.is_empty()
-    }
-
-    /// Whether `t` is within the window's times.
-    pub fn contains(&self, t: i64) -> bool {
-        self.from_ns.is_none_or(|f| t >= f) && self.to_ns.is_none_or(|e| t < e)
-    }
-
-    /// Whether a value of `key` passes the filters: one of the values given for the key, if any is.
-    pub fn allows(&self, key: &str, value: &str) -> bool {
-        let mut given = self.filters.iter().filter(|(k, _)| k == key).peekable();
-        given.peek().is_none() || given.any(|(_, v)| v == value)
-    }
-
     /// Whether a file whose folders are `keys` can hold records of the window.
     pub fn keeps_folder(&self, keys: &[(String, String)]) -> bool {
         let filters_hold = keys.iter().all(|(k, v)| self.allows(k, v));
@@ -204,48 +175,6 @@ impl Window {
             ));
         }
         Ok(kept)
-    }
-
-    /// The window in words: `from 2025-11-29T08:00:00Z to 2025-11-29T09:00:00Z where source=vllm-0`.
-    pub fn describe(&self) -> String {
-        let time = |ns: i64| {
-            chrono::DateTime::from_timestamp_nanos(ns)
-                .format("%Y-%m-%dT%H:%M:%S%.fZ")
-                .to_string()
-        };
-        let mut parts = Vec::new();
-        if let Some(f) = self.from_ns {
-            parts.push(format!("from {}", time(f)));
-        }
-        if let Some(t) = self.to_ns {
-            parts.push(format!("to {}", time(t)));
-        }
-        if !self.filters.is_empty() {
-            let mut keys: Vec<&str> = Vec::new();
-            for (k, _) in &self.filters {
-                if !keys.contains(&k.as_str()) {
-                    keys.push(k);
-                }
-            }
-            let f: Vec<String> = keys
-                .iter()
-                .map(|&k| {
-                    let values: Vec<&str> = self
-                        .filters
-                        .iter()
-                        .filter(|(fk, _)| fk == k)
-                        .map(|(_, v)| v.as_str())
-                        .collect();
-                    format!("{k}={}", values.join("|"))
-                })
-                .collect();
-            parts.push(format!("where {}", f.join(" and ")));
-        }
-        if parts.is_empty() {
-            "everything".to_owned()
-        } else {
-            parts.join(" ")
-        }
     }
 }
 

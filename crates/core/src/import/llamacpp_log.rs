@@ -363,7 +363,7 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
     let name = path.display();
     let mut meta = record("meta");
     meta.engine = text("llama.cpp");
-    meta.clock = text(crate::load::join::ANCHORED);
+    meta.clock = text(crate::trace::CLOCK_ANCHORED);
     meta.eos_token_ids = None;
     sink.add(&meta, 0);
     sink.b.report.records -= 1;

@@ -332,7 +332,8 @@ pub fn read(
             }
         }
         Kind::VllmLog => vllm_log::read(input, path, &mut sink, progress)?,
-        Kind::SglangLog => sglang_log::read(input, path, &mut sink, progress)?,
+        // One reader for both engines' stats lines, wherever they are (a proxy's log can hold both).
+        Kind::SglangLog => vllm_log::read(input, path, &mut sink, progress)?,
         Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
         Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,

@@ -15,14 +15,11 @@
 //!
 //! The time has whole seconds and no zone (`%Y-%m-%d %H:%M:%S`, the server's local time): it is read as UTC unless
 //! `--log-tz` says otherwise. Only the first tensor-parallel rank writes these lines; `DPn` names the data-parallel
-//! scheduler, and becomes the sample's source. The log names no request: it gives no request's latency.
+//! scheduler, and becomes the sample's source. The log names no request: it gives no request's latency. Its lines are
+//! read by vLLM's log reader (`vllm_log::read`), which reads both engines' lines wherever they are; this module parses
+//! one line.
 
-use std::io::Read;
-use std::path::Path;
-
-use super::Sink;
 use super::server_log::{Counters, LocalTime, LogSample, count, fraction, number, pieces};
-use crate::ingest::{LoadError, Progress};
 use crate::trace::report::Place;
 
 /// The series of a line: prefill batches and decode batches cover different intervals (vLLM's lines are series 0).
@@ -46,14 +43,6 @@ fn batch_kind(line: &str) -> Option<(usize, u8)> {
 /// True when the line is one of SGLang's batch lines (or a cut one).
 pub fn is_batch_line(line: &str) -> bool {
     batch_kind(line).is_some()
-}
-
-/// Reads SGLang's log: the same reader as vLLM's, which reads both engines' lines wherever they are.
-///
-/// # Errors
-/// The file cannot be read, or the load was cancelled.
-pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
-    super::vllm_log::read(input, path, sink, progress)
 }
 
 /// `[YYYY-MM-DD HH:MM:SS{ DPn}{ TPn}...]` at the line's start (after any prefix a process manager added): the

@@ -49,12 +49,13 @@ pub enum LoadError {
     #[error(
         "{path}: not a trace file tokenscope recognises. It reads trace format v1 (.parquet, .jsonl, .jsonl.gz, \
          .jsonl.zst, or a directory of them) and what engines and tools write: {kinds}. If the file is one of \
-         those, name it: tokenscope convert FILE --from KIND -o OUT.parquet",
-        kinds = crate::import::Kind::names()
+         those, name it: tokenscope convert FILE --from KIND -o OUT.parquet"
     )]
     UnknownFormat {
         /// The path.
         path: String,
+        /// The kinds of file the importers read (`import::Kind::names`).
+        kinds: String,
     },
     /// A directory without trace files.
     #[error("{path}: the directory has no .parquet or .jsonl files")]

@@ -10,6 +10,9 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+/// The record kinds of the format.
+pub const KINDS: [&str; 6] = ["meta", "request", "iteration", "stage", "token", "sample"];
+
 /// What a field of the wrong type held, to name it in the rejection.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Found {

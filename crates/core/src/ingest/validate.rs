@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 
+use super::raw::KINDS;
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
-use crate::format::schema::KINDS;
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
     Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Sample, Stage, StageKind, Token,

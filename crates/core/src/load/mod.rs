@@ -377,7 +377,10 @@ pub fn open_candidates(trace: &Trace) -> Result<Option<std::sync::Arc<dyn crate:
 /// path in messages.
 pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError> {
     let path = Path::new(name);
-    let encoding = encoding_of(path).ok_or_else(|| LoadError::UnknownFormat { path: name.to_owned() })?;
+    let encoding = encoding_of(path).ok_or_else(|| LoadError::UnknownFormat {
+        path: name.to_owned(),
+        kinds: Kind::names(),
+    })?;
     let mut b = TraceBuilder::default();
     b.report.files.push(SourceFile {
         path: name.to_owned(),
@@ -386,7 +389,12 @@ pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError>
     match encoding {
         Encoding::Jsonl => jsonl::read_from(bytes, path, 0, &mut b, &Progress::default())?,
         Encoding::Parquet => parquet::read_bytes(bytes::Bytes::from_static(bytes), path, 0, &mut b)?,
-        Encoding::Items => return Err(LoadError::UnknownFormat { path: name.to_owned() }),
+        Encoding::Items => {
+            return Err(LoadError::UnknownFormat {
+                path: name.to_owned(),
+                kinds: Kind::names(),
+            });
+        }
     }
     let (trace, report) = b.finish();
     Ok(Loaded { trace, report })

@@ -109,6 +109,7 @@ pub(crate) fn files_of(path: &Path, from: Option<Kind>) -> Result<Vec<(PathBuf, 
         Some(format) => Ok(vec![(path.to_path_buf(), format)]),
         None => Err(LoadError::UnknownFormat {
             path: path.display().to_string(),
+            kinds: Kind::names(),
         }),
     }
 }

@@ -26,6 +26,12 @@ pub const STEP_GAP_NS: i64 = 200_000;
 /// Tokens per KV-cache block (vLLM's default block size).
 pub const KV_BLOCK_TOKENS: u32 = 16;
 
+/// The largest step budget an engine may have (and `--set` accepts), tokens: a million tokens in one step is far
+/// beyond any engine's.
+pub const MAX_BATCHED_TOKENS: u32 = 1 << 20;
+/// The most sequences in a step an engine may have (and `--set` accepts).
+pub const MAX_SEQS: u32 = 65_536;
+
 /// One engine instance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {

@@ -6,10 +6,7 @@ use super::arrivals::PREFIX_BLOCK_TOKENS;
 use super::choice::ProfileChoice;
 use super::engine::EngineConfig;
 
-/// The largest step budget `--set` accepts, tokens: a million tokens in one step is far beyond any engine's.
-pub const MAX_BATCHED_TOKENS: u32 = 1 << 20;
-/// The most sequences in a step `--set` accepts.
-pub const MAX_SEQS: u32 = 65_536;
+pub use super::engine::{MAX_BATCHED_TOKENS, MAX_SEQS};
 /// The most instances `--set` accepts (the simulator looks at every instance for every event).
 pub const MAX_INSTANCES: usize = 1_024;
 /// The largest prefix cache `--set` accepts, tokens (a pool of a trillion tokens, ~128 PB of KV for an 8 B model).

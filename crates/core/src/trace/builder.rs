@@ -31,7 +31,7 @@ pub struct TraceBuilder {
     /// match, with their records, and the steps starting in it on a matching source. A stage or token of a request
     /// not kept (or not read: a reader skips row groups outside the window) is dropped and counted in a note rather
     /// than rejected, and a step not kept is not missed.
-    pub window: Option<crate::format::window::Window>,
+    pub window: Option<super::window::Window>,
     /// The label id of the last request id interned by [`Self::intern_request_id`].
     last_request_id: Option<u32>,
     /// Text id of the last text seen for each token id, by [`Self::intern_token_text`] ([`NO_STR`]: none yet).
@@ -482,8 +482,8 @@ impl TraceBuilder {
         // The window's records: requests arriving in it whose labels match, steps starting in it.
         let window = self.window.take();
         let (read_requests, read_steps) = (self.requests.len(), self.iterations.len());
-        fn label(labels: &Interner, id: u32) -> &str {
-            labels.get(id).unwrap_or(crate::analysis::summary::NO_LABEL)
+        fn label(labels: &Interner, id: u32) -> Option<&str> {
+            labels.get(id)
         }
         let mut order: Vec<u32> = (0..u32::try_from(self.requests.len()).unwrap_or(u32::MAX)).collect();
         if let Some(w) = &window {
@@ -491,10 +491,10 @@ impl TraceBuilder {
             order.retain(|&i| {
                 let i = i as usize;
                 w.contains(r.arrival_ns[i])
-                    && w.allows("source", label(l, r.source[i]))
-                    && w.allows("model", label(l, r.model[i]))
-                    && w.allows("app_id", label(l, r.app_id[i]))
-                    && w.allows("user_id", label(l, r.user_id[i]))
+                    && w.allows_label("source", label(l, r.source[i]))
+                    && w.allows_label("model", label(l, r.model[i]))
+                    && w.allows_label("app_id", label(l, r.app_id[i]))
+                    && w.allows_label("user_id", label(l, r.user_id[i]))
             });
         }
         // Requests by arrival, then id, so the model does not depend on record order.
@@ -530,7 +530,7 @@ impl TraceBuilder {
         if let Some(w) = &window {
             let (it, l) = (&self.iterations, &self.labels);
             order.retain(|&i| {
-                w.contains(it.start_ns[i as usize]) && w.allows("source", label(l, it.source[i as usize]))
+                w.contains(it.start_ns[i as usize]) && w.allows_label("source", label(l, it.source[i as usize]))
             });
         }
         {
@@ -542,8 +542,9 @@ impl TraceBuilder {
         let mut order: Vec<u32> = (0..u32::try_from(self.samples.len()).unwrap_or(u32::MAX)).collect();
         if let Some(w) = &window {
             let (sa, l) = (&self.samples, &self.labels);
-            order
-                .retain(|&i| w.contains(sa.time_ns[i as usize]) && w.allows("source", label(l, sa.source[i as usize])));
+            order.retain(|&i| {
+                w.contains(sa.time_ns[i as usize]) && w.allows_label("source", label(l, sa.source[i as usize]))
+            });
         }
         {
             let sa = &self.samples;

@@ -9,6 +9,7 @@ pub mod slice;
 mod stages;
 pub mod strings;
 pub mod tables;
+pub mod window;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
@@ -23,6 +24,9 @@ pub use tables::{
 
 /// The source name of records that give none.
 pub const DEFAULT_SOURCE: &str = "engine";
+
+/// `meta.clock` of a trace whose times are the engine's own, placed on the wall clock by a guess (llama.cpp's log).
+pub const CLOCK_ANCHORED: &str = "anchored";
 
 /// The trace-wide `meta` record.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -4,7 +4,19 @@
 
 use super::viewport::Viewport;
 use crate::trace::Trace;
-use crate::view::trace_view::counter_values;
+
+/// The counters drawn under each engine track, by name; [`counter_values`] gives a step's.
+pub const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "waiting"];
+
+/// A step's counters, in the order of [`COUNTERS`] (0 where the step has none).
+pub fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
+    let it = &trace.iterations;
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let f = |v: Option<u32>| v.unwrap_or(0) as f32;
+    #[allow(clippy::cast_possible_truncation)]
+    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
+    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
+}
 
 /// Buckets of the finest level across the trace's span.
 const FINEST: usize = 1 << 16;

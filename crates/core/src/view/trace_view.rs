@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use super::lanes::Lanes;
 use super::layout::{self, TrackFilter, TrackOrder};
 use super::lod::Span;
-use super::step_summary::StepSummary;
+use super::step_summary::{StepSummary, counter_values};
 use super::viewport::Viewport;
 use crate::trace::{NO_STR, Trace};
 
@@ -121,18 +121,6 @@ pub fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
         it.kv_usage[i].is_some(),
         it.num_waiting[i].is_some(),
     ]
-}
-
-/// The counters drawn under each engine track, by name; [`counter_values`] gives a step's.
-pub const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "waiting"];
-
-pub fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
-    let it = &trace.iterations;
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-    let f = |v: Option<u32>| v.unwrap_or(0) as f32;
-    #[allow(clippy::cast_possible_truncation)]
-    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
-    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
 }
 
 impl TraceView {

@@ -7,11 +7,9 @@ use std::fmt::Write as _;
 use rayon::prelude::*;
 
 use super::metrics::ms;
+pub use super::range_index::STALL_FACTOR;
 use super::range_index::{RangeIndex, is_stall};
 use crate::trace::{StageKind, Trace};
-
-/// A decode gap longer than this many times the request's own median inter-token latency is a stall.
-pub const STALL_FACTOR: f64 = 3.0;
 
 /// The engine steps overlapping the range, all sources together.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -41,8 +41,7 @@ impl ServerClock {
     }
 }
 
-/// `meta.clock` of a trace whose times are the engine's own, placed on the wall clock by a guess.
-pub const ANCHORED: &str = "anchored";
+pub use crate::trace::CLOCK_ANCHORED as ANCHORED;
 /// `meta.clock` of a joined trace: the server's records moved onto the client's clock.
 pub const JOINED: &str = "joined";
 /// `meta.clock` of a client-side trace.

@@ -251,12 +251,11 @@ impl Streamed {
                     let mut facts = r.facts;
                     let source = r.labels[0].as_deref().unwrap_or(DEFAULT_SOURCE);
                     if let Some(w) = window {
-                        let label = |l: &Option<Box<str>>| l.as_deref().unwrap_or(NO_LABEL).to_owned();
                         let inside = w.contains(facts.arrival_ns)
                             && w.allows("source", source)
-                            && w.allows("model", &label(&r.labels[1]))
-                            && w.allows("app_id", &label(&r.labels[2]))
-                            && w.allows("user_id", &label(&r.labels[3]));
+                            && w.allows_label("model", r.labels[1].as_deref())
+                            && w.allows_label("app_id", r.labels[2].as_deref())
+                            && w.allows_label("user_id", r.labels[3].as_deref());
                         if !inside {
                             skipped.outside_window += 1;
                             // Its tokens are left out as a window leaves them: not counted as orphans.

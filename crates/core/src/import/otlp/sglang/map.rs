@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::emit::map_request;
 use super::*;
 use super::{Span, attr};
 use super::{request::*, tokens::*};

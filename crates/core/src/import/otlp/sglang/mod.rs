@@ -22,6 +22,7 @@
 //!
 //! `map` gathers the spans and maps them, `request` maps one request, `tokens` says which batches gave its tokens.
 
+mod emit;
 mod map;
 mod request;
 mod tokens;
