@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokenscope::analysis::findings::{Thresholds, find};
 use tokenscope::analysis::summary::Slo;
-use tokenscope::record::client::{Api, Limits, Sampling};
+use tokenscope::record::client::{Limits, Sampling};
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::tail::JournalTail;
 use tokenscope::record::{RecordOptions, journal};
@@ -121,31 +121,22 @@ fn latency(seconds: f64) {
     let requests = (seconds / per_request).ceil() as usize * streams;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let output = dir.path().join("live.parquet");
+    let defaults = RecordOptions::to(&server.url, requests);
     let options = RecordOptions {
-        url: server.url.clone(),
-        api: Api::Chat,
-        requests,
         concurrency: streams,
-        rate: None,
         sampling: Sampling {
-            model: None,
             max_tokens: 42,
             top_logprobs: 3,
-            temperature: None,
-            seed: None,
-            extra: serde_json::Map::new(),
+            ..defaults.sampling.clone()
         },
-        headers: Vec::new(),
         eos_ids: vec![1],
         limits: Limits {
             idle: Duration::from_secs(30),
-            total: Duration::from_secs(600),
+            ..defaults.limits
         },
         grace: Duration::from_secs(1),
-        seed: 1,
         journal: Some(journal::path_for(&output)),
-        keep_raw: false,
-        rotate: None,
+        ..defaults
     };
     let prompts = vec![Prompt {
         body: Body::Text("x".into()),

@@ -13,7 +13,7 @@ mod replay;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use tokenscope::record::client::{Api, Limits, Sampling};
+use tokenscope::record::client::{Limits, Sampling};
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::{RecordOptions, run_recording};
 
@@ -30,31 +30,21 @@ fn events(chunks: usize) -> Vec<String> {
 }
 
 fn recorder(url: &str) -> f64 {
+    let defaults = RecordOptions::to(url, 1);
     let options = RecordOptions {
-        url: url.to_owned(),
-        api: Api::Chat,
-        requests: 1,
-        concurrency: 1,
-        rate: None,
         sampling: Sampling {
-            model: None,
             max_tokens: 64,
             top_logprobs: 3,
-            temperature: None,
-            seed: None,
-            extra: serde_json::Map::new(),
+            ..defaults.sampling.clone()
         },
-        headers: Vec::new(),
         eos_ids: vec![1],
         limits: Limits {
             idle: Duration::from_secs(30),
-            total: Duration::from_secs(600),
+            ..defaults.limits
         },
         grace: Duration::from_secs(1),
-        seed: 1,
-        journal: None,
         keep_raw: true,
-        rotate: None,
+        ..defaults
     };
     let prompts = [Prompt {
         body: Body::Text("x".into()),

@@ -12,7 +12,7 @@ use crate::record::replay;
 use eframe::egui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use tokenscope::record::client::{Api, Limits, Sampling};
+use tokenscope::record::client::Sampling;
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::{RecordOptions, journal};
 use tokenscope::ui::App;
@@ -20,31 +20,19 @@ use tokenscope::ui::live::{LiveOptions, Phase};
 
 /// chat_length.sse: 44 events, 42 of them tokens ("What", " is", ...), finish "length".
 fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
+    let defaults = RecordOptions::to(url, requests);
     let options = RecordOptions {
-        url: url.to_owned(),
-        api: Api::Chat,
-        requests,
         concurrency: 2,
-        rate: None,
         sampling: Sampling {
-            model: None,
             max_tokens: 42,
             top_logprobs: 3,
             temperature: Some(0.0),
-            seed: None,
-            extra: serde_json::Map::new(),
+            ..defaults.sampling.clone()
         },
-        headers: Vec::new(),
         eos_ids: vec![1],
-        limits: Limits {
-            idle: Duration::from_secs(10),
-            total: Duration::from_secs(60),
-        },
         grace: Duration::from_millis(100),
-        seed: 1,
         journal: Some(journal::path_for(output)),
-        keep_raw: false,
-        rotate: None,
+        ..defaults
     };
     let prompts = vec![Prompt {
         body: Body::Text("Ask a question.".into()),

@@ -22,31 +22,24 @@ fn capture(name: &str) -> String {
 }
 
 fn options(url: &str, api: Api, requests: usize) -> RecordOptions {
+    let defaults = RecordOptions::to(url, requests);
     RecordOptions {
-        url: url.to_owned(),
         api,
-        requests,
         concurrency: 2,
-        rate: None,
         sampling: Sampling {
-            model: None,
             max_tokens: 30,
             top_logprobs: 3,
             temperature: Some(0.0),
-            seed: None,
-            extra: serde_json::Map::new(),
+            ..defaults.sampling.clone()
         },
-        headers: Vec::new(),
         eos_ids: vec![1],
         limits: Limits {
             idle: Duration::from_secs(5),
             total: Duration::from_secs(30),
         },
         grace: Duration::from_millis(200),
-        seed: 1,
-        journal: None,
         keep_raw: true,
-        rotate: None,
+        ..defaults
     }
 }
 

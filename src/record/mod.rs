@@ -66,6 +66,40 @@ pub struct RecordOptions {
     pub rotate: Option<rotate::Rotation>,
 }
 
+impl RecordOptions {
+    /// A closed loop of `requests` one at a time to `url` on the chat API, with `record`'s defaults otherwise (128
+    /// output tokens, 5 candidates, the server's sampling, 60 s idle and 600 s whole-request limits, 5 s of grace,
+    /// no journal). Callers change what they need with `..RecordOptions::to(url, n)`.
+    pub fn to(url: &str, requests: usize) -> Self {
+        RecordOptions {
+            url: url.to_owned(),
+            api: Api::Chat,
+            requests,
+            concurrency: 1,
+            rate: None,
+            sampling: Sampling {
+                model: None,
+                max_tokens: 128,
+                top_logprobs: 5,
+                temperature: None,
+                seed: None,
+                extra: serde_json::Map::new(),
+            },
+            headers: Vec::new(),
+            eos_ids: Vec::new(),
+            limits: Limits {
+                idle: Duration::from_secs(60),
+                total: Duration::from_secs(600),
+            },
+            grace: Duration::from_secs(5),
+            seed: 1,
+            journal: None,
+            keep_raw: false,
+            rotate: None,
+        }
+    }
+}
+
 /// What a recording gives: the trace, and the raw captures.
 #[derive(Debug)]
 pub struct Recording {

@@ -36,16 +36,9 @@ pub fn run(
     log_clock: crate::import::log_clock::LogClock,
     compare: Option<TraceSource>,
 ) -> Result<(), eframe::Error> {
-    let options = eframe::NativeOptions {
-        viewport: eframe::egui::ViewportBuilder::default()
-            .with_inner_size([1400.0, 860.0])
-            .with_title("tokenscope")
-            .with_drag_and_drop(true),
-        ..Default::default()
-    };
     eframe::run_native(
         "tokenscope",
-        options,
+        window("tokenscope"),
         Box::new(move |cc| {
             let mut app = App::with_log_clock(source, cc.storage, budget, from, log_clock);
             if let Some(b) = compare {
@@ -59,16 +52,20 @@ pub fn run(
 /// Opens the window on a recording shown as it is made; returns when the window is closed (the recording then
 /// stops, and what it received is written).
 pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
-    let native = eframe::NativeOptions {
-        viewport: eframe::egui::ViewportBuilder::default()
-            .with_inner_size([1400.0, 860.0])
-            .with_title("tokenscope: recording")
-            .with_drag_and_drop(true),
-        ..Default::default()
-    };
     eframe::run_native(
         "tokenscope",
-        native,
+        window("tokenscope: recording"),
         Box::new(move |cc| Ok(Box::new(App::recording(options, cc.storage)))),
     )
+}
+
+/// The window's options: its size, title, and files dropped on it.
+fn window(title: &str) -> eframe::NativeOptions {
+    eframe::NativeOptions {
+        viewport: eframe::egui::ViewportBuilder::default()
+            .with_inner_size([1400.0, 860.0])
+            .with_title(title)
+            .with_drag_and_drop(true),
+        ..Default::default()
+    }
 }
