@@ -10,20 +10,12 @@ mod common;
 
 #[path = "cli.rs"]
 mod cli;
-#[path = "corpus.rs"]
-mod corpus;
 #[path = "corrupt.rs"]
 mod corrupt;
 #[path = "diff.rs"]
 mod diff;
 #[path = "export.rs"]
 mod export;
-#[path = "findings.rs"]
-mod findings;
-#[path = "findings_by_hand.rs"]
-mod findings_by_hand;
-#[path = "findings_windowed.rs"]
-mod findings_windowed;
 #[path = "fit.rs"]
 mod fit;
 #[path = "fleet.rs"]
@@ -44,8 +36,6 @@ mod gui_random;
 mod import;
 #[path = "join.rs"]
 mod join;
-#[path = "metrics.rs"]
-mod metrics;
 #[path = "microscope.rs"]
 mod microscope;
 #[path = "record.rs"]
@@ -54,8 +44,6 @@ mod record;
 mod render;
 #[path = "server_logs.rs"]
 mod server_logs;
-#[path = "sglang_engine.rs"]
-mod sglang_engine;
 #[path = "stats.rs"]
 mod stats;
 #[path = "streamed.rs"]
@@ -64,5 +52,3 @@ mod streamed;
 mod streams;
 #[path = "synth.rs"]
 mod synth;
-#[path = "vllm_engine.rs"]
-mod vllm_engine;

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tokenscope::ingest::Progress;
-use tokenscope::load::{LoadOptions, Loaded, load_many};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{LoadOptions, Loaded, load_many};
 
 const DIR: &str = "tests/data/import/sglang/engine";
 
@@ -38,13 +38,13 @@ fn exported(version: &str, truth: &Value) -> Vec<Value> {
 }
 
 fn truth(version: &str, scenario: &str) -> Value {
-    let path = Path::new(DIR).join(version).join(scenario).join("truth.json");
+    let path = crate::common::repo(DIR).join(version).join(scenario).join("truth.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// The export bodies of a scenario, each a file of its own, as a receiver that writes one file per POST keeps them.
 fn bodies(version: &str, scenario: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(DIR).join(version).join(scenario))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(crate::common::repo(DIR).join(version).join(scenario))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "pb"))
@@ -85,7 +85,10 @@ fn an_export_split_across_bodies_imports_as_the_whole_export() {
             let files = bodies(version, scenario);
             assert!(files.len() >= 2, "{version} {scenario}: {files:?}");
             let split = load(&files);
-            let jsonl = Path::new(DIR).join(version).join(scenario).join("spans.jsonl");
+            let jsonl = crate::common::repo(DIR)
+                .join(version)
+                .join(scenario)
+                .join("spans.jsonl");
             let whole = load(std::slice::from_ref(&jsonl));
             let first_line = std::fs::read_to_string(&jsonl)
                 .unwrap()
@@ -178,7 +181,7 @@ fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() 
                     .collect();
                 let mut stages: Vec<i64> = t
                     .explicit_stages_of(r)
-                    .filter(|&k| t.stages.kind[k] == tokenscope::trace::StageKind::Prefill)
+                    .filter(|&k| t.stages.kind[k] == tokenscope_core::trace::StageKind::Prefill)
                     .map(|k| t.stages.end_ns[k])
                     .collect();
                 stages.sort_unstable();

@@ -5,21 +5,19 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
-use tokenscope::analysis::findings::{
+use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, kv_saturation, preemption_bursts,
     prefill_monopoly, repetition_loops,
 };
-use tokenscope::analysis::summary::Slo;
-use tokenscope::ingest::Progress;
-use tokenscope::load::load;
-use tokenscope::synth::arrivals::ReplayOptions;
-use tokenscope::synth::{Scenario, SynthOptions, generate};
-use tokenscope::trace::Trace;
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::load;
+use tokenscope_core::synth::arrivals::ReplayOptions;
+use tokenscope_core::synth::{Scenario, SynthOptions, generate};
+use tokenscope_core::trace::Trace;
 
 pub(crate) fn sample(name: &str) -> Trace {
-    let path = Path::new("sample_traces").join(name);
+    let path = crate::common::repo("sample_traces").join(name);
     load(&path, &Progress::default())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .trace
@@ -221,7 +219,7 @@ fn steady_traffic_sets_off_none_of_the_incident_detectors() {
             replay: ReplayOptions::default(),
             sources: 1,
             prefix_cache_tokens: None,
-            profile: tokenscope::synth::ProfileChoice::default(),
+            profile: tokenscope_core::synth::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         })

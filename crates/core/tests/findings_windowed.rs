@@ -4,13 +4,13 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use tokenscope::analysis::findings::{
+use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, chronic_interference, decode_interrupted, find, overload, prefill_monopoly,
 };
-use tokenscope::analysis::summary::Slo;
-use tokenscope::synth::arrivals::ReplayOptions;
-use tokenscope::synth::{Scenario, SynthOptions, generate};
-use tokenscope::trace::Trace;
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::synth::arrivals::ReplayOptions;
+use tokenscope_core::synth::{Scenario, SynthOptions, generate};
+use tokenscope_core::trace::Trace;
 
 use crate::findings::{ids, sample, th};
 use crate::findings_by_hand::{at, prefill_stage, request, step, token, trace_of};
@@ -148,7 +148,7 @@ fn decodes_slowed_by_prefill_minute_after_minute_are_chronic_interference() {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::ProfileChoice::default(),
+        profile: tokenscope_core::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })
@@ -180,14 +180,14 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         scenario: Scenario::Replay,
         seed: 1,
         requests: None,
-        arrivals: Some("tests/data/real/azure_conv_first_10min.csv".into()),
+        arrivals: Some(crate::common::repo("tests/data/real/azure_conv_first_10min.csv")),
         replay: ReplayOptions {
             time_scale: 0.5,
             ..ReplayOptions::default()
         },
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope::synth::ProfileChoice::default(),
+        profile: tokenscope_core::synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })
@@ -247,7 +247,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
 
 #[test]
 fn an_outsized_prompt_is_decided_at_the_factor_on_its_instance() {
-    use tokenscope::analysis::findings::prefill_ratios;
+    use tokenscope_core::analysis::findings::prefill_ratios;
     // The demo: rag-24k's prompt on vllm-0 (no chunked prefill) against that instance's ordinary prompts.
     let t = sample("demo.parquet");
     let rag = t.request_row("rag-24k").unwrap();

@@ -5,14 +5,12 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
-use tokenscope::analysis::findings::Thresholds;
-use tokenscope::corpus::{self, Outcome};
-use tokenscope::synth::{Incident, Profile};
+use tokenscope_core::analysis::findings::Thresholds;
+use tokenscope_core::corpus::{self, Outcome};
+use tokenscope_core::synth::{Incident, Profile};
 
 fn outcomes() -> Vec<Outcome> {
-    corpus::run(&corpus::cases(), Path::new("."), &Thresholds::default()).unwrap()
+    corpus::run(&corpus::cases(), &crate::common::repo(""), &Thresholds::default()).unwrap()
 }
 
 #[test]

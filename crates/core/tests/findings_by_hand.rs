@@ -6,14 +6,14 @@
 
 use std::path::Path;
 
-use tokenscope::analysis::findings::{
+use tokenscope_core::analysis::findings::{
     Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, find_kinds, kv_saturation, preemption_bursts,
     prefill_monopoly, repetition_loops, slo_violations, token_mismatches, truncation,
 };
-use tokenscope::analysis::summary::{Slo, summarize_all};
-use tokenscope::ingest::Progress;
-use tokenscope::load::{LoadOptions, load_bytes, load_with};
-use tokenscope::trace::Trace;
+use tokenscope_core::analysis::summary::{Slo, summarize_all};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{LoadOptions, load_bytes, load_with};
+use tokenscope_core::trace::Trace;
 
 use crate::findings::{ids, iterations, sample, th};
 
@@ -536,7 +536,7 @@ fn a_prefill_monopoly_needs_consecutive_steps_and_someone_waiting() {
 #[test]
 fn with_candidates_left_on_disk_the_eos_finding_gives_rank_and_p_only() {
     let lazy = load_with(
-        Path::new("sample_traces/demo.parquet"),
+        &crate::common::repo("sample_traces/demo.parquet"),
         &Progress::default(),
         LoadOptions {
             lazy_candidates: true,

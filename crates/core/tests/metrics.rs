@@ -20,15 +20,16 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use tokenscope_core::analysis::metrics::request_metrics;
+use tokenscope_core::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::load;
 
-use tokenscope::analysis::metrics::request_metrics;
-use tokenscope::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
-use tokenscope::ingest::Progress;
-use tokenscope::load::load;
-
-fn four_requests() -> tokenscope::load::Loaded {
-    match load(Path::new("sample_traces/four_requests.jsonl"), &Progress::default()) {
+fn four_requests() -> tokenscope_core::load::Loaded {
+    match load(
+        &crate::common::repo("sample_traces/four_requests.jsonl"),
+        &Progress::default(),
+    ) {
         Ok(l) => l,
         Err(e) => panic!("the sample trace loads: {e}"),
     }
@@ -218,7 +219,7 @@ fn eos_is_recognised_by_meta_even_with_empty_text() {
 #[test]
 fn cost_by_price_table_with_cache_savings() {
     let l = four_requests();
-    let prices = tokenscope::analysis::cost::Prices::from_json(
+    let prices = tokenscope_core::analysis::cost::Prices::from_json(
         r#"{"default": {"input": 1, "cached_input": 0.5, "output": 2},
             "models": {"llama-3-8b": {"input": 10, "cached_input": 5, "output": 20}}}"#,
     )

@@ -4,11 +4,11 @@
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
-use tokenscope::ingest::Progress;
-use tokenscope::load::{LoadOptions, Loaded, load_many};
+use tokenscope_core::ingest::Progress;
+use tokenscope_core::load::{LoadOptions, Loaded, load_many};
 
 const DIR: &str = "tests/data/import/vllm/engine";
 const SCENARIOS: [&str; 6] = [
@@ -39,7 +39,7 @@ fn every_request_with_a_span_imports_with_the_figures_vllm_measured() {
     // within 1 ms of the engine's own times; a request the client aborted has no span, and is not in the trace.
     for version in ["0.15.1", "0.33.0"] {
         for scenario in SCENARIOS {
-            let dir = Path::new(DIR).join(version).join(scenario);
+            let dir = crate::common::repo(DIR).join(version).join(scenario);
             let truth: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("truth.json")).unwrap()).unwrap();
             for file in ["000.pb", "spans.jsonl"] {
                 let at = format!("{version} {scenario} {file}");
