@@ -2,29 +2,27 @@
 //! zoomed out past a step per point), and its counter rows (batch size, prefill tokens, KV use, waiting), each
 //! saying "not in the trace" when the source lacks it.
 
-use eframe::egui::{self, Align2, FontId, Pos2, Rect, Stroke, Ui, pos2};
+use eframe::egui::{self, Align2, FontId, Rect, Stroke, pos2};
 
-use super::{Frame, Hover, draw_items};
+use super::{Hover, Paint, draw_items};
 use crate::ui::theme;
 use crate::view::layout;
 use crate::view::lod::{RenderItem, compute_render_items, visible};
 use crate::view::step_summary::{COUNTERS, counter_values};
-use crate::view::trace_view::TraceView;
-use crate::view::viewport::Viewport;
 
 pub(super) fn engine_block_height() -> f32 {
     theme::ENGINE_ROW_HEIGHT + theme::COUNTER_ROW_HEIGHT * COUNTERS.len() as f32 + 6.0
 }
 
-pub(super) fn draw_engines(
-    ui: &Ui,
-    painter: &egui::Painter,
-    frame: &Frame,
-    vp: &Viewport,
-    view: &TraceView,
-    pointer: Option<Pos2>,
-    hover: &mut Option<Hover>,
-) {
+pub(super) fn draw_engines(p: &Paint<'_>, hover: &mut Option<Hover>) {
+    let Paint {
+        ui,
+        painter,
+        areas: frame,
+        vp,
+        view,
+        pointer,
+    } = *p;
     let trace = &view.trace;
     if view.engines.is_empty() && view.sampled.is_empty() {
         painter.text(

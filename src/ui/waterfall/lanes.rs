@@ -29,19 +29,21 @@ pub(super) struct LanesCache {
 /// tall enough, else as runs of their queue, prefill and decode (from each request's times), or, when requests
 /// outnumber half the point columns, as one sample a column. The mesh is kept while the view, the rows and the
 /// selection stay the same.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn draw_lanes(
-    ui: &Ui,
-    painter: &egui::Painter,
-    frame: &Frame,
-    vp: &Viewport,
-    view: &TraceView,
+    p: &Paint<'_>,
     at: RowsAt,
     selected: Option<u32>,
-    pointer: Option<Pos2>,
     hover: &mut Option<Hover>,
     cache: &mut Option<LanesCache>,
 ) {
+    let Paint {
+        ui,
+        painter,
+        areas: frame,
+        vp,
+        view,
+        pointer,
+    } = *p;
     let painter = painter.with_clip_rect(frame.requests);
     let area = frame.requests;
     let lanes = view.lanes();
@@ -104,7 +106,7 @@ pub(super) fn draw_lanes(
 }
 
 /// What the pointer is over in the lanes: a stage of a request drawn stage by stage, else the request.
-fn lane_hover(frame: &Frame, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos2) -> Option<Hover> {
+fn lane_hover(frame: &Areas, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos2) -> Option<Hover> {
     if !frame.requests.contains(p) || !frame.time.x_range().contains(p.x) {
         return None;
     }
@@ -133,7 +135,7 @@ fn lane_hover(frame: &Frame, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos
 /// Makes the lanes' mesh, outline and labels for `key`.
 #[allow(clippy::too_many_lines)]
 fn build_lanes(
-    frame: &Frame,
+    frame: &Areas,
     vp: &Viewport,
     view: &TraceView,
     at: RowsAt,
@@ -270,7 +272,7 @@ mod tests {
         assert_eq!(view.lanes().len(), 3);
         // 40 points for 422 ms: 60 requests a lane in view, more than one per two columns, so sampled; the columns
         // (10.5 ms) fall on every stage of the requests (7 ms).
-        let frame = Frame {
+        let frame = Areas {
             time: Rect::from_min_size(pos2(100.0, 0.0), vec2(40.0, 100.0)),
             labels_x: 4.0,
             ruler: Rect::NOTHING,

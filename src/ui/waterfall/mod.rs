@@ -150,12 +150,26 @@ enum Hover {
 }
 
 /// Geometry of one frame.
-struct Frame {
+/// Where the parts of the waterfall go in this frame.
+#[derive(Debug, Clone, Copy)]
+struct Areas {
     time: Rect,
     labels_x: f32,
     ruler: Rect,
     engines_top: f32,
     requests: Rect,
+}
+
+/// What every part of the waterfall draws with in one frame.
+#[derive(Clone, Copy)]
+struct Paint<'a> {
+    ui: &'a Ui,
+    painter: &'a egui::Painter,
+    areas: &'a Areas,
+    vp: &'a Viewport,
+    view: &'a TraceView,
+    /// Where the pointer is, when over the waterfall.
+    pointer: Option<Pos2>,
 }
 
 /// What the request area says when it has no row: the filter hides them all, or the trace has none.
@@ -192,7 +206,7 @@ pub fn waterfall_ui(
         pos2(rect.left(), sampled_top + sample_rows::block_height(view)),
         rect.max,
     );
-    let frame = Frame {
+    let frame = Areas {
         time,
         labels_x: rect.left() + 4.0,
         ruler: ruler_rect,
@@ -346,8 +360,16 @@ pub fn waterfall_ui(
         painter.vline(x_at(t), time.y_range(), Stroke::new(1.0, theme::GRID));
     }
     let mut hover = None;
-    draw_ruler(&painter, &frame, &vp, view, &ticks, step, pointer, &mut hover);
-    draw_engines(ui, &painter, &frame, &vp, view, pointer, &mut hover);
+    let paint = Paint {
+        ui,
+        painter: &painter,
+        areas: &frame,
+        vp: &vp,
+        view,
+        pointer,
+    };
+    draw_ruler(&paint, &ticks, step, &mut hover);
+    draw_engines(&paint, &mut hover);
     sample_rows::draw(ui, &painter, frame.time, frame.labels_x, sampled_top, &vp, view);
     let rows_at = RowsAt {
         scroll_y: state.scroll_y,
@@ -355,19 +377,8 @@ pub fn waterfall_ui(
         open_until_ns: state.open_until_ns,
     };
     match state.layout {
-        TrackLayout::Tracks => draw_requests(ui, &painter, &frame, &vp, view, rows_at, selected, pointer, &mut hover),
-        TrackLayout::Lanes => draw_lanes(
-            ui,
-            &painter,
-            &frame,
-            &vp,
-            view,
-            rows_at,
-            selected,
-            pointer,
-            &mut hover,
-            &mut state.lanes_cache,
-        ),
+        TrackLayout::Tracks => draw_requests(&paint, rows_at, selected, &mut hover),
+        TrackLayout::Lanes => draw_lanes(&paint, rows_at, selected, &mut hover, &mut state.lanes_cache),
     }
     if let Some(t) = state.linked_hover_ns.filter(|_| state.hover_ns.is_none()) {
         let x = x_at(t);
@@ -465,7 +476,7 @@ struct RowsAt {
 }
 
 /// The request under a point: a track's, or in lanes the one of the lane at that time (or within 3 points of it).
-fn request_at(frame: &Frame, view: &TraceView, state: &WaterfallState, vp: &Viewport, p: Pos2) -> Option<u32> {
+fn request_at(frame: &Areas, view: &TraceView, state: &WaterfallState, vp: &Viewport, p: Pos2) -> Option<u32> {
     if !frame.requests.contains(p) {
         return None;
     }
@@ -484,17 +495,15 @@ fn request_at(frame: &Frame, view: &TraceView, state: &WaterfallState, vp: &View
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn draw_ruler(
-    painter: &egui::Painter,
-    frame: &Frame,
-    vp: &Viewport,
-    view: &TraceView,
-    ticks: &[i64],
-    step: i64,
-    pointer: Option<Pos2>,
-    hover: &mut Option<Hover>,
-) {
+fn draw_ruler(p: &Paint<'_>, ticks: &[i64], step: i64, hover: &mut Option<Hover>) {
+    let Paint {
+        painter,
+        areas: frame,
+        vp,
+        view,
+        pointer,
+        ..
+    } = *p;
     painter.rect_filled(frame.ruler, 0.0, egui::Color32::from_gray(30));
     for &t in ticks {
         let x = frame.time.left() + vp.x_from_time(t) as f32;
@@ -524,7 +533,7 @@ fn draw_ruler(
 /// which is most of the cost of a frame with thousands of spans); returns the item under the pointer.
 fn draw_items(
     mesh: &mut egui::Mesh,
-    frame: &Frame,
+    frame: &Areas,
     items: &[RenderItem],
     spans: &[Span],
     y: egui::Rangef,
@@ -555,18 +564,15 @@ fn draw_items(
     hovered
 }
 
-#[allow(clippy::too_many_arguments)]
-fn draw_requests(
-    ui: &Ui,
-    painter: &egui::Painter,
-    frame: &Frame,
-    vp: &Viewport,
-    view: &TraceView,
-    at: RowsAt,
-    selected: Option<u32>,
-    pointer: Option<Pos2>,
-    hover: &mut Option<Hover>,
-) {
+fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut Option<Hover>) {
+    let Paint {
+        ui,
+        painter,
+        areas: frame,
+        vp,
+        view,
+        pointer,
+    } = *p;
     let (scroll_y, row_h) = (at.scroll_y, at.row_h);
     let trace = &view.trace;
     let painter = painter.with_clip_rect(frame.requests);
