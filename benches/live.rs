@@ -65,8 +65,8 @@ fn snapshot_costs(sizes: &[usize]) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     println!("snapshot by size (journal read whole; reference: the same file loaded as a trace)");
     println!(
-        "{:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "tokens", "MiB", "read ms", "trace ms", "find ms", "load ms", "ratio"
+        "{:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>12}",
+        "tokens", "MiB", "read ms", "trace ms", "find ms", "load ms", "ratio", "UI swap ms"
     );
     for &n in sizes {
         let path = dir.path().join(format!("j{n}.jsonl"));
@@ -83,6 +83,16 @@ fn snapshot_costs(sizes: &[usize]) {
         let start = Instant::now();
         let findings = find(&loaded.trace, &Slo::DEFAULT, &Thresholds::default());
         let find_t = start.elapsed();
+        // What the window's thread does with a snapshot: the view of the new trace (Session::retrace).
+        let trace = std::sync::Arc::new(loaded.trace);
+        let start = Instant::now();
+        let view = tokenscope::view::TraceView::new(
+            std::sync::Arc::clone(&trace),
+            tokenscope::view::layout::TrackOrder::default(),
+            &tokenscope::view::layout::TrackFilter::default(),
+        );
+        let swap_t = start.elapsed();
+        assert_eq!(view.trace.token_count(), n);
         let start = Instant::now();
         let reference =
             tokenscope::load::load(&path, &tokenscope::ingest::Progress::default()).unwrap_or_else(|e| panic!("{e}"));
@@ -90,12 +100,13 @@ fn snapshot_costs(sizes: &[usize]) {
         assert_eq!(reference.trace.token_count(), n);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "{n:>9} {mib:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7.2}x   ({} findings)",
+            "{n:>9} {mib:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7.2}x {:>12.2}   ({} findings)",
             ms(read),
             ms(trace_t),
             ms(find_t),
             ms(load_t),
             (ms(read) + ms(trace_t)) / ms(load_t),
+            ms(swap_t),
             findings.len()
         );
     }
