@@ -6,6 +6,7 @@
 //! get the grace period, then are cut) and writes the trace, as `tokenscope record` does.
 
 use std::path::PathBuf;
+use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
 use eframe::egui;
@@ -68,6 +69,10 @@ pub struct Snapshot {
 /// earliest send of a request still streaming (findings reaching it are provisional).
 pub type Findings = (Vec<Finding>, Slo, Thresholds, Option<i64>);
 
+/// What a snapshot's thread gives back: the tail, the snapshot when there is one, and why the journal could not be
+/// read, when it could not.
+type Built = (JournalTail, Option<Snapshot>, Option<String>);
+
 /// The recorder's result: the recording and how writing it went.
 type Recorded = Result<(record::Recording, Result<record::Written, String>), String>;
 
@@ -85,7 +90,7 @@ pub struct Live {
     recorder: Option<Job<Recorded>>,
     /// The journal's reader, while no builder has it.
     tail: Option<JournalTail>,
-    building: Option<Job<(JournalTail, Option<Snapshot>)>>,
+    building: Option<Job<Built>>,
     /// The recording's own trace, to be shown once the recorder ended (after the builder in flight).
     last: Option<Loaded>,
     built_at: Option<Instant>,
@@ -108,6 +113,8 @@ pub struct Live {
     pub followed: Option<(i64, u64)>,
     /// Show the next snapshot over another trace opened meanwhile, and make it even if nothing new was read.
     pub show_again: bool,
+    /// Why the view stopped updating, when it did.
+    pub failed: Option<String>,
 }
 
 impl Live {
@@ -157,6 +164,7 @@ impl Live {
             shown: (None, None),
             followed: None,
             show_again: false,
+            failed: None,
         })
     }
 
@@ -177,20 +185,32 @@ impl Live {
     /// what the findings are computed with.
     pub fn poll(&mut self, waker: Option<&egui::Context>, slo: Slo, thresholds: Thresholds) -> Option<Snapshot> {
         let mut ready = None;
-        if let Some(job) = &self.building
-            && let Ok((tail, snapshot)) = job.try_recv()
-        {
-            self.building = None;
-            self.tail = Some(tail);
-            if let Some(s) = snapshot {
-                self.build_took = s.took;
-                self.progress = s.progress;
-                ready = Some(s);
+        match self.building.as_ref().map(Job::try_recv) {
+            Some(Ok((tail, snapshot, unread))) => {
+                self.building = None;
+                self.tail = Some(tail);
+                self.failed = unread;
+                if let Some(s) = snapshot {
+                    self.build_took = s.took;
+                    self.progress = s.progress;
+                    ready = Some(s);
+                }
             }
+            // The snapshot's thread died (a bug): the view stops updating and says so; the recording goes on and is
+            // written when it ends.
+            Some(Err(TryRecvError::Disconnected)) => {
+                self.building = None;
+                self.failed =
+                    Some("the live view stopped updating (its snapshot failed); the recording goes on".to_owned());
+            }
+            Some(Err(TryRecvError::Empty)) | None => {}
         }
-        if let Some(job) = &self.recorder
-            && let Ok(result) = job.try_recv()
-        {
+        let recorded = match self.recorder.as_ref().map(Job::try_recv) {
+            Some(Ok(result)) => Some(result),
+            Some(Err(TryRecvError::Disconnected)) => Some(Err("the recorder stopped without a result".to_owned())),
+            Some(Err(TryRecvError::Empty)) | None => None,
+        };
+        if let Some(result) = recorded {
             self.recorder = None;
             self.phase = Phase::Ended(match &result {
                 Ok((rec, Ok(_))) => format!("wrote {}: {}", self.output.display(), record::summary_line(rec)),
@@ -261,9 +281,15 @@ fn build(
     force: bool,
     server_log: Option<&std::path::Path>,
     (slo, thresholds): (Slo, Thresholds),
-) -> (JournalTail, Option<Snapshot>) {
+) -> Built {
     let started = Instant::now();
-    let progress = tail.poll().unwrap_or_default();
+    let (progress, unread) = match tail.poll() {
+        Ok(p) => (p, None),
+        Err(e) => (
+            tail::Progress::default(),
+            Some(format!("cannot read the journal {}: {e}", tail.path().display())),
+        ),
+    };
     let grew = (force || progress.fresh > 0) && progress.requests > 0;
     let (loaded, open_from_ns) = match last {
         Some(loaded) => (loaded, None),
@@ -276,7 +302,7 @@ fn build(
             };
             (loaded, open)
         }
-        None => return (tail, None),
+        None => return (tail, None, unread),
     };
     let findings = find(&loaded.trace, &slo, &thresholds);
     let latest_ns = tail.latest_ns();
@@ -288,7 +314,7 @@ fn build(
         open_from_ns,
         took: started.elapsed(),
     };
-    (tail, Some(snapshot))
+    (tail, Some(snapshot), unread)
 }
 
 /// The snapshot joined with the server's log as written so far (its engine track); the snapshot alone, with the

@@ -170,6 +170,9 @@ impl App {
             };
             ui.label(dot);
             ui.label(format!("{state} · {}", live.url));
+            if let Some(why) = &live.failed {
+                ui.colored_label(ui.visuals().error_fg_color, why);
+            }
             let p = live.progress;
             if p.requests == 0 && live.phase == Phase::Recording {
                 ui.spinner();
