@@ -622,7 +622,7 @@ fn a_parquet_load_previews_its_requests_and_steps_as_they_are_read_and_ends_with
     tokenscope::format::parquet::write_with_row_groups(&demo, &path, 100).unwrap();
     let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
     let heard = Arc::clone(&previews);
-    let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
+    let progress = Progress::with_each_preview(move |t| heard.lock().unwrap().push(t));
     let loaded = tokenscope::load::load_with(&path, &progress, tokenscope::load::LoadOptions::default()).unwrap();
     let full = &loaded.trace;
     let previews = previews.lock().unwrap();
@@ -666,7 +666,7 @@ fn a_jsonl_load_is_previewed_as_its_chunks_are_merged() {
     );
     let previews: Arc<std::sync::Mutex<Vec<Arc<Trace>>>> = Arc::default();
     let heard = Arc::clone(&previews);
-    let progress = Progress::with_previews(std::time::Duration::ZERO, move |t| heard.lock().unwrap().push(t));
+    let progress = Progress::with_each_preview(move |t| heard.lock().unwrap().push(t));
     let loaded = tokenscope::load::load_with(&path, &progress, tokenscope::load::LoadOptions::default()).unwrap();
     let previews = previews.lock().unwrap();
     // The first preview comes after the first chunk is merged (the next ones at most every four times a preview's
