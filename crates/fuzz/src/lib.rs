@@ -9,18 +9,51 @@ use tokenscope_core::import::Kind;
 use tokenscope_core::ingest::Progress;
 use tokenscope_core::load::{LoadOptions, load_many};
 
-/// The fuzz targets, by name (a folder of `fuzz/corpus/` each).
-pub const TARGETS: [&str; 5] = ["jsonl", "parquet", "import", "records", "sse"];
+/// A fuzz target (a binary of `fuzz/fuzz_targets/` and a folder of `fuzz/corpus/` each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Bytes as a JSON-lines trace.
+    Jsonl,
+    /// Bytes as a Parquet trace.
+    Parquet,
+    /// Bytes as what an engine or tool writes.
+    Import,
+    /// Arbitrary records through the trace builder.
+    Records,
+    /// Bytes as a server-sent event stream.
+    Sse,
+}
 
-/// Runs target `name` on `data`.
-pub fn run(name: &str, data: &[u8]) {
-    match name {
-        "jsonl" => jsonl(data),
-        "parquet" => parquet(data),
-        "import" => import(data),
-        "records" => records(data),
-        "sse" => sse(data),
-        _ => {}
+impl Target {
+    /// Every target.
+    pub const ALL: [Target; 5] = [
+        Target::Jsonl,
+        Target::Parquet,
+        Target::Import,
+        Target::Records,
+        Target::Sse,
+    ];
+
+    /// Its name: its binary's and its corpus folder's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Jsonl => "jsonl",
+            Target::Parquet => "parquet",
+            Target::Import => "import",
+            Target::Records => "records",
+            Target::Sse => "sse",
+        }
+    }
+
+    /// Runs the target on `data`.
+    pub fn run(self, data: &[u8]) {
+        match self {
+            Target::Jsonl => jsonl(data),
+            Target::Parquet => parquet(data),
+            Target::Import => import(data),
+            Target::Records => records(data),
+            Target::Sse => sse(data),
+        }
     }
 }
 
