@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use super::{Recording, client, journal, request_id, write_raw};
+use crate::load::Loaded;
 use crate::trace::Trace;
 
 /// Where a recording goes when it ends.
@@ -38,9 +39,13 @@ impl Finish<'_> {
             write_raw(&rec.outcomes, raw).map_err(|e| format!("cannot write {}: {e}", raw.display()))?;
         }
         // The server's half, when given: joined with the recording, or the recording alone and why.
-        let (trace, load_notes) = match self.server_log.map(|log| join_server_log(rec, log)) {
-            Some(Ok((trace, notes))) => (Cow::Owned(trace), notes),
-            Some(Err(why)) => {
+        let recording = || crate::load::Loaded {
+            trace: rec.trace.clone(),
+            report: rec.report.clone(),
+        };
+        let (trace, load_notes) = match self.server_log.map(|log| join_server_log(recording(), log)) {
+            Some((joined, None)) => (Cow::Owned(joined.trace), joined.report.notes),
+            Some((_, Some(why))) => {
                 notes.push_str(&format!(
                     "note: the server's log was not joined, the recording is written alone: {why}\n"
                 ));
@@ -74,14 +79,22 @@ impl Finish<'_> {
     }
 }
 
-/// The recording joined with the server's side of the run read from `log`: the joined trace and its notes.
-fn join_server_log(rec: &Recording, log: &Path) -> Result<(Trace, Vec<String>), String> {
+/// A recording joined with the server's side of the run read from `log` (at its end, or as both are written in a
+/// live view); the recording alone, with the reason, when the log cannot be read or does not join.
+pub fn join_server_log(recording: Loaded, log: &Path) -> (Loaded, Option<String>) {
     use crate::load::join;
-    let server = crate::load::load(log, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+    let server = match crate::load::load(log, &crate::ingest::Progress::default()) {
+        Ok(s) => s,
+        Err(e) => return (recording, Some(e.to_string())),
+    };
     let names = ("the recording", &*log.display().to_string());
-    let pairs = join::pair(&rec.trace, &server.trace, (names.0, names.1)).map_err(|e| e.to_string())?;
-    let mut report = rec.report.clone();
-    report.notes.extend(server.report.notes);
-    let (trace, report) = join::build(rec.trace.clone(), &server.trace, &pairs, report);
-    Ok((trace, report.notes))
+    match join::pair(&recording.trace, &server.trace, names) {
+        Ok(pairs) => {
+            let mut report = recording.report;
+            report.notes.extend(server.report.notes);
+            let (trace, report) = join::build(recording.trace, &server.trace, &pairs, report);
+            (Loaded { trace, report }, None)
+        }
+        Err(e) => (recording, Some(e.to_string())),
+    }
 }

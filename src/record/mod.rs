@@ -29,7 +29,7 @@ use crate::ingest::raw::Val;
 use crate::trace::report::{Encoding, SourceFile};
 use crate::trace::{Trace, TraceBuilder};
 use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
-pub use finish::{Finish, Written};
+pub use finish::{Finish, Written, join_server_log};
 use prompts::Prompt;
 
 /// What to record.

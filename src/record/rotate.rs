@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -64,6 +65,7 @@ pub async fn run(
     journal: Option<Journal>,
     mut ended: mpsc::UnboundedReceiver<Outcome>,
 ) -> Result<Parts, String> {
+    let (rotation, context) = (Arc::new(rotation), Arc::new(context));
     std::fs::create_dir_all(&rotation.dir).map_err(|e| format!("{}: {e}", rotation.dir.display()))?;
     let mut parts = Parts::default();
     let mut pending: Vec<Outcome> = Vec::new();
@@ -99,32 +101,35 @@ pub async fn run(
 }
 
 /// Writes the requests that ended as the next part (hidden until whole, then renamed into place), then takes their
-/// lines out of the journal.
+/// lines out of the journal. The part is made and written on tokio's blocking pool: the runtime's workers go on
+/// reading the streams, whose chunks' arrival times are the recording's figures.
 async fn write_part(
-    rotation: &Rotation,
-    context: &Context,
+    rotation: &Arc<Rotation>,
+    context: &Arc<Context>,
     journal: Option<&Journal>,
     pending: &mut Vec<Outcome>,
     parts: &mut Parts,
 ) -> Result<(), String> {
     let mut outcomes = std::mem::take(pending);
     outcomes.sort_by_key(|o| o.index);
-    let (trace, _) = build_trace(
-        &context.options,
-        &context.prompts,
-        &context.info,
-        &context.url,
-        &outcomes,
-    );
+    let ids: HashSet<String> = outcomes.iter().map(|o| request_id(o.index)).collect();
     let name = part_name(parts.paths.len() + 1);
-    let (hidden, path) = (rotation.dir.join(format!(".{name}")), rotation.dir.join(&name));
-    crate::format::write(&trace, &hidden).map_err(|e| format!("{}: {e}", hidden.display()))?;
-    std::fs::rename(&hidden, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (rotation, context) = (Arc::clone(rotation), Arc::clone(context));
+    let written = tokio::task::spawn_blocking(move || {
+        let c = &context;
+        let (trace, _) = build_trace(&c.options, &c.prompts, &c.info, &c.url, &outcomes);
+        let (hidden, path) = (rotation.dir.join(format!(".{name}")), rotation.dir.join(&name));
+        crate::format::write(&trace, &hidden).map_err(|e| format!("{}: {e}", hidden.display()))?;
+        std::fs::rename(&hidden, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok::<_, String>((path, trace.request_count(), trace.token_count()))
+    })
+    .await
+    .map_err(|e| format!("the part's writer: {e}"))?;
+    let (path, requests, tokens) = written?;
     parts.paths.push(path);
-    parts.requests += trace.request_count();
-    parts.tokens += trace.token_count();
+    parts.requests += requests;
+    parts.tokens += tokens;
     if let Some(j) = journal {
-        let ids: HashSet<String> = outcomes.iter().map(|o| request_id(o.index)).collect();
         j.forget(ids).await.map_err(|e| format!("the journal: {e}"))?;
     }
     Ok(())

@@ -320,25 +320,13 @@ fn build(
 /// The snapshot joined with the server's log as written so far (its engine track); the snapshot alone, with the
 /// reason in its notes, while they do not join.
 fn with_server_log(loaded: Loaded, log: &std::path::Path) -> Loaded {
-    use crate::load::join;
-    let server = match crate::load::load(log, &crate::ingest::Progress::default()) {
-        Ok(s) => s,
-        Err(e) => return with_note(loaded, format!("the server's log is not shown yet: {e}")),
-    };
-    let names = ("the recording", &*log.display().to_string());
-    match join::pair(&loaded.trace, &server.trace, names) {
-        Ok(pairs) => {
-            let mut report = loaded.report;
-            report.notes.extend(server.report.notes);
-            let (trace, report) = join::build(loaded.trace, &server.trace, &pairs, report);
-            Loaded { trace, report }
-        }
-        Err(e) => with_note(loaded, format!("the server's log does not join the recording yet: {e}")),
+    let (mut loaded, alone) = record::join_server_log(loaded, log);
+    if let Some(why) = alone {
+        loaded
+            .report
+            .notes
+            .push(format!("the server's log is not joined with the recording yet: {why}"));
     }
-}
-
-fn with_note(mut loaded: Loaded, note: String) -> Loaded {
-    loaded.report.notes.push(note);
     loaded
 }
 

@@ -112,6 +112,18 @@ pub struct Session {
     pub timeline: super::timeline::TimelineState,
 }
 
+/// The trace's index for range analyses, built on a thread of its own (or by the first analysis, if that thread
+/// could not start).
+fn index_in_background(trace: &Arc<crate::trace::Trace>) -> (Arc<OnceLock<RangeIndex>>, Option<Job<()>>) {
+    let index = Arc::new(OnceLock::new());
+    let (t, i) = (Arc::clone(trace), Arc::clone(&index));
+    let job = Job::spawn("range index", None, move || {
+        i.get_or_init(|| RangeIndex::build(&t));
+    })
+    .ok();
+    (index, job)
+}
+
 /// The interference figures of `a..b`, indexing the trace first if nobody has.
 fn analyse(trace: &crate::trace::Trace, index: &OnceLock<RangeIndex>, a: i64, b: i64) -> Interference {
     interference_indexed(trace, index.get_or_init(|| RangeIndex::build(trace)), a, b)
@@ -130,14 +142,7 @@ impl Session {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let filter = TrackFilter::default();
         let view = TraceView::new(Arc::new(loaded.trace), order, &filter);
-        let range_index = Arc::new(OnceLock::new());
-        let index_job = {
-            let (trace, index) = (Arc::clone(&view.trace), Arc::clone(&range_index));
-            Job::spawn("range index", None, move || {
-                index.get_or_init(|| RangeIndex::build(&trace));
-            })
-            .ok()
-        };
+        let (range_index, index_job) = index_in_background(&view.trace);
         Session {
             id: SessionId(NEXT.fetch_add(1, Ordering::Relaxed)),
             source,
@@ -176,14 +181,7 @@ impl Session {
         let color_by = self.microscope.as_ref().map(|m| m.color_by);
         self.view = TraceView::new(Arc::new(loaded.trace), order, &self.filter);
         self.report = loaded.report;
-        self.range_index = Arc::new(OnceLock::new());
-        self._index_job = {
-            let (trace, index) = (Arc::clone(&self.view.trace), Arc::clone(&self.range_index));
-            Job::spawn("range index", None, move || {
-                index.get_or_init(|| RangeIndex::build(&trace));
-            })
-            .ok()
-        };
+        (self.range_index, self._index_job) = index_in_background(&self.view.trace);
         self.waterfall.forget_drawn();
         self.selected = selected.and_then(|id| self.view.trace.request_row(&id));
         self.microscope = None;
