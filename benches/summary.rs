@@ -8,6 +8,10 @@
 //! `target/bench-data/xlarge.parquet` (`tokenscope synth --scenario xlarge -o target/bench-data/xlarge.parquet`,
 //! 6.1 GB), which is not loaded (it does not fit here). Issue 33's targets: the streamed summary at most 0.5x the
 //! polars query's time, and on `xlarge` a peak resident set of at most 1 GB, the timeline's too.
+//!
+//! With `--findings`, the findings of the kinds that stream too: streamed (`load::stream::findings`, the trace's
+//! requests and steps loaded, its tokens streamed) against the same kinds on the loaded trace (on `xlarge` as well:
+//! about 8 GB and a minute and a half a run).
 
 use std::path::Path;
 use std::time::Instant;
@@ -104,6 +108,19 @@ fn child(mode: &str, file: &Path) {
                 Err(e) => panic!("{e}"),
             }
         }
+        "findings-streamed" => {
+            let th = tokenscope::analysis::findings::Thresholds::default();
+            let all = tokenscope::analysis::findings::Kind::ALL;
+            match tokenscope::load::stream::findings::find(&files, None, &Slo::DEFAULT, &th, &all) {
+                Ok(f) => f.findings.len() as u64,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        "findings-loaded" => {
+            use tokenscope::analysis::findings::{STREAMABLE, Thresholds, find_kinds};
+            let trace = common::load_lazily(file);
+            find_kinds(&trace, &Slo::DEFAULT, &Thresholds::default(), &STREAMABLE).len() as u64
+        }
         other => panic!("unknown mode {other}"),
     };
     let secs = t.elapsed().as_secs_f64();
@@ -160,4 +177,14 @@ fn main() {
         "peak RSS: summary {:.0} MiB, timeline {:.0} MiB (target on xlarge <= 1 GB)",
         streamed[1], timeline[1]
     );
+    if args.iter().any(|a| a == "--findings") {
+        println!();
+        let loaded = run("findings, streamable kinds (load, then find)", "findings-loaded");
+        let streamed = run("findings --out-of-core (streamed)", "findings-streamed");
+        println!(
+            "streamed findings / loaded: {:.2} of the time, {:.2} of the peak RSS",
+            streamed[0] / loaded[0],
+            streamed[1] / loaded[1]
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! Streamed figures from the command line: a Parquet trace over the memory budget is summarised and charted
-//! streamed, with the loaded figures; what cannot be streamed says so; `findings` says what needs the trace loaded.
+//! streamed, with the loaded figures; what cannot be streamed says so; `findings` streams the kinds that can and names
+//! the others.
 
 // Test helpers may unwrap: a panic here is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -79,10 +80,62 @@ fn over_the_memory_budget_the_timeline_streams_and_findings_says_what_needs_the_
             assert!(same, "{x} against {y} in\n{a}\n{b}");
         }
     }
-    let (code, _, err) = tokenscope(&["findings", demo, "--memory-budget", "100MB"]);
-    assert_eq!(code, 1);
+}
+
+#[test]
+fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
+    let demo = "sample_traces/demo.parquet";
+    let kinds = "kv-saturation,slo-violations,repetition-loop,truncation,token-mismatch,overload,chronic-interference";
+    let (code, loaded, _) = tokenscope(&["findings", demo, "--json", "--kind", kinds]);
+    assert_eq!(code, 0);
+    let (code, streamed, err) = tokenscope(&["findings", demo, "--json", "--memory-budget", "100MB"]);
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("more than the budget of 100 MB") && err.contains("findings needs the trace loaded"),
+        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet file(s)"),
         "{err}"
     );
+    let (loaded, streamed): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&loaded).unwrap(),
+        serde_json::from_str(&streamed).unwrap(),
+    );
+    // The demo's SLO violations (TTFT and TPOT) and truncations, the same to the last field; its decode
+    // interruptions, EOS mis-trigger and prefill monopolies are not judged, and said so.
+    let kinds_of = |v: &serde_json::Value| -> Vec<String> {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds_of(&streamed), ["slo-violations", "slo-violations", "truncation"]);
+    assert_eq!(streamed["findings"], loaded["findings"]);
+    assert_eq!(streamed["computed_by"], "streamed");
+    assert_eq!(
+        streamed["not_judged"],
+        serde_json::json!([
+            "decode-interrupted",
+            "eos-mistrigger",
+            "prefill-monopoly",
+            "preemption-burst"
+        ])
+    );
+    // The text says it under the objectives.
+    let (_, text, _) = tokenscope(&["findings", demo, "--out-of-core"]);
+    assert!(
+        text.lines().nth(2)
+            == Some(
+                "not judged (they need the trace loaded): decode-interrupted, eos-mistrigger, prefill-monopoly, preemption-burst"
+            ),
+        "{text}"
+    );
+    // What cannot be streamed is loaded, and over the budget the load says what streams.
+    let (code, _, err) = tokenscope(&[
+        "findings",
+        "sample_traces/four_requests.jsonl",
+        "--memory-budget",
+        "1KB",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("need the trace loaded"), "{err}");
 }

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::{Output, validate};
-use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find_kinds};
+use crate::analysis::findings::{Finding, Kind, STREAMABLE, Severity, Thresholds, find_kinds};
 use crate::analysis::summary::Slo;
+use crate::load::stream::findings::needing_a_load;
 use crate::trace::Trace;
 
 /// How many requests, steps and tokens a finding lists in the text output (JSON lists all).
@@ -40,17 +41,31 @@ fn steps(trace: &Trace, f: &Finding) -> Vec<String> {
         .collect()
 }
 
+/// Where a token row is: its request row and `index`. A loaded trace's rows say; a streamed trace's findings come
+/// with the tokens they name.
+type TokenAt<'a> = &'a dyn Fn(usize) -> Option<(u32, u32)>;
+
+/// A loaded trace's token rows.
+fn rows_of(trace: &Trace) -> impl Fn(usize) -> Option<(u32, u32)> + '_ {
+    |k| Some((*trace.tokens.request.get(k)?, *trace.tokens.index.get(k)?))
+}
+
 /// Tokens of a finding as `request[index]`.
-fn tokens(trace: &Trace, f: &Finding) -> Vec<(String, u32)> {
-    let t = &trace.tokens;
+fn tokens(trace: &Trace, f: &Finding, at: TokenAt<'_>) -> Vec<(String, u32)> {
     f.tokens
         .iter()
-        .map(|&k| (trace.request_id(t.request[k]).to_owned(), t.index[k]))
+        .filter_map(|&k| at(k))
+        .map(|(r, i)| (trace.request_id(r).to_owned(), i))
         .collect()
 }
 
 /// The JSON form of a finding.
 pub fn finding_json(trace: &Trace, origin: i64, f: &Finding) -> Value {
+    json_of(trace, origin, f, &rows_of(trace))
+}
+
+/// The JSON form of a finding whose tokens are found by `at`.
+fn json_of(trace: &Trace, origin: i64, f: &Finding, at: TokenAt<'_>) -> Value {
     json!({
         "kind": f.kind.name(),
         "title": f.kind.title(),
@@ -62,12 +77,17 @@ pub fn finding_json(trace: &Trace, origin: i64, f: &Finding) -> Value {
         "to_ms": ms_after(origin, f.to_ns),
         "requests": f.requests.iter().map(|&r| trace.request_id(r)).collect::<Vec<_>>(),
         "steps": steps(trace, f),
-        "tokens": tokens(trace, f).into_iter().map(|(r, i)| json!({"request": r, "index": i})).collect::<Vec<_>>(),
+        "tokens": tokens(trace, f, at).into_iter().map(|(r, i)| json!({"request": r, "index": i})).collect::<Vec<_>>(),
     })
 }
 
 /// The text form of the findings.
 pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &str) -> String {
+    text_of(trace, origin, findings, name, &rows_of(trace))
+}
+
+/// The text form of findings whose tokens are found by `at`.
+fn text_of(trace: &Trace, origin: i64, findings: &[Finding], name: &str, at: TokenAt<'_>) -> String {
     let n = |s| findings.iter().filter(|f| f.severity == s).count();
     let mut out = format!(
         "{name}: {} finding{} ({} critical, {} warning, {} info)\n",
@@ -95,7 +115,10 @@ pub fn findings_text(trace: &Trace, origin: i64, findings: &[Finding], name: &st
         if !steps.is_empty() {
             out.push_str(&format!("  steps: {}\n", listed(&steps)));
         }
-        let tokens: Vec<String> = tokens(trace, f).into_iter().map(|(r, i)| format!("{r}[{i}]")).collect();
+        let tokens: Vec<String> = tokens(trace, f, at)
+            .into_iter()
+            .map(|(r, i)| format!("{r}[{i}]"))
+            .collect();
         if !tokens.is_empty() {
             out.push_str(&format!("  tokens: {}\n", listed(&tokens)));
         }
@@ -170,6 +193,13 @@ pub struct FindingsArgs {
     pub slo: super::SloArgs,
     #[command(flatten)]
     pub thresholds: Thresholds,
+    /// Find without loading the trace: its Parquet files (a file, a directory, a partitioned dataset) streamed a
+    /// few row groups at a time, in memory set by the requests and steps, not the tokens. Only the kinds that can be
+    /// judged so are run (KV saturation, SLO violations, repetition loops, truncation, token mismatches, overload,
+    /// chronic interference); the others are named as not judged. Chosen by itself when the trace would not fit the
+    /// memory budget.
+    #[arg(long)]
+    pub out_of_core: bool,
 }
 
 impl FindingsArgs {
@@ -177,11 +207,33 @@ impl FindingsArgs {
     pub fn run(&self) -> Output {
         let objectives = self.slo.objectives();
         let inputs: Vec<&Path> = self.traces.iter().map(PathBuf::as_path).collect();
-        run(&inputs, self.json, objectives, &self.thresholds, self.kind.as_deref())
+        let (th, kinds) = (&self.thresholds, self.kind.as_deref());
+        if let Err(e) = th.check() {
+            return Output::error(e, 2);
+        }
+        if self.out_of_core {
+            return streamed(&inputs, self.json, objectives, th, kinds, None).unwrap_or_else(|why| {
+                Output::error(
+                    format!(
+                        "its findings cannot be streamed: {why}; leave out --out-of-core to load it (or convert it: \
+                         tokenscope convert writes a request's tokens together)"
+                    ),
+                    1,
+                )
+            });
+        }
+        // Over the budget, streamed when it can be; else the load says what fits.
+        if let [one] = inputs.as_slice()
+            && let Some(over) = super::over_budget(one)
+            && let Ok(out) = streamed(&inputs, self.json, objectives, th, kinds, Some(over))
+        {
+            return out;
+        }
+        run(&inputs, self.json, objectives, th, kinds)
     }
 }
 
-/// Runs `findings`.
+/// Runs `findings` on the loaded trace.
 pub fn run(
     inputs: &[&Path],
     as_json: bool,
@@ -199,46 +251,29 @@ pub fn run(
             let mut out = validate::fatal(&e, as_json);
             if matches!(e, crate::load::LoadError::OverBudget { .. }) && !as_json {
                 // Which detectors need the trace whole, and what does not.
-                out.stderr.push_str(
-                    "note: findings needs the trace loaded: every detector reads the requests with their steps and \
-                     tokens together (overload, interference, KV saturation, SLO violations and repetition loops \
-                     are windowed, but do not stream yet); `summary` and `timeline` stream a trace of any size\n",
-                );
+                out.stderr.push_str(&format!(
+                    "note: {} stream from a Parquet trace whose requests' tokens are together (as tokenscope writes \
+                     them; --out-of-core says why this one cannot); {} need the trace loaded\n",
+                    names(&STREAMABLE),
+                    names(&needing_a_load())
+                ));
             }
             return out;
         }
     };
     let trace = &loaded.trace;
     let findings = find_kinds(trace, &slo, thresholds, kinds.unwrap_or(&Kind::ALL));
-    let origin = trace.start_ns();
-    let name = inputs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" + ");
-    let stdout = if as_json {
-        let list: Vec<Value> = findings.iter().map(|f| finding_json(trace, origin, f)).collect();
-        format!(
-            "{:#}\n",
-            json!({
-                "trace": name,
-                "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": objectives == Objectives::Default},
-                "thresholds": thresholds,
-                "findings": list,
-            })
-        )
-    } else {
-        let text = findings_text(trace, origin, &findings, &name);
-        // The objectives right under the count: what the SLO findings (or their absence) mean. A trace without
-        // requests (a server log's counters, an iteration log) has nothing they could judge.
-        match text.split_once('\n') {
-            Some((head, rest)) if trace.request_count() > 0 => format!("{head}\n{}\n{rest}", objectives.line()),
-            _ => text,
-        }
+    let shown = Shown {
+        trace,
+        origin: trace.start_ns(),
+        name: joined(inputs),
+        objectives,
+        thresholds,
+        not_judged: &[],
     };
     let rejected = loaded.report.rejected_count();
     Output {
-        stdout,
+        stdout: shown.render(&findings, &rows_of(trace), as_json, serde_json::Map::new()),
         stderr: if rejected > 0 {
             format!("note: {rejected} record(s) were rejected; `tokenscope validate` lists them\n")
         } else {
@@ -246,4 +281,139 @@ pub fn run(
         },
         code: 0,
     }
+}
+
+/// The kinds' names, comma-separated.
+fn names(kinds: &[Kind]) -> String {
+    kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// The inputs' names, as the output names the trace.
+fn joined(inputs: &[&Path]) -> String {
+    inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// What the output shows the findings of, and by what.
+struct Shown<'a> {
+    trace: &'a Trace,
+    origin: i64,
+    name: String,
+    objectives: Objectives,
+    thresholds: &'a Thresholds,
+    /// Kinds asked for that were not run (a streamed trace).
+    not_judged: &'a [Kind],
+}
+
+impl Shown<'_> {
+    /// The findings as text, or as JSON with `more` fields.
+    fn render(
+        &self,
+        findings: &[Finding],
+        at: TokenAt<'_>,
+        as_json: bool,
+        more: serde_json::Map<String, Value>,
+    ) -> String {
+        let (trace, origin, slo) = (self.trace, self.origin, self.objectives.slo());
+        if as_json {
+            let list: Vec<Value> = findings.iter().map(|f| json_of(trace, origin, f, at)).collect();
+            let mut v = json!({
+                "trace": self.name,
+                "slo": {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": self.objectives == Objectives::Default},
+                "thresholds": self.thresholds,
+                "findings": list,
+            });
+            if let Some(map) = v.as_object_mut() {
+                map.extend(more);
+            }
+            return format!("{v:#}\n");
+        }
+        let text = text_of(trace, origin, findings, &self.name, at);
+        // The objectives right under the count: what the SLO findings (or their absence) mean. A trace without
+        // requests (a server log's counters, an iteration log) has nothing they could judge. Then the kinds not
+        // judged, so that their absence is never read as a clean bill.
+        let mut head_lines = Vec::new();
+        if trace.request_count() > 0 {
+            head_lines.push(self.objectives.line());
+        }
+        if !self.not_judged.is_empty() {
+            head_lines.push(format!(
+                "not judged (they need the trace loaded): {}",
+                names(self.not_judged)
+            ));
+        }
+        match text.split_once('\n') {
+            Some((head, rest)) if !head_lines.is_empty() => format!("{head}\n{}\n{rest}", head_lines.join("\n")),
+            _ => text,
+        }
+    }
+}
+
+/// `findings --out-of-core`, or `findings` of a Parquet trace over the memory budget (`over`: why): the kinds that
+/// can be judged without loading the trace, its tokens streamed from its files (`load::stream::findings`). `Err`
+/// with the reason when the trace cannot be streamed and must be loaded.
+fn streamed(
+    paths: &[&Path],
+    as_json: bool,
+    objectives: Objectives,
+    thresholds: &Thresholds,
+    kinds: Option<&[Kind]>,
+    over: Option<String>,
+) -> Result<Output, String> {
+    let [path] = paths else {
+        return Ok(Output::error(
+            "--out-of-core reads one file or dataset directory; give several files as one directory, or leave out \
+             --out-of-core to open them together",
+            2,
+        ));
+    };
+    let files = match super::window_files(path) {
+        Ok(f) => f,
+        Err(e) => return Ok(validate::fatal(&e, as_json)),
+    };
+    let asked = kinds.unwrap_or(&Kind::ALL);
+    let slo = objectives.slo();
+    let done = match crate::load::stream::findings::find(&files, super::window(), &slo, thresholds, asked) {
+        Ok(d) => d,
+        Err(crate::load::stream::StreamError::Load(e)) => return Ok(validate::fatal(&e, as_json)),
+        Err(crate::load::stream::StreamError::Unordered(why)) => return Err(why),
+    };
+    let not_judged: Vec<Kind> = asked.iter().copied().filter(|k| !STREAMABLE.contains(k)).collect();
+    let shown = Shown {
+        trace: &done.trace,
+        origin: done.start_ns,
+        name: joined(paths),
+        objectives,
+        thresholds,
+        not_judged: &not_judged,
+    };
+    let at = |k: usize| done.token_index.get(&k).copied();
+    let mut more = serde_json::Map::new();
+    more.insert("computed_by".to_owned(), json!("streamed"));
+    more.insert(
+        "not_judged".to_owned(),
+        json!(not_judged.iter().map(|k| k.name()).collect::<Vec<_>>()),
+    );
+    more.insert("passes".to_owned(), json!(done.passes));
+    let why = over.map_or_else(String::new, |o| format!("{o}: "));
+    let mut stderr = format!(
+        "note: {why}streamed from {} Parquet file(s), the tokens in {} pass(es), without loading the trace; token \
+         records are checked only by the rules of the fields read (`tokenscope validate` checks every rule)\n",
+        files.len(),
+        done.passes
+    );
+    let rejected = done.report.rejected_count() + done.incomplete_tokens;
+    if rejected > 0 {
+        stderr.push_str(&format!(
+            "note: {rejected} record(s) were rejected; `tokenscope validate` lists them\n"
+        ));
+    }
+    Ok(Output {
+        stdout: shown.render(&done.findings, &at, as_json, more),
+        stderr,
+        code: 0,
+    })
 }

@@ -17,7 +17,7 @@ use crate::findings_by_hand::{at, prefill_stage, request, step, token, trace_of}
 
 /// Twenty requests on one instance, one a second from 0 s, scheduled one every 2 s (request k at 2k s, its first
 /// token 100 ms later): request k waits k s, the queue grows until the last arrival, then drains.
-fn overloaded() -> Trace {
+pub(crate) fn overloaded() -> Trace {
     let mut l = Vec::new();
     for k in 0..20i64 {
         let id = format!("q{k:02}");
@@ -81,7 +81,7 @@ fn a_queue_that_grows_for_half_a_minute_is_overload_with_its_figures() {
 
 /// One instance decoding `v` for `cycles` cycles of 90 ms: four decode-only steps of 10 ms, then one of 50 ms that
 /// also computes another request's 512-token prompt (chunked prefill). `v` gets a token at the end of every step.
-fn chronically_chunked(cycles: i64) -> Trace {
+pub(crate) fn chronically_chunked(cycles: i64) -> Trace {
     let mut l = vec![request("v", 0, r#","scheduled_ns":1764403200000000000"#)];
     let mut t = 0i64;
     for k in 0..5 * cycles {

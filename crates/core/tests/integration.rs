@@ -11,6 +11,8 @@ mod corpus;
 mod findings;
 #[path = "findings_by_hand.rs"]
 mod findings_by_hand;
+#[path = "findings_streamed.rs"]
+mod findings_streamed;
 #[path = "findings_windowed.rs"]
 mod findings_windowed;
 #[path = "metrics.rs"]

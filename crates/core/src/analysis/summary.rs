@@ -306,8 +306,13 @@ impl Totals {
 /// When a request's `output_tokens` disagrees with its token records (and it has some): the usage and the number
 /// of records.
 pub fn token_mismatch(trace: &Trace, r: u32) -> Option<(u32, usize)> {
-    let records = trace.tokens_of(r).len();
-    trace.requests.output_tokens[r as usize]
+    mismatch(trace.requests.output_tokens[r as usize], trace.tokens_of(r).len())
+}
+
+/// An `output_tokens` of `usage` against `records` token records: the two when they disagree (and there are
+/// records).
+pub fn mismatch(usage: Option<u32>, records: usize) -> Option<(u32, usize)> {
+    usage
         .filter(|&usage| records > 0 && usage as usize != records)
         .map(|u| (u, records))
 }

@@ -12,10 +12,12 @@
 use std::fmt::Write as _;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::words::{duration, multiple, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
-use crate::analysis::metrics::{median, request_metrics};
+use crate::analysis::exact::{Outcome, Second, Tally};
+use crate::analysis::metrics::median;
 use crate::analysis::stats::thousands;
 use crate::trace::{NULL_U32, Trace, opt_u32};
 
@@ -32,6 +34,7 @@ pub(super) struct ChronicInterference;
 struct Gap {
     request: u32,
     token: usize,
+    emitted: i64,
     itl: i64,
     /// The wait it owes to other requests' prefill (0 when none of its steps computed a prompt).
     owed: i64,
@@ -51,50 +54,101 @@ impl Detector for ChronicInterference {
     /// sorted or kept per token.
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
-        let origin = trace.start_ns();
-        let window_of = |g: &Gap| usize::try_from((trace.tokens.emitted_ns[g.token] - origin) / WINDOW_NS).unwrap_or(0);
-        let mut sources: Vec<(&u32, &std::ops::Range<usize>)> = cx.source_rows().iter().collect();
-        sources.sort_by_key(|(s, _)| **s);
-        // Each instance on its own core.
-        let per_source = |(&source, rows): (&u32, &std::ops::Range<usize>)| -> Vec<Finding> {
-            let Some(base) = cx.prefill_times().decode_only_step(source) else {
-                return Vec::new();
-            };
-            let mut windows: Vec<Window> = Vec::new();
-            visit_gaps(cx, source, rows.clone(), base, |g| {
-                let w = window_of(&g);
-                if windows.len() <= w {
-                    windows.resize(w + 1, Window::default());
-                }
-                windows[w].add(&g);
-            });
-            // Episodes: runs of consecutive interfered windows, as ranges of window indices.
-            let mut episodes: Vec<std::ops::Range<usize>> = Vec::new();
-            for (w, win) in windows.iter().enumerate() {
+        let origin = cx.start_ns();
+        let window_of = |g: &Gap| usize::try_from((g.emitted - origin) / WINDOW_NS).unwrap_or(0);
+        let steps = Steps::new(cx);
+        if steps.of.is_empty() {
+            return Vec::new();
+        }
+        let mut windows: HashMap<u32, Vec<Window>> = HashMap::default();
+        steps.visit_gaps(cx, &|_| true, |source, g| {
+            let w = window_of(&g);
+            let list = windows.entry(source).or_default();
+            if list.len() <= w {
+                list.resize(w + 1, Window::default());
+            }
+            list[w].add(&g);
+        });
+        // Episodes: runs of consecutive interfered windows, as ranges of window indices, per source.
+        let mut episodes: HashMap<u32, Vec<std::ops::Range<usize>>> = HashMap::default();
+        for (&source, list) in &windows {
+            for (w, win) in list.iter().enumerate() {
                 if !win.interfered(th) {
                     continue;
                 }
-                match episodes.last_mut() {
+                let runs = episodes.entry(source).or_default();
+                match runs.last_mut() {
                     Some(e) if e.end == w => e.end = w + 1,
-                    _ => episodes.push(w..w + 1),
+                    _ => runs.push(w..w + 1),
                 }
             }
-            if episodes.is_empty() {
-                return Vec::new();
+        }
+        if episodes.is_empty() {
+            return Vec::new();
+        }
+        // The episode of a token, if any: its place among its source's episodes.
+        let episode_of = |source: u32, g: &Gap| {
+            let runs = episodes.get(&source)?;
+            let w = window_of(g);
+            let k = runs.partition_point(|e| e.end <= w);
+            runs.get(k).is_some_and(|e| e.contains(&w)).then_some(k)
+        };
+        let mut found: HashMap<u32, Vec<Episode>> = episodes
+            .iter()
+            .map(|(&s, runs)| (s, runs.iter().map(|_| Episode::new()).collect()))
+            .collect();
+        steps.visit_gaps(cx, &|source| episodes.contains_key(&source), |source, g| {
+            if let Some(k) = episode_of(source, &g)
+                && let Some(f) = found.get_mut(&source).and_then(|list| list.get_mut(k))
+            {
+                f.add(trace, &g);
             }
-            let mut found: Vec<Episode> = episodes.iter().map(|_| Episode::default()).collect();
-            visit_gaps(cx, source, rows.clone(), base, |g| {
-                let w = window_of(&g);
-                let k = episodes.partition_point(|e| e.end <= w);
-                if let (Some(e), Some(f)) = (episodes.get(k), found.get_mut(k))
-                    && e.contains(&w)
+        });
+        // The median of each episode's slowed latencies: from those kept while few, else counted exactly in one
+        // more visit of the values in the bucket that holds it.
+        let mut medians: HashMap<(u32, usize), i64> = HashMap::default();
+        let mut second: HashMap<(u32, usize), Second> = HashMap::default();
+        for (&source, list) in &mut found {
+            for (k, e) in list.iter_mut().enumerate() {
+                match std::mem::replace(&mut e.slowed, Tally::new(0)).finish() {
+                    Outcome::Done(d) => {
+                        medians.insert((source, k), as_ns(d.p50));
+                    }
+                    Outcome::Second(s) => {
+                        second.insert((source, k), s);
+                    }
+                }
+            }
+        }
+        if !second.is_empty() {
+            let again: Vec<u32> = second.keys().map(|k| k.0).collect();
+            steps.visit_gaps(cx, &|source| again.contains(&source), |source, g| {
+                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                let itl = g.itl as f64;
+                if g.owed > 0
+                    && let Some(k) = episode_of(source, &g)
+                    && let Some(s) = second.get_mut(&(source, k))
+                    && s.wants(itl)
                 {
-                    f.add(trace, &g);
+                    s.add(itl);
                 }
             });
-            found.into_iter().map(|e| finding(trace, source, base, e)).collect()
-        };
-        sources.into_par_iter().flat_map_iter(per_source).collect()
+            medians.extend(second.into_iter().map(|(k, s)| (k, as_ns(s.finish().p50))));
+        }
+        let mut sources: Vec<u32> = found.keys().copied().collect();
+        sources.sort_unstable();
+        sources
+            .into_iter()
+            .flat_map(|source| {
+                let base = steps.base.get(&source).copied().unwrap_or(0);
+                let list = found.remove(&source).unwrap_or_default();
+                list.into_iter().enumerate().map(move |(k, e)| (source, base, k, e))
+            })
+            .map(|(source, base, k, e)| {
+                let slowed_median = medians.get(&(source, k)).copied().unwrap_or(0);
+                finding(cx, source, base, e, slowed_median)
+            })
+            .collect()
     }
 }
 
@@ -127,11 +181,26 @@ impl Window {
     }
 }
 
+/// Slowed latencies an episode keeps to find their median; with more, it counts them per bucket and finds it in
+/// one more visit (`analysis::exact`): 8 MB an episode, whatever the number of tokens. (A few in the unit tests, so
+/// that they take the second way.)
+#[cfg(not(test))]
+const KEEP_SLOWED: usize = 1 << 20;
+#[cfg(test)]
+const KEEP_SLOWED: usize = 16;
+
+/// A latency found by [`Tally`] again in ns (it counts them as `f64`, exact below 2^53).
+#[allow(clippy::cast_possible_truncation)] // an i64 of ns given as f64
+fn as_ns(v: Option<f64>) -> i64 {
+    v.map_or(0, |v| v as i64)
+}
+
 /// What an episode's finding says, gathered in one pass.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Episode {
     window: Window,
-    slowed_itls: Vec<i64>,
+    /// The latencies of its slowed tokens, for their median.
+    slowed: Tally,
     mixed: usize,
     /// Per request: the time it owed, and its token that owed the most (owed, token).
     /// Indexed by request row (a lookup for each of millions of tokens); untouched requests have no token.
@@ -141,10 +210,22 @@ struct Episode {
 }
 
 impl Episode {
+    fn new() -> Self {
+        Episode {
+            window: Window::default(),
+            slowed: Tally::new(KEEP_SLOWED),
+            mixed: 0,
+            by_request: Vec::new(),
+            from: None,
+            to: None,
+        }
+    }
+
     fn add(&mut self, trace: &Trace, g: &Gap) {
         self.window.add(g);
         if g.owed > 0 {
-            self.slowed_itls.push(g.itl);
+            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            self.slowed.add(g.itl as f64);
         }
         if g.mixed {
             self.mixed += 1;
@@ -159,7 +240,7 @@ impl Episode {
         if g.owed > e.1.0 || (g.owed == e.1.0 && g.token < e.1.1) {
             e.1 = (g.owed, g.token);
         }
-        let emitted = trace.tokens.emitted_ns[g.token];
+        let emitted = g.emitted;
         self.from = Some(self.from.map_or(emitted - g.itl, |f| f.min(emitted - g.itl)));
         self.to = Some(self.to.map_or(emitted, |t| t.max(emitted)));
     }
@@ -170,68 +251,110 @@ pub fn chronic_interference(trace: &Trace, th: &super::Thresholds) -> Vec<Findin
     ChronicInterference.detect(&Context::new(trace, &crate::analysis::summary::Slo::default(), th))
 }
 
-/// Visits the decode tokens of the instance's requests (request by request) with what they owe to other requests'
-/// prefill.
-fn visit_gaps(cx: &Context<'_>, source: u32, rows: std::ops::Range<usize>, base: i64, mut visit: impl FnMut(Gap)) {
-    let trace = cx.trace;
-    let (it, tk) = (&trace.iterations, &trace.tokens);
-    let starts = &it.start_ns[rows.clone()];
-    // Per step of the instance: how many requests' prompts it computed, and which when one (so that "another
-    // request's prompt" is a lookup, not a walk, for each of millions of tokens).
-    let prompts: Vec<(u32, u32)> = rows
-        .clone()
-        .map(|row| {
-            let mut count = 0u32;
-            let mut only = NULL_U32;
-            for (q, _) in cx.prefills().of(trace, row) {
-                count += 1;
-                only = q;
+/// The steps of each instance with a decode-only step, as the visits of the decode tokens need them.
+struct Steps {
+    /// Per source: its step rows.
+    of: HashMap<u32, std::ops::Range<usize>>,
+    /// Per source: a decode-only step's duration (median).
+    base: HashMap<u32, i64>,
+    /// Per step row: how many requests' prompts it computed, and which when one (so that "another request's
+    /// prompt" is a lookup, not a walk, for each of millions of tokens).
+    prompts: Vec<(u32, u32)>,
+}
+
+impl Steps {
+    fn new(cx: &Context<'_>) -> Self {
+        let trace = cx.trace;
+        let mut of = HashMap::default();
+        let mut base = HashMap::default();
+        for (&source, rows) in cx.source_rows() {
+            if let Some(b) = cx.prefill_times().decode_only_step(source) {
+                of.insert(source, rows.clone());
+                base.insert(source, b);
             }
-            (count, only)
-        })
-        .collect();
-    let other = |row: usize, r: u32| {
-        let (count, only) = prompts[row - rows.start];
-        count > 1 || (count == 1 && only != r)
-    };
-    for r in 0..row_u32(trace.request_count()) {
-        if trace.requests.source[r as usize] != source {
-            continue;
         }
-        let tokens = trace.tokens_of(r);
-        for t in tokens.start + 1..tokens.end {
-            if tk.index[t] != tk.index[t - 1] + 1 {
-                continue;
-            }
-            let (prev, emitted) = (tk.emitted_ns[t - 1], tk.emitted_ns[t]);
-            let itl = emitted - prev;
-            if itl <= 0 {
-                continue;
-            }
-            let own = opt_u32(tk.iter_row[t]).map(|o| o as usize).filter(|o| rows.contains(o));
-            let first = rows.start + starts.partition_point(|&s| s < prev);
-            let window = match own {
-                Some(own) => first.min(own)..own + 1,
-                None => first..rows.start + starts.partition_point(|&s| s < emitted),
+        let prompts = if of.is_empty() {
+            Vec::new()
+        } else {
+            (0..trace.iterations.len())
+                .into_par_iter()
+                .map(|row| {
+                    let mut count = 0u32;
+                    let mut only = NULL_U32;
+                    for (q, _) in cx.prefills().of(trace, row) {
+                        count += 1;
+                        only = q;
+                    }
+                    (count, only)
+                })
+                .collect()
+        };
+        Steps { of, base, prompts }
+    }
+
+    /// Visits the decode tokens of the requests of the instances `wanted` keeps (request by request), with what they
+    /// owe to other requests' prefill.
+    fn visit_gaps(
+        &self,
+        cx: &Context<'_>,
+        wanted: &(dyn Fn(u32) -> bool + Sync),
+        mut visit: impl FnMut(u32, Gap) + Send,
+    ) {
+        let trace = cx.trace;
+        let it = &trace.iterations;
+        let other = |row: usize, r: u32| {
+            let (count, only) = self.prompts[row];
+            count > 1 || (count == 1 && only != r)
+        };
+        cx.tokens.visit(false, &mut |rt| {
+            let r = rt.request;
+            let source = trace.requests.source[r as usize];
+            let (Some(rows), Some(&base)) = (self.of.get(&source), self.base.get(&source)) else {
+                return;
             };
-            let prefilled = window.clone().any(|row| other(row, r));
-            visit(Gap {
-                request: r,
-                token: t,
-                itl,
-                owed: if prefilled { (itl - base).max(0) } else { 0 },
-                mixed: prefilled && own.is_some_and(|row| other(row, r)),
-            });
-        }
+            if !wanted(source) {
+                return;
+            }
+            let starts = &it.start_ns[rows.clone()];
+            for k in 1..rt.len() {
+                if rt.index[k] != rt.index[k - 1] + 1 {
+                    continue;
+                }
+                let (prev, emitted) = (rt.emitted_ns[k - 1], rt.emitted_ns[k]);
+                let itl = emitted - prev;
+                if itl <= 0 {
+                    continue;
+                }
+                let own = opt_u32(rt.iter_row[k]).map(|o| o as usize).filter(|o| rows.contains(o));
+                let first = rows.start + starts.partition_point(|&s| s < prev);
+                let window = match own {
+                    Some(own) => first.min(own)..own + 1,
+                    None => first..rows.start + starts.partition_point(|&s| s < emitted),
+                };
+                let prefilled = window.clone().any(|row| other(row, r));
+                visit(
+                    source,
+                    Gap {
+                        request: r,
+                        token: rt.first_row + k,
+                        emitted,
+                        itl,
+                        owed: if prefilled { (itl - base).max(0) } else { 0 },
+                        mixed: prefilled && own.is_some_and(|row| other(row, r)),
+                    },
+                );
+            }
+        });
     }
 }
 
 /// The finding of one episode.
 #[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
-fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
+fn finding(cx: &Context<'_>, source: u32, base: i64, e: Episode, slowed_median: i64) -> Finding {
+    let trace = cx.trace;
     let Episode {
         window,
-        mut slowed_itls,
+        slowed: _,
         mixed,
         by_request,
         from,
@@ -239,8 +362,7 @@ fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
     } = e;
     let (total, owed) = (window.total, window.owed);
     let share = 100.0 * owed as f64 / total.max(1) as f64;
-    let n_slowed = slowed_itls.len();
-    let slowed_median = median(&mut slowed_itls).unwrap_or(0);
+    let n_slowed = window.slowed;
     // The requests hurt most: the most time owed to prefill.
     let mut merged: Vec<(u32, i64)> = by_request
         .iter()
@@ -251,7 +373,7 @@ fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
     merged.sort_by_key(|&(r, o)| (std::cmp::Reverse(o), r));
     let mut tpots: Vec<i64> = merged
         .iter()
-        .filter_map(|&(r, _)| request_metrics(trace, r).tpot_ns)
+        .filter_map(|&(r, _)| cx.metrics(r).tpot_ns)
         .map(|t| t.round() as i64)
         .collect();
     let tpot = median(&mut tpots);
@@ -301,5 +423,66 @@ fn finding(trace: &Trace, source: u32, base: i64, e: Episode) -> Finding {
         requests,
         steps: Vec::new(),
         tokens: token.into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::trace_of;
+
+    /// 1,000 cycles of four 10 ms decode-only steps and one 50 ms step that also computes another request's prompt;
+    /// `v` gets a token at the end of every step (as `tests/findings_windowed.rs`' `chronically_chunked`).
+    fn chunked() -> Trace {
+        const T0: i64 = 1_764_403_200_000_000_000;
+        let at = |ms: i64| T0 + ms * 1_000_000;
+        let mut l = vec![format!(
+            r#"{{"kind":"request","request_id":"v","source":"e","arrival_ns":{T0},"scheduled_ns":{T0}}}"#
+        )];
+        let mut t = 0i64;
+        for k in 0..5_000i64 {
+            let prefill = k % 5 == 4;
+            let len = if prefill { 50 } else { 10 };
+            let extra = if prefill { r#","num_prefill_tokens":512"# } else { "" };
+            l.push(format!(
+                r#"{{"kind":"iteration","source":"e","iteration":{k},"start_ns":{},"end_ns":{},"num_decode_reqs":1{extra}}}"#,
+                at(t),
+                at(t + len)
+            ));
+            if prefill {
+                let (a, b) = (at(t), at(t + len));
+                l.push(format!(
+                    r#"{{"kind":"request","request_id":"p{k}","source":"e","arrival_ns":{a},"scheduled_ns":{a},"output_tokens":1}}"#
+                ));
+                l.push(format!(
+                    r#"{{"kind":"stage","request_id":"p{k}","stage":"prefill","iteration":{k},"start_ns":{a},"end_ns":{b},"tokens":512}}"#
+                ));
+                l.push(format!(
+                    r#"{{"kind":"token","request_id":"p{k}","index":0,"emitted_ns":{b},"iteration":{k}}}"#
+                ));
+            }
+            l.push(format!(
+                r#"{{"kind":"token","request_id":"v","index":{k},"emitted_ns":{},"iteration":{k}}}"#,
+                at(t + len)
+            ));
+            t += len;
+        }
+        trace_of(&l.join("\n"))
+    }
+
+    #[test]
+    fn the_median_of_more_slowed_latencies_than_kept_is_found_exactly_in_one_more_visit() {
+        // 1,000 slowed latencies of 50 ms, more than the 16 kept here: the median comes from the second visit.
+        let t = chunked();
+        let found = chronic_interference(&t, &super::super::Thresholds::default());
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].summary.contains(
+                "1,000 of 4,999 tokens waited through a prompt's computation and took 50.0 ms (median) where a \
+                 decode-only step takes 10.0 ms (5.0×)"
+            ),
+            "{}",
+            found[0].summary
+        );
     }
 }

@@ -7,7 +7,10 @@ use std::sync::OnceLock;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::Thresholds;
-use super::words::row_u32;
+use super::tokens::{TokenSource, facts_of};
+use super::words::{range, row_u32};
+use crate::analysis::facts::RequestFacts;
+use crate::analysis::metrics::RequestMetrics;
 use crate::analysis::summary::Slo;
 use crate::trace::{NO_STR, NULL_U32, StageKind, Trace};
 
@@ -20,6 +23,8 @@ pub struct Context<'a> {
     pub slo: &'a Slo,
     /// The thresholds.
     pub th: &'a Thresholds,
+    /// What the detectors read of the tokens: the trace itself when it is loaded, else its files streamed.
+    pub tokens: &'a dyn TokenSource,
     source_rows: OnceLock<HashMap<u32, Range<usize>>>,
     prefills: OnceLock<PrefillIndex>,
     waits: OnceLock<WaitIndex>,
@@ -135,16 +140,76 @@ impl PrefillTimes {
 impl<'a> Context<'a> {
     /// A run on `trace` with these objectives and thresholds; no index is built yet.
     pub fn new(trace: &'a Trace, slo: &'a Slo, th: &'a Thresholds) -> Self {
+        Self::over(trace, trace, slo, th)
+    }
+
+    /// A run on `trace` whose tokens are read from `tokens` (a trace loaded without its tokens, whose files stream
+    /// them).
+    pub fn over(trace: &'a Trace, tokens: &'a dyn TokenSource, slo: &'a Slo, th: &'a Thresholds) -> Self {
         Context {
             trace,
             slo,
             th,
+            tokens,
             source_rows: OnceLock::new(),
             prefills: OnceLock::new(),
             waits: OnceLock::new(),
             preempted: OnceLock::new(),
             prefill_times: OnceLock::new(),
         }
+    }
+
+    /// The trace's start ([`Trace::start_ns`], its tokens counted), from which times are said.
+    pub fn start_ns(&self) -> i64 {
+        let trace = self.trace;
+        match self.tokens.earliest() {
+            None => trace.start_ns(),
+            Some(t) if trace.request_count() + trace.iterations.len() + trace.samples.len() == 0 => t,
+            Some(t) => trace.start_ns().min(t),
+        }
+    }
+
+    /// Request `r`'s record and its tokens' facts.
+    pub(super) fn facts(&self, r: u32) -> RequestFacts {
+        facts_of(self.trace, self.tokens, r)
+    }
+
+    /// Request `r`'s figures (TTFT, TPOT, ...), as [`crate::analysis::metrics::request_metrics`] gives them.
+    pub(super) fn metrics(&self, r: u32) -> RequestMetrics {
+        self.facts(r).metrics()
+    }
+
+    /// When request `r` produced its first token: `first_token_ns`, else token 0's time.
+    pub(super) fn first_token_ns(&self, r: u32) -> Option<i64> {
+        self.trace.requests.first_token_ns[r as usize].or_else(|| self.tokens.ends(r).0)
+    }
+
+    /// When request `r` finished: `finished_ns`, else its last token's time.
+    pub(super) fn finish_ns(&self, r: u32) -> Option<i64> {
+        self.trace.requests.finished_ns[r as usize].or_else(|| self.tokens.ends(r).1)
+    }
+
+    /// Request `r`'s output tokens: `output_tokens`, else its token records.
+    pub(super) fn output_tokens(&self, r: u32) -> u32 {
+        self.trace.requests.output_tokens[r as usize]
+            .unwrap_or_else(|| u32::try_from(self.tokens.rows(r).len()).unwrap_or(u32::MAX))
+    }
+
+    /// First arrival to last finish of some requests.
+    pub(super) fn span_of(&self, rows: &[u32]) -> (i64, i64) {
+        let arrival = |r: u32| self.trace.requests.arrival_ns[r as usize];
+        let from = rows.iter().map(|&r| arrival(r)).min();
+        let to = rows.iter().map(|&r| self.finish_ns(r).unwrap_or(arrival(r))).max();
+        range(from.unwrap_or(0), to.unwrap_or(0))
+    }
+
+    /// The last token of each request that has tokens: the first request's first, the rest ascending.
+    pub(super) fn last_tokens(&self, rows: &[u32]) -> Vec<usize> {
+        let mut out: Vec<usize> = rows.iter().filter_map(|&r| self.tokens.rows(r).last()).collect();
+        if out.len() > 1 {
+            out[1..].sort_unstable();
+        }
+        out
     }
 
     /// The iteration rows of each source (label id), sorted by start.
@@ -211,9 +276,7 @@ impl<'a> Context<'a> {
                     .copied()
                     .flatten()
                     .unwrap_or(0);
-                let rows = trace.tokens_of(r);
-                let generated = trace.tokens.emitted_ns[rows].partition_point(|&e| e < at);
-                u64::from(prompt) + generated as u64
+                u64::from(prompt) + self.tokens.emitted_before(r, at)
             })
             .sum()
     }

@@ -19,6 +19,7 @@ mod repetition_loop;
 mod slo_violations;
 mod thresholds;
 mod token_mismatch;
+mod tokens;
 mod truncation;
 mod words;
 
@@ -39,6 +40,7 @@ pub use repetition_loop::repetition_loops;
 pub use slo_violations::slo_violations;
 pub use thresholds::*;
 pub use token_mismatch::token_mismatches;
+pub use tokens::{RequestTokens, TokenSource, facts_of};
 pub use truncation::truncation;
 
 /// Requests listed in a grouped finding; its sentence gives the total.
@@ -215,6 +217,20 @@ impl Finding {
     }
 }
 
+/// The kinds whose detectors read no more of the tokens than a [`TokenSource`] gives (each request's token rows and
+/// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
+/// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
+/// the candidates.
+pub const STREAMABLE: [Kind; 7] = [
+    Kind::KvSaturation,
+    Kind::SloViolations,
+    Kind::RepetitionLoop,
+    Kind::Truncation,
+    Kind::TokenMismatch,
+    Kind::Overload,
+    Kind::ChronicInterference,
+];
+
 /// Every finding, sorted by severity, then `from_ns`, then kind.
 pub fn find(trace: &Trace, slo: &Slo, th: &Thresholds) -> Vec<Finding> {
     find_kinds(trace, slo, th, &Kind::ALL)
@@ -223,7 +239,26 @@ pub fn find(trace: &Trace, slo: &Slo, th: &Thresholds) -> Vec<Finding> {
 /// The findings of the detectors of `kinds` only, sorted as [`find`] sorts them. The detectors run in parallel and
 /// share the indexes of one [`Context`].
 pub fn find_kinds(trace: &Trace, slo: &Slo, th: &Thresholds, kinds: &[Kind]) -> Vec<Finding> {
-    let cx = Context::new(trace, slo, th);
+    run(&Context::new(trace, slo, th), kinds)
+}
+
+/// The findings of the detectors of `kinds` that are [`STREAMABLE`] on `trace` (its requests, steps, stages and
+/// samples) whose tokens are read from `tokens`, sorted as [`find`] sorts them. On a loaded trace and its own tokens,
+/// the findings [`find_kinds`] gives of those kinds.
+pub fn find_kinds_over(
+    trace: &Trace,
+    tokens: &dyn TokenSource,
+    slo: &Slo,
+    th: &Thresholds,
+    kinds: &[Kind],
+) -> Vec<Finding> {
+    let kinds: Vec<Kind> = kinds.iter().copied().filter(|k| STREAMABLE.contains(k)).collect();
+    run(&Context::over(trace, tokens, slo, th), &kinds)
+}
+
+/// The findings of the detectors of `kinds` on one run's context.
+fn run(cx: &Context<'_>, kinds: &[Kind]) -> Vec<Finding> {
+    let trace = cx.trace;
     // A trace without times (a saved stream) is judged on what its tokens say, never on their made-up times.
     let untimed_ok = |k: Kind| {
         trace.has_times()
@@ -235,7 +270,7 @@ pub fn find_kinds(trace: &Trace, slo: &Slo, th: &Thresholds, kinds: &[Kind]) -> 
     let mut out: Vec<Finding> = DETECTORS
         .par_iter()
         .filter(|d| kinds.contains(&d.kind()) && untimed_ok(d.kind()))
-        .flat_map_iter(|d| d.detect(&cx))
+        .flat_map_iter(|d| d.detect(cx))
         .collect();
     out.sort_by_key(|f| (f.severity, f.from_ns, f.kind));
     out

@@ -40,24 +40,42 @@ impl Detector for Overload {
         let (trace, th) = (cx.trace, cx.th);
         #[allow(clippy::cast_possible_truncation)] // seconds and ms of a trace
         let (min_ns, wait_ns) = ((th.overload_min_s * 1e9) as i64, (th.overload_queue_ms * 1e6) as i64);
-        let mut out = Vec::new();
-        for (source, waits) in queue_spans(trace) {
-            for (from, to) in busy_periods(&waits, wait_ns) {
+        // The episodes first, their findings once the tokens they served are counted (one visit of the tokens).
+        let spans = queue_spans(trace);
+        let mut episodes: Vec<(usize, Span, i64)> = Vec::new();
+        for (k, (source, waits)) in spans.iter().enumerate() {
+            for (from, to) in busy_periods(waits, wait_ns) {
                 if to - from < min_ns {
                     continue;
                 }
-                let inside: Vec<&Wait> = waits.iter().filter(|w| (from..=to).contains(&w.arrival)).collect();
-                let mut queued: Vec<i64> = inside.iter().map(|w| w.scheduled - w.arrival).collect();
+                let mut queued: Vec<i64> = waits
+                    .iter()
+                    .filter(|w| (from..=to).contains(&w.arrival))
+                    .map(|w| w.scheduled - w.arrival)
+                    .collect();
                 let Some(median_wait) = median(&mut queued) else {
                     continue;
                 };
-                if median_wait < wait_ns || held_by_one(trace, source, from, to) {
+                if median_wait < wait_ns || held_by_one(trace, *source, from, to) {
                     // Short waits; or one prompt held the instance: the prefill monopoly's finding, not overload.
                     continue;
                 }
-                out.push(episode(trace, source, &waits, &inside, (from, to), median_wait));
+                episodes.push((k, (from, to), median_wait));
             }
         }
+        let served = served_tokens(cx, &spans, &episodes);
+        let mut out: Vec<Finding> = episodes
+            .iter()
+            .zip(served)
+            .map(|(&(k, span, median_wait), tokens)| {
+                let (source, waits) = &spans[k];
+                let inside: Vec<&Wait> = waits
+                    .iter()
+                    .filter(|w| (span.0..=span.1).contains(&w.arrival))
+                    .collect();
+                episode(cx, *source, waits, &inside, span, median_wait, tokens)
+            })
+            .collect();
         // Instances with counter samples but no steps (a server log): judged from the samples.
         out.extend(super::from_samples::overload(trace, th));
         out
@@ -99,6 +117,42 @@ fn queue_spans(trace: &Trace) -> Vec<(u32, Vec<Wait>)> {
     }
     out.sort_by_key(|(s, _)| *s);
     out
+}
+
+/// A stretch of time, `(from, to)` in ns.
+type Span = (i64, i64);
+
+/// The output tokens each episode's instance emitted during it (its requests' tokens emitted in its span): one visit
+/// of the tokens, none when there is no episode.
+fn served_tokens(cx: &Context<'_>, spans: &[(u32, Vec<Wait>)], episodes: &[(usize, Span, i64)]) -> Vec<u64> {
+    let mut counts = vec![0u64; episodes.len()];
+    if episodes.is_empty() {
+        return counts;
+    }
+    // Per source, its episodes' spans (disjoint, by start) and their places in `episodes`.
+    let mut by_source: HashMap<u32, Vec<(Span, usize)>> = HashMap::default();
+    for (e, &(k, span, _)) in episodes.iter().enumerate() {
+        by_source.entry(spans[k].0).or_default().push((span, e));
+    }
+    for v in by_source.values_mut() {
+        v.sort_unstable();
+    }
+    let source_of = &cx.trace.requests.source;
+    cx.tokens.visit(false, &mut |rt| {
+        let Some(list) = by_source.get(&source_of[rt.request as usize]) else {
+            return;
+        };
+        for &t in rt.emitted_ns {
+            // The last episode starting at or before `t`, when `t` is inside it.
+            let k = list.partition_point(|((from, _), _)| *from <= t);
+            if let Some(&((_, to), e)) = k.checked_sub(1).and_then(|k| list.get(k))
+                && t <= to
+            {
+                counts[e] += 1;
+            }
+        }
+    });
+    counts
 }
 
 /// True when one request's prefill took half of `[from, to]` or more on `source`: the queue grew behind one prompt.
@@ -157,9 +211,9 @@ fn peak_queue(waits: &[Wait], from: i64, to: i64) -> (usize, i64) {
 }
 
 /// Seconds or minutes after the trace's start, for a sentence.
-fn since_start(trace: &Trace, ns: i64) -> String {
+fn since_start(cx: &Context<'_>, ns: i64) -> String {
     #[allow(clippy::cast_precision_loss)] // seconds of a trace
-    let s = (ns - trace.start_ns()) as f64 / 1e9;
+    let s = (ns - cx.start_ns()) as f64 / 1e9;
     if s >= 120.0 {
         format!("{:.1} min", s / 60.0)
     } else {
@@ -170,13 +224,15 @@ fn since_start(trace: &Trace, ns: i64) -> String {
 /// The finding of one episode.
 #[allow(clippy::cast_precision_loss)] // counts and ns far below 2^53
 fn episode(
-    trace: &Trace,
+    cx: &Context<'_>,
     source: u32,
     waits: &[Wait],
     inside: &[&Wait],
     (from, to): (i64, i64),
     median_wait: i64,
+    tokens: u64,
 ) -> Finding {
+    let trace = cx.trace;
     let secs = (to - from) as f64 / 1e9;
     let arrived = inside.len();
     let scheduled = waits.iter().filter(|w| (from..=to).contains(&w.scheduled)).count();
@@ -193,30 +249,18 @@ fn episode(
     let ttft = |ws: &[&Wait]| {
         let mut v: Vec<i64> = ws
             .iter()
-            .filter_map(|w| trace.first_token_ns(w.request).map(|t| t - w.arrival))
+            .filter_map(|w| cx.first_token_ns(w.request).map(|t| t - w.arrival))
             .collect();
         median(&mut v)
     };
     let (ttft_start, ttft_end) = (ttft(&inside[..quarter]), ttft(&inside[arrived - quarter..]));
-    // What the instance kept up meanwhile: the output tokens its requests received in the episode.
-    let mut tokens = 0u64;
-    let q = &trace.requests;
-    for r in 0..row_u32(trace.request_count()) {
-        if q.source[r as usize] == source {
-            let rows = trace.tokens_of(r);
-            tokens += trace.tokens.emitted_ns[rows]
-                .iter()
-                .filter(|&&t| (from..=to).contains(&t))
-                .count() as u64;
-        }
-    }
     let on = trace.label(source).map_or(String::new(), |s| format!(" on {s}"));
     let mut summary = format!(
         "Overload{on} for {} from {}: until the queue peaked at {peak} waiting at {}, {:.2} requests/s arrived and \
          {:.2}/s were scheduled; requests waited {} in the queue (median, {} at most)",
         duration(to - from),
-        since_start(trace, from),
-        since_start(trace, peak_at),
+        since_start(cx, from),
+        since_start(cx, peak_at),
         arrived_growing as f64 / grow_secs,
         scheduled_growing as f64 / grow_secs,
         duration(median_wait),
@@ -255,7 +299,7 @@ fn episode(
         to_ns,
         tokens: requests
             .first()
-            .and_then(|&r| trace.tokens_of(r).next())
+            .and_then(|&r| cx.tokens.rows(r).next())
             .into_iter()
             .collect(),
         requests,

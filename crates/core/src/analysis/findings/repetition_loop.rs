@@ -1,6 +1,6 @@
 //! Repetition loops: an answer that repeats an n-gram back to back.
 
-use super::words::{percent, range, row_u32};
+use super::words::{percent, range};
 use super::{Context, Detector, Finding, Kind, Severity, Thresholds};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::display_text;
@@ -19,47 +19,46 @@ impl Detector for RepetitionLoop {
     /// request, on its longest loop; the loop's first token is the one to select.
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
-        let tk = &trace.tokens;
         let max_n = th.repetition_ngram.max(1) as usize;
         let repeats = th.repetition_repeats.max(2) as usize;
         let min_tokens = (th.repetition_min_tokens as usize).max(repeats);
         let mut keys: Vec<u64> = Vec::new();
         let mut out = Vec::new();
-        for r in 0..row_u32(trace.request_count()) {
-            let tokens = trace.tokens_of(r);
-            if tokens.len() < min_tokens {
-                continue;
+        cx.tokens.visit(true, &mut |rt| {
+            if rt.len() < min_tokens {
+                return;
             }
             keys.clear();
-            keys.extend(tokens.clone().map(|t| {
-                if tk.token_id[t] != NULL_U32 {
-                    u64::from(tk.token_id[t])
-                } else if tk.text[t] != NO_STR {
-                    1 << 32 | u64::from(tk.text[t])
+            keys.extend((0..rt.len()).map(|k| {
+                if rt.token_id[k] != NULL_U32 {
+                    u64::from(rt.token_id[k])
+                } else if rt.text[k] != NO_STR {
+                    1 << 32 | u64::from(rt.text[k])
                 } else {
-                    2 << 32 | t as u64 // unknown: equal to nothing else
+                    2 << 32 | (rt.first_row + k) as u64 // unknown: equal to nothing else
                 }
             }));
             let Some((start, span, n)) = longest_loop(&keys, max_n, repeats, min_tokens) else {
-                continue;
+                return;
             };
-            let first = tokens.start + start;
-            let gram: String = (first..first + n)
-                .map(|t| display_text(trace, tk.token_id[t], trace.texts.get(tk.text[t]), tk.special[t]))
+            let gram: String = (start..start + n)
+                .map(|k| display_text(trace, rt.token_id[k], rt.texts.get(rt.text[k]), rt.special[k]))
                 .collect();
             let gram = if gram.chars().count() > 40 {
                 format!("{}…", gram.chars().take(40).collect::<String>())
             } else {
                 gram
             };
+            let r = rt.request;
             let summary = format!(
                 "{} repeated “{gram}” ({n}-gram) {} times from token {}: {span} tokens, {:.0} % of its output",
                 trace.request_id(r),
                 span / n,
-                tk.index[first],
-                percent(span, tokens.len()),
+                rt.index[start],
+                percent(span, rt.len()),
             );
-            let (from_ns, to_ns) = range(tk.emitted_ns[first], tk.emitted_ns[first + span - 1]);
+            let (from_ns, to_ns) = range(rt.emitted_ns[start], rt.emitted_ns[start + span - 1]);
+            let first = rt.first_row + start;
             out.push(Finding {
                 kind: Kind::RepetitionLoop,
                 severity: Severity::Warning,
@@ -70,7 +69,7 @@ impl Detector for RepetitionLoop {
                 steps: Vec::new(),
                 tokens: (first..first + span).collect(),
             });
-        }
+        });
         out
     }
 }

@@ -2,7 +2,7 @@
 
 use super::words::{percent, range, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
-use crate::analysis::metrics::{ms, request_metrics};
+use crate::analysis::metrics::ms;
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
@@ -26,7 +26,7 @@ impl Detector for SloViolations {
         let mut ttft: Vec<(u32, Option<f64>)> = Vec::new();
         let mut tpot: Vec<(u32, Option<f64>)> = Vec::new();
         for r in 0..row_u32(n) {
-            let m = request_metrics(trace, r);
+            let m = cx.metrics(r);
             if let Some(limit) = slo.ttft_ms {
                 match m.ttft_ns.map(ms) {
                     Some(t) if t <= limit => {}
@@ -55,7 +55,7 @@ impl Detector for SloViolations {
             let from = missed.iter().map(|m| trace.requests.arrival_ns[m.0 as usize]).min();
             let to = missed
                 .iter()
-                .map(|m| trace.finish_ns(m.0).unwrap_or(trace.requests.arrival_ns[m.0 as usize]))
+                .map(|m| cx.finish_ns(m.0).unwrap_or(trace.requests.arrival_ns[m.0 as usize]))
                 .max();
             let (from_ns, to_ns) = range(from.unwrap_or(0), to.unwrap_or(0));
             let worst = &missed[0];

@@ -1,6 +1,6 @@
 //! Token-count mismatches: `output_tokens` that disagrees with the token records.
 
-use super::words::{last_tokens, row_u32, span_of};
+use super::words::row_u32;
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
@@ -18,14 +18,17 @@ impl Detector for TokenMismatch {
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let trace = cx.trace;
         let mut bad: Vec<(u32, u32, usize)> = (0..row_u32(trace.request_count()))
-            .filter_map(|r| crate::analysis::summary::token_mismatch(trace, r).map(|(u, k)| (r, u, k)))
+            .filter_map(|r| {
+                crate::analysis::summary::mismatch(trace.requests.output_tokens[r as usize], cx.tokens.rows(r).len())
+                    .map(|(u, k)| (r, u, k))
+            })
             .collect();
         if bad.is_empty() {
             return Vec::new();
         }
         bad.sort_by_key(|&(r, u, k)| (std::cmp::Reverse((u as usize).abs_diff(k)), r));
         let rows: Vec<u32> = bad.iter().map(|b| b.0).collect();
-        let (from_ns, to_ns) = span_of(trace, &rows);
+        let (from_ns, to_ns) = cx.span_of(&rows);
         let (subject, usage, records) = bad[0];
         let summary = format!(
             "output_tokens disagrees with the token records of {} request{}: {} says {usage} and has {records} record{}",
@@ -36,7 +39,7 @@ impl Detector for TokenMismatch {
         );
         let mut requests = rows;
         requests.truncate(MAX_LISTED_REQUESTS);
-        let tokens = last_tokens(trace, &requests);
+        let tokens = cx.last_tokens(&requests);
         vec![Finding {
             kind: Kind::TokenMismatch,
             severity: Severity::Info,

@@ -1,6 +1,6 @@
 //! Truncation: answers cut at their token limit (`finish_reason = length`).
 
-use super::words::{last_tokens, names, percent, row_u32, span_of};
+use super::words::{names, percent, row_u32};
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::stats::thousands;
 use crate::analysis::summary::Slo;
@@ -27,11 +27,11 @@ impl Detector for Truncation {
         if cut.is_empty() {
             return Vec::new();
         }
-        let (from_ns, to_ns) = span_of(trace, &cut);
-        cut.sort_by_key(|&r| (std::cmp::Reverse(trace.output_tokens(r)), r));
+        let (from_ns, to_ns) = cx.span_of(&cut);
+        cut.sort_by_key(|&r| (std::cmp::Reverse(cx.output_tokens(r)), r));
         let n = trace.request_count();
         let subject = cut[0];
-        let output = trace.output_tokens(subject);
+        let output = cx.output_tokens(subject);
         let tokens_word = if output == 1 { "token" } else { "tokens" };
         let summary = if cut.len() == 1 {
             format!(
@@ -51,7 +51,7 @@ impl Detector for Truncation {
             )
         };
         cut.truncate(MAX_LISTED_REQUESTS);
-        let tokens = last_tokens(trace, &cut);
+        let tokens = cx.last_tokens(&cut);
         vec![Finding {
             kind: Kind::Truncation,
             severity: Severity::Info,

@@ -59,25 +59,6 @@ pub(super) fn range(a_ns: i64, b_ns: i64) -> (i64, i64) {
     (from, to.max(from + 1))
 }
 
-/// First arrival to last finish of some requests.
-pub(super) fn span_of(trace: &Trace, rows: &[u32]) -> (i64, i64) {
-    let from = rows.iter().map(|&r| trace.requests.arrival_ns[r as usize]).min();
-    let to = rows
-        .iter()
-        .map(|&r| trace.finish_ns(r).unwrap_or(trace.requests.arrival_ns[r as usize]))
-        .max();
-    range(from.unwrap_or(0), to.unwrap_or(0))
-}
-
-/// The last token of each request that has tokens: the first request's first, the rest ascending.
-pub(super) fn last_tokens(trace: &Trace, rows: &[u32]) -> Vec<usize> {
-    let mut out: Vec<usize> = rows.iter().filter_map(|&r| trace.tokens_of(r).last()).collect();
-    if out.len() > 1 {
-        out[1..].sort_unstable();
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

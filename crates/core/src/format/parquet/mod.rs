@@ -21,7 +21,7 @@ use crate::ingest::LoadError;
 
 pub use candidates::{CandidateReader, read_request_candidates};
 pub use footer::{Footer, footer, footer_clock, footer_text_range};
-pub use read::{outside, read_bytes, read_files};
+pub use read::{outside, read_bytes, read_files, read_files_without_tokens};
 pub use write::{TraceWriter, write, write_with_row_groups};
 
 /// Rows per record batch when reading.

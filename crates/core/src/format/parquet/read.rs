@@ -43,6 +43,28 @@ pub fn read_files(
     read_parts(&parts, b, progress, window)
 }
 
+/// Reads Parquet files into the builder as [`read_files`] does, but for their tokens: row groups of tokens alone
+/// (by their statistics) are not read, and the token rows of the others are passed over. For a trace whose tokens
+/// are streamed ([`crate::load::stream`]): its requests, steps, stages and samples, resolved as a load resolves
+/// them, in memory set by them and not by the tokens. The candidates are never read.
+pub fn read_files_without_tokens(
+    files: &[(&Path, u32)],
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    window: Option<&Window>,
+) -> Result<(), LoadError> {
+    let parts = files
+        .iter()
+        .map(|&(path, file)| {
+            Part::open(move || File::open(path), path, file, true).map(|mut p| {
+                p.skip_tokens = true;
+                p
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    read_parts(&parts, b, progress, window)
+}
+
 /// Whether a row group holds no record of the window, by its statistics alone: all its rows of one kind, and
 /// - requests: arrivals all outside the window, or a label of one value the filters exclude;
 /// - steps: starts all outside the window, or one source the filters exclude;
@@ -106,6 +128,16 @@ where
         .enumerate()
         .flat_map(|(part, p)| (0..p.first_rows.len()).map(move |rg| Unit { part, rg }))
         .collect();
+    // Row groups of tokens alone, when the tokens are not wanted: counted as read at once.
+    units.retain(|u| {
+        let p = &parts[u.part];
+        let rg = p.meta.metadata().row_group(u.rg);
+        let skip = p.skip_tokens && super::stream::only_value(rg, KIND).as_deref() == Some("token");
+        if skip {
+            progress.add_done(u64::try_from(rg.compressed_size()).unwrap_or(0));
+        }
+        !skip
+    });
     if let Some(w) = window {
         // Row groups outside the window count as read at once, so that the progress still reaches its end.
         let all = units.len();
@@ -132,7 +164,10 @@ where
     // Eight row groups a thread: each window ends when its slowest row group does, with the other threads idle
     // meanwhile; wider windows wait less often (10 % of the load of xlarge on two cores, against windows of 2 a
     // thread), for two windows of decoded row groups held (about 64 MB a thread without candidates).
-    let window = 8 * rayon::current_num_threads() + 2;
+    // Without the tokens (a streamed trace, whose memory is its requests and steps), one row group a thread: the
+    // row groups left are those of requests, steps and stages, each of which a builder holds whole until merged.
+    let skipping = parts.iter().any(|p| p.skip_tokens);
+    let window = if skipping { 1 } else { 8 } * rayon::current_num_threads() + usize::from(!skipping) * 2;
     // The index in `units` of the first fatal error found so far: the units after it need not finish.
     let first_fatal = AtomicUsize::new(usize::MAX);
     let decode = |offset: usize, chunk: &[Unit]| -> Vec<Result<TraceBuilder, LoadError>> {
@@ -191,6 +226,8 @@ pub(super) struct Part<'a, O> {
     file: u32,
     /// The first row of each row group, counted from the file's first row.
     first_rows: Vec<u64>,
+    /// Token rows are passed over ([`read_files_without_tokens`]).
+    skip_tokens: bool,
 }
 
 impl<'a, R, O> Part<'a, O>
@@ -243,6 +280,7 @@ where
             path,
             file,
             first_rows,
+            skip_tokens: false,
         })
     }
 
@@ -327,6 +365,9 @@ where
             let mut row = RowBuffer::default();
             for i in 0..batch.num_rows() {
                 cols.fill(i, &mut row);
+                if self.skip_tokens && matches!(&row.record.kind, Some(Val::Ok(k)) if k == "token") {
+                    continue;
+                }
                 let place = Place {
                     file: self.file,
                     at: first_row + done + i as u64,

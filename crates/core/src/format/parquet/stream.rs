@@ -154,6 +154,14 @@ impl Columns {
         }
     }
 
+    /// Column `c` at row `i`, when it is a boolean.
+    pub fn flag(&self, c: usize, i: usize) -> Option<bool> {
+        match &self.cols[c] {
+            Col::Bool(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),
+            _ => None,
+        }
+    }
+
     /// Whether column `c` has a value at row `i`, whatever its type.
     pub fn is_set(&self, c: usize, i: usize) -> bool {
         !self.cols[c].is_null(i)

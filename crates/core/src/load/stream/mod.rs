@@ -17,6 +17,7 @@
 //! and tokens without a request: those rows are counted and left out, as a load rejects them; the format's other
 //! rules are `tokenscope validate`'s.
 
+pub mod findings;
 mod tokens;
 
 use std::path::PathBuf;

@@ -1,0 +1,201 @@
+//! Findings of a trace streamed from its files (`load::stream::findings`, for a trace over the memory budget) are
+//! the loaded trace's: every finding of the streamable kinds equal, row numbers included, on traces that raise each
+//! of those kinds, written in row groups of every size from one row to the whole file. A file out of the format's
+//! order is refused, not misread.
+
+// Test helpers may unwrap: a panic here is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use tokenscope_core::analysis::findings::{Kind, STREAMABLE, Thresholds, find_kinds};
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::format::parquet::write_with_row_groups;
+use tokenscope_core::load::stream::StreamError;
+use tokenscope_core::load::stream::findings::{find, needing_a_load};
+use tokenscope_core::load::{Progress, load};
+use tokenscope_core::trace::Trace;
+
+use crate::findings::{sample, th};
+use crate::findings_by_hand::{at, request, step, token, trace_of};
+use crate::findings_windowed::{chronically_chunked, overloaded};
+
+/// KV saturation with a preemption: steps of `e` at 96 % for 2 s, one preempting at 1.2 s; request `a` (a 100-token
+/// prompt) emits a token every 100 ms from 100 ms and is preempted from 1.5 s to 1.6 s. And `g`, whose tokens 3 and 4
+/// are missing and whose `output_tokens` says 6 for its 4 records: a token-count mismatch naming its last token,
+/// found after a gap in its indexes.
+fn saturated_with_a_preemption() -> Trace {
+    let mut l = vec![request("a", 0, r#","input_tokens":100"#)];
+    l.push(request("g", 50, r#","output_tokens":6"#));
+    for (k, index) in [0u32, 1, 2, 5].into_iter().enumerate() {
+        l.push(token("g", index, 300 + 10 * k as i64, ""));
+    }
+    for k in 0..10 {
+        let more = if k == 6 { r#","num_preempted":1"# } else { "" };
+        l.push(step(
+            "e",
+            k,
+            200 * k,
+            200 * k + 200,
+            &format!(r#","kv_usage":0.96{more}"#),
+        ));
+    }
+    l.push(format!(
+        r#"{{"kind":"stage","request_id":"a","stage":"preempted","start_ns":{},"end_ns":{}}}"#,
+        at(1500),
+        at(1600)
+    ));
+    for k in 1..=30u32 {
+        l.push(token("a", k - 1, 100 * i64::from(k), ""));
+    }
+    trace_of(&l)
+}
+
+/// The loaded findings of the streamable kinds and the streamed ones of `file` (a Parquet trace) are the same:
+/// whole findings, the tokens they name by row and index, and the trace's start.
+fn assert_streams_as_loaded(file: &Path, slo: &Slo, th: &Thresholds, what: &str) -> Vec<Kind> {
+    let loaded = load(file, &Progress::default()).unwrap().trace;
+    let expected = find_kinds(&loaded, slo, th, &STREAMABLE);
+    let streamed = find(&[file.to_owned()], None, slo, th, &Kind::ALL).unwrap();
+    assert_eq!(streamed.findings, expected, "{what}");
+    for f in &streamed.findings {
+        for &t in &f.tokens {
+            let named = (loaded.tokens.request[t], loaded.tokens.index[t]);
+            assert_eq!(streamed.token_index.get(&t), Some(&named), "{what}: token row {t}");
+        }
+    }
+    assert_eq!(streamed.start_ns, loaded.start_ns(), "{what}");
+    assert_eq!(streamed.trace.request_count(), loaded.request_count(), "{what}");
+    assert_eq!(streamed.trace.token_count(), 0, "{what}: no token is held");
+    expected.iter().map(|f| f.kind).collect()
+}
+
+#[test]
+fn streamed_findings_are_the_loaded_ones_in_row_groups_of_every_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (slo, th) = (Slo::DEFAULT, th());
+    let traces: Vec<(&str, Trace, &[usize])> = vec![
+        ("demo", sample("demo.parquet"), &[997, 65_536, 1 << 22]),
+        ("llamacpp", sample("llamacpp_gemma3_270m.parquet"), &[3, 100, 1 << 20]),
+        ("four_requests", sample("four_requests.jsonl"), &[1, 2, 5, 1 << 20]),
+        ("overloaded", overloaded(), &[1, 7, 1 << 20]),
+        ("chronic", chronically_chunked(1000), &[13, 1000, 1 << 20]),
+        ("saturated", saturated_with_a_preemption(), &[1, 4, 1 << 20]),
+    ];
+    let mut kinds: BTreeSet<Kind> = BTreeSet::new();
+    for (name, trace, sizes) in traces {
+        for &size in sizes {
+            let file = dir.path().join(format!("{name}-{size}.parquet"));
+            write_with_row_groups(&trace, &file, size).unwrap();
+            kinds.extend(assert_streams_as_loaded(
+                &file,
+                &slo,
+                &th,
+                &format!("{name} in groups of {size}"),
+            ));
+        }
+    }
+    // Every streamable kind was raised by some trace: none passed for having nothing to find.
+    assert_eq!(kinds, STREAMABLE.into_iter().collect(), "kinds raised");
+}
+
+#[test]
+fn a_preempted_requests_recomputed_tokens_are_counted_from_the_streamed_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("saturated.parquet");
+    write_with_row_groups(&saturated_with_a_preemption(), &file, 4).unwrap();
+    let streamed = find(&[file], None, &Slo::default(), &th(), &[Kind::KvSaturation]).unwrap();
+    let [f] = streamed.findings.as_slice() else {
+        panic!("{:#?}", streamed.findings)
+    };
+    // Ten steps of 200 ms at 96 %: 2 s saturated. Preempted at 1.5 s, `a` had emitted its tokens at 100 ms ..
+    // 1,400 ms (14): with its 100-token prompt, 114 tokens computed again.
+    assert_eq!(
+        f.summary,
+        "KV cache of e at 95 % or more for 10 steps (2.00 s), peak 96.0 %; 1 preemptions (a), 114 tokens computed again"
+    );
+    // The requests and steps only, each in one pass over the tokens: the first (facts), and none more since this
+    // finding names no token.
+    assert_eq!(streamed.passes, 1);
+}
+
+#[test]
+fn the_kinds_a_stream_cannot_judge_are_said_and_not_run() {
+    assert_eq!(
+        needing_a_load(),
+        [
+            Kind::DecodeInterrupted,
+            Kind::EosMistrigger,
+            Kind::PrefillMonopoly,
+            Kind::PreemptionBurst
+        ]
+    );
+    // The demo has decode-interrupted, EOS and prefill-monopoly findings: none comes out of a stream.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.parquet");
+    write_with_row_groups(&sample("demo.parquet"), &file, 65_536).unwrap();
+    let streamed = find(&[file], None, &Slo::DEFAULT, &th(), &Kind::ALL).unwrap();
+    assert!(streamed.findings.iter().all(|f| STREAMABLE.contains(&f.kind)));
+    assert!(!streamed.findings.is_empty());
+}
+
+#[test]
+fn tokens_of_a_request_apart_are_refused_not_misread() {
+    // b's tokens on either side of a's: a load sorts them, a stream cannot.
+    let lines = [
+        request("a", 0, ""),
+        request("b", 0, ""),
+        token("b", 0, 100, ""),
+        token("a", 0, 100, ""),
+        token("b", 1, 200, ""),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("apart.jsonl");
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    // Written as the lines come (a Parquet writer keeps the rows' order when it is given them so).
+    let file = dir.path().join("apart.parquet");
+    write_rows_in_order(&jsonl, &file);
+    match find(&[file], None, &Slo::DEFAULT, &th(), &Kind::ALL) {
+        Err(StreamError::Unordered(why)) => assert!(why.contains("together"), "{why}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("tokens apart were read"),
+    }
+}
+
+/// A Parquet file of the JSONL lines' records, in the lines' order (tokens as they come, not as a load sorts them).
+fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let text = std::fs::read_to_string(jsonl).unwrap();
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let s = |k: &str| -> ArrayRef {
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|r| r[k].as_str().map(str::to_owned))
+                .collect::<Vec<_>>(),
+        ))
+    };
+    let i =
+        |k: &str| -> ArrayRef { Arc::new(Int64Array::from(rows.iter().map(|r| r[k].as_i64()).collect::<Vec<_>>())) };
+    let columns = [
+        ("kind", s("kind"), DataType::Utf8),
+        ("request_id", s("request_id"), DataType::Utf8),
+        ("source", s("source"), DataType::Utf8),
+        ("arrival_ns", i("arrival_ns"), DataType::Int64),
+        ("index", i("index"), DataType::Int64),
+        ("emitted_ns", i("emitted_ns"), DataType::Int64),
+    ];
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(n, _, t)| Field::new(*n, t.clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let batch = RecordBatch::try_new(schema.clone(), columns.iter().map(|c| c.1.clone()).collect()).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(std::fs::File::create(parquet).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
