@@ -139,3 +139,14 @@ fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
     assert_eq!(code, 1);
     assert!(err.contains("need the trace loaded"), "{err}");
 }
+
+#[test]
+fn a_corrupt_page_header_is_refused_by_a_stream_not_decoded_for_minutes() {
+    // The page header of `request_id` declares a map of 91 elements in 68 bytes: parquet-rs's Thrift decoder would
+    // walk it for minutes. The streamed passes check the headers first, as a load does.
+    for command in ["summary", "findings"] {
+        let (code, _, err) = tokenscope(&[command, "tests/data/corrupt/hang-thrift-skip.parquet", "--out-of-core"]);
+        assert_eq!(code, 1, "{command}: {err}");
+        assert!(err.contains("the page header at byte 627 is corrupt"), "{command}: {err}");
+    }
+}

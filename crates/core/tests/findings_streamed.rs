@@ -163,6 +163,40 @@ fn tokens_of_a_request_apart_are_refused_not_misread() {
     }
 }
 
+#[test]
+fn findings_do_not_depend_on_the_order_the_files_hold_the_requests_in() {
+    // a (arrival 0 ms) and b (1 ms) each repeat token 7 twenty times from 10 ms, at the same times: two repetition
+    // loops at one instant. The file holds b's tokens first; a load numbers a first, and so must the stream.
+    let mut lines = vec![request("a", 0, ""), request("b", 1, "")];
+    for id in ["b", "a"] {
+        for k in 0..20u32 {
+            lines.push(token(id, k, 10 + i64::from(k), r#","token_id":7"#));
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("loops.jsonl");
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    let file = dir.path().join("loops.parquet");
+    write_rows_in_order(&jsonl, &file);
+    let kinds = assert_streams_as_loaded(&file, &Slo::default(), &th(), "b's tokens first");
+    assert_eq!(kinds, [Kind::RepetitionLoop, Kind::RepetitionLoop]);
+}
+
+#[test]
+fn a_clients_recording_beside_a_servers_trace_is_left_to_a_load_that_joins_them() {
+    let (client, server) = (
+        crate::common::repo("sample_traces/llamacpp_gemma3_270m.parquet"),
+        crate::common::repo("sample_traces/demo.parquet"),
+    );
+    match find(&[client.clone(), server], None, &Slo::DEFAULT, &th(), &Kind::ALL) {
+        Err(StreamError::Unordered(why)) => assert!(why.contains("join needs the trace loaded"), "{why}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("two halves were read as one trace"),
+    }
+    // One half alone streams.
+    assert!(find(&[client], None, &Slo::DEFAULT, &th(), &Kind::ALL).is_ok());
+}
+
 /// A Parquet file of the JSONL lines' records, in the lines' order (tokens as they come, not as a load sorts them).
 fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
     use std::sync::Arc;
@@ -187,6 +221,7 @@ fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
         ("arrival_ns", i("arrival_ns"), DataType::Int64),
         ("index", i("index"), DataType::Int64),
         ("emitted_ns", i("emitted_ns"), DataType::Int64),
+        ("token_id", i("token_id"), DataType::Int64),
     ];
     let schema = Arc::new(Schema::new(
         columns

@@ -214,7 +214,7 @@ fn not_that_kind(paths: &[&Path], kind: Kind, report: &Report) -> LoadError {
 
 /// A folder of at most this many files may hold both halves of a run (a recording and the server's files); one of
 /// more is taken for a dataset's partitions, all of one side.
-const MIXED_FILES: usize = 16;
+pub(crate) const MIXED_FILES: usize = 16;
 
 /// Reads `these` files (numbered among all the load's `files`) into one trace. Runs of Parquet files are read
 /// together, so their row groups share the threads (a directory of one-row-group partitions loads on every core);
@@ -327,11 +327,11 @@ fn check_budget(
         }
         part.push(')');
     }
-    if !survey.keys.is_empty() {
+    if survey.keys.is_empty() {
+        part.push_str(" or --where source=..., model=...");
+    } else {
         let keys: Vec<&str> = survey.keys.keys().map(String::as_str).collect();
         part.push_str(&format!(" or --where on its folder keys ({})", keys.join(", ")));
-    } else {
-        part.push_str(" or --where source=..., model=...");
     }
     if window.is_some() {
         part = format!("choose a narrower window ({part})");

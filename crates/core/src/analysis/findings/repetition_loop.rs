@@ -70,6 +70,8 @@ impl Detector for RepetitionLoop {
                 tokens: (first..first + span).collect(),
             });
         });
+        // By request row, whatever order the requests were visited in.
+        out.sort_by_key(|f| f.requests.first().copied());
         out
     }
 }

@@ -58,8 +58,9 @@ pub trait TokenSource: Sync {
     fn earliest(&self) -> Option<i64> {
         None
     }
-    /// Hands every request's tokens to `each`, request by request in row order (requests without tokens are
-    /// skipped). With `texts`, their ids, texts and special flags too.
+    /// Hands every request's tokens to `each`, request by request (requests without tokens are skipped): in row order
+    /// for a loaded trace, in the files' order for a streamed one, so what a detector makes of them must not depend
+    /// on the order. With `texts`, their ids, texts and special flags too.
     fn visit(&self, texts: bool, each: &mut (dyn FnMut(RequestTokens<'_>) + Send));
 }
 
@@ -163,7 +164,7 @@ mod tests {
         // The visit: a then b (c has none), with their rows.
         let mut seen = Vec::new();
         t.visit(false, &mut |rt| {
-            seen.push((rt.request, rt.first_row, rt.index.to_vec(), rt.text.len()))
+            seen.push((rt.request, rt.first_row, rt.index.to_vec(), rt.text.len()));
         });
         assert_eq!(seen, [(a, 0, vec![0, 1, 2], 0), (b, 3, vec![1, 2], 0)]);
     }

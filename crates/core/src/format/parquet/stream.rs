@@ -296,9 +296,20 @@ fn read_unit<P>(
         .filter(|&c| schema.field_with_name(c).is_ok() && !(c == KIND && u.kind.is_some()))
         .collect();
     let roots: Vec<usize> = read.iter().filter_map(|c| schema.index_of(c).ok()).collect();
+    let mask = ProjectionMask::roots(descr, roots);
+    // The page headers of the columns read, walked with bounded counts first (as a load does): a corrupt one can
+    // keep parquet-rs's Thrift decoder busy for minutes.
+    let headers = File::open(&file.path).map_err(|e| e.to_string())?;
+    for (i, column) in file.meta.metadata().row_group(u.rg).columns().iter().enumerate() {
+        if mask.leaf_included(i) {
+            let (start, len) = column.byte_range();
+            crate::format::page_headers::check_chunk(&headers, start, len)
+                .map_err(|e| format!("column {}: {e}", column.column_path()))?;
+        }
+    }
     let reader = File::open(&file.path).map_err(|e| e.to_string()).and_then(|f| {
         ParquetRecordBatchReaderBuilder::new_with_metadata(f, file.meta.clone())
-            .with_projection(ProjectionMask::roots(descr, roots))
+            .with_projection(mask)
             .with_row_groups(vec![u.rg])
             .with_batch_size(READ_BATCH_ROWS)
             .build()

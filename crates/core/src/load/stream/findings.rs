@@ -81,6 +81,7 @@ pub fn find(
     kinds: &[Kind],
 ) -> Result<StreamedFindings, StreamError> {
     let window = window.filter(|w| !w.is_all());
+    refuse_halves(files)?;
     let (trace, report) = skeleton(files, window)?;
     let streamed = Files::open(files, &trace)?;
     let findings = find_kinds_over(&trace, &streamed, slo, th, kinds);
@@ -106,6 +107,23 @@ pub fn find(
         token_index,
         start_ns,
     })
+}
+
+/// Files that hold both halves of one run (a client's recording and the server's side) are joined by a load, each
+/// half on its own clock: refused here, as a load would read them.
+fn refuse_halves(files: &[PathBuf]) -> Result<(), StreamError> {
+    if files.len() > crate::load::MIXED_FILES {
+        return Ok(());
+    }
+    let parquet = crate::load::Format::Native(Encoding::Parquet);
+    let sides: Vec<crate::load::Side> = files.iter().map(|p| crate::load::sniff::side_of(p, parquet)).collect();
+    if sides.contains(&crate::load::Side::Client) && sides.contains(&crate::load::Side::Server) {
+        return Err(StreamError::Unordered(
+            "the files are a client's recording and a server's side of one run: their join needs the trace loaded"
+                .to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// The kinds that need the trace loaded: those not [`STREAMABLE`].
@@ -356,8 +374,12 @@ impl<'a> Files<'a> {
                         && first <= last
                     {
                         unordered = Some(format!(
-                            "{}: row group {} (from row {}): token {first} of a request comes after its token {last}",
-                            paths[at.file], at.row_group, at.first_row
+                            "{}: row group {} (from row {}): token {first} of request {} repeats or comes after its \
+                             token {last} (a request's tokens must be in index order, each once)",
+                            paths[at.file],
+                            at.row_group,
+                            at.first_row,
+                            trace.request_id(o.request)
                         ));
                         return Err(String::new());
                     }
@@ -476,7 +498,8 @@ fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, Stri
             && index <= last
         {
             out.unordered = Some(format!(
-                "row {}: token {index} of request {rid} comes after its token {last}",
+                "row {}: token {index} of request {rid} repeats or comes after its token {last} (a request's tokens \
+                 must be in index order, each once)",
                 at.first_row + i as u64
             ));
             return Ok(out);
