@@ -2,6 +2,10 @@
 
 // Each benchmark includes this module and uses part of it.
 #![allow(dead_code)]
+#![allow(
+    clippy::missing_panics_doc,
+    reason = "a benchmark's helpers panic on a broken setup: that is the report"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -89,9 +93,8 @@ pub fn flag(name: &str, default: usize) -> usize {
 }
 
 /// A file's size in MiB.
-#[allow(clippy::cast_precision_loss)]
 pub fn size_mib(p: &Path) -> f64 {
-    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0) as f64 / (1024.0 * 1024.0)
+    std::fs::metadata(p).map_or(0, |m| m.len()) as f64 / (1024.0 * 1024.0)
 }
 
 /// A `/proc/self/status` memory figure (`VmHWM`: peak resident set; `VmRSS`: resident now), in MiB.

@@ -56,7 +56,7 @@ fn main() {
 
     let ctx = egui::Context::default();
     let screen = Rect::from_min_size(Pos2::ZERO, vec2(1600.0, 1000.0));
-    let mid = (view.t0_ns + view.t1_ns) / 2;
+    let mid = i64::midpoint(view.t0_ns, view.t1_ns);
     // The whole trace twice: with the view still (the pointer moving), and panned a point every frame, so that
     // nothing drawn before can be drawn again as it was.
     let whole = (
@@ -102,14 +102,12 @@ fn main() {
         for f in 0..frames + 5 {
             if let Some((a, b)) = range {
                 let vp = Viewport::fit(a, b, 1450.0);
-                #[allow(clippy::cast_precision_loss)]
                 let moved = if pan { vp.panned(f as f64) } else { vp };
                 state.viewport = Some(moved);
             } else if f == 0 {
                 state.viewport = None;
             }
             // The pointer moves across the tracks, so hover work is part of every frame.
-            #[allow(clippy::cast_precision_loss)]
             let x = 200.0 + (f % 100) as f32 * 13.0;
             let input = RawInput {
                 screen_rect: Some(screen),

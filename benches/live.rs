@@ -71,7 +71,7 @@ fn snapshot_costs(sizes: &[usize]) {
     for &n in sizes {
         let path = dir.path().join(format!("j{n}.jsonl"));
         write_journal(&path, n);
-        let mib = std::fs::metadata(&path).map_or(0.0, |m| m.len() as f64 / (1 << 20) as f64);
+        let mib = std::fs::metadata(&path).map_or(0.0, |m| m.len() as f64 / f64::from(1 << 20));
         let start = Instant::now();
         let mut tail = JournalTail::new(&path);
         while tail.poll().unwrap_or_else(|e| panic!("{e}")).fresh > 0 {}
@@ -128,7 +128,6 @@ fn latency(seconds: f64) {
     let capture = std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap_or_else(|e| panic!("{e}"));
     let server = replay::start(replay::Behavior::replay(&capture, gap));
     let per_request = 44.0 * gap.as_secs_f64();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let requests = (seconds / per_request).ceil() as usize * streams;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let output = dir.path().join("live.parquet");
@@ -186,7 +185,6 @@ fn latency(seconds: f64) {
             for k in 0..t.token_count() {
                 let at = t.tokens.emitted_ns[k];
                 if at > seen_until {
-                    #[allow(clippy::cast_precision_loss)]
                     delays.push((ready - at) as f64 / 1e6);
                     newest = newest.max(at);
                 }
@@ -209,7 +207,6 @@ fn latency(seconds: f64) {
         v.get(i).copied().unwrap_or(f64::NAN)
     };
     let frames = |ms: f64| ms / (FRAME.as_secs_f64() * 1e3);
-    #[allow(clippy::cast_precision_loss)]
     let rate = tokens as f64 / elapsed;
     println!(
         "\nchunk to snapshot, {streams} streams, {requests} requests, {tokens} tokens in {elapsed:.1} s ({rate:.0} tokens/s)"
@@ -225,7 +222,6 @@ fn latency(seconds: f64) {
         builds.last().copied().unwrap_or(f64::NAN)
     );
     let rss = resident();
-    #[allow(clippy::cast_precision_loss)]
     let per_token = rss.saturating_sub(rss0) as f64 / tokens.max(1) as f64;
     println!(
         "  memory: {:.0} MiB resident more than before the run, {per_token:.0} bytes a token; an hour at 1,000 tokens/s \

@@ -98,7 +98,6 @@ fn child(mode: &str, file: &Path) {
         other => panic!("unknown mode {other}"),
     };
     let secs = start.elapsed().as_secs_f64();
-    #[allow(clippy::cast_precision_loss)]
     let held_mib = held_bytes as f64 / (1024.0 * 1024.0);
     println!(
         "{secs} {} {} {held_mib}",
@@ -158,9 +157,7 @@ fn main() {
         return;
     }
     let (parquet, jsonl) = common::large_files(requests);
-    let tokens = load(&parquet, &Progress::default())
-        .map(|l| l.trace.token_count())
-        .unwrap_or(0);
+    let tokens = load(&parquet, &Progress::default()).map_or(0, |l| l.trace.token_count());
     let size_mib = common::size_mib;
     println!(
         "load benchmark: synth large, {requests} requests, {tokens} output tokens, median of {runs} runs (fresh process each)"
@@ -169,7 +166,6 @@ fn main() {
         "{:<36} {:>9} {:>9} {:>11} {:>13} {:>14} {:>10}",
         "what", "file MiB", "seconds", "M tokens/s", "peak RSS MiB", "RSS after MiB", "held MiB"
     );
-    #[allow(clippy::cast_precision_loss)]
     let m_tokens = tokens as f64 / 1e6;
     let print = |name: &str, file: &Path, m: [f64; 4]| {
         let [secs, peak, after, held] = m;

@@ -117,7 +117,6 @@ fn main() {
     );
     let rec = median((0..runs).map(|_| recorder(&server.url)).collect());
     let raw = median((0..runs).map(|_| bare(&server.url)).collect());
-    #[allow(clippy::cast_precision_loss)]
     let per = |s: f64| s / chunks as f64 * 1e6;
     println!("one stream of {chunks} chat chunks with top-3 logprobs, median of {runs} runs");
     println!("recorder        {:>8.3} s  {:>7.2} us/chunk", rec, per(rec));

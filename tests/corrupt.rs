@@ -1,8 +1,11 @@
 //! Corrupt files (`tests/data/corrupt/`, each listed with its expected report in its README): a report that names
 //! the file, the row group and the reason, and never a panic message on the terminal.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use crate::common::tokenscope;
 
@@ -183,8 +186,11 @@ fn a_page_header_that_would_keep_the_decoder_busy_for_minutes_is_refused_at_once
     // Found by the `parquet` fuzz target: a page header declaring a list of more elements than its bytes hold, which
     // parquet-rs 60.1's Thrift decoder skips one by one for minutes. The bounded walk refuses it first.
     let (tx, rx) = std::sync::mpsc::channel();
-    // A thread the test can leave behind if the load hangs (a scoped one would be joined): the watchdog is the point.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a thread the test can leave behind if the load hangs (a scoped one would be joined): the watchdog \
+                  is the point"
+    )]
     std::thread::spawn(move || {
         let loaded = load(
             std::path::Path::new("tests/data/corrupt/hang-thrift-skip.parquet"),
@@ -193,7 +199,7 @@ fn a_page_header_that_would_keep_the_decoder_busy_for_minutes_is_refused_at_once
         let _ = tx.send(loaded);
     });
     let loaded = rx
-        .recv_timeout(std::time::Duration::from_secs(120))
+        .recv_timeout(std::time::Duration::from_mins(2))
         .expect("the load ends (it took minutes before the page-header check)");
     let report = match loaded {
         Ok(l) => l.report,
@@ -256,8 +262,10 @@ fn a_bit_flipped_anywhere_in_the_data_pages_is_an_error_a_rejection_or_a_changed
     let tried = data.len();
     let dir_path = dir.path().to_path_buf();
     let (tx, rx) = std::sync::mpsc::channel();
-    // A thread the test can leave behind if a load hangs: the watchdog is the point.
-    #[allow(clippy::disallowed_methods)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a thread the test can leave behind if a load hangs: the watchdog is the point"
+    )]
     std::thread::spawn(move || {
         let flipped = dir_path.join("flipped.parquet");
         let (mut errors, mut rejected, mut clean) = (0, 0, 0);
@@ -281,7 +289,7 @@ fn a_bit_flipped_anywhere_in_the_data_pages_is_an_error_a_rejection_or_a_changed
         let _ = tx.send((errors, rejected, clean));
     });
     let (errors, rejected, clean) = rx
-        .recv_timeout(std::time::Duration::from_secs(600))
+        .recv_timeout(std::time::Duration::from_mins(10))
         .expect("every load ends");
     assert_eq!(errors + rejected + clean, tried);
     assert!(

@@ -1,7 +1,10 @@
 //! `tokenscope diff A B`, run as a user runs it, on two traces written here whose figures are worked out by hand.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 

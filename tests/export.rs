@@ -1,8 +1,11 @@
 //! Evidence for incident reports: a slice of a trace re-loads with the same per-request figures; the Chrome trace
 //! is structurally valid; redaction leaves no original text.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::Path;
 

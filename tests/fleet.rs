@@ -3,8 +3,11 @@
 //! Spark needs PySpark and a JDK (`.ci/run` installs both); without them this test fails and says what to install,
 //! unless TOKENSCOPE_SKIP_SPARK=1 is set.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 #![cfg(feature = "query")]
 
 use std::process::Command;

@@ -1,8 +1,11 @@
 //! The app as a user drives it, without a display (egui_kittest): it opens the demo, drag-selecting the
 //! long-prefill incident names the 96k-token request first, W/S/A/D move the view, clicking a track selects it.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use eframe::egui::{self, Key, Pos2, pos2};
 use egui_kittest::Harness;
@@ -249,7 +252,7 @@ fn hovering_a_stage_describes_it() {
     h.state_mut().session_mut().unwrap().waterfall.viewport =
         Some(Viewport::fit(stage.start_ns - pad, stage.end_ns + pad, width));
     h.run();
-    let x = x_of(&h, (stage.start_ns + stage.end_ns) / 2);
+    let x = x_of(&h, i64::midpoint(stage.start_ns, stage.end_ns));
     let p = pos2(x, rect.top() + 8.0);
     h.hover_at(p);
     h.run();
@@ -711,7 +714,7 @@ fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request
                 [(a, 1), (f, -1)]
             })
             .collect();
-        events.sort();
+        events.sort_unstable();
         let (mut alive, mut peak) = (0, 0);
         for (_, d) in events {
             alive += d;

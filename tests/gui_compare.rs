@@ -1,8 +1,11 @@
 //! The Comparison as a user drives it, without a display (egui_kittest): the demo against its clean baseline, the
 //! requests paired and a click selecting both, a comparison asked while a trace loads, a bad second trace.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use eframe::egui::{Key, pos2};
 use egui_kittest::kittest::Queryable;
@@ -55,7 +58,11 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     h.get_by_label_contains("gone · critical · EOS mis-trigger med-question");
     h.get_by_label("TTFT p99 ms");
     // How far B is from A, figure by figure (as `diff --fidelity`), folded until clicked.
-    let fidelity = tokenscope::analysis::fidelity::from_summaries(&cmp.a, &cmp.b, Default::default());
+    let fidelity = tokenscope::analysis::fidelity::from_summaries(
+        &cmp.a,
+        &cmp.b,
+        tokenscope::analysis::fidelity::Tolerance::default(),
+    );
     let (compared, within) = fidelity.score();
     assert_eq!(compared, 20, "every figure has both sides");
     let header = format!("Fidelity of B to A: {within} of 20 figures within 10 % or 5 ms");

@@ -1,8 +1,11 @@
 //! Opening traces in the app, without a display (egui_kittest): a dataset's dialog, a trace above the memory budget,
 //! a trace drawn while it loads, CJK tokens, a server log with its date and zone, a saved stream.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use eframe::egui::{self, Key};
 use egui_kittest::Harness;
@@ -91,9 +94,12 @@ fn a_trace_above_the_memory_budget_is_not_loaded_and_the_app_says_what_fits() {
 #[test]
 fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
     // The demo in row groups of 100 rows: a load of some 450 row groups, whose requests come first.
-    let demo = tokenscope::load::load(std::path::Path::new("sample_traces/demo.parquet"), &Default::default())
-        .unwrap()
-        .trace;
+    let demo = tokenscope::load::load(
+        std::path::Path::new("sample_traces/demo.parquet"),
+        &tokenscope::ingest::Progress::default(),
+    )
+    .unwrap()
+    .trace;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("demo-small-groups.parquet");
     tokenscope::format::parquet::write_with_row_groups(&demo, &path, 100).unwrap();

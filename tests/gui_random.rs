@@ -4,8 +4,11 @@
 //! nothing may panic. `TOKENSCOPE_GUI_STEPS=20000 cargo test --test integration gui_random` runs longer; the seed of a failure is
 //! in its message.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::PathBuf;
 
@@ -128,7 +131,7 @@ fn drive(seed: u64, steps: usize, files: &[PathBuf]) {
                 h.hover_at(at);
                 h.drag_at(at);
                 h.run_ok();
-                h.hover_at(pos2((at.x + to.x) / 2.0, (at.y + to.y) / 2.0));
+                h.hover_at(pos2(f32::midpoint(at.x, to.x), f32::midpoint(at.y, to.y)));
                 h.run_ok();
                 h.drop_at(to);
                 "drag"

@@ -1,8 +1,11 @@
 //! Importers: what engines and tools write opens as a trace, with figures worked out by hand (or, for the real AIPerf
 //! export, checked against AIPerf's own aggregate of the same run).
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use crate::common;
 
@@ -39,6 +42,10 @@ fn aiperf_files_are_recognised_by_content() {
 }
 
 #[test]
+#[expect(
+    clippy::unreadable_literal,
+    reason = "AIPerf's figures as its own report prints them"
+)]
 fn the_real_aiperf_export_matches_aiperfs_own_aggregate() {
     // The directory: profile_export.jsonl (100 records) and the aggregate, which gives the model.
     let l = must_load(AIPERF_REAL);

@@ -1,8 +1,11 @@
 //! Both halves of a real run, joined: the recording of `tokenscope record` and llama-server's own log of the same
 //! five requests (`tests/data/real/llamacpp/PROVENANCE.md`). Every figure below is read off the log by hand.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::Path;
 

@@ -2,8 +2,11 @@
 //! probability; a decode token stalled behind a prefill has its wait explained, and hovering its step names the
 //! request that was prefilling.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use eframe::egui::{self, Key};
 use egui_kittest::Harness;

@@ -55,9 +55,9 @@ fn prompts() -> Vec<Prompt> {
 
 fn record(options: &RecordOptions) -> Recording {
     // A stop signal that never comes (the tests do not install a Ctrl-C handler).
-    let (_keep, stop) = tokio::sync::watch::channel(false);
+    let (keep, stop) = tokio::sync::watch::channel(false);
     let rec = run_recording(options, &prompts(), false, Some(stop)).unwrap();
-    drop(_keep);
+    drop(keep);
     rec
 }
 
@@ -230,7 +230,7 @@ fn a_stop_mid_stream_keeps_what_was_recorded_and_marks_it() {
                 .filter(|l| l.contains(id) && l.contains("\"events\":[["))
                 .count()
         };
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + Duration::from_mins(1);
         while chunks("rec-00000") < 4 || chunks("rec-00001") < 4 {
             assert!(std::time::Instant::now() < deadline, "the streams never started");
             std::thread::sleep(Duration::from_millis(5));
@@ -467,7 +467,7 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
         .spawn()
         .unwrap();
     // Wait, on what the journal says (never on a clock), for two requests ended and a third begun; then kill -9.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
     loop {
         let text = std::fs::read_to_string(&journal).unwrap_or_default();
         let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
@@ -495,6 +495,10 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
     let mut cut = 0;
     for r in 0..u32::try_from(t.request_count()).unwrap() {
         let ri = r as usize;
+        #[expect(
+            clippy::single_match_else,
+            reason = "the two kinds of request a killed recording leaves"
+        )]
         match t.label(t.requests.status[ri]) {
             // A request that ended is exact: its 5 streamed tokens and the EOS usage counts.
             Some("ok") => {
@@ -590,7 +594,7 @@ fn a_rotating_recording_writes_parts_that_open_as_one_trace_and_survive_a_kill()
         .spawn()
         .unwrap();
     let journal = killed.join("journal.partial.jsonl");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
     while !(killed.join("part-00002.parquet").exists()
         && std::fs::read_to_string(&journal).is_ok_and(|j| j.contains("\"events\":[[")))
     {
@@ -617,15 +621,12 @@ fn a_rotating_recording_writes_parts_that_open_as_one_trace_and_survive_a_kill()
     );
     let (mut exact, mut cut) = (0, 0);
     for r in 0..u32::try_from(t.request_count()).unwrap() {
-        match t.label(t.requests.status[r as usize]) {
-            Some("ok") => {
-                exact += 1;
-                assert_eq!(t.tokens_of(r).len(), 6, "{}", t.request_id(r));
-            }
-            _ => {
-                cut += 1;
-                assert_eq!(t.label(t.requests.error_code[r as usize]), Some("recorder_stopped"));
-            }
+        if let Some("ok") = t.label(t.requests.status[r as usize]) {
+            exact += 1;
+            assert_eq!(t.tokens_of(r).len(), 6, "{}", t.request_id(r));
+        } else {
+            cut += 1;
+            assert_eq!(t.label(t.requests.error_code[r as usize]), Some("recorder_stopped"));
         }
     }
     assert!(exact >= in_parts && cut >= 1, "exact {exact}, cut {cut}");
@@ -659,7 +660,6 @@ fn an_open_loop_sends_at_the_seeded_poisson_times() {
     assert_eq!(sent.len(), 40);
     // Each send less its due time is the run's start plus that request's lateness: they agree to within what a busy
     // machine adds to one timer. Unpaced, they would spread over the whole schedule.
-    #[allow(clippy::cast_precision_loss)]
     let off: Vec<f64> = (0..40).map(|k| sent[k] as f64 / 1e9 - due_s[k]).collect();
     let spread = off.iter().copied().fold(f64::MIN, f64::max) - off.iter().copied().fold(f64::MAX, f64::min);
     assert!(spread <= 0.25, "sends strayed {spread:.3} s from the schedule: {off:?}");

@@ -1,8 +1,11 @@
 //! Headless PNGs (`tokenscope render`): drawn by the window's own code with no display and no GPU, at 2 pixels per
 //! point; not blank; different views give different pictures; bad arguments get clear errors.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::Path;
 

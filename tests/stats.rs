@@ -1,8 +1,11 @@
 //! The statistics window shows the figures of `tokenscope summary --by` (the same code), sorts by a clicked column
 //! and exports what it shows as CSV.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::process::Command;
 

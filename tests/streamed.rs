@@ -2,8 +2,11 @@
 //! streamed, with the loaded figures; what cannot be streamed says so; `findings` streams the kinds that can and names
 //! the others.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use crate::common::tokenscope;
 use serde_json::Value;
@@ -147,6 +150,9 @@ fn a_corrupt_page_header_is_refused_by_a_stream_not_decoded_for_minutes() {
     for command in ["summary", "findings"] {
         let (code, _, err) = tokenscope(&[command, "tests/data/corrupt/hang-thrift-skip.parquet", "--out-of-core"]);
         assert_eq!(code, 1, "{command}: {err}");
-        assert!(err.contains("the page header at byte 627 is corrupt"), "{command}: {err}");
+        assert!(
+            err.contains("the page header at byte 627 is corrupt"),
+            "{command}: {err}"
+        );
     }
 }

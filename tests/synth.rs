@@ -1,8 +1,11 @@
 //! The simulator's scenarios contain their incidents, measured from the written trace with the model's own
 //! metrics (not from simulator internals); replays keep the real trace's lengths and gaps; same seed, same bytes.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::Path;
 

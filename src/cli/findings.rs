@@ -16,7 +16,7 @@ use crate::trace::Trace;
 /// How many requests, steps and tokens a finding lists in the text output (JSON lists all).
 const LISTED: usize = 8;
 
-#[allow(clippy::cast_precision_loss)] // ms of a trace
+#[expect(clippy::cast_precision_loss, reason = "ms of a trace")]
 fn ms_after(origin: i64, ns: i64) -> f64 {
     (ns - origin) as f64 / 1e6
 }

@@ -152,24 +152,21 @@ fn brief(p: &fit::FittedProfile) -> String {
         p.fitted_on.join(", ")
     );
     for c in &p.coefficients {
-        match c.ci95 {
-            Some((lo, hi)) => {
-                let _ = writeln!(
-                    text,
-                    "  {:<20} {:>10} ms  (95 %: {} .. {})",
-                    c.term.name(),
-                    fit::sig(c.value),
-                    fit::sig(lo),
-                    fit::sig(hi)
-                );
-            }
-            None => {
-                let why = match c.status {
-                    fit::regress::Status::Negative => "its estimate was negative",
-                    _ => "no step exercises it",
-                };
-                let _ = writeln!(text, "  {:<20} not fitted: {why}", c.term.name());
-            }
+        if let Some((lo, hi)) = c.ci95 {
+            let _ = writeln!(
+                text,
+                "  {:<20} {:>10} ms  (95 %: {} .. {})",
+                c.term.name(),
+                fit::sig(c.value),
+                fit::sig(lo),
+                fit::sig(hi)
+            );
+        } else {
+            let why = match c.status {
+                fit::regress::Status::Negative => "its estimate was negative",
+                _ => "no step exercises it",
+            };
+            let _ = writeln!(text, "  {:<20} not fitted: {why}", c.term.name());
         }
     }
     let s = &p.scheduler;

@@ -201,7 +201,11 @@ pub fn load(paths: &[&Path], mut options: LoadOptions) -> Result<Loaded, LoadErr
                 bar = Some(b);
             }
             if let Some(b) = &bar {
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a fraction 0..=1 in thousandths
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a fraction 0..=1 in thousandths"
+                )]
                 b.set_position((progress.fraction() * 1000.0) as u64);
             }
             std::thread::park_timeout(std::time::Duration::from_millis(100));

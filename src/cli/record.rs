@@ -212,7 +212,11 @@ impl RecordArgs {
             Some(mb) if !(mb.is_finite() && mb > 0.0) => {
                 return Output::error(format!("--rotate-mb {mb}: give a positive number of megabytes"), 2);
             }
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a positive size in MB
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a positive size in MB"
+            )]
             Some(mb) => Some((mb * 1e6) as u64),
             None => None,
         };

@@ -211,15 +211,14 @@ pub fn run(inputs: &[&Path], options: &RenderOptions, output: &Path) -> Output {
         (Some(r), Some(n)) => {
             let rows = trace.tokens_of(r);
             let indices = &trace.tokens.index[rows];
-            match indices.iter().position(|&i| i == n) {
-                Some(k) => Some(k),
-                None => {
-                    let span = match (indices.first(), indices.last()) {
-                        (Some(a), Some(b)) => format!("its tokens are indices {a} to {b}"),
-                        _ => "it has no token records".to_owned(),
-                    };
-                    return usage(format!("request {} has no token {n}: {span}", trace.request_id(r)));
-                }
+            if let Some(k) = indices.iter().position(|&i| i == n) {
+                Some(k)
+            } else {
+                let span = match (indices.first(), indices.last()) {
+                    (Some(a), Some(b)) => format!("its tokens are indices {a} to {b}"),
+                    _ => "it has no token records".to_owned(),
+                };
+                return usage(format!("request {} has no token {n}: {span}", trace.request_id(r)));
             }
         }
     };
@@ -228,7 +227,6 @@ pub fn run(inputs: &[&Path], options: &RenderOptions, output: &Path) -> Output {
     if let (Some((a_ms, b_ms)), Some((a, b))) = (range, time_range)
         && (b < view.t0_ns || a > view.t1_ns)
     {
-        #[allow(clippy::cast_precision_loss)]
         let end_ms = (view.t1_ns - view.t0_ns) as f64 / 1e6;
         return usage(format!(
             "nothing to draw in {a_ms} ms .. {b_ms} ms: the trace spans 0 ms to {end_ms:.0} ms after its start"

@@ -243,7 +243,12 @@ pub fn run(
     }
     // SGLang's OTLP JSON is plain text, one request a line: a .parquet (or compressed) name would hold JSON.
     let name = output.to_string_lossy().to_ascii_lowercase();
-    if as_output.is_some() && !(name.ends_with(".jsonl") || name.ends_with(".json")) {
+    #[expect(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "the name is lowercased above"
+    )]
+    let json = name.ends_with(".jsonl") || name.ends_with(".json");
+    if as_output.is_some() && !json {
         return Output::error(
             format!(
                 "{}: --as sglang-otlp writes SGLang's OTLP JSON lines (plain text): give the output a .jsonl name",

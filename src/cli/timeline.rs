@@ -76,15 +76,14 @@ pub fn run(path: &Path, every: Option<Duration>, by: Option<GroupBy>, slo: Slo, 
         Err(e) => return fatal(&e, false),
     };
     let trace = &loaded.trace;
-    let every_ns = match every {
-        Some(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-        None => {
-            let end = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX))
-                .filter_map(|r| trace.finish_ns(r))
-                .max()
-                .unwrap_or_else(|| trace.start_ns());
-            auto_every(end - trace.start_ns(), AUTO_BUCKETS)
-        }
+    let every_ns = if let Some(d) = every {
+        i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+    } else {
+        let end = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX))
+            .filter_map(|r| trace.finish_ns(r))
+            .max()
+            .unwrap_or_else(|| trace.start_ns());
+        auto_every(end - trace.start_ns(), AUTO_BUCKETS)
     };
     match timeline(trace, &TimelineOptions { every_ns, by, slo }) {
         Ok(df) => present(&Rows::of(&df), every_ns, slo, format),
@@ -146,7 +145,7 @@ mod tests {
     fn widths_in_human_units() {
         assert_eq!(parse_every("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_every("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_every("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_every("5m"), Ok(Duration::from_mins(5)));
         assert!(parse_every("0s").is_err_and(|e| e.contains("wider than zero")));
         assert!(parse_every("ten").is_err_and(|e| e.contains("10s, 500ms")));
     }

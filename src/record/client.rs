@@ -342,7 +342,7 @@ pub async fn run_one(
     loop {
         let next = tokio::select! {
             e = tokio::time::timeout(limits.idle, events.next()) => e,
-            _ = tokio::time::sleep_until(deadline) => {
+            () = tokio::time::sleep_until(deadline) => {
                 fail(&mut out, Ending::TimedOut, "timeout", format!("the stream outlasted {:?}", limits.total));
                 break;
             }

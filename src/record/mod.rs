@@ -88,8 +88,8 @@ impl RecordOptions {
             headers: Vec::new(),
             eos_ids: Vec::new(),
             limits: Limits {
-                idle: Duration::from_secs(60),
-                total: Duration::from_secs(600),
+                idle: Duration::from_mins(1),
+                total: Duration::from_mins(10),
             },
             grace: Duration::from_secs(5),
             seed: 1,
@@ -394,7 +394,7 @@ async fn run(
                 counters.errors.fetch_add(1, Ordering::Relaxed);
             }
             if let Some(bar) = &bar {
-                #[allow(clippy::cast_precision_loss)] // a rate on a progress bar
+                #[expect(clippy::cast_precision_loss, reason = "a rate on a progress bar")]
                 let rate = counters.tokens.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64().max(1e-3);
                 bar.set_position(counters.done.load(Ordering::Relaxed) as u64);
                 bar.set_message(format!(
@@ -467,6 +467,10 @@ pub fn request_id(i: usize) -> String {
 /// A URL as a trace, a note or a message may show it: without its user, password, query or fragment, which can carry
 /// keys (`?api_key=`, `user:token@`); a query left out shows as `?…`.
 pub fn shown_url(url: &str) -> String {
+    #[expect(
+        clippy::single_match_else,
+        reason = "a URL that parses and one that does not, side by side"
+    )]
     match reqwest::Url::parse(url) {
         Ok(mut u) => {
             let had_query = u.query().is_some();
@@ -522,15 +526,15 @@ pub fn build_trace(
         eos_ids.clone_from(&inferred);
     }
     let mut meta = crate::import::record("meta");
-    meta.engine = info.engine.clone().map(text).unwrap_or(None);
-    meta.engine_version = info.version.clone().map(text).unwrap_or(None);
+    meta.engine = info.engine.clone().and_then(text);
+    meta.engine_version = info.version.clone().and_then(text);
     let model = options
         .sampling
         .model
         .clone()
         .or_else(|| info.model.clone())
         .or_else(|| outcomes.iter().find_map(|o| o.stream.model.clone()));
-    meta.model = model.clone().map(text).unwrap_or(None);
+    meta.model = model.clone().and_then(text);
     if !eos_ids.is_empty() {
         meta.eos_token_ids = ok(eos_ids.iter().map(|&id| Val::Ok(i64::from(id))).collect());
     }

@@ -54,7 +54,11 @@ pub fn request(ctx: &egui::Context, crop: Option<Rect>, destination: Destination
 pub fn crop_image(image: &ColorImage, crop: Option<Rect>, pixels_per_point: f32) -> ColorImage {
     let [w, h] = image.size;
     let Some(crop) = crop else { return image.clone() };
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to the image
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "clamped to the image"
+    )]
     let px = |v: f32, max: usize| ((v * pixels_per_point).round().max(0.0) as usize).min(max);
     let (x0, x1, y0, y1) = (
         px(crop.left(), w),
@@ -130,7 +134,11 @@ pub fn caption_text(source: &str, viewport: Option<Viewport>, request: Option<&s
 /// PNG bytes of an image.
 pub fn encode_png(image: &ColorImage) -> Result<Vec<u8>, String> {
     let [w, h] = image.size;
-    let rgba: Vec<u8> = image.pixels.iter().flat_map(|c| c.to_srgba_unmultiplied()).collect();
+    let rgba: Vec<u8> = image
+        .pixels
+        .iter()
+        .flat_map(eframe::egui::Color32::to_srgba_unmultiplied)
+        .collect();
     let buffer = image::RgbaImage::from_raw(
         u32::try_from(w).map_err(|e| e.to_string())?,
         u32::try_from(h).map_err(|e| e.to_string())?,

@@ -265,10 +265,14 @@ impl DatasetDialog {
                 let n = values.len();
                 ui.strong(format!("{key} ({n} value{})", if n == 1 { "" } else { "s" }));
                 if ui.small_button("all").clicked() {
-                    values.values_mut().for_each(|c| *c = true);
+                    for c in values.values_mut() {
+                        *c = true;
+                    }
                 }
                 if ui.small_button("none").clicked() {
-                    values.values_mut().for_each(|c| *c = false);
+                    for c in values.values_mut() {
+                        *c = false;
+                    }
                 }
             });
             egui::ScrollArea::vertical()
@@ -320,7 +324,7 @@ impl DatasetDialog {
 }
 
 fn megabytes(bytes: u64) -> String {
-    #[allow(clippy::cast_precision_loss)] // display
+    #[expect(clippy::cast_precision_loss, reason = "display")]
     let mb = bytes as f64 / 1e6;
     if mb >= 1000.0 {
         format!("{:.1} GB", mb / 1e3)

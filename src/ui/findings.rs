@@ -160,7 +160,7 @@ fn card(ui: &mut Ui, trace: &Trace, t0_ns: i64, f: &Finding, selected: bool, pro
             }
         });
         ui.label(&f.summary);
-        #[allow(clippy::cast_precision_loss)] // seconds of a trace
+        #[expect(clippy::cast_precision_loss, reason = "seconds of a trace")]
         let at = |ns: i64| (ns - t0_ns) as f64 / 1e9;
         let mut place = format!("{:.2} s to {:.2} s", at(f.from_ns), at(f.to_ns));
         if let Some(&r) = f.requests.first() {

@@ -54,7 +54,7 @@ pub struct Job<T> {
 impl<T: Send + 'static> Job<T> {
     /// Runs `work` on a thread named `name`; `waker`, when given, is asked to repaint when the result is ready. The
     /// error says the thread could not start.
-    #[allow(clippy::disallowed_methods)] // the one place threads start
+    #[expect(clippy::disallowed_methods, reason = "the one place threads start")]
     pub fn spawn(
         name: &str,
         waker: Option<&egui::Context>,
@@ -125,7 +125,7 @@ mod tests {
         // A dropped job's work finishes without anyone to take its result, and nothing panics.
         drop(
             Job::spawn("dropped", None, || {
-                std::thread::sleep(std::time::Duration::from_millis(10))
+                std::thread::sleep(std::time::Duration::from_millis(10));
             })
             .unwrap(),
         );

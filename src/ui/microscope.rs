@@ -384,7 +384,6 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
         .response
         .hover_pos()
         .map(|pos| plot.transform.value_from_position(pos).x.round());
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let hovered = hovered
         .filter(|&x| x >= 0.0 && (x as usize) < m.latencies.len())
         .map(|x| x as usize);
@@ -438,14 +437,13 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
         .link_axis(link, [true, false])
         .allow_scroll(false)
         .show(ui, |p| {
-            p.bar_chart(BarChart::new("prefill tokens of others", load_bars).color(theme::COUNTER_COLOR))
+            p.bar_chart(BarChart::new("prefill tokens of others", load_bars).color(theme::COUNTER_COLOR));
         });
     m.load_transform = Some(load_plot.transform);
     let hovered = load_plot
         .response
         .hover_pos()
         .map(|pos| load_plot.transform.value_from_position(pos).x.round());
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     if let Some(k) = hovered
         .filter(|&x| x >= 0.0 && (x as usize) < m.loads.len())
         .map(|x| x as usize)

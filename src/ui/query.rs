@@ -366,7 +366,7 @@ fn series_of(rows: &Rows, x: Option<usize>, y: usize) -> Lines {
         .map(|(c, _)| c);
     let mut out: Lines = Vec::new();
     for (i, r) in rows.rows.iter().enumerate() {
-        #[allow(clippy::cast_precision_loss)] // row numbers of a shown result
+        #[expect(clippy::cast_precision_loss, reason = "row numbers of a shown result")]
         let Some(xv) = x.map_or(Some(i as f64), |x| r[x].as_f64()) else {
             continue;
         };

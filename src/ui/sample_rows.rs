@@ -51,7 +51,7 @@ pub fn draw(ui: &Ui, painter: &egui::Painter, time: Rect, labels_x: f32, top: f3
                 format!("{label} 0-{}", track.max[c].round())
             };
             painter.text(
-                pos2(labels_x + 8.0, (y0 + y1) / 2.0),
+                pos2(labels_x + 8.0, f32::midpoint(y0, y1)),
                 Align2::LEFT_CENTER,
                 text,
                 font.clone(),

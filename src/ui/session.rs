@@ -130,6 +130,12 @@ fn analyse(trace: &crate::trace::Trace, index: &OnceLock<RangeIndex>, a: i64, b:
 }
 
 impl Session {
+    /// Holds the job building the range index (it is never read: dropping it would leave the build to end alone).
+    #[expect(clippy::used_underscore_binding, reason = "the job is held, never read")]
+    fn hold_index_job(&mut self, job: Option<Job<()>>) {
+        self._index_job = job;
+    }
+
     /// A session for a trace just loaded. The findings' hidden kinds and the statistics' grouping, sort and prices
     /// carry over from the session it replaces.
     pub fn new(
@@ -181,7 +187,9 @@ impl Session {
         let color_by = self.microscope.as_ref().map(|m| m.color_by);
         self.view = TraceView::new(Arc::new(loaded.trace), order, &self.filter);
         self.report = loaded.report;
-        (self.range_index, self._index_job) = index_in_background(&self.view.trace);
+        let (index, job) = index_in_background(&self.view.trace);
+        self.range_index = index;
+        self.hold_index_job(job);
         self.waterfall.forget_drawn();
         self.selected = selected.and_then(|id| self.view.trace.request_row(&id));
         self.microscope = None;

@@ -293,10 +293,9 @@ fn log_ms(v: f64) -> f64 {
 fn decade_marks(input: GridInput) -> Vec<GridMark> {
     let (lo, hi) = input.bounds;
     let mut marks = Vec::new();
-    #[allow(clippy::cast_possible_truncation)] // a few decades
+    #[expect(clippy::cast_possible_truncation, reason = "a few decades")]
     for k in (lo.floor() as i64)..=(hi.ceil() as i64) {
         for (m, step_size) in [(1.0f64, 1.0), (2.0, 0.3), (5.0, 0.3)] {
-            #[allow(clippy::cast_precision_loss)]
             let value = k as f64 + m.log10();
             if (lo..=hi).contains(&value) {
                 marks.push(GridMark { value, step_size });
@@ -342,7 +341,11 @@ fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f
         let width = (hi - lo) / BINS as f64;
         let mut counts = [0u32; BINS];
         for &v in sorted {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to 0..BINS
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "clamped to 0..BINS"
+            )]
             let b = (((log_ms(v) - lo) / width).floor().max(0.0) as usize).min(BINS - 1);
             counts[b] += 1;
         }
@@ -363,7 +366,7 @@ fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f
 }
 
 /// Points of an empirical CDF on the log10 ms axis: at most 2,000, the last value always among them.
-#[allow(clippy::cast_precision_loss)] // ranks far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ranks far below 2^53")]
 pub fn cdf_points(sorted: &[f64]) -> Vec<[f64; 2]> {
     let n = sorted.len();
     let step = n.div_ceil(2000).max(1);

@@ -100,7 +100,11 @@ pub fn step_color(class: u8) -> Color32 {
 }
 
 fn lerp(a: Color32, b: Color32, t: f32) -> Color32 {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=255 by construction
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "0..=255 by construction"
+    )]
     let mix = |x: u8, y: u8| {
         (f32::from(x) + (f32::from(y) - f32::from(x)) * t)
             .round()

@@ -268,7 +268,7 @@ pub fn lines(rows: &Rows, metric: &Metric, by: Option<GroupBy>, every_ns: i64) -
     let Some(t) = rows.column("t_s") else {
         return Vec::new();
     };
-    #[allow(clippy::cast_precision_loss)] // bucket widths far below 2^53 ns
+    #[expect(clippy::cast_precision_loss, reason = "bucket widths far below 2^53 ns")]
     let half = every_ns as f64 / 2e9;
     let point = |row: &Vec<crate::query::Cell>, c: usize| Some([row[t].as_f64()? + half, row[c].as_f64()?]);
     let out = match by.and_then(|b| rows.column(b.name())) {
@@ -397,13 +397,12 @@ pub fn timeline_ui(
     let (gutter, plot_width) = waterfall.time_rect.map_or((120.0, ui.available_width() - 120.0), |r| {
         ((r.left() - left).max(40.0), r.width().max(40.0))
     });
-    #[allow(clippy::cast_precision_loss)] // times within a trace, far below 2^53 ns
+    #[expect(clippy::cast_precision_loss, reason = "times within a trace, far below 2^53 ns")]
     let secs = |ns: i64| (ns - t0) as f64 / 1e9;
     let x_range = secs(view_from)..=secs(view_to);
-    #[allow(clippy::cast_precision_loss)] // the precision of the cast back is that of the plot's pointer
     let ns_of = |s: f64| t0 + (s * 1e9) as i64;
     let count = shown.len();
-    #[allow(clippy::cast_precision_loss)] // a handful of plots
+    #[expect(clippy::cast_precision_loss, reason = "a handful of plots")]
     let height = ((ui.available_height() - 24.0) / count as f32 - 2.0).max(40.0);
     let mut hover = None;
     for (i, metric) in shown.iter().enumerate() {

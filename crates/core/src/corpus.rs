@@ -138,7 +138,7 @@ impl Case {
                 let rate = p.chat_rate();
                 // Two minutes of it, or 150 requests on slow hardware: enough for an ordinary prefill to show, the planted
                 // requests a few percent of them.
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small count
+                #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a small count")]
                 let n = (rate * 120.0).round() as usize;
                 arrivals::poisson(&scenarios::light_traffic(rate), n.max(150), T0_NS, "req-", seed)
             }

@@ -2,8 +2,11 @@
 //! off, chat traffic and real Azure arrivals below and above capacity, every planted incident is found, the clean
 //! twins give no finding of an incident kind, and overload comes out above capacity and never below.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use tokenscope_core::analysis::findings::Thresholds;
 use tokenscope_core::corpus::{self, Outcome};

@@ -2,8 +2,11 @@
 //! (none of the three incident kinds fires), on `mixed` (all three), and on tiny hand-built traces whose figures are
 //! checked by hand.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, kv_saturation, preemption_bursts,

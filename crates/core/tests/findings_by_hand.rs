@@ -1,8 +1,11 @@
 //! The detectors on tiny hand-built traces whose figures are checked by hand (the samples' planted incidents are
 //! `findings.rs`', the windowed detectors' workloads `findings_windowed.rs`').
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::Path;
 

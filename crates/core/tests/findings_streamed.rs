@@ -3,8 +3,11 @@
 //! of those kinds, written in row groups of every size from one row to the whole file. A file out of the format's
 //! order is refused, not misread.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,8 +1,11 @@
 //! The windowed detectors (overload, chronic interference, outsized prompts) on hand-built workloads whose figures
 //! are worked out in each test, and on a replay of real conversations.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, chronic_interference, decode_interrupted, find, overload, prefill_monopoly,

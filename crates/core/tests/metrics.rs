@@ -17,8 +17,11 @@
 //! ITL   = emitted_i − emitted_{i−1}: r1 50, 50; r3 100, 100, 100; r4 60, 60 (index 4's predecessor, index 3, is
 //!         missing, so its ITL is undefined)
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use tokenscope_core::analysis::metrics::request_metrics;
 use tokenscope_core::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};

@@ -2,8 +2,11 @@
 //! `tests/data/import/sglang/engine/`): the import is checked against what the harness drove, not against a reading
 //! of the engine's source.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,11 @@
 //! vLLM's `llm_request` spans as its own code emits them (`scripts/vllm-trace/`, fixtures and their ground truth in
 //! `tests/data/import/vllm/engine/`): the import is checked against what the harness drove.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::PathBuf;
 

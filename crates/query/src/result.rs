@@ -43,7 +43,7 @@ impl Cell {
     }
 
     /// The value as a number, for plotting.
-    #[allow(clippy::cast_precision_loss)] // plotted values
+    #[expect(clippy::cast_precision_loss, reason = "plotted values")]
     pub fn as_f64(&self) -> Option<f64> {
         match self {
             Cell::Int(x) => Some(*x as f64),

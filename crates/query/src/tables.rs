@@ -120,7 +120,7 @@ pub struct Col {
 
 impl std::fmt::Debug for Col {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Col").field("name", &self.name).finish()
+        f.debug_struct("Col").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
@@ -190,7 +190,7 @@ impl<'a> Source<'a> {
     }
 
     /// Seconds since the trace's start.
-    #[allow(clippy::cast_precision_loss)] // ns offsets within a trace are far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "ns offsets within a trace are far below 2^53")]
     fn seconds(&self, ns: i64) -> f64 {
         (ns - self.start_ns) as f64 / 1e9
     }
@@ -207,7 +207,7 @@ impl<'a> Source<'a> {
     }
 }
 
-#[allow(clippy::cast_possible_truncation)] // rows of a trace are u32 by construction
+#[expect(clippy::cast_possible_truncation, reason = "rows of a trace are u32 by construction")]
 fn row_u32(i: usize) -> u32 {
     i as u32
 }
@@ -622,7 +622,7 @@ static SAMPLES: &[Col] = &[
         "f64",
         "the window the rates and averages cover, ending at time_ns",
         |s| {
-            #[allow(clippy::cast_precision_loss)] // durations far below 2^53 ns
+            #[expect(clippy::cast_precision_loss, reason = "durations far below 2^53 ns")]
             let v: Vec<Option<f64>> = s
                 .trace
                 .samples

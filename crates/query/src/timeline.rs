@@ -160,7 +160,7 @@ impl<S: AsRef<str>> RequestRows<S> {
     }
 
     /// Adds a request: its label, arrival and figures.
-    #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
     pub(crate) fn push(&mut self, label: S, arrival: i64, m: &RequestMetrics, slo: Slo) {
         self.g.push(label);
         self.arrival.push(arrival);
@@ -193,7 +193,6 @@ impl<S: AsRef<str>> RequestRows<S> {
     }
 }
 
-#[allow(clippy::cast_precision_loss)]
 fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let by = options.by;
     let start = trace.start_ns();
@@ -203,7 +202,7 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let mut rows = RequestRows::with_capacity(n);
     let mut last = start;
     for r in 0..n {
-        #[allow(clippy::cast_possible_truncation)] // request rows are u32
+        #[expect(clippy::cast_possible_truncation, reason = "request rows are u32")]
         let m = request_metrics(trace, r as u32);
         let a = trace.requests.arrival_ns[r];
         last = last.max(a).max(m.e2e_ns.map_or(a, |t| a + t));
@@ -216,7 +215,6 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let mut token_g = Vec::with_capacity(trace.token_count());
     let mut token_good = Vec::with_capacity(trace.token_count());
     for (r, &met) in good.iter().enumerate() {
-        #[allow(clippy::cast_possible_truncation)]
         let count = trace.tokens_of(r as u32).len();
         token_g.extend(std::iter::repeat_n(label_of(trace, by, r), count));
         token_good.extend(std::iter::repeat_n(u32::from(met), count));
@@ -299,7 +297,6 @@ const MAX_ROWS: i128 = 5_000_000;
 /// The percentile columns (of [`SERIES`]), computed in ns and given in ms.
 const PERCENTILE_COLUMNS: &[&str] = SERIES.split_at(4).1.split_at(6).0;
 
-#[allow(clippy::cast_precision_loss)]
 pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult<DataFrame> {
     let Frames {
         requests,

@@ -1,8 +1,11 @@
 //! The figures of a dataset computed by `sql/tokenscope.sql` on polars' streaming engine are those of the in-memory
 //! path, on the demo as one file and as a hive-partitioned dataset.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 

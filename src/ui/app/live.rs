@@ -178,7 +178,7 @@ impl App {
                 ui.spinner();
                 ui.label("waiting for the first chunk…");
             } else if !matches!(live.phase, Phase::Ended(_)) {
-                #[allow(clippy::cast_precision_loss)] // a rate shown
+                #[expect(clippy::cast_precision_loss, reason = "a rate shown")]
                 let rate = p.chunks as f64 / live.started.elapsed().as_secs_f64().max(1e-3);
                 ui.label(format!(
                     "{} requests ({} streaming) · {} chunks · {rate:.0} chunks/s",

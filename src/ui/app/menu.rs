@@ -76,7 +76,7 @@ impl App {
                 }
                 ui.horizontal(|ui| {
                     let mut gb = self.settings.memory_budget_gb.unwrap_or_else(|| {
-                        #[allow(clippy::cast_precision_loss)] // display
+                        #[expect(clippy::cast_precision_loss, reason = "display")]
                         let half = load::budget::default_budget() as f64 / 1e9;
                         (half * 10.0).round() / 10.0
                     });

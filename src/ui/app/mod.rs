@@ -126,6 +126,10 @@ struct Dialog {
 }
 
 /// The app.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "the app's independent switches: panels shown, dialogs open"
+)]
 pub struct App {
     settings: Settings,
     /// The importer of the files given on the command line (`--from KIND`); files opened later are recognised.
@@ -342,7 +346,11 @@ impl App {
         if let Some(b) = self.budget_override {
             return b;
         }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a positive setting in GB
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a positive setting in GB"
+        )]
         self.settings
             .memory_budget_gb
             .filter(|gb| *gb > 0.0)
@@ -360,7 +368,7 @@ impl App {
         match answer {
             Answer::Open(source) => self.load(source, Purpose::Show),
             // The trace B was to be compared with never came.
-            _ => self.compare_next = None,
+            Answer::Cancel => self.compare_next = None,
         }
     }
 

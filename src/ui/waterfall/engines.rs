@@ -97,35 +97,33 @@ pub(super) fn draw_engines(p: &Paint<'_>, hover: &mut Option<Hover>) {
             }
         }
         // Counter rows: per point column, the largest value among the steps in it; and the tokens by kind.
-        let (column_max, column_tokens, busy) = match summary {
-            Some(c) => (c.max, c.tokens, c.busy),
-            None => {
-                let mut column_max = vec![[0.0f32; 4]; columns];
-                let mut column_tokens = vec![(0u64, 0u64); columns];
-                for i in vis.clone() {
-                    let s = track.spans[i];
-                    let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
-                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                    let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
-                    let values = counter_values(trace, rows.start + i);
-                    for col in &mut column_max[c0..=c1] {
-                        for (m, v) in col.iter_mut().zip(values) {
-                            *m = m.max(v);
-                        }
-                    }
-                    let (p, d) = layout::prefill_mix(trace, rows.start + i);
-                    for col in &mut column_tokens[c0..=c1] {
-                        col.0 += p;
-                        col.1 += d;
+        let (column_max, column_tokens, busy) = if let Some(c) = summary {
+            (c.max, c.tokens, c.busy)
+        } else {
+            let mut column_max = vec![[0.0f32; 4]; columns];
+            let mut column_tokens = vec![(0u64, 0u64); columns];
+            for i in vis.clone() {
+                let s = track.spans[i];
+                let (x0, x1) = (vp.x_from_time(s.start_ns).max(0.0), vp.x_from_time(s.end_ns).max(0.0));
+                let (c0, c1) = ((x0 as usize).min(columns - 1), (x1 as usize).min(columns - 1));
+                let values = counter_values(trace, rows.start + i);
+                for col in &mut column_max[c0..=c1] {
+                    for (m, v) in col.iter_mut().zip(values) {
+                        *m = m.max(v);
                     }
                 }
-                let busy = if density_mode {
-                    crate::view::lod::density(&track.spans, vp, columns)
-                } else {
-                    Vec::new()
-                };
-                (column_max, column_tokens, busy)
+                let (p, d) = layout::prefill_mix(trace, rows.start + i);
+                for col in &mut column_tokens[c0..=c1] {
+                    col.0 += p;
+                    col.1 += d;
+                }
             }
+            let busy = if density_mode {
+                crate::view::lod::density(&track.spans, vp, columns)
+            } else {
+                Vec::new()
+            };
+            (column_max, column_tokens, busy)
         };
         if density_mode {
             let left = frame.time.left();
@@ -147,7 +145,7 @@ pub(super) fn draw_engines(p: &Paint<'_>, hover: &mut Option<Hover>) {
             let scale = track.max_counters[c];
             if !track.present[c] {
                 painter.text(
-                    pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
+                    pos2(frame.labels_x + 8.0, f32::midpoint(y0, y1)),
                     Align2::LEFT_CENTER,
                     format!("{label}: not in the trace"),
                     font.clone(),
@@ -161,7 +159,7 @@ pub(super) fn draw_engines(p: &Paint<'_>, hover: &mut Option<Hover>) {
                 format!("0-{}", scale.round())
             };
             painter.text(
-                pos2(frame.labels_x + 8.0, (y0 + y1) / 2.0),
+                pos2(frame.labels_x + 8.0, f32::midpoint(y0, y1)),
                 Align2::LEFT_CENTER,
                 format!("{label} {range}"),
                 font.clone(),

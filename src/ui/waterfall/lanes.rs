@@ -111,9 +111,7 @@ fn lane_hover(frame: &Areas, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos
         return None;
     }
     let lanes = view.lanes();
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let k = ((p.y - frame.requests.top() + at.scroll_y) / at.row_h).floor().max(0.0) as usize;
-    #[allow(clippy::cast_possible_truncation)]
     let slack = (3.0 * vp.ns_per_point) as i64;
     let request = lanes.at(k, vp.time_from_x(f64::from(p.x - frame.time.left())), slack)?;
     let (a, b) = request_extent(&view.trace, request)?;
@@ -133,7 +131,6 @@ fn lane_hover(frame: &Areas, vp: &Viewport, view: &TraceView, at: RowsAt, p: Pos
 }
 
 /// Makes the lanes' mesh, outline and labels for `key`.
-#[allow(clippy::too_many_lines)]
 fn build_lanes(
     frame: &Areas,
     vp: &Viewport,

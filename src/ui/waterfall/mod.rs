@@ -394,7 +394,7 @@ pub fn waterfall_ui(
             painter.vline(x0, time.y_range(), Stroke::new(1.0, theme::SELECTION_EDGE));
             painter.vline(x1, time.y_range(), Stroke::new(1.0, theme::SELECTION_EDGE));
             painter.text(
-                pos2((x0 + x1) / 2.0, frame.ruler.bottom() + 2.0),
+                pos2(f32::midpoint(x0, x1), frame.ruler.bottom() + 2.0),
                 Align2::CENTER_TOP,
                 ruler::format_duration(b - a),
                 FontId::proportional(12.0),
@@ -480,7 +480,6 @@ fn request_at(frame: &Areas, view: &TraceView, state: &WaterfallState, vp: &View
     if !frame.requests.contains(p) {
         return None;
     }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let k = ((p.y - frame.requests.top() + state.scroll_y) / state.row_height())
         .floor()
         .max(0.0) as usize;
@@ -488,7 +487,6 @@ fn request_at(frame: &Areas, view: &TraceView, state: &WaterfallState, vp: &View
         TrackLayout::Tracks => view.rows.get(k).copied(),
         TrackLayout::Lanes => {
             let t = vp.time_from_x(f64::from(p.x - frame.time.left()));
-            #[allow(clippy::cast_possible_truncation)]
             let slack = (3.0 * vp.ns_per_point) as i64;
             view.lanes().at(k, t, slack)
         }
@@ -548,7 +546,7 @@ fn draw_items(
             RenderItem::Merged { x0, x1, class, .. } => (*x0, *x1, *class),
         };
         let r = Rect::from_x_y_ranges(
-            (left + x0.max(-2.0) as f32)..=(left + x1.min(frame.time.width() as f64 + 2.0) as f32),
+            (left + x0.max(-2.0) as f32)..=(left + x1.min(f64::from(frame.time.width()) + 2.0) as f32),
             y,
         );
         mesh.add_colored_rect(r, color(class));

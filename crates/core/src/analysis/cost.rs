@@ -199,7 +199,6 @@ impl Prices {
 
     /// The cost of one request: uncached prompt tokens at the input price, cached ones at the cached-input price,
     /// output tokens (usage, else token records) at the output price.
-    #[allow(clippy::cast_precision_loss)] // token counts far below 2^53
     pub fn request_cost(&self, trace: &Trace, r: u32) -> Cost {
         let q = &trace.requests;
         let ri = r as usize;

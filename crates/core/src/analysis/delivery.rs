@@ -24,7 +24,7 @@ pub struct Delivery {
     pub client_itl_ms: Distribution,
 }
 
-#[allow(clippy::cast_precision_loss)] // ns differences far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns differences far below 2^53")]
 fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }

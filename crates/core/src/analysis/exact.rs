@@ -140,7 +140,7 @@ impl Tally {
         })
     }
 
-    #[allow(clippy::cast_precision_loss)] // counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^53")]
     fn mean(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum / self.count as f64)
     }

@@ -59,7 +59,7 @@ impl RequestFacts {
         let output_tokens = self.output();
         let tpot_ns = match (ttft_ns, e2e_ns) {
             (Some(ttft), Some(e2e)) if output_tokens >= 2 => {
-                #[allow(clippy::cast_precision_loss)] // ns differences far below 2^53
+                #[expect(clippy::cast_precision_loss, reason = "ns differences far below 2^53")]
                 let decode = (e2e - ttft) as f64;
                 Some(decode / f64::from(output_tokens - 1))
             }
@@ -110,7 +110,7 @@ pub type StepRow = (u32, i64, i64, Option<u32>, Option<u32>);
 
 impl StepFigures {
     /// The figures of these steps; `None` for none.
-    #[allow(clippy::cast_precision_loss)] // ns durations far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "ns durations far below 2^53")]
     pub fn of(steps: impl Iterator<Item = StepRow>) -> Option<Self> {
         let mut instances = std::collections::BTreeSet::new();
         let (mut first, mut last) = (i64::MAX, i64::MIN);

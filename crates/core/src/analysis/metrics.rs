@@ -40,7 +40,7 @@ pub fn request_metrics(trace: &Trace, request: u32) -> RequestMetrics {
     let output_tokens = trace.output_tokens(request);
     let tpot_ns = match (ttft_ns, e2e_ns) {
         (Some(ttft), Some(e2e)) if output_tokens >= 2 => {
-            #[allow(clippy::cast_precision_loss)] // ns differences far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "ns differences far below 2^53")]
             let decode = (e2e - ttft) as f64;
             Some(decode / f64::from(output_tokens - 1))
         }
@@ -122,7 +122,6 @@ impl Distribution {
         if values.is_empty() {
             return Self::default();
         }
-        #[allow(clippy::cast_precision_loss)]
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         Distribution {
             count: values.len() as u64,
@@ -137,7 +136,7 @@ impl Distribution {
 }
 
 /// Nanoseconds to milliseconds.
-#[allow(clippy::cast_precision_loss)] // durations far below 2^53 ns
+#[expect(clippy::cast_precision_loss, reason = "durations far below 2^53 ns")]
 pub fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }

@@ -477,7 +477,7 @@ impl RangeIndex {
 }
 
 /// True when a gap of `gap_ns` is a stall for a request whose median inter-token latency is `median_ns`.
-#[allow(clippy::cast_precision_loss)] // ns spans far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns spans far below 2^53")]
 pub fn is_stall(gap_ns: i64, median_ns: i64) -> bool {
     median_ns > 0 && gap_ns as f64 > STALL_FACTOR * median_ns as f64
 }

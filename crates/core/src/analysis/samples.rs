@@ -72,7 +72,7 @@ pub fn sample_figures(trace: &Trace) -> Option<SampleFigures> {
     let first = sa.time_ns.iter().copied().min()?;
     let last = sa.time_ns.iter().copied().max()?;
     // Rows are sorted by source, then time: gaps within one source.
-    #[allow(clippy::cast_precision_loss)] // ns gaps far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "ns gaps far below 2^53")]
     let mut gaps: Vec<f64> = rows
         .windows(2)
         .filter(|w| w[0].source == w[1].source)
@@ -92,7 +92,6 @@ pub fn sample_figures(trace: &Trace) -> Option<SampleFigures> {
             })
         })
         .collect();
-    #[allow(clippy::cast_precision_loss)]
     let span_ms = (last - first) as f64 / 1e6;
     Some(SampleFigures {
         samples: sa.len() as u64,
@@ -115,10 +114,7 @@ mod tests {
         let t0 = 1_764_403_200_000_000_000_i64;
         let s = 1_000_000_000_i64;
         let lines = [
-            format!(
-                r#"{{"kind":"sample","source":"a","time_ns":{},"num_running":4,"kv_usage":0.5}}"#,
-                t0
-            ),
+            format!(r#"{{"kind":"sample","source":"a","time_ns":{t0},"num_running":4,"kv_usage":0.5}}"#),
             format!(
                 r#"{{"kind":"sample","source":"a","time_ns":{},"num_running":6,"kv_usage":0.7}}"#,
                 t0 + 10 * s

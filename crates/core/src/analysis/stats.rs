@@ -31,7 +31,11 @@ pub struct Column {
     pub get: fn(&Summary) -> Option<f64>,
 }
 
-#[allow(clippy::cast_precision_loss)] // counts far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^53")]
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "the shape of the other figures, which may be absent"
+)]
 fn count(v: u64) -> Option<f64> {
     Some(v as f64)
 }
@@ -164,7 +168,11 @@ pub fn thousands(n: u64) -> String {
 /// An amount of money with three significant digits below 100 and cents above: `0.000123`, `0.0456`, `12.35`,
 /// `1234.50`; `0` for nothing. Per-user costs of a few requests are fractions of a cent: fixed decimals would show
 /// them as zero.
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a small, clamped count of decimals
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "a small, clamped count of decimals"
+)]
 pub fn money(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
@@ -183,7 +191,11 @@ impl Column {
 
 impl Unit {
     /// A figure of this unit as tables show it; `-` when undefined.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts are whole and non-negative
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "counts are whole and non-negative"
+    )]
     pub fn format(self, v: Option<f64>) -> String {
         let Some(v) = v else { return "-".to_owned() };
         match self {
@@ -264,7 +276,12 @@ mod tests {
             .map(|k| {
                 (
                     k.to_string(),
-                    crate::analysis::summary::summarize(&crate::trace::Trace::default(), &[], Default::default(), None),
+                    crate::analysis::summary::summarize(
+                        &crate::trace::Trace::default(),
+                        &[],
+                        crate::analysis::summary::Slo::default(),
+                        None,
+                    ),
                 )
             })
             .collect();

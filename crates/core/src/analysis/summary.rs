@@ -270,7 +270,7 @@ impl Totals {
     }
 
     /// The summary, with the inter-token latencies' distribution (ms); no cost, no delivery.
-    #[allow(clippy::cast_precision_loss)] // token counts and ms figures far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "token counts and ms figures far below 2^53")]
     pub fn finish(mut self, itl_ms: Distribution) -> Summary {
         let n = self.requests;
         let span_ms = (n > 0).then(|| ms(self.last_finish - self.first_arrival));

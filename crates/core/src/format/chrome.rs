@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::trace::{Trace, opt_f64, opt_i64, opt_u32};
 
 /// Microseconds from the trace's origin, as the format wants them (fractions allowed).
-#[allow(clippy::cast_precision_loss)] // offsets within a trace
+#[expect(clippy::cast_precision_loss, reason = "offsets within a trace")]
 fn us(t_ns: i64, origin_ns: i64) -> f64 {
     (t_ns - origin_ns) as f64 / 1e3
 }

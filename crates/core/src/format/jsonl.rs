@@ -329,7 +329,7 @@ fn read_capped(
 
 /// The text of a file, decompressed when its first bytes say gzip or zstd, counted into `progress` as read; it
 /// can go to another thread when the file can. One per file: its size does not matter.
-#[allow(clippy::large_enum_variant)]
+#[expect(clippy::large_enum_variant, reason = "one per file: its size does not matter")]
 enum Lines<'a, R: Read> {
     Plain(BufReader<Counting<'a, R>>),
     Gzip(BufReader<flate2::bufread::MultiGzDecoder<BufReader<Counting<'a, R>>>>),
@@ -513,6 +513,7 @@ impl JsonValue for bool {
 }
 
 /// Writes `,"name":value` when the field holds a value (the first field has no comma).
+#[expect(clippy::ref_option, reason = "a record's field, written as the record holds it")]
 fn write_field<T: JsonValue>(w: &mut impl Write, first: &mut bool, name: &str, v: &Field<T>) -> io::Result<()> {
     if let Some(Val::Ok(v)) = v {
         w.write_all(if *first { b"\"" } else { b",\"" })?;

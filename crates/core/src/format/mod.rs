@@ -19,6 +19,10 @@ use crate::trace::report::Encoding;
 /// The encoding of a trace file by its name, if it is one.
 pub fn encoding_of(path: &Path) -> Option<Encoding> {
     let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    #[expect(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "the name is lowercased above"
+    )]
     if name.ends_with(".parquet") || name.ends_with(".pq") {
         Some(Encoding::Parquet)
     } else if [

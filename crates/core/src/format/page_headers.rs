@@ -84,7 +84,7 @@ impl Cursor<'_> {
 
     fn zigzag(&mut self) -> Result<i64, Stop> {
         let v = self.varint()?;
-        #[allow(clippy::cast_possible_wrap)] // zigzag decoding of a 64-bit value
+        #[expect(clippy::cast_possible_wrap, reason = "zigzag decoding of a 64-bit value")]
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 

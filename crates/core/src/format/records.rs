@@ -7,6 +7,10 @@ use super::schema::{FORMAT_NAME, FORMAT_VERSION};
 use crate::ingest::raw::{Field, RawCandidate, RawRecord, Val};
 use crate::trace::{Flag, NO_STR, Trace, opt_f64, opt_i64, opt_u32};
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "a record's field as the readers give it: present and valid"
+)]
 fn s(v: &str) -> Field<Cow<'_, str>> {
     Some(Val::Ok(Cow::Borrowed(v)))
 }

@@ -342,9 +342,7 @@ mod tests {
         use crate::ingest::Progress;
         use crate::load::{LoadOptions, load, load_with};
         let demo_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample_traces/demo.parquet");
-        let demo = load(&demo_path, &Progress::default())
-            .map(|l| l.trace)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let demo = load(&demo_path, &Progress::default()).map_or_else(|e| panic!("{e}"), |l| l.trace);
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let file = dir.path().join("small-groups.parquet");
         write_with_row_groups(&demo, &file, 2_000).unwrap_or_else(|e| panic!("{e}"));

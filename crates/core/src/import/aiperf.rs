@@ -93,8 +93,7 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
     let id = meta
         .get("x_request_id")
         .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("line-{at}"));
+        .map_or_else(|| format!("line-{at}"), str::to_owned);
     // AIPerf 0.2+ writes `timestamp_ns` (send time, epoch ns); older exports wrote `request_start_ns`.
     let Some(arrival) = meta
         .get("timestamp_ns")
@@ -128,20 +127,17 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
         .map(super::Val::Ok);
     r.output_tokens = output_tokens.map(super::Val::Ok);
     let cancelled = meta.get("was_cancelled").and_then(Value::as_bool) == Some(true);
-    match l.error.as_ref().filter(|e| !e.is_null()) {
-        Some(error) => {
-            let code = error.get("code").map(|c| c.to_string().trim_matches('"').to_owned());
-            let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
-            let cancel = cancelled || kind.contains("Cancel") || code.as_deref() == Some("499");
-            r.status = text(if cancel { "cancelled" } else { "error" });
-            r.finish_reason = text(if cancel { "abort" } else { "error" });
-            r.error_code = code.map(text).unwrap_or(None);
-        }
-        None => {
-            r.status = text(if cancelled { "cancelled" } else { "ok" });
-            if cancelled {
-                r.finish_reason = text("abort");
-            }
+    if let Some(error) = l.error.as_ref().filter(|e| !e.is_null()) {
+        let code = error.get("code").map(|c| c.to_string().trim_matches('"').to_owned());
+        let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
+        let cancel = cancelled || kind.contains("Cancel") || code.as_deref() == Some("499");
+        r.status = text(if cancel { "cancelled" } else { "error" });
+        r.finish_reason = text(if cancel { "abort" } else { "error" });
+        r.error_code = code.and_then(text);
+    } else {
+        r.status = text(if cancelled { "cancelled" } else { "ok" });
+        if cancelled {
+            r.finish_reason = text("abort");
         }
     }
     sink.add(&r, at);
@@ -258,7 +254,7 @@ pub fn read_raw(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &P
         r.input_tokens = stream.prompt_tokens.map(super::Val::Ok);
         r.cached_tokens = stream.cached_tokens.map(super::Val::Ok);
         r.output_tokens = stream.completion_tokens.map(super::Val::Ok);
-        r.finish_reason = stream.finish_reason.clone().map(text).unwrap_or(None);
+        r.finish_reason = stream.finish_reason.clone().and_then(text);
         let http = v.get("status").and_then(int_of);
         let cancelled = meta.and_then(|m| m.get("was_cancelled")).and_then(Value::as_bool) == Some(true);
         let error = v.get("error").filter(|e| !e.is_null());
@@ -271,8 +267,7 @@ pub fn read_raw(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &P
                 .and_then(|e| e.get("code"))
                 .map(|c| c.to_string().trim_matches('"').to_owned())
                 .or(http.map(|h| h.to_string()))
-                .map(text)
-                .unwrap_or(None);
+                .and_then(text);
         } else {
             r.status = text("ok");
         }

@@ -63,20 +63,19 @@ impl Capture {
         ) else {
             return Err("a recorded stream needs request_id and sent_ns");
         };
-        let k = match self.by_id.get(id) {
-            Some(&k) => k,
-            None => {
-                self.requests.push(Captured {
-                    id: id.to_owned(),
-                    at,
-                    sent_ns,
-                    trace_id: None,
-                    stream: Stream::default(),
-                    end: None,
-                });
-                self.by_id.insert(id.to_owned(), self.requests.len() - 1);
-                self.requests.len() - 1
-            }
+        let k = if let Some(&k) = self.by_id.get(id) {
+            k
+        } else {
+            self.requests.push(Captured {
+                id: id.to_owned(),
+                at,
+                sent_ns,
+                trace_id: None,
+                stream: Stream::default(),
+                end: None,
+            });
+            self.by_id.insert(id.to_owned(), self.requests.len() - 1);
+            self.requests.len() - 1
         };
         let c = &mut self.requests[k];
         // A send tried again says its new time in the lines after.

@@ -448,7 +448,7 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         r.finish_reason = if t.cancelled && t.prompt_ms.is_none() {
             text("abort")
         } else {
-            t.stop.map(text).unwrap_or(None)
+            t.stop.and_then(text)
         };
         r.server_ttft_ns = t.prompt_ms.and_then(super::ns_from_ms).map(Val::Ok);
         r.server_decode_ns = t.eval_ms.and_then(super::ns_from_ms).map(Val::Ok);

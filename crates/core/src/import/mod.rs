@@ -291,7 +291,7 @@ impl Imported {
         if let [engine] = engines[..] {
             meta.engine = text(engine);
         }
-        meta.model = self.model.map(text).unwrap_or(None);
+        meta.model = self.model.and_then(text);
         if self.kinds.iter().all(|k| {
             matches!(
                 k,
@@ -331,9 +331,8 @@ pub fn read(
                 imported.sglang_file.get_or_insert(file);
             }
         }
-        Kind::VllmLog => vllm_log::read(input, path, &mut sink, progress)?,
         // One reader for both engines' stats lines, wherever they are (a proxy's log can hold both).
-        Kind::SglangLog => vllm_log::read(input, path, &mut sink, progress)?,
+        Kind::VllmLog | Kind::SglangLog => vllm_log::read(input, path, &mut sink, progress)?,
         Kind::TrtllmIterations => trtllm::read_iterations(input, path, &mut sink, progress)?,
         Kind::TrtllmPerf => trtllm::read_perf(input, path, &mut sink, progress)?,
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
@@ -354,13 +353,10 @@ pub fn read(
     };
     imported.trtllm.absorb(std::mem::take(&mut sink.trtllm));
     if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() {
-        let modified_year = std::fs::metadata(path)
-            .and_then(|m| m.modified())
-            .map(|t| {
-                use chrono::Datelike;
-                chrono::DateTime::<chrono::Utc>::from(t).year()
-            })
-            .unwrap_or(1970);
+        let modified_year = std::fs::metadata(path).and_then(|m| m.modified()).map_or(1970, |t| {
+            use chrono::Datelike;
+            chrono::DateTime::<chrono::Utc>::from(t).year()
+        });
         if !sink.vllm_iterations.is_empty() {
             imported.vllm_iterations.push((sink.vllm_iterations, modified_year));
         }
@@ -480,13 +476,12 @@ pub fn record(kind: &'static str) -> RawRecord<'static> {
 }
 
 /// Milliseconds (a float, as the tools write them) to whole nanoseconds, rounded; `None` when not finite.
-#[allow(clippy::cast_possible_truncation)] // rounded and clamped to i64's range first
 pub fn ns_from_ms(ms: f64) -> Option<i64> {
     ns_from_secs(ms / 1e3)
 }
 
 /// Seconds (a float) to whole nanoseconds, rounded; `None` when not finite or beyond i64.
-#[allow(clippy::cast_possible_truncation)] // checked against i64's range first
+#[expect(clippy::cast_possible_truncation, reason = "checked against i64's range first")]
 pub fn ns_from_secs(secs: f64) -> Option<i64> {
     let ns = (secs * 1e9).round();
     (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)

@@ -325,28 +325,25 @@ impl Stream {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(|i| token_id_of(Some(i))).collect())
             .unwrap_or_default();
-        match probs.filter(|p| !p.is_empty()) {
-            Some(probs) => {
-                for (i, p) in probs.iter().enumerate() {
-                    if let Some((id, text, logprob)) = entry(p) {
-                        let alts = alternatives(p.get("top_logprobs").or_else(|| p.get("top_probs")));
-                        self.push_token(time_ns, id.or(ids.get(i).copied()), text, logprob, alts);
-                    } else if let Some(text) = p.get("content").and_then(Value::as_str) {
-                        // llama.cpp before its OpenAI-style logprobs: `{content, probs: [{tok_str, prob}]}`, plain
-                        // probabilities; the chosen token's is its own entry's among them, when listed.
-                        let alts = alternatives(p.get("probs"));
-                        let logprob = alts.iter().find(|a| a.text == text).map(|a| a.logprob);
-                        self.push_token(time_ns, ids.get(i).copied(), text.to_owned(), logprob, alts);
-                    }
+        if let Some(probs) = probs.filter(|p| !p.is_empty()) {
+            for (i, p) in probs.iter().enumerate() {
+                if let Some((id, text, logprob)) = entry(p) {
+                    let alts = alternatives(p.get("top_logprobs").or_else(|| p.get("top_probs")));
+                    self.push_token(time_ns, id.or(ids.get(i).copied()), text, logprob, alts);
+                } else if let Some(text) = p.get("content").and_then(Value::as_str) {
+                    // llama.cpp before its OpenAI-style logprobs: `{content, probs: [{tok_str, prob}]}`, plain
+                    // probabilities; the chosen token's is its own entry's among them, when listed.
+                    let alts = alternatives(p.get("probs"));
+                    let logprob = alts.iter().find(|a| a.text == text).map(|a| a.logprob);
+                    self.push_token(time_ns, ids.get(i).copied(), text.to_owned(), logprob, alts);
                 }
             }
-            None => {
-                let text = v.get("content").and_then(Value::as_str).unwrap_or_default();
-                if let [id] = ids[..] {
-                    self.push_token(time_ns, Some(id), text.to_owned(), None, Vec::new());
-                } else {
-                    self.push_chunk(time_ns, text);
-                }
+        } else {
+            let text = v.get("content").and_then(Value::as_str).unwrap_or_default();
+            if let [id] = ids[..] {
+                self.push_token(time_ns, Some(id), text.to_owned(), None, Vec::new());
+            } else {
+                self.push_chunk(time_ns, text);
             }
         }
     }
@@ -462,22 +459,22 @@ pub fn add_exchange(
     let added = ending == Ending::Done && !x.in_flight && stream.reconcile(eos_ids.first().copied());
     let mut r = record("request");
     r.request_id = text(x.id);
-    r.trace_id = x.trace_id.map(text).unwrap_or(None);
-    r.server_request_id = stream.response_id.as_deref().map(text).unwrap_or(None);
+    r.trace_id = x.trace_id.and_then(text);
+    r.server_request_id = stream.response_id.as_deref().and_then(text);
     r.arrival_ns = ok(x.sent_ns);
     r.first_token_ns = stream.tokens.first().map(|t| Val::Ok(t.emitted_ns));
     r.finished_ns = (!x.in_flight).then_some(Val::Ok(x.end_ns));
     r.input_tokens = stream.prompt_tokens.map(Val::Ok);
     r.cached_tokens = stream.cached_tokens.map(Val::Ok);
     r.output_tokens = stream.completion_tokens.map(Val::Ok);
-    r.model = x.model.or(stream.model.as_deref()).map(text).unwrap_or(None);
-    r.app_id = x.app_id.map(text).unwrap_or(None);
-    r.user_id = x.user_id.map(text).unwrap_or(None);
+    r.model = x.model.or(stream.model.as_deref()).and_then(text);
+    r.app_id = x.app_id.and_then(text);
+    r.user_id = x.user_id.and_then(text);
     r.max_tokens = x.max_tokens.map(Val::Ok);
     r.temperature = x.temperature.map(Val::Ok);
     r.finish_reason = match ending {
         _ if x.in_flight => None,
-        Ending::Done => stream.finish_reason.as_deref().map(text).unwrap_or(None),
+        Ending::Done => stream.finish_reason.as_deref().and_then(text),
         Ending::Interrupted => text("abort"),
         _ => text("error"),
     };
@@ -488,7 +485,7 @@ pub fn add_exchange(
         _ if x.error_code == Some("429") => text("rate_limited"),
         _ => text("error"),
     };
-    r.error_code = x.error_code.map(text).unwrap_or(None);
+    r.error_code = x.error_code.and_then(text);
     // The server's own timings, when it sends them: llama.cpp's `timings` (prompt processing, generation), vLLM's
     // per-request `metrics` (queue, TTFT, generation), all in ms.
     let ms = |v: Option<&Value>, key: &str| {

@@ -140,7 +140,7 @@ impl Attr {
     /// The value as a float: doubles, and integers (the Go collector writes whole doubles as integers).
     pub fn as_f64(&self) -> Option<f64> {
         match self {
-            #[allow(clippy::cast_precision_loss)] // attribute values, far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "attribute values, far below 2^53")]
             Attr::Int(i) => Some(*i as f64),
             Attr::Float(f) => Some(*f),
             Attr::Str(s) => s.parse().ok(),
@@ -152,7 +152,7 @@ impl Attr {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Attr::Int(i) => Some(*i),
-            #[allow(clippy::cast_possible_truncation)] // checked to be whole and in range
+            #[expect(clippy::cast_possible_truncation, reason = "checked to be whole and in range")]
             Attr::Float(f) if f.fract() == 0.0 && f.abs() < 9e15 => Some(*f as i64),
             Attr::Str(s) => s.parse().ok(),
             _ => None,
@@ -325,7 +325,9 @@ pub fn for_each_span(
                 format!("not an OTLP JSON document ({e}); expected {{\"resourceSpans\": [...]}}"),
             ),
         }
-        spans.into_iter().for_each(|s| each(s, sink));
+        for s in spans {
+            each(s, sink);
+        }
         return Ok(());
     }
     let (file, kind) = (sink.file, sink.kind);

@@ -110,7 +110,10 @@ pub fn fraction(value: &str) -> Option<f64> {
 }
 
 /// A value as a whole count.
-#[allow(clippy::cast_possible_truncation)] // counts read from text, checked to be whole and in range
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "counts read from text, checked to be whole and in range"
+)]
 pub fn count(value: &str) -> Option<i64> {
     number(value)
         .filter(|(n, _)| n.fract() == 0.0 && n.abs() < 9e15)

@@ -222,7 +222,7 @@ fn step_of(item: &Value, place: Place) -> Result<Step, (&'static str, String)> {
     let ifb_int = |key: &str| ifb.and_then(|s| s.get(key)).and_then(int_of);
     let kv = item.get("kvCacheStats");
     let kv_int = |key: &str| kv.and_then(|s| s.get(key)).and_then(int_of);
-    #[allow(clippy::cast_precision_loss)] // block counts
+    #[expect(clippy::cast_precision_loss, reason = "block counts")]
     let kv_usage = match (kv_int("usedNumBlocks"), kv_int("maxNumBlocks")) {
         (Some(used), Some(max)) if max > 0 => Some(used as f64 / max as f64),
         _ => None,
@@ -476,7 +476,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
         .iter()
         .filter_map(|p| Some((iteration_span.get(&p.first_iter?)?.0, p.first_scheduled?)))
         .collect();
-    #[allow(clippy::cast_precision_loss)] // ordering only
+    #[expect(clippy::cast_precision_loss, reason = "ordering only")]
     anchors.sort_by(|a, b| (a.0 as f64 / 1e9 - a.1).total_cmp(&(b.0 as f64 / 1e9 - b.1)));
     let anchored = !anchors.is_empty();
     let anchor = anchors.get(anchors.len() / 2).copied().or_else(|| {
@@ -580,7 +580,7 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
         ));
     }
     if !perf.is_empty() {
-        #[allow(clippy::cast_precision_loss)] // counts
+        #[expect(clippy::cast_precision_loss, reason = "counts")]
         let rate = 100.0 * joined as f64 / perf.len() as f64;
         notes.push(format!(
             "TensorRT-LLM perf metrics joined to the iteration statistics by request id: {joined} of {} ({rate:.0} %)",

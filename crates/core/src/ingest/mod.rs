@@ -151,7 +151,7 @@ impl std::fmt::Debug for Progress {
             .field("fraction", &self.fraction())
             .field("cancelled", &self.is_cancelled())
             .field("previews", &self.previews.is_some())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -211,7 +211,7 @@ impl Progress {
     }
 
     /// The fraction done, 0..=1.
-    #[allow(clippy::cast_precision_loss)] // a progress bar
+    #[expect(clippy::cast_precision_loss, reason = "a progress bar")]
     pub fn fraction(&self) -> f32 {
         let total = self.total_bytes.load(Ordering::Relaxed);
         if total == 0 {
@@ -233,7 +233,7 @@ impl Progress {
 
 /// A size in bytes for a message: "1.2 GB", "300 MB".
 pub fn size(bytes: u64) -> String {
-    #[allow(clippy::cast_precision_loss)] // display
+    #[expect(clippy::cast_precision_loss, reason = "display")]
     let b = bytes as f64;
     if b >= 1e9 {
         format!("{:.1} GB", b / 1e9)

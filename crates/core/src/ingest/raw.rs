@@ -310,11 +310,10 @@ impl<'de> Visitor<'de> for FloatVisitor {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a number")
     }
-    #[allow(clippy::cast_precision_loss)] // an integer logprob or temperature is small
+    #[expect(clippy::cast_precision_loss, reason = "an integer logprob or temperature is small")]
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Val<f64>, E> {
         Ok(Val::Ok(v as f64))
     }
-    #[allow(clippy::cast_precision_loss)]
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Val<f64>, E> {
         Ok(Val::Ok(v as f64))
     }

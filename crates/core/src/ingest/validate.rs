@@ -1,6 +1,11 @@
 //! The format's rules for one record: required fields, types, units and ranges. A record that breaks one is
 //! rejected with its place, field and a reason that says how to fix it; a record that passes goes to the builder.
 
+#![expect(
+    clippy::ref_option,
+    reason = "a record's fields are `Option<Val<T>>`, read in place by one helper per type"
+)]
+
 use std::borrow::Cow;
 
 use super::raw::KINDS;
@@ -202,7 +207,7 @@ fn opt_bool(field: &'static str, v: &Field<bool>) -> Check<Option<bool>> {
 /// `end` must not precede `start`.
 fn ordered(start_field: &'static str, start: i64, end_field: &'static str, end: i64) -> Check<()> {
     if end < start {
-        #[allow(clippy::cast_precision_loss)] // a readable figure in a message
+        #[expect(clippy::cast_precision_loss, reason = "a readable figure in a message")]
         let ms = (start - end) as f64 / 1e6;
         return Err(Bad {
             problem: Problem::NegativeDuration,

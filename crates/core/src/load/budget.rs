@@ -48,7 +48,7 @@ fn scaled(bytes: u64, factor: f64) -> u64 {
 /// The share (0..1) of a load estimated at `need` bytes that fits in `budget`: the part above the fixed cost
 /// ([`BASE`]) scales with the records read, so a window of about this share of the trace's time fits (with a tenth
 /// kept spare: records are not spread evenly in time). `None` when not even the fixed cost fits.
-#[allow(clippy::cast_precision_loss)] // estimates
+#[expect(clippy::cast_precision_loss, reason = "estimates")]
 pub fn share_that_fits(need: u64, budget: u64) -> Option<f64> {
     let (need, budget) = (need.saturating_sub(BASE), budget.checked_sub(BASE)?);
     (need > 0 && budget > 0).then(|| (0.9 * budget as f64 / need as f64).min(1.0))
@@ -74,28 +74,25 @@ pub fn estimate(files: &[(PathBuf, Format)]) -> Result<Estimate, LoadError> {
         without_candidates: BASE,
     };
     for (path, format) in files {
-        match format {
-            Format::Native(Encoding::Parquet) => {
-                let f = footer(path)?;
-                let base = scaled(f.columns, PER_COLUMN_BYTE);
-                e.without_candidates += base;
-                e.whole += base + scaled(f.candidates, PER_CANDIDATE_BYTE);
-            }
-            _ => {
-                let size = std::fs::metadata(path).map_or(0, |m| m.len());
-                let compressed = is_compressed(path);
-                let bytes = scaled(
-                    size,
-                    if compressed {
-                        PER_TEXT_BYTE * COMPRESSION
-                    } else {
-                        PER_TEXT_BYTE
-                    },
-                );
-                // Text files are read whole, candidates included.
-                e.without_candidates += bytes;
-                e.whole += bytes;
-            }
+        if let Format::Native(Encoding::Parquet) = format {
+            let f = footer(path)?;
+            let base = scaled(f.columns, PER_COLUMN_BYTE);
+            e.without_candidates += base;
+            e.whole += base + scaled(f.candidates, PER_CANDIDATE_BYTE);
+        } else {
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            let compressed = is_compressed(path);
+            let bytes = scaled(
+                size,
+                if compressed {
+                    PER_TEXT_BYTE * COMPRESSION
+                } else {
+                    PER_TEXT_BYTE
+                },
+            );
+            // Text files are read whole, candidates included.
+            e.without_candidates += bytes;
+            e.whole += bytes;
         }
     }
     Ok(e)
@@ -103,7 +100,12 @@ pub fn estimate(files: &[(PathBuf, Format)]) -> Result<Estimate, LoadError> {
 
 fn is_compressed(path: &Path) -> bool {
     let name = path.to_string_lossy().to_ascii_lowercase();
-    name.ends_with(".gz") || name.ends_with(".zst")
+    #[expect(
+        clippy::case_sensitive_file_extension_comparisons,
+        reason = "the name is lowercased above"
+    )]
+    let compressed = name.ends_with(".gz") || name.ends_with(".zst");
+    compressed
 }
 
 /// This machine's memory, bytes (`None` where it cannot be told).

@@ -310,7 +310,11 @@ fn check_budget(
     if let (Some(a), Some(b)) = (survey.first_ns, survey.last_ns) {
         part.push_str(&format!(" (it spans {} to {} UTC", time(a), time(b)));
         // Which part fits: about the budget's share of the span, from its start.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // a time within the span
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_precision_loss,
+            reason = "a time within the span"
+        )]
         if let Some(share) = budget::share_that_fits(need, budget).filter(|&s| s < 1.0 && b > a) {
             let end = a + ((b - a) as f64 * share) as i64;
             let minutes = (end - a) as f64 / 60e9;

@@ -49,7 +49,11 @@ pub struct LengthDist {
 }
 
 impl LengthDist {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to u32 range first
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "clamped to u32 range first"
+    )]
     fn sample(&self, rng: &mut Pcg64Mcg) -> u32 {
         let v = LogNormal::new(self.median.ln(), self.sigma).map_or(self.median, |d| d.sample(rng));
         v.round().clamp(f64::from(self.min), f64::from(self.max)) as u32
@@ -82,7 +86,10 @@ pub fn poisson(traffic: &Traffic, count: usize, start_ns: i64, prefix: &str, see
     let mut t_ns = start_ns;
     (0..count)
         .map(|n| {
-            #[allow(clippy::cast_possible_truncation)] // seconds between arrivals, far below 2^63 ns
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "seconds between arrivals, far below 2^63 ns"
+            )]
             let dt = (gap.map_or(1.0, |g| g.sample(&mut rng)) * 1e9) as i64;
             t_ns += dt;
             let mut pick = rng.random_range(0.0..1.0);
@@ -285,7 +292,7 @@ pub fn replay(path: &Path, options: ReplayOptions, start_ns: i64) -> Result<Vec<
     };
     let origin = rows.iter().map(|r| r.offset_ns).min().unwrap_or(0);
     if let Some((from, to)) = options.window_s {
-        #[allow(clippy::cast_possible_truncation)] // seconds of a trace, far below 2^63 ns
+        #[expect(clippy::cast_possible_truncation, reason = "seconds of a trace, far below 2^63 ns")]
         let (from, to) = ((from * 1e9) as i64, (to * 1e9) as i64);
         rows.retain(|r| (from..to).contains(&(r.offset_ns - origin)));
     }
@@ -298,7 +305,6 @@ pub fn replay(path: &Path, options: ReplayOptions, start_ns: i64) -> Result<Vec<
         .into_iter()
         .enumerate()
         .map(|(n, r)| {
-            #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
             let at_ns = start_ns.saturating_add(((r.offset_ns - window_origin) as f64 * options.time_scale) as i64);
             let blocks = if r.blocks.is_empty() {
                 (0..r.input.div_ceil(PREFIX_BLOCK_TOKENS))

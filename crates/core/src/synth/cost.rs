@@ -245,7 +245,7 @@ impl StepCost {
     }
 
     /// The noiseless duration of a step, ms.
-    #[allow(clippy::cast_precision_loss)] // token counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^53")]
     pub fn expected_ms(&self, w: &StepWork) -> f64 {
         let p = w.passes(self.regimes());
         let regime = self.large_batch_ms * p.large as f64 + self.small_batch_token_ms * p.small_tokens as f64;
@@ -259,7 +259,7 @@ impl StepCost {
     }
 
     /// The duration of a step with noise, in whole nanoseconds (at least 1 µs).
-    #[allow(clippy::cast_possible_truncation)] // a step lasts far less than 2^63 ns
+    #[expect(clippy::cast_possible_truncation, reason = "a step lasts far less than 2^63 ns")]
     pub fn sample_ns(&self, w: &StepWork, rng: &mut impl RngExt) -> i64 {
         let factor = Normal::new(1.0, self.noise)
             .map_or(1.0, |n| n.sample(rng))

@@ -112,7 +112,10 @@ pub fn arrivals(trace: &Trace, pins: Option<&[u32]>, options: ReplayOptions) -> 
     rows.sort_by_key(|&i| r.arrival_ns[i]);
     let origin = rows.first().map_or(0, |&i| r.arrival_ns[i]);
     if let Some((from, to)) = options.window_s {
-        #[allow(clippy::cast_possible_truncation)] // seconds of a trace, clamped to the i64 range by the cast
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "seconds of a trace, clamped to the i64 range by the cast"
+        )]
         let (from, to) = ((from * 1e9) as i64, (to * 1e9) as i64);
         rows.retain(|&i| (from..to).contains(&r.arrival_ns[i].saturating_sub(origin)));
     }
@@ -124,7 +127,7 @@ pub fn arrivals(trace: &Trace, pins: Option<&[u32]>, options: ReplayOptions) -> 
     let arrivals = rows
         .into_iter()
         .map(|i| {
-            #[allow(clippy::cast_possible_truncation)] // row ids of a trace are u32
+            #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]
             let row = i as u32;
             let input = match r.input_tokens[i] {
                 None => {
@@ -192,12 +195,19 @@ pub fn arrivals(trace: &Trace, pins: Option<&[u32]>, options: ReplayOptions) -> 
 }
 
 /// `at` with its distance from `first` multiplied by `scale` (exactly `at` at scale 1).
-#[allow(clippy::float_cmp)] // 1 exactly: the scale given by default, which must keep times bit for bit
+#[expect(
+    clippy::float_cmp,
+    reason = "1 exactly: the scale given by default, which must keep times bit for bit"
+)]
 fn scaled(first: i64, at: i64, scale: f64) -> i64 {
     if scale == 1.0 {
         return at;
     }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // ns gaps; the cast saturates
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_precision_loss,
+        reason = "ns gaps; the cast saturates"
+    )]
     let gap = (at.saturating_sub(first) as f64 * scale) as i64;
     first.saturating_add(gap)
 }
@@ -337,7 +347,7 @@ fn engine_of(name: &str, source: u32, ev: &StepEvidence) -> InferredEngine {
 pub fn infer_engines(trace: &Trace) -> Vec<InferredEngine> {
     let mut decoding: HashMap<u32, Vec<(i64, i64)>> = HashMap::default();
     for r in 0..trace.requests.len() {
-        #[allow(clippy::cast_possible_truncation)] // row ids of a trace are u32
+        #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]
         let row = r as u32;
         if let (Some(first), Some(end)) = (trace.first_token_ns(row), trace.finish_ns(row))
             && end > first

@@ -189,7 +189,7 @@ pub fn vocab(id: u32) -> VocabEntry {
 }
 
 /// Number of ordinary tokens.
-#[allow(clippy::cast_possible_truncation)] // a short const table
+#[expect(clippy::cast_possible_truncation, reason = "a short const table")]
 const WORD_COUNT: u32 = WORDS.len() as u32;
 
 /// Candidates drawn per token before the top-k is cut; the mass beyond them is the rest of the vocabulary.
@@ -253,7 +253,6 @@ impl Sampler {
             .map(|k| {
                 let id = FIRST_WORD_ID + (base + 7 * k as u32) % WORD_COUNT;
                 let jitter = noise.map_or(0.0, |n| n.sample(rng));
-                #[allow(clippy::cast_precision_loss)]
                 let l = if k == 0 { margin } else { -(k as f64) * spread + jitter };
                 (id, l)
             })

@@ -24,7 +24,7 @@ pub const LONG_INPUT: u32 = 96_213;
 pub const SHORT_ID: &str = "short-700";
 
 fn secs(s: f64) -> i64 {
-    #[allow(clippy::cast_possible_truncation)] // seconds of a scenario
+    #[expect(clippy::cast_possible_truncation, reason = "seconds of a scenario")]
     let ns = (s * 1e9) as i64;
     T0_NS + ns
 }

@@ -25,7 +25,7 @@ fn i(v: i64) -> Value {
     json!({ "intValue": v.to_string() })
 }
 
-#[allow(clippy::cast_precision_loss)] // latencies in seconds, as SGLang writes them
+#[expect(clippy::cast_precision_loss, reason = "latencies in seconds, as SGLang writes them")]
 fn secs(ns: i64) -> Value {
     json!({ "doubleValue": ns as f64 / 1e9 })
 }

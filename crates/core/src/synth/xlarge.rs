@@ -142,7 +142,7 @@ mod tests {
         // 70 requests in parts of 30: 30, 30 and 10.
         let mut heard = Vec::new();
         let w = write_in_parts(&options(70), &Overrides::default(), &path, 30, |d, n| {
-            heard.push((d, n))
+            heard.push((d, n));
         })
         .unwrap();
         assert_eq!((w.parts, w.requests), (3, 70));

@@ -887,12 +887,14 @@ mod tests {
 
     #[test]
     fn a_window_keeps_the_requests_arriving_in_it_with_all_their_records() {
-        let mut b = crate::trace::TraceBuilder::default();
-        b.window = Some(crate::trace::window::Window {
-            from_ns: Some(ms(3)),
-            to_ns: Some(ms(6)),
-            filters: Vec::new(),
-        });
+        let mut b = crate::trace::TraceBuilder {
+            window: Some(crate::trace::window::Window {
+                from_ns: Some(ms(3)),
+                to_ns: Some(ms(6)),
+                filters: Vec::new(),
+            }),
+            ..crate::trace::TraceBuilder::default()
+        };
         let text = jumbled();
         if let Err(e) = crate::format::jsonl::read_from(
             text.as_bytes(),

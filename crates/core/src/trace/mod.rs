@@ -325,7 +325,7 @@ impl Trace {
     }
 
     /// The time `ms` milliseconds after [`Self::start_ns`], ns; saturates instead of overflowing.
-    #[allow(clippy::cast_possible_truncation)] // clamped into the i64 range first
+    #[expect(clippy::cast_possible_truncation, reason = "clamped into the i64 range first")]
     pub fn at_ms(&self, ms: f64) -> i64 {
         let ns = (ms * 1e6).clamp(i64::MIN as f64, i64::MAX as f64);
         self.start_ns().saturating_add(ns as i64)

@@ -80,14 +80,13 @@ impl Lanes {
                 busy.pop();
                 free.push(Reverse(lane));
             }
-            let lane = match free.pop() {
-                Some(Reverse(lane)) => lane,
-                None => {
-                    lanes.push(Vec::new());
-                    extents.push(Vec::new());
-                    marks.push(Vec::new());
-                    u32::try_from(lanes.len() - 1).unwrap_or(u32::MAX)
-                }
+            let lane = if let Some(Reverse(lane)) = free.pop() {
+                lane
+            } else {
+                lanes.push(Vec::new());
+                extents.push(Vec::new());
+                marks.push(Vec::new());
+                u32::try_from(lanes.len() - 1).unwrap_or(u32::MAX)
             };
             let k = lane as usize;
             lanes[k].push(r);
@@ -175,7 +174,6 @@ impl Lanes {
     /// with more requests in view than point columns, where drawing each request would cost more than the pixels.
     pub fn sample_columns(&self, k: usize, origin_ns: i64, ns_per_column: f64, columns: Range<i64>, out: &mut [u8]) {
         let e = self.extents(k);
-        #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
         let time = |j: i64| origin_ns.saturating_add(((j as f64 + 0.5) * ns_per_column) as i64);
         let mut i = e.partition_point(|&(_, end)| end < time(columns.start));
         for (j, slot) in columns.zip(out.iter_mut()) {

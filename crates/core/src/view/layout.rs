@@ -97,7 +97,11 @@ pub fn track_rows(trace: &Trace, order: TrackOrder, filter: &TrackFilter) -> Vec
 
 /// The rows of height `row_height` that a view of height `view_height`, scrolled down by `scroll`, shows (one row
 /// of margin each side, clamped to `rows`).
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // row counts of a screen
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "row counts of a screen"
+)]
 pub fn visible_rows(scroll: f32, row_height: f32, view_height: f32, rows: usize) -> Range<usize> {
     if rows == 0 || row_height <= 0.0 {
         return 0..0;

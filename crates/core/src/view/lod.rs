@@ -145,7 +145,7 @@ pub fn compute_render_items(spans: &[Span], vp: &Viewport) -> Vec<RenderItem> {
 
 /// The busy fraction of each of `buckets` equal columns of the view: how much of the column's time the track's
 /// spans cover. What a track shows when zoomed far out: a density strip.
-#[allow(clippy::cast_precision_loss)] // fractions of a column
+#[expect(clippy::cast_precision_loss, reason = "fractions of a column")]
 pub fn density(spans: &[Span], vp: &Viewport, buckets: usize) -> Vec<f32> {
     let mut busy = vec![0i64; buckets];
     if buckets == 0 {
@@ -158,10 +158,13 @@ pub fn density(spans: &[Span], vp: &Viewport, buckets: usize) -> Vec<f32> {
         if b <= a {
             continue;
         }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped to 0..buckets
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "clamped to 0..buckets"
+        )]
         let bucket = |t: i64| (((t - from) as f64 / width_ns) as usize).min(buckets - 1);
         for (k, slot) in busy.iter_mut().enumerate().take(bucket(b) + 1).skip(bucket(a)) {
-            #[allow(clippy::cast_possible_truncation)]
             let (c0, c1) = (
                 from + (k as f64 * width_ns) as i64,
                 from + ((k + 1) as f64 * width_ns) as i64,

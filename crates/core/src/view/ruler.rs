@@ -3,7 +3,6 @@
 use super::viewport::Viewport;
 
 /// The tick interval: the smallest 1, 2 or 5 x 10^k ns giving ticks at least `min_spacing` points apart.
-#[allow(clippy::cast_possible_truncation)] // intervals are far below 2^63 ns
 pub fn tick_step_ns(vp: &Viewport, min_spacing: f64) -> i64 {
     let want = (vp.ns_per_point * min_spacing).max(1.0);
     let mut decade: i64 = 1;
@@ -32,7 +31,6 @@ pub fn ticks(vp: &Viewport, origin_ns: i64, step_ns: i64) -> Vec<i64> {
 }
 
 /// A relative time in the unit the tick interval calls for: "1.25 s", "350 ms", "12.5 µs".
-#[allow(clippy::cast_precision_loss)]
 pub fn format_relative(ns: i64, step_ns: i64) -> String {
     let (unit, scale) = match step_ns.abs() {
         s if s >= 1_000_000_000 => ("s", 1e9),
@@ -58,7 +56,6 @@ pub fn format_utc(ns: i64) -> String {
 }
 
 /// A duration with a unit that suits it: "840 ns", "12.3 µs", "45.6 ms", "2.250 s".
-#[allow(clippy::cast_precision_loss)]
 pub fn format_duration(ns: i64) -> String {
     let a = ns.abs() as f64;
     if a >= 1e9 {

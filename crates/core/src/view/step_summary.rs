@@ -11,9 +11,7 @@ pub const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "wait
 /// A step's counters, in the order of [`COUNTERS`] (0 where the step has none).
 pub fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
     let it = &trace.iterations;
-    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
     let f = |v: Option<u32>| v.unwrap_or(0) as f32;
-    #[allow(clippy::cast_possible_truncation)]
     let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
     [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
 }
@@ -230,7 +228,7 @@ mod tests {
             let c = summary.columns(&vp, 500).unwrap();
             let it = &t.iterations;
             let longest = rows.clone().max_by_key(|&i| it.end_ns[i] - it.start_ns[i]).unwrap();
-            let middle = vp.x_from_time((it.start_ns[longest] + it.end_ns[longest]) / 2) as usize;
+            let middle = vp.x_from_time(i64::midpoint(it.start_ns[longest], it.end_ns[longest])) as usize;
             let (p, d) = c.tokens[middle];
             assert!(
                 p > 1_000 && d * 100 < p && c.busy[middle] == 1.0,

@@ -66,7 +66,11 @@ pub struct SampleTrack {
 pub const SAMPLE_COUNTERS: [&str; 4] = ["running", "waiting", "KV use", "generation tok/s"];
 
 /// A sample's counters, in [`SAMPLE_COUNTERS`] order; `None` for those it lacks.
-#[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)] // counts and rates drawn as f32
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    reason = "counts and rates drawn as f32"
+)]
 pub fn sample_values(trace: &Trace, i: usize) -> [Option<f32>; 4] {
     let sa = &trace.samples;
     [

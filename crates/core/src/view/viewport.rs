@@ -20,7 +20,7 @@ pub struct Viewport {
 
 impl Viewport {
     /// A view showing `[from_ns, to_ns]` across `width` points (a zero-length range shows 1 ms).
-    #[allow(clippy::cast_precision_loss)] // spans of a trace, far below 2^53 ns
+    #[expect(clippy::cast_precision_loss, reason = "spans of a trace, far below 2^53 ns")]
     pub fn fit(from_ns: i64, to_ns: i64, width: f64) -> Self {
         let span = (to_ns - from_ns).max(1_000_000) as f64;
         Viewport {
@@ -31,20 +31,25 @@ impl Viewport {
     }
 
     /// Time at the right edge.
-    #[allow(clippy::cast_possible_truncation)] // clamped scale times a screen width: far below 2^63
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "clamped scale times a screen width: far below 2^63"
+    )]
     pub fn end_ns(&self) -> i64 {
         self.start_ns
             .saturating_add((self.ns_per_point * self.width).round() as i64)
     }
 
     /// The x (points from the left edge) of a time; may lie outside `0..width`.
-    #[allow(clippy::cast_precision_loss)] // the difference is taken in i64 first, then scaled
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "the difference is taken in i64 first, then scaled"
+    )]
     pub fn x_from_time(&self, t_ns: i64) -> f64 {
         t_ns.saturating_sub(self.start_ns) as f64 / self.ns_per_point
     }
 
     /// The time at x.
-    #[allow(clippy::cast_possible_truncation)]
     pub fn time_from_x(&self, x: f64) -> i64 {
         self.start_ns.saturating_add((x * self.ns_per_point).round() as i64)
     }
@@ -57,7 +62,6 @@ impl Viewport {
         }
         let anchor = self.time_from_x(x);
         let ns_per_point = (self.ns_per_point / factor).clamp(MIN_NS_PER_POINT, MAX_NS_PER_POINT);
-        #[allow(clippy::cast_possible_truncation)]
         let start_ns = anchor.saturating_sub((x * ns_per_point).round() as i64);
         Viewport {
             start_ns,
@@ -69,7 +73,6 @@ impl Viewport {
     /// Pans by `dx` points (positive moves the view right, towards later times).
     #[must_use]
     pub fn panned(&self, dx: f64) -> Self {
-        #[allow(clippy::cast_possible_truncation)]
         let shift = (dx * self.ns_per_point).round() as i64;
         Viewport {
             start_ns: self.start_ns.saturating_add(shift),

@@ -216,6 +216,10 @@ pub fn context_until(trace: LazyFrame, last: &str) -> Result<SQLContext, QueryEr
 }
 
 /// Collects a query of the context on the streaming engine.
+#[expect(
+    clippy::redundant_closure_for_method_calls,
+    reason = "the method is polars-core's, a crate this one reaches only through polars' prelude"
+)]
 pub(crate) fn collect(ctx: &mut SQLContext, sql: &str) -> Result<DataFrame, QueryError> {
     ctx.execute(sql)
         .and_then(|lf| lf.collect_with_engine(Engine::Streaming))
@@ -230,6 +234,10 @@ pub(crate) fn collect(ctx: &mut SQLContext, sql: &str) -> Result<DataFrame, Quer
 ///
 /// # Errors
 /// A file cannot be read, or the query fails (the error lists the tables).
+#[expect(
+    clippy::redundant_closure_for_method_calls,
+    reason = "the method is polars-core's, a crate this one reaches only through polars' prelude"
+)]
 pub fn query_files(files: &[PathBuf], window: Option<&Window>, sql: &str) -> Result<DataFrame, QueryError> {
     let mut ctx = context(scan(files, window)?)?;
     ctx.execute(sql)

@@ -150,10 +150,10 @@ fn summarize_units(
     let mut s = t.summary;
     (s.ttft_ms, s.tpot_ms, s.e2e_ms, s.queue_ms, s.itl_ms) = (ttft, tpot, e2e, queue, itl);
     if s.requests > 0 {
-        #[allow(clippy::cast_precision_loss)] // spans far below 2^53 ns
+        #[expect(clippy::cast_precision_loss, reason = "spans far below 2^53 ns")]
         let span = t.last_end.zip(t.first_arrival).map(|(e, a)| (e - a) as f64 / 1e6);
         s.span_ms = span;
-        #[allow(clippy::cast_precision_loss)] // token counts far below 2^53
+        #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^53")]
         let output = s.output_tokens as f64;
         s.throughput_tok_s = s.span_ms.filter(|&ms| ms > 0.0).map(|ms| output / (ms / 1e3));
     }
@@ -260,7 +260,7 @@ fn each_latency(ctx: &mut SQLContext, needed: &[bool], mut f: impl FnMut(usize, 
     Ok(())
 }
 
-#[allow(clippy::cast_precision_loss)] // counts far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^53")]
 fn slo_result(slo: Slo, requests: u64, good: u64, tokens: u64, span_ms: Option<f64>) -> SloResult {
     SloResult {
         ttft_ms: slo.ttft_ms,

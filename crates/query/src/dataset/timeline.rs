@@ -43,7 +43,10 @@ pub fn timeline_files(
     // The extent, as the loaded trace's: its start is the first arrival, step or token; its last event the last
     // arrival, finish or token, or step when the steps' series are given.
     let arrivals = s.requests.iter().map(|f| f.arrival_ns);
-    let finishes = s.requests.iter().filter_map(|f| f.finish_ns());
+    let finishes = s
+        .requests
+        .iter()
+        .filter_map(tokenscope_core::analysis::facts::RequestFacts::finish_ns);
     let step_starts = s.steps.iter().map(|st| st.start_ns);
     let token_extent = s.token_extent;
     let start = [arrivals.clone().min(), s.first_step_ns, token_extent.map(|(lo, _)| lo)]

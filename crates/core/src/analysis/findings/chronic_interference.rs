@@ -123,7 +123,7 @@ impl Detector for ChronicInterference {
         if !second.is_empty() {
             let again: Vec<u32> = second.keys().map(|k| k.0).collect();
             steps.visit_gaps(cx, &|source| again.contains(&source), |source, g| {
-                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 let itl = g.itl as f64;
                 if g.owed > 0
                     && let Some(k) = episode_of(source, &g)
@@ -172,7 +172,7 @@ impl Window {
     }
 
     /// Enough tokens, a large enough share of the time owed, through a large enough share of the tokens.
-    #[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "ns and counts far below 2^53")]
     fn interfered(&self, th: &super::Thresholds) -> bool {
         self.tokens >= MIN_TOKENS
             && self.total > 0
@@ -190,7 +190,7 @@ const KEEP_SLOWED: usize = 1 << 20;
 const KEEP_SLOWED: usize = 16;
 
 /// A latency found by [`Tally`] again in ns (it counts them as `f64`, exact below 2^53).
-#[allow(clippy::cast_possible_truncation)] // an i64 of ns given as f64
+#[expect(clippy::cast_possible_truncation, reason = "an i64 of ns given as f64")]
 fn as_ns(v: Option<f64>) -> i64 {
     v.map_or(0, |v| v as i64)
 }
@@ -224,7 +224,7 @@ impl Episode {
     fn add(&mut self, trace: &Trace, g: &Gap) {
         self.window.add(g);
         if g.owed > 0 {
-            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
             self.slowed.add(g.itl as f64);
         }
         if g.mixed {
@@ -349,7 +349,7 @@ impl Steps {
 }
 
 /// The finding of one episode.
-#[allow(clippy::cast_precision_loss)] // ns and counts far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns and counts far below 2^53")]
 fn finding(cx: &Context<'_>, source: u32, base: i64, e: Episode, slowed_median: i64) -> Finding {
     let trace = cx.trace;
     let Episode {

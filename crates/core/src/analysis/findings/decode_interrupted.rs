@@ -78,7 +78,7 @@ impl Detector for DecodeInterrupted {
             if median_ns <= 0 {
                 continue;
             }
-            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
             let limit = th.itl_factor * median_ns as f64;
             let starts = &it.start_ns[rows.clone()];
             for t in tokens.start + 1..tokens.end {
@@ -87,7 +87,6 @@ impl Detector for DecodeInterrupted {
                 }
                 let (prev, emitted) = (tk.emitted_ns[t - 1], tk.emitted_ns[t]);
                 let itl = emitted - prev;
-                #[allow(clippy::cast_precision_loss)]
                 if (itl as f64) <= limit {
                     continue;
                 }
@@ -107,7 +106,7 @@ impl Detector for DecodeInterrupted {
                     for (q, n) in prefills.of(trace, row) {
                         if q != r {
                             in_step += u64::from(n);
-                            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                             if let Some(o) = ordinary
                                 && q != NULL_U32
                                 && times.of(q) as f64 >= th.outsized_prefill_factor * o as f64
@@ -126,7 +125,7 @@ impl Detector for DecodeInterrupted {
                 // size, where no ordinary prefill is known to rank it against (a small trace, a slow server). Where
                 // one is, the relative yardstick decides: it keeps the stalls of heavy-tailed ordinary traffic on an
                 // overloaded engine (a condition, chronic interference's) out of the incidents.
-                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
                 let decided = match ordinary {
                     Some(_) => outsized,
@@ -171,12 +170,11 @@ impl Detector for DecodeInterrupted {
 
 /// The time of step `row` owed to `others` prompt tokens of other requests: the step's time × their share of its
 /// tokens (all of it when the step does not say how many tokens it computed).
-#[allow(clippy::cast_precision_loss)] // ns and token counts far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns and token counts far below 2^53")]
 fn prefill_time_ns(trace: &Trace, row: usize, others: u64) -> f64 {
     let it = &trace.iterations;
     let span = (it.end_ns[row] - it.start_ns[row]).max(0) as f64;
-    let total =
-        it.num_prefill_tokens[row].map(u64::from).unwrap_or(0) + it.num_decode_tokens[row].map(u64::from).unwrap_or(0);
+    let total = it.num_prefill_tokens[row].map_or(0, u64::from) + it.num_decode_tokens[row].map_or(0, u64::from);
     if total == 0 {
         span
     } else {
@@ -215,7 +213,7 @@ fn culprit_phrase(trace: &Trace, culprits: &[(u32, u64)], total: u64) -> String 
 }
 
 /// The finding of one episode of stalls.
-#[allow(clippy::cast_precision_loss)] // ns far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
 fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]) -> Finding {
     let mut order: Vec<&Stall> = episode.iter().collect();
     order.sort_by(|a, b| {

@@ -34,7 +34,7 @@ fn sources_to_judge(trace: &Trace) -> Vec<(u32, Vec<Sample>)> {
 }
 
 /// The median gap between readings, in seconds, for the words of a finding.
-#[allow(clippy::cast_precision_loss)] // ns gaps far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "ns gaps far below 2^53")]
 fn every_s(rows: &[Sample]) -> Option<f64> {
     let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].time_ns - w[0].time_ns).collect();
     median(&mut gaps).map(|g| g as f64 / 1e9)
@@ -104,7 +104,6 @@ pub fn kv_saturation(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
             };
             let peak = run.iter().filter_map(|r| r.kv_usage).fold(0.0, f64::max);
             let (from_ns, to_ns) = range(first.time_ns, last.time_ns);
-            #[allow(clippy::cast_precision_loss)]
             let span_s = (last.time_ns - first.time_ns) as f64 / 1e9;
             let summary = format!(
                 "KV cache{} at {:.0} % or more in {} consecutive readings over {span_s:.0} s, peak {:.1} % ({}; \
@@ -146,7 +145,6 @@ pub fn overload(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
             };
             let growth = &run[..=top];
             let (w0, at_peak) = (waiting(first), &run[top]);
-            #[allow(clippy::cast_precision_loss)]
             let span_s = (at_peak.time_ns - first.time_ns) as f64 / 1e9;
             if span_s < th.overload_min_s || peak < 2 * w0.max(1) {
                 continue;

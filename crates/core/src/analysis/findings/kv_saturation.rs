@@ -44,7 +44,7 @@ impl Detector for KvSaturation {
             let mut first = 0;
             for k in 1..=steps.len() {
                 let split = k == steps.len() || {
-                    #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                    #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                     let gap_ms = (it.start_ns[steps[k]] - it.end_ns[steps[k - 1]]) as f64 / 1e6;
                     gap_ms >= EPISODE_GAP_MS
                 };
@@ -60,7 +60,7 @@ impl Detector for KvSaturation {
                 let (from_ns, to_ns) = range(it.start_ns[a], it.end_ns[last]);
                 let saturated_ns: i64 = episode.iter().map(|&i| it.end_ns[i] - it.start_ns[i]).sum();
                 let preempted: u32 = (a..=last).map(|i| it.num_preempted[i].unwrap_or(0)).sum();
-                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 if (saturated_ns as f64) < MIN_SATURATED_MS * 1e6 && preempted == 0 {
                     continue;
                 }

@@ -287,7 +287,7 @@ pub fn prefill_ratios(trace: &Trace) -> Vec<Option<f64>> {
         .map(|r| {
             let r = u32::try_from(r).unwrap_or(u32::MAX);
             let t = times.of(r);
-            #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
             times
                 .ordinary(trace.requests.source[r as usize])
                 .filter(|_| t > 0)
@@ -302,6 +302,6 @@ mod tests {
 
     #[test]
     fn the_detectors_are_the_kinds_in_order() {
-        assert_eq!(DETECTORS.map(|d| d.kind()), Kind::ALL);
+        assert_eq!(DETECTORS.map(super::Detector::kind), Kind::ALL);
     }
 }

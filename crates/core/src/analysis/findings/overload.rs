@@ -38,7 +38,7 @@ impl Detector for Overload {
     /// instance for half of it (the prefill monopoly's finding).
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
-        #[allow(clippy::cast_possible_truncation)] // seconds and ms of a trace
+        #[expect(clippy::cast_possible_truncation, reason = "seconds and ms of a trace")]
         let (min_ns, wait_ns) = ((th.overload_min_s * 1e9) as i64, (th.overload_queue_ms * 1e6) as i64);
         // The episodes first, their findings once the tokens they served are counted (one visit of the tokens).
         let spans = queue_spans(trace);
@@ -212,7 +212,7 @@ fn peak_queue(waits: &[Wait], from: i64, to: i64) -> (usize, i64) {
 
 /// Seconds or minutes after the trace's start, for a sentence.
 fn since_start(cx: &Context<'_>, ns: i64) -> String {
-    #[allow(clippy::cast_precision_loss)] // seconds of a trace
+    #[expect(clippy::cast_precision_loss, reason = "seconds of a trace")]
     let s = (ns - cx.start_ns()) as f64 / 1e9;
     if s >= 120.0 {
         format!("{:.1} min", s / 60.0)
@@ -222,7 +222,7 @@ fn since_start(cx: &Context<'_>, ns: i64) -> String {
 }
 
 /// The finding of one episode.
-#[allow(clippy::cast_precision_loss)] // counts and ns far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "counts and ns far below 2^53")]
 fn episode(
     cx: &Context<'_>,
     source: u32,
@@ -312,7 +312,6 @@ mod tests {
     use super::*;
 
     fn w(request: u32, arrival_s: f64, scheduled_s: f64) -> Wait {
-        #[allow(clippy::cast_possible_truncation)]
         let ns = |s: f64| (s * 1e9) as i64;
         Wait {
             request,

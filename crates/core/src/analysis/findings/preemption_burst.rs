@@ -22,7 +22,7 @@ impl Detector for PreemptionBurst {
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
         let it = &trace.iterations;
-        #[allow(clippy::cast_possible_truncation)] // a window in ms, far below 2^63 ns
+        #[expect(clippy::cast_possible_truncation, reason = "a window in ms, far below 2^63 ns")]
         let window_ns = (th.preemption_burst_window_ms * 1e6) as i64;
         let mut out = Vec::new();
         for &(source, ref rows) in trace.sources_with_iterations() {

@@ -61,7 +61,7 @@ impl Detector for PrefillMonopoly {
                     .iter()
                     .map(|&(row, n)| times.work_of_chunk(trace, cx.prefills(), row as usize, n))
                     .sum();
-                #[allow(clippy::cast_precision_loss)] // ns far below 2^53
+                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 let held = match ordinary {
                     Some(o) => run_time as f64 >= th.outsized_prefill_factor * o as f64,
                     None => b - a >= min_steps,

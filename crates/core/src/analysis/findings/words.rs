@@ -9,7 +9,11 @@ pub(super) fn row_u32(i: usize) -> u32 {
 }
 
 /// A rate or count with thousands separators, rounded: "5,210".
-#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // rounded, clamped at 0
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "rounded, clamped at 0"
+)]
 pub(super) fn thousands_f(x: f64) -> String {
     crate::analysis::stats::thousands(x.max(0.0).round() as u64)
 }
@@ -44,7 +48,7 @@ pub(super) fn names(trace: &Trace, rows: &[u32]) -> String {
 }
 
 /// `part / whole` as a percentage with one decimal.
-#[allow(clippy::cast_precision_loss)] // request counts far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "request counts far below 2^53")]
 pub(super) fn percent(part: usize, whole: usize) -> f64 {
     if whole == 0 {
         0.0

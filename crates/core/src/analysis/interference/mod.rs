@@ -182,7 +182,6 @@ fn by_wait(a: &Waiting, b: &Waiting) -> std::cmp::Ordering {
 }
 
 /// Request `r`'s decode in `[from_ns, to_ns]`, when it emitted a token in it or a gap crosses it.
-#[allow(clippy::cast_precision_loss)] // ns spans far below 2^53
 fn decoding(trace: &Trace, index: &RangeIndex, r: u32, from_ns: i64, to_ns: i64) -> Option<Decoding> {
     let d = index.decode[r as usize];
     if d.tokens < 2 {
@@ -229,7 +228,7 @@ fn decoding(trace: &Trace, index: &RangeIndex, r: u32, from_ns: i64, to_ns: i64)
 /// Analyses `[from_ns, to_ns]` with the trace's index: about the same time for a second as for the whole trace
 /// (the requests the range cuts through are read token by token, the others from the index; the lists keep their
 /// first [`LIST_LIMIT`], chosen without sorting the rest).
-#[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "counts and ns spans far below 2^53")]
 pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_ns: i64) -> Interference {
     let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
     let mut out = Interference {
@@ -402,7 +401,7 @@ fn median_itl(trace: &Trace, request: u32) -> Option<i64> {
 
 /// The analysis as it was before the index: a walk of every request, stage and token, holders' `delayed` counted
 /// for all. The reference the index is tested and benchmarked against.
-#[allow(clippy::cast_precision_loss)] // counts and ns spans far below 2^53
+#[expect(clippy::cast_precision_loss, reason = "counts and ns spans far below 2^53")]
 pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interference {
     let (from_ns, to_ns) = (from_ns.min(to_ns), from_ns.max(to_ns));
     let mut out = Interference {

@@ -15,7 +15,7 @@ use crate::ingest::raw::{RawCandidate, Val};
 use crate::trace::{Flag, NULL_U32, OwnedCandidate, Trace};
 
 use super::columns::*;
-use super::*;
+use super::{READ_BATCH_ROWS, parquet_error};
 
 impl crate::trace::CandidateSource for CandidateReader {
     fn candidates(
@@ -110,6 +110,10 @@ impl CandidateReader {
     }
     /// A reader of the columns that place a candidate (kind, request id, index, candidates) in row groups `groups`
     /// of `path`, rows `selectors` of them; the page headers of those columns walked with bounded counts first.
+    #[expect(
+        clippy::unused_self,
+        reason = "one of the reader's steps, called as its siblings are"
+    )]
     fn rows(
         &self,
         path: &Path,

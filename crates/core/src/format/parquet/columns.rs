@@ -123,7 +123,10 @@ impl Col {
     }
 
     #[inline]
-    #[allow(clippy::cast_precision_loss)] // an integer in a float field: small values (logprob, temperature)
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "an integer in a float field: small values (logprob, temperature)"
+    )]
     fn float_at(&self, i: usize) -> Field<f64> {
         match self {
             Col::Float(a) => (!a.is_null(i)).then(|| Val::Ok(a.value(i))),

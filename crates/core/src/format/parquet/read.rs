@@ -19,8 +19,8 @@ use crate::ingest::{LoadError, Progress};
 use crate::trace::TraceBuilder;
 use crate::trace::report::{Place, Problem, Rejection};
 
+use super::READ_BATCH_ROWS;
 use super::columns::*;
-use super::*;
 
 /// Reads Parquet files into the builder. Fatal when a file is not readable Parquet, when it has no `kind` column,
 /// or when it has records of a kind whose required column is absent. The row groups of all the files are decoded in

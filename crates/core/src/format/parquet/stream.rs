@@ -145,7 +145,7 @@ impl Columns {
     }
 
     /// Column `c` at row `i`, when it is a number.
-    #[allow(clippy::cast_precision_loss)] // an integer in a float field: small values
+    #[expect(clippy::cast_precision_loss, reason = "an integer in a float field: small values")]
     pub fn float(&self, c: usize, i: usize) -> Option<f64> {
         match &self.cols[c] {
             Col::Float(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),

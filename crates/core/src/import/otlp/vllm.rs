@@ -45,12 +45,11 @@ pub fn map_one(span: &Span, sink: &mut Sink<'_>, seen: &mut Seen) {
     // `gen_ai.request.n` 1): the second and later are named ID#2, ID#3, ... A span seen again (same span id) keeps
     // its name, and is rejected as a duplicate downstream.
     let spans = seen.spans.entry(given.clone()).or_default();
-    let k = match spans.iter().position(|s| *s == span.span_id) {
-        Some(k) => k,
-        None => {
-            spans.push(span.span_id.clone());
-            spans.len() - 1
-        }
+    let k = if let Some(k) = spans.iter().position(|s| *s == span.span_id) {
+        k
+    } else {
+        spans.push(span.span_id.clone());
+        spans.len() - 1
     };
     let id = if k == 0 {
         given
@@ -70,8 +69,8 @@ pub fn map_one(span: &Span, sink: &mut Sink<'_>, seen: &mut Seen) {
         );
         return;
     };
-    let secs = |key: &str| span.attr(key).and_then(|a| a.as_f64()).and_then(ns_from_secs);
-    let int = |key: &str| span.attr(key).and_then(|a| a.as_i64());
+    let secs = |key: &str| span.attr(key).and_then(super::Attr::as_f64).and_then(ns_from_secs);
+    let int = |key: &str| span.attr(key).and_then(super::Attr::as_i64);
     let mut r = record("request");
     r.request_id = text(id);
     r.trace_id = (!span.trace_id.is_empty())
@@ -98,13 +97,15 @@ pub fn map_one(span: &Span, sink: &mut Sink<'_>, seen: &mut Seen) {
     r.max_tokens = int("gen_ai.request.max_tokens").and_then(ok);
     r.temperature = span
         .attr("gen_ai.request.temperature")
-        .and_then(|a| a.as_f64())
+        .and_then(super::Attr::as_f64)
         .and_then(ok);
-    r.top_p = span.attr("gen_ai.request.top_p").and_then(|a| a.as_f64()).and_then(ok);
+    r.top_p = span
+        .attr("gen_ai.request.top_p")
+        .and_then(super::Attr::as_f64)
+        .and_then(ok);
     r.model = attr(&span.attributes, "gen_ai.response.model")
         .and_then(|a| a.as_str())
-        .map(|m| text(m.to_owned()))
-        .unwrap_or(None);
+        .and_then(|m| text(m.to_owned()));
     if span.error {
         r.status = text("error");
     }

@@ -363,7 +363,7 @@ fn offset(client: &Trace, server: &Trace, pairs: &[(u32, u32)]) -> (i64, Option<
 }
 
 fn ns_secs(ns: i64) -> f64 {
-    #[allow(clippy::cast_precision_loss)] // display
+    #[expect(clippy::cast_precision_loss, reason = "display")]
     let s = ns as f64 / 1e9;
     s
 }
@@ -382,7 +382,7 @@ fn human_duration(ns: i64) -> String {
 
 /// "+12.345 ms", "-1.2 s".
 fn signed_ms(ns: i64) -> String {
-    #[allow(clippy::cast_precision_loss)] // display
+    #[expect(clippy::cast_precision_loss, reason = "display")]
     let ms = ns as f64 / 1e6;
     if ms.abs() >= 10_000.0 {
         format!("{:+.3} s", ms / 1e3)
@@ -583,9 +583,9 @@ pub fn build(client: Trace, server: &Trace, join: &Join, mut report: Report) -> 
         ));
     }
     if join.pairs.is_empty() {
-        clocks = "The server's side has steps but no requests: its times are taken as they are, on a wall clock \
-                  assumed to be the client's."
-            .to_owned();
+        "The server's side has steps but no requests: its times are taken as they are, on a wall clock assumed to be \
+         the client's."
+            .clone_into(&mut clocks);
     }
     report.notes.push(clocks);
     let (trace, built) = b.finish();

@@ -433,11 +433,7 @@ fn follows_the_rules(c: &Columns, i: usize) -> bool {
             last = t;
         }
     }
-    let count = |col| {
-        c.int(col, i)
-            .filter(|&n| !(0..i64::from(u32::MAX)).contains(&n))
-            .is_none()
-    };
+    let count = |col| c.int(col, i).is_none_or(|n| (0..i64::from(u32::MAX)).contains(&n));
     let within = match (c.int(6, i), c.int(7, i)) {
         (Some(input), Some(cached)) => cached <= input,
         _ => true,

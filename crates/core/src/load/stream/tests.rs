@@ -1,8 +1,11 @@
 //! The streamed figures are the loaded trace's: on the samples cut into row groups of every size, on a hand-made
 //! file with rows a load rejects, and with a window; a file out of the format's order is refused, not miscounted.
 
-// Test helpers may unwrap: a panic here is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

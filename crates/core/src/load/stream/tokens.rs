@@ -248,16 +248,13 @@ impl Streamed {
     /// # Errors
     /// A file cannot be read; a request's tokens are not together in index order ([`StreamError::Unordered`]).
     pub fn read_tokens(&mut self, keep: Option<usize>) -> Result<Option<Tally>, StreamError> {
-        match keep {
-            Some(keep) => {
-                let mut tally = Tally::new(keep);
-                self.token_pass(&Latencies { keep }, &mut tally, true)?;
-                Ok(Some(tally))
-            }
-            None => {
-                self.token_pass(&Nothing, &mut (), true)?;
-                Ok(None)
-            }
+        if let Some(keep) = keep {
+            let mut tally = Tally::new(keep);
+            self.token_pass(&Latencies { keep }, &mut tally, true)?;
+            Ok(Some(tally))
+        } else {
+            self.token_pass(&Nothing, &mut (), true)?;
+            Ok(None)
         }
     }
 

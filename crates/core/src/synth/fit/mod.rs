@@ -173,7 +173,7 @@ fn residuals(steps: &[StepSample], fit: &regress::Regression) -> Vec<Residuals> 
     by_kind
         .into_iter()
         .map(|(kind, signed)| {
-            #[allow(clippy::cast_precision_loss)] // step counts far below 2^53
+            #[expect(clippy::cast_precision_loss, reason = "step counts far below 2^53")]
             let bias = signed.iter().sum::<f64>() / signed.len() as f64;
             let mut abs: Vec<f64> = signed.iter().map(|r| r.abs()).collect();
             abs.sort_unstable_by(f64::total_cmp);
@@ -227,34 +227,31 @@ fn scheduler(traces: &[(String, &Trace)]) -> Scheduler {
     }
     let chunks = prefill_chunks(traces);
     let prefill_tail = tail_of(&chunks, &mut read);
-    let budget = match cut_at(&chunks, prefill_tail) {
-        Some((cut, times)) => {
-            let largest = traces
-                .iter()
-                .flat_map(|(_, t)| {
-                    let it = &t.iterations;
-                    (0..it.len()).map(|i| it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0))
-                })
-                .max()
-                .unwrap_or(cut)
-                .max(cut);
-            read.push(format!(
-                "step budget {largest} tokens: {times} prompts were cut at {cut} tokens, and the largest step had \
-                 {largest} with its decodes"
-            ));
-            largest
-        }
-        None => {
-            let budget = inferred
-                .iter()
-                .map(|e| e.config.max_num_batched_tokens)
-                .max()
-                .unwrap_or(2048);
-            assumed.push(format!(
-                "step budget {budget} tokens: no prompt was cut at one size, so the largest step's tokens are only a                  lower bound"
-            ));
-            budget
-        }
+    let budget = if let Some((cut, times)) = cut_at(&chunks, prefill_tail) {
+        let largest = traces
+            .iter()
+            .flat_map(|(_, t)| {
+                let it = &t.iterations;
+                (0..it.len()).map(|i| it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0))
+            })
+            .max()
+            .unwrap_or(cut)
+            .max(cut);
+        read.push(format!(
+            "step budget {largest} tokens: {times} prompts were cut at {cut} tokens, and the largest step had \
+             {largest} with its decodes"
+        ));
+        largest
+    } else {
+        let budget = inferred
+            .iter()
+            .map(|e| e.config.max_num_batched_tokens)
+            .max()
+            .unwrap_or(2048);
+        assumed.push(format!(
+            "step budget {budget} tokens: no prompt was cut at one size, so the largest step's tokens are only a                  lower bound"
+        ));
+        budget
     };
     let mut largest = 0u32;
     let mut binding: Option<String> = None;
@@ -386,7 +383,7 @@ fn tail_of(chunks: &[Vec<u32>], read: &mut Vec<String>) -> u32 {
     let Some((&tail, &n)) = counts.iter().max_by_key(|(_, n)| **n) else {
         return 0;
     };
-    #[allow(clippy::cast_precision_loss)] // request counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "request counts far below 2^53")]
     let share = n as f64 / chunks.len() as f64;
     if tail <= MAX_TAIL && share >= TAIL_SHARE {
         read.push(format!(
@@ -456,7 +453,11 @@ pub fn sig(v: f64) -> String {
     if !(1e-4..1e5).contains(&a) {
         return format!("{v:.3e}");
     }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // log10 of 1e-4..1e5 is -4..5
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "log10 of 1e-4..1e5 is -4..5"
+    )]
     let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
     format!("{v:.decimals$}")
 }

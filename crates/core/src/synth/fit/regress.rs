@@ -72,7 +72,7 @@ impl Term {
     }
 
     /// The term's value for a step's work under the batch regimes `r`.
-    #[allow(clippy::cast_precision_loss)] // token counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^53")]
     pub fn of(self, w: &StepWork, r: Regimes) -> f64 {
         match self {
             Term::BaseMs => w.passes(r).passes as f64,
@@ -290,7 +290,7 @@ fn solve(
     }
     let scaled_beta = &inverse * x.transpose() * &y;
     let residuals = &y - &x * &scaled_beta;
-    #[allow(clippy::cast_precision_loss)] // step counts far below 2^53
+    #[expect(clippy::cast_precision_loss, reason = "step counts far below 2^53")]
     let dof = (n - p).max(1) as f64;
     let sigma2 = residuals.norm_squared() / dof;
     let beta = (0..p).map(|j| scaled_beta[j] / scale[j]).collect();

@@ -83,7 +83,7 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
     if linked {
         let mut prefill_rows: Vec<u32> = Vec::new();
         for r in 0..trace.requests.len() {
-            #[allow(clippy::cast_possible_truncation)] // row ids of a trace are u32
+            #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]
             let row = r as u32;
             prefill_rows.clear();
             let mut before = u64::from(trace.requests.cached_tokens[r].unwrap_or(0));

@@ -2,8 +2,8 @@
 //! batches that produced them give (`tokens`).
 
 use super::request::*;
-use super::tokens::*;
-use super::*;
+use super::tokens::{prefill_chunks, token_batches, token_times};
+use super::{RETRACT, Role, Slim, add, reject};
 use crate::import::{Sink, ok, record, text};
 use crate::trace::report::Problem;
 
@@ -73,8 +73,8 @@ pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink
     req.top_k = info.top_k.and_then(ok);
     req.temperature = info.temperature.and_then(ok);
     req.top_p = info.top_p.and_then(ok);
-    req.model = info.model.map(text).unwrap_or(None);
-    req.finish_reason = info.finish_reason.map(text).unwrap_or(None);
+    req.model = info.model.and_then(text);
+    req.finish_reason = info.finish_reason.and_then(text);
     let retracts = r
         .slices
         .iter()
@@ -103,6 +103,10 @@ pub(super) fn map_request(r: &RequestSpans<'_>, m: &Mapping<'_>, sink: &mut Sink
     // mixed batch.
     let flat_chunks: Option<Vec<u64>> = flat(r).then(|| prefill_chunks(r).iter().map(|s| s.id).collect());
     for s in r.slices.iter().chain(&r.tokenize) {
+        #[expect(
+            clippy::match_same_arms,
+            reason = "one arm per role and slicing, as the mapping is documented"
+        )]
         let stage = match (s.role, &flat_chunks) {
             (Role::PrefillWaiting, _) => "queue",
             (Role::Tokenize, _) => "tokenize",

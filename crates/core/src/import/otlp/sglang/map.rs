@@ -6,7 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use super::emit::map_request;
 use super::*;
 use super::{Span, attr};
-use super::{request::*, tokens::*};
+use super::{
+    request::{
+        Batch, Mapping, RequestSpans, Scheduled, finish_reason, gather, legacy_events, prefill_end_of, scheduled_of,
+        whole_prefill_tokens,
+    },
+    tokens::results_of,
+};
 use crate::import::{Sink, ns_from_secs, ok, record, text};
 use crate::trace::report::Problem;
 
@@ -57,14 +63,14 @@ impl Collector {
             events.push(SlimEvent {
                 bid,
                 time_ns: e.time_ns,
-                batch_size: attr(&e.attributes, "batch_size").and_then(|a| a.as_i64()),
+                batch_size: attr(&e.attributes, "batch_size").and_then(super::super::Attr::as_i64),
                 prebuilt: attr(&e.attributes, "forward_mode").and_then(|a| a.as_str()) == Some("prebuilt"),
                 extend: attr(&e.attributes, "forward_mode").and_then(|a| a.as_str()) == Some("prefill"),
             });
         }
         let root = (role == Role::Root).then(|| {
-            let secs = |key: &str| s.attr(key).and_then(|a| a.as_f64()).and_then(ns_from_secs);
-            let int = |key: &str| s.attr(key).and_then(|a| a.as_i64());
+            let secs = |key: &str| s.attr(key).and_then(super::super::Attr::as_f64).and_then(ns_from_secs);
+            let int = |key: &str| s.attr(key).and_then(super::super::Attr::as_i64);
             let string = |key: &str| s.attr(key).and_then(|a| a.as_str()).map(str::to_owned);
             Box::new(RootInfo {
                 rid: string("rid"),
@@ -75,14 +81,16 @@ impl Collector {
                 completion: int("gen_ai.usage.completion_tokens"),
                 max_tokens: int("gen_ai.request.max_tokens"),
                 top_k: int("gen_ai.request.top_k"),
-                temperature: s.attr("gen_ai.request.temperature").and_then(|a| a.as_f64()),
-                top_p: s.attr("gen_ai.request.top_p").and_then(|a| a.as_f64()),
+                temperature: s
+                    .attr("gen_ai.request.temperature")
+                    .and_then(super::super::Attr::as_f64),
+                top_p: s.attr("gen_ai.request.top_p").and_then(super::super::Attr::as_f64),
                 model: string("gen_ai.response.model"),
                 finish_reason: string("gen_ai.response.finish_reasons").and_then(|f| finish_reason(&f)),
             })
         });
         let scheduler = (role == Role::Scheduler).then(|| {
-            let r = |k: &str| s.attr(k).and_then(|a| a.as_i64()).unwrap_or(0);
+            let r = |k: &str| s.attr(k).and_then(super::super::Attr::as_i64).unwrap_or(0);
             Box::new((source_name(&s), (r("dp_rank"), r("pp_rank"), r("tp_rank"))))
         });
         self.spans.push(Slim {

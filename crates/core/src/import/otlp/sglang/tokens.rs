@@ -1,7 +1,7 @@
 //! Which batches gave a request its tokens, and when: prefill chunks, retractions, the overlap scheduler's shift.
 
 use super::request::*;
-use super::*;
+use super::{RETRACT, Role, Slim};
 
 /// When each of `batches` gave the request its token: its own result slices where they say it
 /// ([`aligned_results`]), else the batch's end as its other members' slices say it.
