@@ -69,21 +69,20 @@ fn emit(out: &Output) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let subcommands: Vec<String> = <Args as clap::CommandFactory>::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_owned())
-        .collect();
+    let command = <Args as clap::CommandFactory>::command();
+    let subcommands: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_owned()).collect();
     let names: Vec<&str> = subcommands.iter().map(String::as_str).collect();
+    let argv = cli::globals::subcommand_first(std::env::args_os().collect(), &names, &command);
     // A first word that is neither a subcommand nor a path: said plainly before clap reads it as the app's TRACE.
-    if let Some(first) = std::env::args_os().nth(1).and_then(|a| a.into_string().ok())
+    if let Some(first) = argv.get(1).and_then(|a| a.to_str())
         && !first.starts_with('-')
         && first != "help"
-        && !names.contains(&first.as_str())
-        && let Some(message) = cli::app::not_a_trace_path(std::path::Path::new(&first), &names)
+        && !names.contains(&first)
+        && let Some(message) = cli::app::not_a_trace_path(std::path::Path::new(first), &names)
     {
         return emit(&Output::error(message, 2));
     }
-    let args = Args::parse();
+    let args = Args::parse_from(argv);
     let window = match args.globals.install() {
         Ok(w) => w,
         Err(out) => return emit(&out),

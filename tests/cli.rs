@@ -541,6 +541,19 @@ fn findings_and_diff_from_parquet_read_only_the_candidates_they_need_and_match_a
 }
 
 #[test]
+fn global_options_may_come_before_the_subcommand() {
+    // As after it: the demo over a 100 MB budget is summarised streamed.
+    for budget in [&["--memory-budget", "100MB"][..], &["--memory-budget=100MB"][..]] {
+        let mut args = budget.to_vec();
+        args.extend(["summary", "sample_traces/demo.parquet", "--json"]);
+        let (code, out, err) = tokenscope(&args);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("over the memory budget of 100 MB"), "{err}");
+        assert!(out.contains("\"requests\": 309"), "{out}");
+    }
+}
+
+#[test]
 fn a_mistyped_subcommand_or_a_missing_file_is_said_before_any_window() {
     let (code, _, err) = tokenscope(&["sumary", "sample_traces/four_requests.jsonl"]);
     assert_eq!(code, 2);

@@ -3,6 +3,7 @@
 
 use crate::format::window::{self, Window};
 use crate::import::log_clock::{self, LogClock};
+use std::ffi::OsString;
 
 use super::Output;
 
@@ -81,5 +82,77 @@ impl GlobalArgs {
         super::set_from(self.from);
         super::set_log_clock(self.log_clock());
         Ok(window)
+    }
+}
+
+/// The command line with a subcommand that follows global options moved before them (`tokenscope --memory-budget
+/// 1GB summary X` read as `tokenscope summary --memory-budget 1GB X`): the app's TRACE is optional and positional,
+/// so clap alone would read the subcommand as a trace. `command` is the whole command line's definition (its global
+/// options each take one value).
+pub fn subcommand_first(args: Vec<OsString>, subcommands: &[&str], command: &clap::Command) -> Vec<OsString> {
+    let globals: Vec<String> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    let mut k = 1;
+    while let Some(word) = args.get(k).and_then(|a| a.to_str()) {
+        match word.split_once('=') {
+            Some((flag, _)) if globals.iter().any(|g| g == flag) => k += 1,
+            None if globals.iter().any(|g| g == word) => k += 2,
+            _ => break,
+        }
+    }
+    match args.get(k).and_then(|a| a.to_str()) {
+        Some(word) if k > 1 && subcommands.contains(&word) => {
+            let mut out = args;
+            let sub = out.remove(k);
+            out.insert(1, sub);
+            out
+        }
+        _ => args,
+    }
+}
+
+#[cfg(test)]
+mod subcommand_tests {
+    use super::*;
+
+    fn command() -> clap::Command {
+        clap::Command::new("t")
+            .arg(clap::Arg::new("memory-budget").long("memory-budget").global(true))
+            .arg(clap::Arg::new("where").long("where").global(true))
+            .arg(clap::Arg::new("trace"))
+            .subcommand(clap::Command::new("summary"))
+    }
+
+    fn moved(words: &[&str]) -> Vec<String> {
+        let args = words.iter().map(OsString::from).collect();
+        subcommand_first(args, &["summary"], &command())
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_subcommand_after_global_options_is_moved_before_them() {
+        assert_eq!(
+            moved(&["t", "--memory-budget", "1GB", "summary", "x"]),
+            ["t", "summary", "--memory-budget", "1GB", "x"]
+        );
+        assert_eq!(
+            moved(&["t", "--memory-budget=1GB", "--where", "source=a", "summary", "x"]),
+            ["t", "summary", "--memory-budget=1GB", "--where", "source=a", "x"]
+        );
+        // Already first, a trace, or after something that is not a global option: left as it is.
+        assert_eq!(moved(&["t", "summary", "x"]), ["t", "summary", "x"]);
+        assert_eq!(
+            moved(&["t", "--memory-budget", "1GB", "x.parquet"]),
+            ["t", "--memory-budget", "1GB", "x.parquet"]
+        );
+        assert_eq!(
+            moved(&["t", "--compare", "b", "summary"]),
+            ["t", "--compare", "b", "summary"]
+        );
     }
 }
