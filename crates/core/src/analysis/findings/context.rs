@@ -181,18 +181,17 @@ impl<'a> Context<'a> {
 
     /// When request `r` produced its first token: `first_token_ns`, else token 0's time.
     pub(super) fn first_token_ns(&self, r: u32) -> Option<i64> {
-        self.trace.requests.first_token_ns[r as usize].or_else(|| self.tokens.ends(r).0)
+        self.facts(r).first_ns()
     }
 
     /// When request `r` finished: `finished_ns`, else its last token's time.
     pub(super) fn finish_ns(&self, r: u32) -> Option<i64> {
-        self.trace.requests.finished_ns[r as usize].or_else(|| self.tokens.ends(r).1)
+        self.facts(r).finish_ns()
     }
 
     /// Request `r`'s output tokens: `output_tokens`, else its token records.
     pub(super) fn output_tokens(&self, r: u32) -> u32 {
-        self.trace.requests.output_tokens[r as usize]
-            .unwrap_or_else(|| u32::try_from(self.tokens.rows(r).len()).unwrap_or(u32::MAX))
+        self.facts(r).output()
     }
 
     /// First arrival to last finish of some requests.

@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rustc_hash::FxHashMap;
 
 use super::StreamError;
-use crate::analysis::findings::{Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenSource, find_kinds_over};
+use crate::analysis::findings::{
+    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenSource, find_kinds_over,
+};
 use crate::analysis::summary::Slo;
 use crate::format::parquet::read_files_without_tokens;
 use crate::format::parquet::stream::{At, Columns, StreamFile, stream};
@@ -91,13 +93,7 @@ pub fn find(
     wanted.dedup();
     let token_index = streamed.indexes_of(&wanted);
     streamed.failed()?;
-    let start_ns = streamed.earliest().map_or(trace.start_ns(), |t| {
-        if trace.request_count() + trace.iterations.len() + trace.samples.len() == 0 {
-            t
-        } else {
-            trace.start_ns().min(t)
-        }
-    });
+    let start_ns = Context::over(&trace, &streamed, slo, th).start_ns();
     Ok(StreamedFindings {
         passes: streamed.passes.load(Ordering::Relaxed),
         incomplete_tokens: streamed.incomplete,
