@@ -129,11 +129,11 @@ fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
 fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_font() {
     // kittest fails a frame that draws a glyph no font has; .ci/run installs fonts-wqy-microhei, so CI draws these.
     let text = "你好，世界 · こんにちは · 안녕하세요";
-    let Some((path, _)) = tokenscope::ui::theme::cjk_font() else {
+    let Some(font) = tokenscope::ui::theme::cjk_font() else {
         eprintln!("no CJK font on this machine (.ci/run installs fonts-wqy-microhei): not drawn");
         return;
     };
-    eprintln!("CJK font: {}", path.display());
+    eprintln!("CJK font: {} (face {})", font.path.display(), font.index);
     let mut h = Harness::builder()
         .with_size(egui::vec2(500.0, 80.0))
         .with_context_setup(tokenscope::ui::theme::install_fonts)

@@ -19,7 +19,6 @@ pub mod synth;
 pub mod timeline;
 pub mod validate;
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use std::sync::{Arc, OnceLock};
@@ -241,28 +240,24 @@ impl Output {
 
 pub use crate::analysis::stats::thousands;
 
-/// Renders rows as a left-aligned first column and right-aligned others, two spaces apart.
+/// Renders rows as a left-aligned first column and right-aligned others, two spaces apart, no borders, each line
+/// without trailing spaces. Widths are display widths (a CJK character takes two columns).
 pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING);
     for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c == 0 {
-                let _ = write!(line, "{cell:<w$}", w = widths[c]);
-            } else {
-                let _ = write!(line, "  {cell:>w$}", w = widths[c]);
-            }
+        t.add_row(row);
+    }
+    for (c, column) in t.column_iter_mut().enumerate() {
+        if c == 0 {
+            column.set_padding((0, 0));
+        } else {
+            column.set_padding((2, 0));
+            column.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
+    }
+    let mut out = String::new();
+    for line in t.lines() {
         out.push_str(line.trim_end());
         out.push('\n');
     }
@@ -285,5 +280,12 @@ mod tests {
     fn table_aligns_columns() {
         let t = table(&[vec!["a".into(), "1".into()], vec!["bbb".into(), "22".into()]]);
         assert_eq!(t, "a     1\nbbb  22\n");
+        // A CJK cell is two columns wide per character; a short row leaves its missing cells out.
+        let t = table(&[
+            vec!["模型".into(), "1".into()],
+            vec!["m".into()],
+            vec!["abcde".into(), "22".into()],
+        ]);
+        assert_eq!(t, "模型    1\nm\nabcde  22\n");
     }
 }

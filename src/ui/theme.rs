@@ -10,35 +10,70 @@ use crate::view::layout::PREFILL_CLASSES;
 /// make tokens visible (⟨EOS⟩, ␣, ↵, ⇥) and that egui's own fonts lack.
 const SYMBOL_FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
 
-/// Where systems keep a font with Chinese, Japanese and Korean glyphs (Noto CJK, WenQuanYi, Droid on Linux; PingFang
-/// and Hiragino on macOS; YaHei, Yu Gothic and Malgun on Windows), tried in order. None is shipped (the smallest is
-/// 5 MB): without one, those tokens show as boxes.
-const CJK_FONTS: [&str; 11] = [
-    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/google-noto-cjk/NotoSansCJK-Regular.ttc",
-    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
-    "/usr/share/fonts/wqy-microhei/wqy-microhei.ttc",
-    "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
-    "/System/Library/Fonts/PingFang.ttc",
-    "/System/Library/Fonts/Hiragino Sans GB.ttc",
-    "C:\\Windows\\Fonts\\msyh.ttc",
-    "C:\\Windows\\Fonts\\YuGothM.ttc",
-    "C:\\Windows\\Fonts\\malgun.ttf",
+/// Families with Chinese, Japanese and Korean glyphs, in the order they are preferred: Noto / Source Han, WenQuanYi
+/// and Droid on Linux; PingFang and Hiragino on macOS; YaHei, Yu Gothic and Malgun on Windows. None is shipped (the
+/// smallest is 5 MB): without one, those tokens show as boxes.
+const CJK_FAMILIES: [&str; 16] = [
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK KR",
+    "Noto Sans CJK TC",
+    "Source Han Sans SC",
+    "Source Han Sans",
+    "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+    "PingFang SC",
+    "Hiragino Sans GB",
+    "Hiragino Sans",
+    "Microsoft YaHei",
+    "Yu Gothic",
+    "Malgun Gothic",
+    "SimSun",
 ];
 
 /// A font file larger than this is not read as a fallback font.
 const MAX_FONT_BYTES: u64 = 64 << 20;
 
-/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set, else the first of [`CJK_FONTS`] there is; its path and
-/// bytes.
-pub fn cjk_font() -> Option<(std::path::PathBuf, Vec<u8>)> {
-    let given = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from);
-    given
-        .into_iter()
-        .chain(CJK_FONTS.iter().map(std::path::PathBuf::from))
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES))
-        .find_map(|p| std::fs::read(&p).ok().map(|bytes| (p, bytes)))
+/// A system font found for a fallback: where it is, which face of the file, and its bytes.
+pub struct SystemFont {
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// Its face in the file (a collection, `.ttc`, holds several).
+    pub index: u32,
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set (its first face), else the first of [`CJK_FAMILIES`] that
+/// `fontdb` finds among the system's fonts (the fontconfig directories on Linux, the system's font folders on macOS
+/// and Windows).
+pub fn cjk_font() -> Option<SystemFont> {
+    let readable =
+        |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES);
+    if let Some(path) = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from) {
+        let bytes = std::fs::read(&path).ok().filter(|_| readable(&path))?;
+        return Some(SystemFont { path, index: 0, bytes });
+    }
+    let mut db = fontdb::Database::new();
+    db.load_system_fonts();
+    CJK_FAMILIES.iter().find_map(|family| {
+        let families = [fontdb::Family::Name(family)];
+        let id = db.query(&fontdb::Query {
+            families: &families,
+            ..fontdb::Query::default()
+        })?;
+        let face = db.face(id)?;
+        let (fontdb::Source::File(path) | fontdb::Source::SharedFile(path, _)) = &face.source else {
+            return None;
+        };
+        let bytes = std::fs::read(path).ok().filter(|_| readable(path))?;
+        Some(SystemFont {
+            path: path.clone(),
+            index: face.index,
+            bytes,
+        })
+    })
 }
 
 /// Adds the symbol font, then the system's CJK font when there is one, as the last fallbacks of both font families.
@@ -58,10 +93,13 @@ pub fn install_fonts(ctx: &egui::Context) {
         data: egui::FontData::from_static(SYMBOL_FONT),
         families: families(),
     });
-    if let Some((_, bytes)) = cjk_font() {
+    if let Some(font) = cjk_font() {
         ctx.add_font(egui::epaint::text::FontInsert {
             name: "CJK".to_owned(),
-            data: egui::FontData::from_owned(bytes),
+            data: egui::FontData {
+                index: font.index,
+                ..egui::FontData::from_owned(font.bytes)
+            },
             families: families(),
         });
     }

@@ -12,12 +12,13 @@ use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, decode_interrupted, eos_mistrigger, find, kv_saturation, preemption_bursts,
     prefill_monopoly, repetition_loops,
 };
+use tokenscope_core::analysis::stats::thousands;
 use tokenscope_core::analysis::summary::Slo;
 use tokenscope_core::ingest::Progress;
 use tokenscope_core::load::load;
 use tokenscope_core::synth::arrivals::ReplayOptions;
 use tokenscope_core::synth::{Scenario, SynthOptions, generate};
-use tokenscope_core::trace::Trace;
+use tokenscope_core::trace::{StageKind, Trace};
 
 pub(crate) fn sample(name: &str) -> Trace {
     let path = crate::common::repo("sample_traces").join(name);
@@ -47,6 +48,61 @@ pub(crate) fn th() -> Thresholds {
     Thresholds::default()
 }
 
+/// A duration as the findings write one of a second or more.
+fn secs(ns: i64) -> String {
+    format!("{:.2} s", ns as f64 / 1e9)
+}
+
+/// The steps of `source` lying wholly in `[from, to]`, in order.
+fn steps_within(t: &Trace, source: u32, from: i64, to: i64) -> Vec<u32> {
+    let it = &t.iterations;
+    (0..it.len())
+        .filter(|&s| it.source[s] == source && it.start_ns[s] >= from && it.end_ns[s] <= to)
+        .map(|s| s as u32)
+        .collect()
+}
+
+/// The gaps between a request's consecutive tokens, ns, each with the index of the later token.
+fn gaps(t: &Trace, request: u32) -> Vec<(u32, i64)> {
+    let rows = t.tokens_of(request);
+    rows.clone()
+        .skip(1)
+        .map(|k| (t.tokens.index[k], t.tokens.emitted_ns[k] - t.tokens.emitted_ns[k - 1]))
+        .collect()
+}
+
+/// The median of a request's token gaps, ns (the mean of the two middle ones for an even count).
+fn median_gap(t: &Trace, request: u32) -> f64 {
+    let mut g: Vec<i64> = gaps(t, request).iter().map(|&(_, d)| d).collect();
+    g.sort_unstable();
+    let n = g.len();
+    if n % 2 == 1 {
+        g[n / 2] as f64
+    } else {
+        (g[n / 2 - 1] + g[n / 2]) as f64 / 2.0
+    }
+}
+
+/// Every request's time waiting (queued, or preempted) on `source` inside `[from, to]`, longest first, `except`
+/// left out: read from the requests' stages, queue stages derived from arrival and scheduling where none is written.
+fn waited_within(t: &Trace, source: u32, from: i64, to: i64, except: u32) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = (0..t.request_count() as u32)
+        .filter(|&r| r != except && t.requests.source[r as usize] == source)
+        .map(|r| {
+            let waited: i64 = t
+                .stages_of(r)
+                .iter()
+                .filter(|s| matches!(s.kind, StageKind::Queue | StageKind::Preempted))
+                .map(|s| (s.end_ns.min(to) - s.start_ns.max(from)).max(0))
+                .sum();
+            (t.request_id(r).to_owned(), waited)
+        })
+        .filter(|w| w.1 > 0)
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The incident samples.
 
@@ -57,46 +113,96 @@ fn prefill_interrupts_decode_is_one_episode_naming_chat_victim_and_its_culprits(
     assert_eq!(found.len(), 1, "{found:#?}");
     let f = &found[0];
     let who = ids(&t, &f.requests);
-    // Three requests were decoding when the prefills arrived; each waited through the same steps. The subject is
-    // the worst stalled: req-00002 and chat-victim both waited 3.683 s, req-00002 at the larger multiple of its
-    // median (350× 10.5 ms). rag-24k stalled too: its token 1 waited behind the 6k prompts.
-    assert_eq!(who[..3], ["req-00002", "chat-victim", "rag-24k"], "{who:?}");
-    // Then the culprits, most prompt tokens first.
-    assert_eq!(who[3..7], ["rag-6k-1", "rag-6k-2", "rag-6k-3", "rag-6k-4"], "{who:?}");
-    // The steps: the 24k prompt alone (iteration 214, 3.35-5.14 s), the four 6k prompts with two 16-token
-    // remainders of background prompts (215, 5.14-6.82 s), then three background prompts (216, 6.82-7.02 s), all
-    // prefill-only steps (chunked prefill off) ahead of the stalled decode.
-    assert_eq!(iterations(&t, f), [214, 215, 216]);
-    assert_eq!(prefilled_in(&t, f.steps[0]), ["rag-24k"]);
-    assert_eq!(
-        prefilled_in(&t, f.steps[1]),
-        ["req-00003", "rag-6k-1", "rag-6k-2", "req-00004", "rag-6k-3", "rag-6k-4"]
-    );
-    // chat-victim's stalled token (index 28) is among the tokens; the subject's first.
+    // Every figure below is read from the trace's rows, not from the detector. chat-victim's token 28 is the stalled
+    // one (planted).
     let victim = t.request_row("chat-victim").unwrap();
-    let stalled: Vec<usize> = f
+    let victim_tokens = t.tokens_of(victim);
+    let stalled = victim_tokens.start + 28;
+    assert_eq!(t.tokens.index[stalled], 28);
+    let source = t.requests.source[victim as usize];
+    let (before, at) = (t.tokens.emitted_ns[stalled - 1], t.tokens.emitted_ns[stalled]);
+    // The steps between its tokens 27 and 28, but the one that computed token 28.
+    let mut steps = steps_within(&t, source, before, at);
+    steps.retain(|&s| s != t.tokens.iter_row[stalled]);
+    assert_eq!(f.steps, steps);
+    // Prefill-only steps (chunked prefill off): every step holds prefill chunks and none decodes.
+    let prefilled: Vec<Vec<String>> = steps.iter().map(|&s| prefilled_in(&t, s)).collect();
+    assert!(prefilled.iter().all(|p| !p.is_empty()), "{prefilled:?}");
+    assert_eq!(prefilled[0], ["rag-24k"]);
+    // The stalled requests: those with a gap between two tokens that holds a step prefilling a planted prompt
+    // (rag-*: the outsized ones) and is over `itl_factor` times their median gap; the subject is the one whose gap
+    // is the largest multiple of its median.
+    let it = &t.iterations;
+    let planted_steps: Vec<u32> = steps
+        .iter()
+        .copied()
+        .filter(|&s| prefilled_in(&t, s).iter().any(|id| id.starts_with("rag-")))
+        .collect();
+    let holds_a_step = |a: i64, b: i64| {
+        planted_steps
+            .iter()
+            .any(|&s| a <= it.start_ns[s as usize] && it.end_ns[s as usize] <= b)
+    };
+    let mut stalls: Vec<(f64, u32, u32, i64)> = (0..t.request_count() as u32)
+        .filter_map(|r| {
+            let rows = t.tokens_of(r);
+            let k = rows
+                .clone()
+                .skip(1)
+                .find(|&k| holds_a_step(t.tokens.emitted_ns[k - 1], t.tokens.emitted_ns[k]))?;
+            let gap = t.tokens.emitted_ns[k] - t.tokens.emitted_ns[k - 1];
+            let multiple = gap as f64 / median_gap(&t, r);
+            (multiple > th().itl_factor).then_some((multiple, r, t.tokens.index[k], gap))
+        })
+        .collect();
+    stalls.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let stalled_ids: Vec<String> = stalls.iter().map(|s| t.request_id(s.1).to_owned()).collect();
+    assert_eq!(who[..stalls.len()], stalled_ids[..], "{who:?}");
+    assert_eq!(stalled_ids, ["req-00002", "chat-victim", "rag-24k"]);
+    let (multiple, subject, index, wait) = stalls[0];
+    // Then the culprits, most prompt tokens first: the planted 6k prompts after the 24k one.
+    assert_eq!(who[3..7], ["rag-6k-1", "rag-6k-2", "rag-6k-3", "rag-6k-4"], "{who:?}");
+    // The prompt tokens computed in those steps, and the prompts beyond the five named.
+    let st = &t.stages;
+    let in_steps =
+        |s: usize| st.iter_row[s].is_some_and(|row| steps.contains(&row)) && st.kind[s] == StageKind::Prefill;
+    let prompt_tokens: u64 = (0..st.len())
+        .filter(|&s| in_steps(s))
+        .map(|s| u64::from(st.tokens[s].unwrap()))
+        .sum();
+    let mut prompts: Vec<u32> = (0..st.len()).filter(|&s| in_steps(s)).map(|s| st.request[s]).collect();
+    prompts.sort_unstable();
+    prompts.dedup();
+    let median = median_gap(&t, subject);
+    assert_eq!(
+        f.summary,
+        format!(
+            "{}'s token {index} waited {}, {:.0}× its median, while rag-24k, rag-6k-1, rag-6k-2, rag-6k-3 and \
+             rag-6k-4 with {} smaller prompts prefilled {} prompt tokens in {} steps on vllm-0: without those \
+             prefills it would have taken about {:.1} ms, its median; chat-victim and rag-24k stalled too",
+            t.request_id(subject),
+            secs(wait),
+            multiple,
+            prompts.len() - 5,
+            thousands(prompt_tokens),
+            steps.len(),
+            median / 1e6,
+        )
+    );
+    // chat-victim's stalled token is among the tokens; the subject's first.
+    let named: Vec<usize> = f
         .tokens
         .iter()
         .copied()
         .filter(|&k| t.tokens.request[k] == victim)
         .collect();
-    assert_eq!(stalled.len(), 1);
-    assert_eq!(t.tokens.index[stalled[0]], 28);
-    assert_eq!(
-        t.tokens.emitted_ns[stalled[0]] - t.tokens.emitted_ns[stalled[0] - 1],
-        3_682_954_766
-    );
+    assert_eq!(named, [stalled]);
     assert_eq!(t.request_id(t.tokens.request[f.tokens[0]]), "req-00002");
-    assert_eq!(f.severity, Severity::Critical, "a 3.7 s freeze");
-    assert_eq!(
-        f.summary,
-        "req-00002's token 188 waited 3.68 s, 350× its median, while rag-24k, rag-6k-1, rag-6k-2, rag-6k-3 and \
-         rag-6k-4 with 5 smaller prompts prefilled 51,060 prompt tokens in 3 steps on vllm-0: without those \
-         prefills it would have taken about 10.5 ms, its median; chat-victim and rag-24k stalled too"
-    );
+    assert!(wait > 3_000_000_000, "a freeze of seconds: {}", secs(wait));
+    assert_eq!(f.severity, Severity::Critical);
     // From the first stalled token's predecessor to the last stalled token.
     assert!(f.from_ns < t.iterations.start_ns[f.steps[0] as usize]);
-    assert!(f.to_ns > t.iterations.end_ns[f.steps[2] as usize]);
+    assert!(f.to_ns > t.iterations.end_ns[*f.steps.last().unwrap() as usize]);
     // The other two incident kinds do not fire here.
     assert!(eos_mistrigger(&t, &th()).is_empty());
     assert!(prefill_monopoly(&t, &th()).is_empty());
@@ -112,8 +218,8 @@ fn eos_mistrigger_finds_med_question_at_token_37_and_nothing_else() {
     assert_eq!(f.tokens.len(), 1);
     let k = f.tokens[0];
     assert_eq!(t.tokens.index[k], 37);
-    assert_eq!(t.tokens.iteration[k], 149);
-    assert_eq!(iterations(&t, f), [149]);
+    // The step is the one that computed that token.
+    assert_eq!(iterations(&t, f), [t.tokens.iteration[k]]);
     // logprob ln 0.1 -> p = 0.100, rank 2; the candidate "5" had p = e^-0.2877 = 0.750.
     assert_eq!(
         f.summary,
@@ -134,22 +240,43 @@ fn long_prefill_is_doc_96k_holding_five_steps_while_short_700_waits() {
     let f = &found[0];
     let doc = t.request_row("doc-96k").unwrap();
     assert_eq!(f.requests[0], doc);
-    // Five consecutive steps, 142-146, each with a chunk of doc-96k (4 × 20,479 + 14,297 = 96,213).
-    assert_eq!(iterations(&t, f), [142, 143, 144, 145, 146]);
+    // Read from the trace's rows: the steps holding doc-96k's prefill chunks, all of its prompt, five of them in a
+    // row; the requests waiting on the instance meanwhile, and for how long inside those steps.
+    let chunks: Vec<usize> = (0..t.stages.len())
+        .filter(|&s| t.stages.request[s] == doc && t.stages.kind[s] == StageKind::Prefill)
+        .collect();
+    let rows: Vec<u32> = chunks.iter().map(|&s| t.stages.iter_row[s].unwrap()).collect();
+    assert_eq!(f.steps, rows);
+    assert_eq!(rows.len(), 5);
     assert!(f.steps.windows(2).all(|w| w[1] == w[0] + 1));
-    assert!(
-        f.steps
-            .iter()
-            .all(|&s| prefilled_in(&t, s).contains(&"doc-96k".to_owned()))
+    let prompt: u64 = chunks.iter().map(|&s| u64::from(t.stages.tokens[s].unwrap())).sum();
+    let d = doc as usize;
+    let uncached = t.requests.input_tokens[d].map(|n| u64::from(n - t.requests.cached_tokens[d].unwrap_or(0)));
+    assert_eq!(Some(prompt), uncached);
+    let (from, to) = (
+        t.iterations.start_ns[rows[0] as usize],
+        t.iterations.end_ns[rows[4] as usize],
     );
-    // short-700 waited longest: from its arrival (3.05 s) to the fifth step's start (11.58 s), 8.53 s.
+    let source = t.iterations.source[rows[0] as usize];
+    let waited = waited_within(&t, source, from, to, doc);
     let who = ids(&t, &f.requests);
-    assert_eq!(who[1], "short-700", "{who:?}");
-    assert_eq!(who.len(), 7);
+    let waited_ids: Vec<String> = waited.iter().map(|w| w.0.clone()).collect();
+    assert_eq!(who[1..], waited_ids[..], "{who:?}");
+    assert_eq!(who[1], "short-700", "the 700-token prompt waited longest");
+    let total: i64 = waited.iter().map(|w| w.1).sum();
     assert_eq!(
         f.summary,
-        "doc-96k's prefill of 96,213 prompt tokens took 5 consecutive steps of vllm-0 (11.11 s) while short-700, \
-         req-00003 and 4 others waited: 28.96 s of added queue time in all, 8.53 s for short-700"
+        format!(
+            "doc-96k's prefill of {} prompt tokens took 5 consecutive steps of vllm-0 ({}) while {}, {} and {} \
+             others waited: {} of added queue time in all, {} for short-700",
+            thousands(prompt),
+            secs(to - from),
+            waited[0].0,
+            waited[1].0,
+            waited.len() - 2,
+            secs(total),
+            secs(waited[0].1)
+        )
     );
     assert_eq!(f.severity, Severity::Critical);
     assert_eq!(f.from_ns, t.iterations.start_ns[f.steps[0] as usize]);

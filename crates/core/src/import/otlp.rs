@@ -1,100 +1,23 @@
 //! OpenTelemetry traces as OTLP JSON, as the OpenTelemetry Collector's file exporter writes them (one
 //! `ExportTraceServiceRequest` per line, 64-bit integers as strings) or as one document, and as OTLP protobuf (the
 //! published messages of `opentelemetry-proto`, decoded by prost: one message, or a stream of length-prefixed ones).
-//! The JSON mapping is the one of `opentelemetry-proto` (lowerCamelCase names; snake_case names are accepted too).
+//! JSON is decoded into the same messages by the crate's serde mapping ([`json`], which also reads protobuf's own JSON
+//! mapping: snake_case names, base64 ids, enums by name), so one mapping ([`pb::spans_of`]) makes the spans of both.
 //!
 //! This module decodes spans; [`vllm`] and [`sglang`] map them. A span whose name or attributes neither engine
 //! writes is counted and left out, never guessed at.
 
+mod json;
 pub mod sglang;
 pub mod vllm;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use serde::Deserialize;
-use serde_json::Value;
-
-use super::{Sink, int_of};
+use super::Sink;
 use crate::format::jsonl::for_each_line;
 use crate::ingest::{LoadError, Progress};
 use crate::trace::report::Problem;
-
-/// One `ExportTraceServiceRequest`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Export {
-    #[serde(default, alias = "resource_spans")]
-    resource_spans: Vec<ResourceSpans>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ResourceSpans {
-    #[serde(default)]
-    resource: Option<Resource>,
-    #[serde(default, alias = "scope_spans")]
-    scope_spans: Vec<ScopeSpans>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Resource {
-    #[serde(default)]
-    attributes: Vec<KeyValue>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ScopeSpans {
-    #[serde(default)]
-    spans: Vec<RawSpan>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RawSpan {
-    #[serde(default, alias = "trace_id")]
-    trace_id: String,
-    #[serde(default, alias = "span_id")]
-    span_id: String,
-    #[serde(default, alias = "parent_span_id")]
-    parent_span_id: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default, alias = "start_time_unix_nano")]
-    start_time_unix_nano: Value,
-    #[serde(default, alias = "end_time_unix_nano")]
-    end_time_unix_nano: Value,
-    #[serde(default)]
-    attributes: Vec<KeyValue>,
-    #[serde(default)]
-    events: Vec<RawEvent>,
-    #[serde(default)]
-    status: Option<Status>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RawEvent {
-    #[serde(default, alias = "time_unix_nano")]
-    time_unix_nano: Value,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    attributes: Vec<KeyValue>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Status {
-    #[serde(default)]
-    code: Value,
-}
-
-#[derive(Debug, Deserialize)]
-struct KeyValue {
-    key: String,
-    #[serde(default)]
-    value: Value,
-}
 
 /// An attribute value of OTLP's `AnyValue`.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,29 +37,6 @@ pub enum Attr {
 }
 
 impl Attr {
-    fn of(v: &Value) -> Attr {
-        let Some(obj) = v.as_object() else {
-            return Attr::Other;
-        };
-        if let Some(s) = obj.get("stringValue").or_else(|| obj.get("string_value")) {
-            return s.as_str().map_or(Attr::Other, |s| Attr::Str(s.to_owned()));
-        }
-        if let Some(i) = obj.get("intValue").or_else(|| obj.get("int_value")) {
-            return int_of(i).map_or(Attr::Other, Attr::Int);
-        }
-        if let Some(f) = obj.get("doubleValue").or_else(|| obj.get("double_value")) {
-            return super::float_of(f).map_or(Attr::Other, Attr::Float);
-        }
-        if let Some(b) = obj.get("boolValue").or_else(|| obj.get("bool_value")) {
-            return b.as_bool().map_or(Attr::Other, Attr::Bool);
-        }
-        if let Some(a) = obj.get("arrayValue").or_else(|| obj.get("array_value")) {
-            let values = a.get("values").and_then(Value::as_array);
-            return Attr::List(values.map(|vs| vs.iter().map(Attr::of).collect()).unwrap_or_default());
-        }
-        Attr::Other
-    }
-
     /// The value as a float: doubles, and integers (the Go collector writes whole doubles as integers).
     pub fn as_f64(&self) -> Option<f64> {
         match self {
@@ -219,55 +119,6 @@ impl Span {
     }
 }
 
-fn attributes(kvs: Vec<KeyValue>) -> Vec<(String, Attr)> {
-    kvs.into_iter().map(|kv| (kv.key, Attr::of(&kv.value))).collect()
-}
-
-/// Flattens one export into spans.
-fn spans_of(export: Export, line: u64, out: &mut Vec<Span>) {
-    for rs in export.resource_spans {
-        let resource = std::sync::Arc::new(rs.resource.map(|r| attributes(r.attributes)).unwrap_or_default());
-        for ss in rs.scope_spans {
-            for s in ss.spans {
-                out.push(Span {
-                    line,
-                    trace_id: s.trace_id,
-                    span_id: s.span_id,
-                    parent_span_id: s.parent_span_id,
-                    name: s.name,
-                    start_ns: int_of(&s.start_time_unix_nano),
-                    end_ns: int_of(&s.end_time_unix_nano),
-                    attributes: attributes(s.attributes),
-                    events: s
-                        .events
-                        .into_iter()
-                        .map(|e| Event {
-                            name: e.name,
-                            time_ns: int_of(&e.time_unix_nano),
-                            attributes: attributes(e.attributes),
-                        })
-                        .collect(),
-                    error: s
-                        .status
-                        .and_then(|st| int_of(&st.code).or_else(|| st_code_name(&st.code)))
-                        == Some(2),
-                    resource: resource.clone(),
-                });
-            }
-        }
-    }
-}
-
-/// A status code written by name (`"STATUS_CODE_ERROR"`) instead of number.
-fn st_code_name(v: &Value) -> Option<i64> {
-    match v.as_str()? {
-        "STATUS_CODE_UNSET" => Some(0),
-        "STATUS_CODE_OK" => Some(1),
-        "STATUS_CODE_ERROR" => Some(2),
-        _ => None,
-    }
-}
-
 /// The rest of a file, whole (a protobuf message, or a JSON document, cannot be read in parts).
 fn read_rest(reader: &mut impl Read, path: &Path, progress: &Progress) -> Result<Vec<u8>, LoadError> {
     let mut bytes = Vec::new();
@@ -316,8 +167,10 @@ pub fn for_each_span(
     let mut spans = Vec::new();
     if first_line == b"{" || first_line == b"[" {
         let bytes = read_rest(&mut reader, path, progress)?;
-        match serde_json::from_slice::<Export>(&bytes) {
-            Ok(export) => spans_of(export, 1, &mut spans),
+        match json::decode(&bytes) {
+            Ok(exports) => exports
+                .into_iter()
+                .for_each(|export| pb::spans_of(export, 1, &mut spans)),
             Err(e) => sink.reject(
                 u64::try_from(e.line()).unwrap_or(1),
                 Problem::Malformed,
@@ -333,9 +186,11 @@ pub fn for_each_span(
     let (file, kind) = (sink.file, sink.kind);
     for_each_line(reader, path, file, sink.b, progress, |line, place, b| {
         let mut sink = Sink::new(b, file, kind);
-        match serde_json::from_slice::<Export>(line) {
-            Ok(export) => {
-                spans_of(export, place.at, &mut spans);
+        match json::decode(line) {
+            Ok(exports) => {
+                for export in exports {
+                    pb::spans_of(export, place.at, &mut spans);
+                }
                 spans.drain(..).for_each(|s| each(s, &mut sink));
             }
             Err(e) => sink.reject(
@@ -489,40 +344,44 @@ pub mod pb {
         i64::try_from(ns).ok().filter(|&t| t > 0)
     }
 
-    /// The spans of the messages; `line` is the message's 1-based number.
+    /// The spans of the messages, each at its 1-based number as its line.
     pub fn spans(messages: Vec<ExportTraceServiceRequest>) -> Vec<Span> {
         let mut out = Vec::new();
         for (n, m) in messages.into_iter().enumerate() {
-            let line = n as u64 + 1;
-            for rs in m.resource_spans {
-                let resource = std::sync::Arc::new(rs.resource.map(|r| attributes(&r.attributes)).unwrap_or_default());
-                for ss in rs.scope_spans {
-                    for s in ss.spans {
-                        out.push(Span {
-                            line,
-                            trace_id: hex(&s.trace_id),
-                            span_id: hex(&s.span_id),
-                            parent_span_id: hex(&s.parent_span_id),
-                            name: s.name,
-                            start_ns: time(s.start_time_unix_nano),
-                            end_ns: time(s.end_time_unix_nano),
-                            attributes: attributes(&s.attributes),
-                            events: s
-                                .events
-                                .iter()
-                                .map(|e| Event {
-                                    name: e.name.clone(),
-                                    time_ns: time(e.time_unix_nano),
-                                    attributes: attributes(&e.attributes),
-                                })
-                                .collect(),
-                            error: s.status.is_some_and(|st| st.code == 2),
-                            resource: resource.clone(),
-                        });
-                    }
+            spans_of(m, n as u64 + 1, &mut out);
+        }
+        out
+    }
+
+    /// Flattens one export into spans, each at `line`.
+    pub fn spans_of(m: ExportTraceServiceRequest, line: u64, out: &mut Vec<Span>) {
+        for rs in m.resource_spans {
+            let resource = std::sync::Arc::new(rs.resource.map(|r| attributes(&r.attributes)).unwrap_or_default());
+            for ss in rs.scope_spans {
+                for s in ss.spans {
+                    out.push(Span {
+                        line,
+                        trace_id: hex(&s.trace_id),
+                        span_id: hex(&s.span_id),
+                        parent_span_id: hex(&s.parent_span_id),
+                        name: s.name,
+                        start_ns: time(s.start_time_unix_nano),
+                        end_ns: time(s.end_time_unix_nano),
+                        attributes: attributes(&s.attributes),
+                        events: s
+                            .events
+                            .iter()
+                            .map(|e| Event {
+                                name: e.name.clone(),
+                                time_ns: time(e.time_unix_nano),
+                                attributes: attributes(&e.attributes),
+                            })
+                            .collect(),
+                        error: s.status.is_some_and(|st| st.code == 2),
+                        resource: resource.clone(),
+                    });
                 }
             }
         }
-        out
     }
 }
