@@ -3,9 +3,10 @@
 //! 1. A snapshot by size: a journal of real chat chunks (the llama.cpp capture's, with top-3 logprobs) read whole by
 //!    the live view's tail, made into a trace, and its findings; beside the same file loaded as a trace, the
 //!    reference, in the same run.
-//! 2. From a chunk's arrival to its token in a snapshot ready to draw, against the local replay server: 64 streams
-//!    paced to 5,000 tokens/s in all, the recorder and the live view in this process, polled once a frame (60 Hz)
-//!    as the app does.
+//! 2. From a chunk's arrival to its token in a snapshot ready to draw, and to its token on screen (read by the
+//!    window's reader of the journal's newest lines, drawn over the snapshot, or in a snapshot, whichever comes
+//!    first), against the local replay server: 64 streams paced to 5,000 tokens/s in all, the recorder and the live
+//!    view in this process, polled once a frame (60 Hz) as the app does.
 //!
 //! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8]`
 
@@ -174,6 +175,13 @@ fn latency(seconds: f64) {
     let mut delays: Vec<f64> = Vec::new();
     let mut builds: Vec<f64> = Vec::new();
     let mut seen_until = i64::MIN;
+    // On screen: a token counts once, in the first frame that draws it, over the snapshot or in it (the newest
+    // arrival drawn, per request). Over the snapshot, a token is a tick on its request's track, or on the row of a
+    // request sent since, below the tracks, as the app draws them.
+    let mut on_screen: Vec<f64> = Vec::new();
+    let mut by_snapshot = 0usize;
+    let mut drawn: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    let mut polls: Vec<f64> = Vec::new();
     let mut tokens = 0usize;
     let start = Instant::now();
     while live.running() && start.elapsed() < Duration::from_secs_f64(seconds * 3.0 + 10.0) {
@@ -188,15 +196,40 @@ fn latency(seconds: f64) {
                     delays.push((ready - at) as f64 / 1e6);
                     newest = newest.max(at);
                 }
+                let id = t.request_id(t.tokens.request[k]);
+                let last = drawn.entry(id.to_owned()).or_insert(i64::MIN);
+                if at > *last {
+                    on_screen.push((ready - at) as f64 / 1e6);
+                    by_snapshot += 1;
+                    *last = at;
+                }
             }
             tokens = t.token_count();
             seen_until = newest;
+            // Shown, as the app does: what it holds leaves the tokens drawn over it.
+            if s.open_from_ns.is_some() {
+                live.fresh.taken(s.progress.lines_end);
+            }
+        }
+        // The window's frame: the journal's newest lines, drawn over the snapshot.
+        let polled = Instant::now();
+        let _ = live.fresh.poll();
+        polls.push(polled.elapsed().as_secs_f64() * 1e3);
+        let now = now_ns();
+        for token in live.fresh.tokens() {
+            let last = drawn.entry(token.request_id.clone()).or_insert(i64::MIN);
+            if token.at_ns > *last {
+                on_screen.push((now - token.at_ns) as f64 / 1e6);
+                *last = token.at_ns;
+            }
         }
         std::thread::sleep(FRAME);
     }
     let elapsed = start.elapsed().as_secs_f64();
     delays.sort_by(f64::total_cmp);
     builds.sort_by(f64::total_cmp);
+    on_screen.sort_by(f64::total_cmp);
+    polls.sort_by(f64::total_cmp);
     let pct = |v: &[f64], p: f64| {
         #[allow(
             clippy::cast_possible_truncation,
@@ -220,6 +253,20 @@ fn latency(seconds: f64) {
         builds.len(),
         pct(&builds, 0.5),
         builds.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  on screen (over the snapshot or in it): delay p50 {:.0} ms ({:.1} frames), p99 {:.0} ms ({:.1} frames), \
+         {} tokens ({} first drawn by a snapshot); the frame's read of the journal p50 {:.2} ms, p99 {:.2} ms, max \
+         {:.2} ms",
+        pct(&on_screen, 0.5),
+        frames(pct(&on_screen, 0.5)),
+        pct(&on_screen, 0.99),
+        frames(pct(&on_screen, 0.99)),
+        on_screen.len(),
+        by_snapshot,
+        pct(&polls, 0.5),
+        pct(&polls, 0.99),
+        polls.last().copied().unwrap_or(f64::NAN)
     );
     let rss = resident();
     let per_token = rss.saturating_sub(rss0) as f64 / tokens.max(1) as f64;

@@ -116,6 +116,41 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
         Some(0)
     );
 
+    // A token that arrives after the snapshot on screen shows at once, over it: after the snapshot's tokens in the
+    // high-power view, and as a tick on its request's open bar.
+    let mut seen = None;
+    step_until(&mut h, "a token drawn before its snapshot", |a| {
+        let s = a.session().unwrap();
+        let Some(m) = s.microscope.as_ref().filter(|m| !m.fresh.is_empty()) else {
+            return false;
+        };
+        let trace = &s.view.trace;
+        assert_eq!(trace.request_id(m.request), id);
+        let mut texts: Vec<String> = trace
+            .tokens_of(m.request)
+            .map(|t| trace.texts.get(trace.tokens.text[t]).unwrap_or_default().to_owned())
+            .collect();
+        let in_snapshot = texts.len();
+        texts.extend(m.fresh.iter().cloned());
+        let ticks = s.waterfall.fresh.iter().filter(|f| f.0 == m.request).count();
+        // Every token read since the snapshot is drawn: a tick on its request's track, or on the row below the
+        // tracks of a request the snapshot does not have yet.
+        let below: usize = s.waterfall.pending.iter().map(|p| p.ticks.len()).sum();
+        assert_eq!(s.waterfall.fresh.len() + below, a.live().unwrap().fresh.tokens().len());
+        assert!(s.waterfall.pending.iter().all(|p| trace.request_row(&p.id).is_none()));
+        seen = Some((texts, in_snapshot, ticks));
+        true
+    });
+    let (texts, in_snapshot, ticks) = seen.unwrap();
+    assert_eq!(ticks, texts.len() - in_snapshot, "a tick per token not in the snapshot");
+    let last = tokenscope::analysis::tokens::display_text(
+        &h.state().session().unwrap().view.trace,
+        tokenscope::trace::NULL_U32,
+        texts.last().map(String::as_str),
+        tokenscope::trace::Flag::Null,
+    );
+    assert!(h.query_all_by_label(&last).count() >= 1, "{last:?} is not drawn");
+
     // The timeline's series of the first snapshots are drawn.
     #[cfg(feature = "query")]
     step_until(&mut h, "the timeline's series", |a| {
@@ -168,6 +203,13 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     assert_eq!(written.trace.token_count(), s.view.trace.token_count());
     assert!(written.trace.request_count() >= first.0);
     assert!((0..written.trace.request_count()).all(|r| written.trace.requests.finished_ns[r].is_some()));
+    // The tokens drawn before their snapshot were the request's next ones, in order.
+    let w = &written.trace;
+    let recorded: Vec<String> = w
+        .tokens_of(w.request_row(&id).unwrap())
+        .map(|t| w.texts.get(w.tokens.text[t]).unwrap_or_default().to_owned())
+        .collect();
+    assert!(recorded.starts_with(&texts), "{texts:?} is not how {recorded:?} begins");
     // The journal did its job and is gone.
     assert!(!journal::path_for(&output).exists());
     h.get_by_label_contains("Recorded: wrote");

@@ -9,6 +9,7 @@
 
 pub mod client;
 mod finish;
+pub mod fresh;
 pub mod journal;
 pub mod prompts;
 pub mod rotate;

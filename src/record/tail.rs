@@ -14,14 +14,120 @@ use crate::trace::report::{Encoding, Problem, SourceFile};
 /// Bytes read at most per poll: a journal far ahead is caught up over several polls, each snapshot showing more.
 const READ_AT_MOST: u64 = 64 << 20;
 
-/// A journal being read as it is written.
+/// What a read of a growing file found.
+pub(crate) enum Got {
+    /// The file is not there yet.
+    NotThere,
+    /// The file is shorter than what was read: made again from its start, to be read again from there.
+    Restarted,
+    /// The file's length, and the bytes this read took.
+    Lines {
+        /// The file's length.
+        written: u64,
+        /// Bytes this read took.
+        read: u64,
+    },
+}
+
+/// A file's lines as they are written: each read hands on the lines whose end was written since the last.
 #[derive(Debug)]
-pub struct JournalTail {
+pub(crate) struct Lines {
     path: PathBuf,
     /// Bytes of the file read.
     offset: u64,
     /// The start of a line whose end has not been written yet.
     partial: Vec<u8>,
+}
+
+impl Lines {
+    pub(crate) fn new(path: &Path) -> Self {
+        Lines {
+            path: path.to_owned(),
+            offset: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    /// The end of the last whole line read: where the next line starts.
+    pub(crate) fn lines_end(&self) -> u64 {
+        self.offset - self.partial.len() as u64
+    }
+
+    /// Reads at most `at_most` bytes written since the last read and calls `each` with every line they end (without
+    /// its newline).
+    pub(crate) fn read(&mut self, at_most: u64, mut each: impl FnMut(&[u8])) -> std::io::Result<Got> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Got::NotThere),
+            Err(e) => return Err(e),
+        };
+        let written = file.metadata()?.len();
+        if written < self.offset {
+            *self = Lines::new(&self.path);
+            return Ok(Got::Restarted);
+        }
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        let read = file.take(at_most).read_to_end(&mut bytes)?;
+        self.offset += read as u64;
+        let mut start = 0;
+        while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
+            let end = start + n;
+            if self.partial.is_empty() {
+                each(&bytes[start..end]);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&bytes[start..end]);
+                each(&line);
+            }
+            start = end + 1;
+        }
+        self.partial.extend_from_slice(&bytes[start..]);
+        Ok(Got::Lines {
+            written,
+            read: read as u64,
+        })
+    }
+
+    /// Goes on from `offset`, the end of a whole line (what another reader has read up to).
+    pub(crate) fn skip_to(&mut self, offset: u64) {
+        if offset > self.offset {
+            self.offset = offset;
+            self.partial.clear();
+        }
+    }
+}
+
+impl Parsed {
+    fn take_line(&mut self, line: &[u8]) {
+        self.lines += 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let why = match serde_json::from_slice::<serde_json::Value>(line) {
+            Ok(v) => self.capture.line(&v, self.lines).err().map(str::to_owned),
+            Err(e) => Some(format!("not a recorded stream ({e})")),
+        };
+        if let Some(why) = why {
+            self.rejected_count += 1;
+            if self.rejected.len() < 20 {
+                self.rejected.push((self.lines, why));
+            }
+        }
+    }
+}
+
+/// A journal being read as it is written.
+#[derive(Debug)]
+pub struct JournalTail {
+    path: PathBuf,
+    reader: Lines,
+    read: Parsed,
+}
+
+/// What the lines read so far told.
+#[derive(Debug, Default)]
+struct Parsed {
     /// Lines read (the next line's number is `lines + 1`).
     lines: u64,
     capture: Capture,
@@ -35,6 +141,8 @@ pub struct JournalTail {
 pub struct Progress {
     /// Bytes of the journal read.
     pub read: u64,
+    /// The end of the last whole line read: everything before it is in the snapshot made now.
+    pub lines_end: u64,
     /// Bytes written to it when it was last looked at.
     pub written: u64,
     /// Bytes this poll read.
@@ -52,12 +160,8 @@ impl JournalTail {
     pub fn new(path: &Path) -> Self {
         JournalTail {
             path: path.to_owned(),
-            offset: 0,
-            partial: Vec::new(),
-            lines: 0,
-            capture: Capture::default(),
-            rejected: Vec::new(),
-            rejected_count: 0,
+            reader: Lines::new(path),
+            read: Parsed::default(),
         }
     }
 
@@ -72,67 +176,33 @@ impl JournalTail {
     /// # Errors
     /// The journal exists but cannot be read.
     pub fn poll(&mut self) -> std::io::Result<Progress> {
-        let mut file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.progress(0, 0)),
-            Err(e) => return Err(e),
-        };
-        let written = file.metadata()?.len();
-        // A journal made again from the start (a new recording to the same output) is read again from its start.
-        if written < self.offset {
-            *self = JournalTail::new(&self.path);
+        let mut got = self.reader.read(READ_AT_MOST, |line| self.read.take_line(line))?;
+        if matches!(got, Got::Restarted) {
+            // A journal made again from the start (a new recording to the same output) is read again from its start.
+            self.read = Parsed::default();
+            got = self.reader.read(READ_AT_MOST, |line| self.read.take_line(line))?;
         }
-        file.seek(SeekFrom::Start(self.offset))?;
-        let mut bytes = Vec::new();
-        let read = file.take(READ_AT_MOST).read_to_end(&mut bytes)?;
-        self.offset += read as u64;
-        let mut start = 0;
-        while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
-            let end = start + n;
-            if self.partial.is_empty() {
-                self.take_line(&bytes[start..end]);
-            } else {
-                let mut line = std::mem::take(&mut self.partial);
-                line.extend_from_slice(&bytes[start..end]);
-                self.take_line(&line);
-            }
-            start = end + 1;
-        }
-        self.partial.extend_from_slice(&bytes[start..]);
-        Ok(self.progress(written, read as u64))
-    }
-
-    fn take_line(&mut self, line: &[u8]) {
-        self.lines += 1;
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        let why = match serde_json::from_slice::<serde_json::Value>(line) {
-            Ok(v) => self.capture.line(&v, self.lines).err().map(str::to_owned),
-            Err(e) => Some(format!("not a recorded stream ({e})")),
-        };
-        if let Some(why) = why {
-            self.rejected_count += 1;
-            if self.rejected.len() < 20 {
-                self.rejected.push((self.lines, why));
-            }
-        }
+        Ok(match got {
+            Got::Lines { written, read } => self.progress(written, read),
+            Got::NotThere | Got::Restarted => self.progress(0, 0),
+        })
     }
 
     fn progress(&self, written: u64, fresh: u64) -> Progress {
         Progress {
-            read: self.offset,
-            written: written.max(self.offset),
+            read: self.reader.offset,
+            lines_end: self.reader.lines_end(),
+            written: written.max(self.reader.offset),
             fresh,
-            requests: self.capture.requests(),
-            streaming: self.capture.unfinished(),
-            chunks: self.capture.chunks(),
+            requests: self.read.capture.requests(),
+            streaming: self.read.capture.unfinished(),
+            chunks: self.read.capture.chunks(),
         }
     }
 
     /// The latest time read (a send, a chunk's arrival, an end), Unix ns.
     pub fn latest_ns(&self) -> Option<i64> {
-        self.capture.latest_ns()
+        self.read.capture.latest_ns()
     }
 
     /// The trace of everything read so far; requests still streaming have no end or status yet.
@@ -143,15 +213,21 @@ impl JournalTail {
             encoding: Encoding::Jsonl,
         });
         let mut sink = Sink::new(&mut b, 0, Kind::OpenaiStream);
-        for (line, why) in &self.rejected {
+        let Parsed {
+            capture,
+            rejected,
+            rejected_count,
+            ..
+        } = &self.read;
+        for (line, why) in rejected {
             sink.reject(*line, Problem::Malformed, None, why.clone());
         }
-        self.capture.add_to(&mut sink, Unfinished::InFlight);
-        if self.rejected_count > self.rejected.len() as u64 {
+        capture.add_to(&mut sink, Unfinished::InFlight);
+        if *rejected_count > rejected.len() as u64 {
             sink.note(format!(
                 "{} lines of the journal were not a recorded stream (the first {} are listed)",
-                self.rejected_count,
-                self.rejected.len()
+                rejected_count,
+                rejected.len()
             ));
         }
         let (trace, report) = b.finish();

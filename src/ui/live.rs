@@ -5,7 +5,9 @@
 //! rather than the window. The view is paused, never the recording; stopping ends the recording (streams in flight
 //! get the grace period, then are cut) and writes the trace, as `tokenscope record` does.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::time::{Duration, Instant};
 
@@ -16,12 +18,15 @@ use super::job::Job;
 use crate::analysis::findings::{Finding, Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::load::Loaded;
+use crate::record::fresh::Fresh;
 use crate::record::prompts::Prompt;
 use crate::record::tail::{self, JournalTail};
 use crate::record::{self, RecordOptions};
 
 /// The shortest time between two snapshots.
 pub const MIN_EVERY: Duration = Duration::from_millis(50);
+/// How often the journal's length is looked at, to wake the window when it grew: about a frame.
+const WATCH_EVERY: Duration = Duration::from_millis(16);
 
 /// What a live recording needs: the recorder's options (their journal set), its prompts, and where its trace goes.
 #[derive(Debug, Clone)]
@@ -90,6 +95,11 @@ pub struct Live {
     recorder: Option<Job<Recorded>>,
     /// The journal's reader, while no builder has it.
     tail: Option<JournalTail>,
+    /// The journal's tokens since the snapshot on screen, read every frame: drawn over the snapshot.
+    pub fresh: Fresh,
+    /// Wakes the window when the journal grows (a frame after a chunk is written, and no frame while nothing is);
+    /// runs while this is true.
+    watching: Arc<AtomicBool>,
     building: Option<Job<Built>>,
     /// The recording's own trace, to be shown once the recorder ended (after the builder in flight).
     last: Option<Loaded>,
@@ -143,9 +153,15 @@ impl Live {
             let written = finish.write(&rec);
             Ok((rec, written))
         })?;
+        let watching = Arc::new(AtomicBool::new(true));
+        if let Some(ctx) = waker {
+            watch(&journal, ctx, Arc::clone(&watching))?;
+        }
         Ok(Live {
             url,
+            watching,
             tail: Some(JournalTail::new(&journal)),
+            fresh: Fresh::new(&journal),
             journal,
             output,
             server_log,
@@ -212,6 +228,7 @@ impl Live {
         };
         if let Some(result) = recorded {
             self.recorder = None;
+            self.watching.store(false, Ordering::Relaxed);
             self.phase = Phase::Ended(match &result {
                 Ok((rec, Ok(_))) => format!("wrote {}: {}", self.output.display(), record::summary_line(rec)),
                 Ok((rec, Err(e))) => format!("{}; not written: {e}", record::summary_line(rec)),
@@ -266,11 +283,31 @@ impl Drop for Live {
     /// The window closed during the run: the recording stops as Stop does, and what was recorded is written before
     /// the window's process ends (streams in flight get the grace period).
     fn drop(&mut self) {
+        self.watching.store(false, Ordering::Relaxed);
         self.stop();
         if let Some(job) = &self.recorder {
             job.wait();
         }
     }
+}
+
+/// Wakes `ctx` whenever the journal at `path` grew, looking every [`WATCH_EVERY`] while `watching` holds.
+fn watch(path: &Path, ctx: &egui::Context, watching: Arc<AtomicBool>) -> Result<(), String> {
+    let (path, ctx) = (path.to_owned(), ctx.clone());
+    let job = Job::spawn("journal watch", None, move || {
+        let mut seen = 0;
+        while watching.load(Ordering::Relaxed) {
+            let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if len != seen {
+                seen = len;
+                ctx.request_repaint();
+            }
+            std::thread::sleep(WATCH_EVERY);
+        }
+    })?;
+    // The thread ends by itself once `watching` is false; nothing waits for it.
+    drop(job);
+    Ok(())
 }
 
 /// Reads what the journal gained and makes its snapshot, or the recording's own trace at the end; no snapshot when

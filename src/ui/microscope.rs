@@ -50,6 +50,8 @@ pub struct Microscope {
     pub color_by: ColorBy,
     /// Where the load chart put its bars on screen (regenerated each frame; tests hover through it).
     pub load_transform: Option<egui_plot::PlotTransform>,
+    /// A live recording's tokens of this request read since the snapshot on screen, in order (set by the app).
+    pub fresh: Vec<String>,
 }
 
 impl Microscope {
@@ -78,6 +80,7 @@ impl Microscope {
             token: None,
             color_by: ColorBy::Latency,
             load_transform: None,
+            fresh: Vec::new(),
         };
         if let Some(reader) = reader.filter(|_| trace.candidates_on_disk.is_some()) {
             let (trace, reader) = (Arc::clone(trace), Arc::clone(reader));
@@ -310,6 +313,18 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                     if r.clicked() {
                         m.token = Some(k);
                     }
+                }
+                // Live: what arrived since the snapshot, shown as it comes; its latency and candidates come with
+                // the next snapshot.
+                for text in &m.fresh {
+                    let shown = display_text(trace, crate::trace::NULL_U32, Some(text), crate::trace::Flag::Null);
+                    ui.label(
+                        RichText::new(shown)
+                            .monospace()
+                            .italics()
+                            .background_color(theme::FRESH_TOKEN),
+                    )
+                    .on_hover_text("streaming: arrived after the snapshot on screen");
                 }
             });
         });

@@ -178,6 +178,8 @@ pub const DELIVERY: Color32 = Color32::from_rgb(190, 120, 200);
 pub const GRID: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255, 24);
 /// A live request's part still open (sent, no end yet), up to the present.
 pub const OPEN_REQUEST: Color32 = Color32::from_rgb(120, 120, 140);
+/// A live token read from the journal since the snapshot on screen: a tick on its request's open bar.
+pub const FRESH_TOKEN: Color32 = Color32::from_rgb(230, 230, 240);
 /// Muted text (labels of counters, hints).
 pub const MUTED_TEXT: Color32 = Color32::from_rgb(150, 150, 150);
 /// A token chip; neighbours alternate with [`CHIP_ALT`] so token boundaries show.

@@ -10,10 +10,12 @@ use eframe::egui::{self, RichText, Ui};
 use super::App;
 use crate::ui::live::{Live, LiveOptions, Phase, Snapshot};
 use crate::ui::session::{Session, TraceSource};
+use crate::ui::waterfall::PendingRow;
 
 /// The span the view follows: the last minute of the run, or all of it when shorter.
 const FOLLOW_SPAN_NS: i64 = 60_000_000_000;
-/// How often the window looks at the recording while it runs.
+/// How often the window looks at the recording while it runs, besides when the journal grows (`ui::live` wakes it
+/// then, so a token shows the frame after its chunk is written).
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 impl App {
@@ -63,8 +65,80 @@ impl App {
         if let Some(snapshot) = live.poll(Some(ctx), slo, thresholds) {
             self.show_snapshot(snapshot);
         }
+        self.show_fresh();
         if self.live.as_ref().is_some_and(Live::running) {
             ctx.request_repaint_after(LOOK_EVERY);
+        }
+    }
+
+    /// Draws the tokens the journal gained since the snapshot on screen over it: ticks on their requests' open bars
+    /// (below the tracks for requests the snapshot does not have yet), the selected request's text in the high-power
+    /// view.
+    fn show_fresh(&mut self) {
+        let Some(live) = &mut self.live else { return };
+        let source = Self::live_source(live);
+        let Some(s) = self.session.as_mut().filter(|s| s.source == source) else {
+            return;
+        };
+        if live.paused {
+            return;
+        }
+        if s.waterfall.open_until_ns.is_none() {
+            // Nothing streams in what is on screen (the recording's own trace, at the end): nothing drawn over it.
+            s.waterfall.fresh.clear();
+            s.waterfall.pending.clear();
+            if let Some(m) = &mut s.microscope {
+                m.fresh.clear();
+            }
+            return;
+        }
+        // A journal that cannot be read is said by the snapshot's reader, in the live bar.
+        let _ = live.fresh.poll();
+        let trace = &s.view.trace;
+        let mut ticks: Vec<(u32, i64)> = Vec::new();
+        // Requests the snapshot does not have yet: sent since, in the order they were sent (or first heard of).
+        let mut pending: Vec<PendingRow> = live
+            .fresh
+            .sends()
+            .iter()
+            .filter(|send| trace.request_row(&send.request_id).is_none())
+            .map(|send| PendingRow {
+                id: send.request_id.clone(),
+                from_ns: send.sent_ns,
+                ticks: Vec::new(),
+            })
+            .collect();
+        for t in live.fresh.tokens() {
+            if let Some(row) = trace.request_row(&t.request_id) {
+                ticks.push((row, t.at_ns));
+            } else if let Some(p) = pending.iter_mut().find(|p| p.id == t.request_id) {
+                p.ticks.push(t.at_ns);
+            } else {
+                pending.push(PendingRow {
+                    id: t.request_id.clone(),
+                    from_ns: t.at_ns,
+                    ticks: vec![t.at_ns],
+                });
+            }
+        }
+        ticks.sort_unstable();
+        if let (Some(newest), Some(open)) = (
+            live.fresh.tokens().iter().map(|t| t.at_ns).max(),
+            s.waterfall.open_until_ns,
+        ) {
+            s.waterfall.open_until_ns = Some(open.max(newest));
+        }
+        s.waterfall.fresh = ticks;
+        s.waterfall.pending = pending;
+        if let Some(m) = &mut s.microscope {
+            let id = trace.request_id(m.request);
+            m.fresh = live
+                .fresh
+                .tokens()
+                .iter()
+                .filter(|t| t.request_id == id)
+                .map(|t| t.text.clone())
+                .collect();
         }
     }
 
@@ -80,6 +154,7 @@ impl App {
             findings,
             latest_ns,
             open_from_ns,
+            progress,
             ..
         } = snapshot;
         match &mut self.session {
@@ -100,6 +175,12 @@ impl App {
         }
         live.shown = (latest_ns, open_from_ns);
         live.show_again = false;
+        // What the snapshot holds is no longer drawn over it; the recording's own trace holds everything.
+        if open_from_ns.is_some() {
+            live.fresh.taken(progress.lines_end);
+        } else {
+            live.fresh.clear();
+        }
         if let Some(s) = &mut self.session {
             // The recording's own trace at the end has every request ended: nothing is drawn open.
             s.waterfall.open_until_ns = latest_ns.filter(|_| open_from_ns.is_some());

@@ -280,6 +280,8 @@ mod tests {
             scroll_y: 0.0,
             row_h: 16.0,
             open_until_ns: None,
+            fresh: &[],
+            pending: &[],
         };
         let key = |vp: &Viewport| LanesKey {
             view: [vp.start_ns as u64, vp.ns_per_point.to_bits(), vp.width.to_bits()],

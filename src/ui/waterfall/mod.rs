@@ -68,7 +68,24 @@ pub struct WaterfallState {
     lanes_cache: Option<LanesCache>,
     /// A live recording's present: requests without an end are drawn open up to it (set by the app).
     pub open_until_ns: Option<i64>,
+    /// A live recording's tokens read since the snapshot on screen: (request row, arrival), sorted; each a tick on
+    /// its request's open bar (set by the app).
+    pub fresh: Vec<(u32, i64)>,
+    /// A live recording's requests sent since the snapshot on screen, drawn below its tracks (set by the app).
+    pub pending: Vec<PendingRow>,
     drag: Option<Drag>,
+}
+
+/// A request of a live recording not yet in the snapshot on screen: drawn below the tracks, open from its send (or
+/// its first token read) to the present, with a tick per token read, until the next snapshot has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRow {
+    /// Its id.
+    pub id: String,
+    /// Its send, or its first token read, Unix ns.
+    pub from_ns: i64,
+    /// Its tokens' arrivals, in order.
+    pub ticks: Vec<i64>,
 }
 
 impl WaterfallState {
@@ -375,6 +392,8 @@ pub fn waterfall_ui(
         scroll_y: state.scroll_y,
         row_h,
         open_until_ns: state.open_until_ns,
+        fresh: &state.fresh,
+        pending: &state.pending,
     };
     match state.layout {
         TrackLayout::Tracks => draw_requests(&paint, rows_at, selected, &mut hover),
@@ -468,11 +487,15 @@ pub fn scroll_to_time(state: &mut WaterfallState, view: &TraceView, from_ns: i64
 
 /// Where the request rows are scrolled to, and how high they are.
 #[derive(Clone, Copy)]
-struct RowsAt {
+struct RowsAt<'a> {
     scroll_y: f32,
     row_h: f32,
     /// A live recording's present (requests without an end are drawn open up to it).
     open_until_ns: Option<i64>,
+    /// A live recording's tokens not yet in the trace: (request row, arrival), sorted.
+    fresh: &'a [(u32, i64)],
+    /// A live recording's requests not yet in the trace.
+    pending: &'a [PendingRow],
 }
 
 /// The request under a point: a track's, or in lanes the one of the lane at that time (or within 3 points of it).
@@ -640,6 +663,37 @@ fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut O
                 let open = Rect::from_x_y_ranges(x_at(from)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
                 mesh.add_colored_rect(open, theme::OPEN_REQUEST);
             }
+            // Its tokens read since the snapshot, each a tick on the open bar.
+            let first = at.fresh.partition_point(|f| f.0 < r);
+            for &(_, t) in at.fresh[first..].iter().take_while(|f| f.0 == r) {
+                let x = x_at(t);
+                let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
+                mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
+            }
+        }
+    }
+    // Live: requests sent since the snapshot, below its tracks until the next snapshot has them.
+    for (j, p) in at.pending.iter().enumerate() {
+        let top = area.top() + (view.rows.len() + j) as f32 * row_h - scroll_y;
+        if top > area.bottom() {
+            break;
+        }
+        if top + row_h < area.top() {
+            continue;
+        }
+        labels.push((pos2(frame.labels_x, top + row_h / 2.0), p.id.clone()));
+        let now = at
+            .open_until_ns
+            .unwrap_or(p.from_ns)
+            .max(p.ticks.last().copied().unwrap_or(p.from_ns));
+        if now > p.from_ns {
+            let open = Rect::from_x_y_ranges(x_at(p.from_ns)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
+            mesh.add_colored_rect(open, theme::OPEN_REQUEST);
+        }
+        for &t in &p.ticks {
+            let x = x_at(t);
+            let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
+            mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
         }
     }
     // Spans and markers of times before or after the view stay inside the time axis.
