@@ -207,7 +207,9 @@ fn latency(seconds: f64) {
             tokens = t.token_count();
             seen_until = newest;
             // Shown, as the app does: what it holds leaves the tokens drawn over it.
-            if s.open_from_ns.is_some() {
+            if s.is_final {
+                live.fresh.end();
+            } else {
                 live.fresh.taken(s.progress.lines_end);
             }
         }
@@ -255,7 +257,7 @@ fn latency(seconds: f64) {
         builds.last().copied().unwrap_or(f64::NAN)
     );
     println!(
-        "  on screen (over the snapshot or in it): delay p50 {:.0} ms ({:.1} frames), p99 {:.0} ms ({:.1} frames), \
+        "  drawn (over the snapshot or in it, in the window's next frame): delay p50 {:.0} ms ({:.1} frames), p99 {:.0} ms ({:.1} frames), \
          {} tokens ({} first drawn by a snapshot); the frame's read of the journal p50 {:.2} ms, p99 {:.2} ms, max \
          {:.2} ms",
         pct(&on_screen, 0.5),

@@ -246,7 +246,8 @@ pub fn table(rows: &[Vec<String>]) -> String {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING);
     for row in rows {
-        t.add_row(row);
+        // A newline in a cell (an id, a model name) would split its row: it is written as `\n`.
+        t.add_row(row.iter().map(|cell| cell.replace('\n', "\\n")));
     }
     for (c, column) in t.column_iter_mut().enumerate() {
         if c == 0 {
@@ -287,5 +288,7 @@ mod tests {
             vec!["abcde".into(), "22".into()],
         ]);
         assert_eq!(t, "模型    1\nm\nabcde  22\n");
+        // A newline in a cell stays on its row.
+        assert_eq!(table(&[vec!["a\nb".into(), "1".into()]]), "a\\nb  1\n");
     }
 }

@@ -44,6 +44,8 @@ pub struct Fresh {
     lines: Lines,
     tokens: Vec<FreshToken>,
     sends: Vec<FreshSend>,
+    /// The recording's own trace is on screen: it holds everything, nothing more is read.
+    ended: bool,
 }
 
 impl Fresh {
@@ -53,6 +55,7 @@ impl Fresh {
             lines: Lines::new(path),
             tokens: Vec::new(),
             sends: Vec::new(),
+            ended: false,
         }
     }
 
@@ -61,6 +64,9 @@ impl Fresh {
     /// # Errors
     /// The journal exists but cannot be read.
     pub fn poll(&mut self) -> std::io::Result<usize> {
+        if self.ended {
+            return Ok(0);
+        }
         let before = self.tokens.len();
         if matches!(self.read()?, Got::Restarted) {
             // A journal made again from its start: what was read of the old one is gone.
@@ -87,10 +93,21 @@ impl Fresh {
         self.lines.skip_to(lines_end);
     }
 
-    /// Forgets every token (the recording's own trace, with everything, is on screen).
+    /// Forgets every token and send.
     pub fn clear(&mut self) {
         self.tokens.clear();
         self.sends.clear();
+    }
+
+    /// The recording's own trace, with everything, is on screen: forgets all and reads no more.
+    pub fn end(&mut self) {
+        self.clear();
+        self.ended = true;
+    }
+
+    /// True once [`Self::end`] was called.
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// The tokens, in the order they were written.
@@ -144,13 +161,7 @@ mod tests {
 
     use super::*;
     use crate::record::tail::JournalTail;
-
-    const T0: i64 = 1_764_403_200_000_000_000;
-
-    fn chunk(id: &str, at_ms: i64, text: &str) -> String {
-        let data = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string();
-        serde_json::json!({"request_id": id, "sent_ns": T0, "events": [[T0 + at_ms * 1_000_000, data]]}).to_string()
-    }
+    use crate::record::tail::tests::{T0, chunk};
 
     fn texts(f: &Fresh) -> Vec<(&str, i64, &str)> {
         f.tokens()

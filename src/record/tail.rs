@@ -236,14 +236,15 @@ impl JournalTail {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
 
     use super::*;
 
-    const T0: i64 = 1_764_403_200_000_000_000;
+    pub(crate) const T0: i64 = 1_764_403_200_000_000_000;
 
-    fn chunk(id: &str, at_ms: i64, text: &str) -> String {
+    /// A journal's line of one chunk of `id`, `at_ms` after [`T0`], with `text`.
+    pub(crate) fn chunk(id: &str, at_ms: i64, text: &str) -> String {
         let data = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string();
         serde_json::json!({"request_id": id, "sent_ns": T0, "events": [[T0 + at_ms * 1_000_000, data]]}).to_string()
     }

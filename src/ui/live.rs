@@ -68,6 +68,8 @@ pub struct Snapshot {
     pub open_from_ns: Option<i64>,
     /// How long it took to make.
     pub took: Duration,
+    /// True for the recording's own trace, made when it ended (it holds everything).
+    pub is_final: bool,
 }
 
 /// Findings computed with a snapshot: the findings, the objectives and thresholds they were computed with, and the
@@ -142,6 +144,12 @@ impl Live {
         let url = record::shown_url(&live.options.url);
         let output = live.output.clone();
         let server_log = live.server_log.clone();
+        // Woken when the journal grows; without the watcher (its thread could not start) the window still looks
+        // every 100 ms.
+        let watching = Arc::new(AtomicBool::new(true));
+        if let Some(ctx) = waker {
+            let _ = watch(&journal, ctx, Arc::clone(&watching));
+        }
         let recorder = Job::spawn("recorder", waker, move || {
             let rec =
                 record::run_recording(&live.options, &live.prompts, false, Some(stop_rx)).map_err(|e| e.to_string())?;
@@ -153,10 +161,6 @@ impl Live {
             let written = finish.write(&rec);
             Ok((rec, written))
         })?;
-        let watching = Arc::new(AtomicBool::new(true));
-        if let Some(ctx) = waker {
-            watch(&journal, ctx, Arc::clone(&watching))?;
-        }
         Ok(Live {
             url,
             watching,
@@ -328,6 +332,7 @@ fn build(
         ),
     };
     let grew = (force || progress.fresh > 0) && progress.requests > 0;
+    let is_final = last.is_some();
     let (loaded, open_from_ns) = match last {
         Some(loaded) => (loaded, None),
         None if grew => {
@@ -350,6 +355,7 @@ fn build(
         latest_ns,
         open_from_ns,
         took: started.elapsed(),
+        is_final,
     };
     (tail, Some(snapshot), unread)
 }

@@ -322,6 +322,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                         RichText::new(shown)
                             .monospace()
                             .italics()
+                            .color(Color32::BLACK)
                             .background_color(theme::FRESH_TOKEN),
                     )
                     .on_hover_text("streaming: arrived after the snapshot on screen");

@@ -45,14 +45,17 @@ pub struct SystemFont {
     pub bytes: Vec<u8>,
 }
 
-/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set (its first face), else the first of [`CJK_FAMILIES`] that
-/// `fontdb` finds among the system's fonts (the fontconfig directories on Linux, the system's font folders on macOS
-/// and Windows).
+/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set to a font file (its first face), else the first of
+/// [`CJK_FAMILIES`] that `fontdb` finds among the system's fonts (the fontconfig directories on Linux, the system's
+/// font folders on macOS and Windows).
 pub fn cjk_font() -> Option<SystemFont> {
     let readable =
         |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES);
-    if let Some(path) = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from) {
-        let bytes = std::fs::read(&path).ok().filter(|_| readable(&path))?;
+    // The file is looked at before it is read: a device or a pipe given by mistake is never read.
+    let given = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from);
+    if let Some(path) = given.filter(|p| readable(p))
+        && let Ok(bytes) = std::fs::read(&path)
+    {
         return Some(SystemFont { path, index: 0, bytes });
     }
     let mut db = fontdb::Database::new();
@@ -67,7 +70,10 @@ pub fn cjk_font() -> Option<SystemFont> {
         let (fontdb::Source::File(path) | fontdb::Source::SharedFile(path, _)) = &face.source else {
             return None;
         };
-        let bytes = std::fs::read(path).ok().filter(|_| readable(path))?;
+        if !readable(path) {
+            return None;
+        }
+        let bytes = std::fs::read(path).ok()?;
         Some(SystemFont {
             path: path.clone(),
             index: face.index,

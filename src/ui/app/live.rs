@@ -83,8 +83,10 @@ impl App {
         if live.paused {
             return;
         }
-        if s.waterfall.open_until_ns.is_none() {
-            // Nothing streams in what is on screen (the recording's own trace, at the end): nothing drawn over it.
+        if live.fresh.ended() || live.failed.is_some() || s.waterfall.open_until_ns.is_none() {
+            // The recording's own trace is on screen (it holds everything), or the snapshots stopped (what is read
+            // would pile up with nothing to take it): nothing drawn over it.
+            live.fresh.clear();
             s.waterfall.fresh.clear();
             s.waterfall.pending.clear();
             if let Some(m) = &mut s.microscope {
@@ -155,6 +157,7 @@ impl App {
             latest_ns,
             open_from_ns,
             progress,
+            is_final,
             ..
         } = snapshot;
         match &mut self.session {
@@ -176,14 +179,15 @@ impl App {
         live.shown = (latest_ns, open_from_ns);
         live.show_again = false;
         // What the snapshot holds is no longer drawn over it; the recording's own trace holds everything.
-        if open_from_ns.is_some() {
-            live.fresh.taken(progress.lines_end);
+        if is_final {
+            live.fresh.end();
         } else {
-            live.fresh.clear();
+            live.fresh.taken(progress.lines_end);
         }
         if let Some(s) = &mut self.session {
-            // The recording's own trace at the end has every request ended: nothing is drawn open.
-            s.waterfall.open_until_ns = latest_ns.filter(|_| open_from_ns.is_some());
+            // The recording's own trace at the end has every request ended: nothing is drawn open. Before it, the
+            // present is the latest time read (requests sent since are drawn open up to it).
+            s.waterfall.open_until_ns = latest_ns.filter(|_| !is_final);
         }
         if live.follow
             && let (Some(s), Some(latest)) = (&mut self.session, latest_ns)

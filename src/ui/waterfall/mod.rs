@@ -350,7 +350,13 @@ pub fn waterfall_ui(
         }
         state.drawn_layout = Some(state.layout);
     }
-    let total_rows_height = rows as f32 * row_h;
+    // A live recording's requests not in the snapshot yet are rows below the tracks: they can be scrolled to.
+    let pending = if state.layout == TrackLayout::Tracks {
+        state.pending.len()
+    } else {
+        0
+    };
+    let total_rows_height = (rows + pending) as f32 * row_h;
     state.scroll_y = state
         .scroll_y
         .clamp(0.0, (total_rows_height - frame.requests.height() + row_h).max(0.0));

@@ -32,8 +32,9 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ExportTraceServiceRequest>, serde_json
         exports(value)
     });
     match (strict, lenient) {
-        (_, Ok(exports)) | (Ok(exports), Err(_)) => Ok(exports),
-        (Err(e), Err(_)) => Err(e),
+        (_, Ok(exports)) => Ok(exports),
+        // The crate's error has the place; the normalised text's names what is still wrong once normalised.
+        (Err(e), Err(_)) | (Ok(_), Err(e)) => Err(e),
     }
 }
 
@@ -79,7 +80,11 @@ fn normalise(value: &mut Value) {
             for (key, v) in map.iter_mut() {
                 match key.as_str() {
                     k if ID_KEYS.contains(&k) => hex_id(v),
-                    "code" => by_name(v, |s| StatusCode::from_str_name(s).map(|c| c as i32)),
+                    "code" => by_name(v, |s| {
+                        StatusCode::from_str_name(s)
+                            .map(|c| c as i32)
+                            .or_else(|| s.trim().parse().ok())
+                    }),
                     "kind" => by_name(v, |s| SpanKind::from_str_name(s).map(|k| k as i32)),
                     "doubleValue" => {
                         if let Some(f) = v.as_str().and_then(|s| s.trim().parse::<f64>().ok()) {
@@ -87,9 +92,31 @@ fn normalise(value: &mut Value) {
                             *v = serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number);
                         }
                     }
+                    "arrayValue" | "kvlistValue" => {
+                        normalise(v);
+                        // An empty list written as `{}` (the Go collector, protobuf's mapping): its values are none.
+                        if let Some(list) = v.as_object_mut() {
+                            list.entry("values").or_insert_with(|| Value::Array(Vec::new()));
+                        }
+                    }
                     _ => normalise(v),
                 }
             }
+            // What a field cannot be read as is left out, as a field not written: a time that is not a whole
+            // non-negative number, an attribute value of the wrong type. The span is kept.
+            map.retain(|key, v| match key.as_str() {
+                "startTimeUnixNano" | "endTimeUnixNano" | "timeUnixNano" | "observedTimeUnixNano" => {
+                    v.as_u64().is_some() || v.as_str().is_some_and(|s| s.trim().parse::<u64>().is_ok())
+                }
+                "stringValue" => v.is_string(),
+                "boolValue" => v.is_boolean(),
+                "intValue" => v.as_i64().is_some() || v.as_str().is_some_and(|s| s.trim().parse::<i64>().is_ok()),
+                "doubleValue" => v.is_number(),
+                "bytesValue" => v
+                    .as_str()
+                    .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok()),
+                _ => true,
+            });
         }
         _ => {}
     }
@@ -204,6 +231,42 @@ mod tests {
         assert_eq!(exports.len(), 2);
         let e = decode(b"{\"resourceSpans\":\n[{\"scopeSpans\": 3}]}").unwrap_err();
         assert_eq!(e.line(), 2, "{e}");
+    }
+
+    #[test]
+    fn what_a_field_cannot_be_read_as_is_left_out_and_the_span_kept() {
+        // Empty lists written as {}, times as a float, null and negative, values of the wrong type, bad base64, a
+        // status code as a string: the old hand-written reader kept such spans, reading those fields as absent.
+        let s = one_span(
+            r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0a","name":"x",
+            "startTimeUnixNano":1.7644032e18,"endTimeUnixNano":null,
+            "events":[{"timeUnixNano":-5,"name":"e"}],
+            "attributes":[{"key":"a","value":{"arrayValue":{}}},{"key":"k","value":{"kvlistValue":{}}},
+              {"key":"s","value":{"stringValue":5}},{"key":"b","value":{"boolValue":"yes"}},
+              {"key":"i","value":{"intValue":1.5}},{"key":"y","value":{"bytesValue":"!!"}},
+              {"key":"n","value":{"intValue":"7"}}],
+            "status":{"code":"2"}}]}]}]}"#,
+        );
+        assert_eq!((s.start_time_unix_nano, s.end_time_unix_nano), (0, 0));
+        assert_eq!(s.events[0].time_unix_nano, 0);
+        assert_eq!(s.status.map(|st| st.code), Some(2));
+        use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+        let values: Vec<Option<V>> = s
+            .attributes
+            .iter()
+            .map(|kv| kv.value.as_ref().and_then(|v| v.value.clone()))
+            .collect();
+        assert!(matches!(&values[0], Some(V::ArrayValue(a)) if a.values.is_empty()));
+        assert!(matches!(&values[1], Some(V::KvlistValue(l)) if l.values.is_empty()));
+        assert_eq!(values[2..6], [None, None, None, None]);
+        assert_eq!(values[6], Some(V::IntValue(7)));
+    }
+
+    #[test]
+    fn snake_case_that_still_cannot_be_read_is_refused_not_read_as_nothing() {
+        // Strictly this reads as an empty export (every name unknown); normalised it fails: refused.
+        let e = decode(br#"{"resource_spans":[{"scope_spans":[{"spans":3}]}]}"#).unwrap_err();
+        assert!(e.to_string().contains("sequence"), "{e}");
     }
 
     #[test]
