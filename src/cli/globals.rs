@@ -22,7 +22,7 @@ pub struct GlobalArgs {
     /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
     #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
     pub filters: Vec<(String, String)>,
-    /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB);
+    /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB, 4GiB);
     /// by default half this machine's memory. The message says which part of it fits.
     #[arg(long, global = true, value_name = "SIZE", value_parser = crate::load::budget::parse_size)]
     pub memory_budget: Option<u64>,

@@ -123,26 +123,16 @@ pub fn default_budget() -> u64 {
 /// A size in bytes for a message: "1.2 GB", "300 MB".
 pub use crate::ingest::size;
 
-/// A size on the command line or in the settings: `4GB`, `500MB`, `2.5G`, `800M`, or bytes.
+/// A size on the command line or in the settings: `4GB`, `500MB`, `2.5G`, `800M`, `4GiB`, or bytes (bytesize's
+/// reading: SI units by `K`, `M`, `G`, `T` with or without `B`, binary ones by `KiB`, `MiB`, ...).
 ///
 /// # Errors
-/// Not a number with one of those units; the message names them.
+/// Not a positive number with one of those units; the message names them.
 pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim().to_ascii_uppercase();
-    let (number, unit) = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map_or((t.as_str(), ""), |i| t.split_at(i));
-    let scale = match unit.trim() {
-        "" | "B" => 1.0,
-        "K" | "KB" => 1e3,
-        "M" | "MB" => 1e6,
-        "G" | "GB" => 1e9,
-        "T" | "TB" => 1e12,
-        _ => return Err(format!("{text}: write a size like 4GB, 500MB or 2.5G")),
-    };
-    match number.parse::<f64>() {
-        Ok(n) if n > 0.0 && n.is_finite() => Ok(scaled(1, n * scale).max(1)),
-        _ => Err(format!("{text}: write a size like 4GB, 500MB or 2.5G, more than zero")),
+    match text.trim().parse::<bytesize::ByteSize>() {
+        Ok(size) if size.as_u64() > 0 => Ok(size.as_u64()),
+        Ok(_) => Err(format!("{text}: write a size like 4GB, 500MB or 2.5G, more than zero")),
+        Err(_) => Err(format!("{text}: write a size like 4GB, 500MB, 2.5G or 4GiB")),
     }
 }
 
@@ -156,8 +146,12 @@ mod tests {
         assert_eq!(parse_size("2.5g"), Ok(2_500_000_000));
         assert_eq!(parse_size("500 MB"), Ok(500_000_000));
         assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("800M"), Ok(800_000_000));
+        // Binary units too: 4 × 2^30.
+        assert_eq!(parse_size("4GiB"), Ok(4_294_967_296));
         assert!(parse_size("lots").is_err_and(|e| e.contains("4GB")));
-        assert!(parse_size("0GB").is_err() && parse_size("-1GB").is_err());
+        assert!(parse_size("0GB").is_err_and(|e| e.contains("more than zero")));
+        assert!(parse_size("-1GB").is_err());
         assert_eq!(size(1_834_000_000), "1.8 GB");
         assert_eq!(size(640_200_000), "640 MB");
     }
