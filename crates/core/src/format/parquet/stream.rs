@@ -167,6 +167,17 @@ impl Columns {
         !self.cols[c].is_null(i)
     }
 
+    /// Checks the columns from `first` on against `wanted`, one type each, in order (see [`Self::check`]).
+    ///
+    /// # Errors
+    /// The first column of another type, named, with the fix.
+    pub fn check_from(&self, first: usize, wanted: &[&str]) -> Result<(), String> {
+        wanted
+            .iter()
+            .enumerate()
+            .try_for_each(|(k, w)| self.check(first + k, w))
+    }
+
     /// Refuses a column whose type is not the one its field has (`"string"`, `"int"` or `"float"`), naming it.
     ///
     /// # Errors

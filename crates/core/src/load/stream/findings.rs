@@ -442,19 +442,9 @@ impl Files<'_> {
 
 /// Decodes a batch's token rows into pieces of consecutive rows of one request.
 fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, String> {
-    for (i, wanted) in [
-        (0, "string"),
-        (1, "string"),
-        (2, "int"),
-        (3, "int"),
-        (4, "int"),
-        (5, "int"),
-    ] {
-        c.check(i, wanted)?;
-    }
+    c.check_from(0, &["string", "string", "int", "int", "int", "int"])?;
     if texts {
-        c.check(6, "string")?;
-        c.check(7, "boolean")?;
+        c.check_from(6, &["string", "boolean"])?;
     }
     let mut out = Batch {
         pieces: Vec::new(),

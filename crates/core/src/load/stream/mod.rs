@@ -329,37 +329,15 @@ fn refuse_what_needs_a_load(f: &StreamFile) -> Result<(), StreamError> {
 
 /// Decodes the requests (and steps and samples) of a batch.
 fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
-    for (i, wanted) in [
-        (0, "string"),
-        (1, "string"),
-        (2, "int"),
-        (3, "int"),
-        (4, "int"),
-        (5, "int"),
-        (6, "int"),
-        (7, "int"),
-        (8, "int"),
-        (9, "string"),
-        (10, "string"),
-        (11, "string"),
-        (12, "string"),
-        (13, "string"),
-    ] {
-        c.check(i, wanted)?;
-    }
+    let (int, string) = ("int", "string");
+    c.check_from(
+        0,
+        &[
+            string, string, int, int, int, int, int, int, int, string, string, string, string, string,
+        ],
+    )?;
     if steps {
-        for (i, wanted) in [
-            (14, "int"),
-            (15, "int"),
-            (16, "int"),
-            (17, "float"),
-            (18, "int"),
-            (19, "int"),
-            (20, "int"),
-            (21, "int"),
-        ] {
-            c.check(i, wanted)?;
-        }
+        c.check_from(14, &[int, int, int, "float", int, int, int, int])?;
     }
     let text = |col: usize, i: usize| c.str(col, i).map(Box::from);
     let mut out = FirstPass::default();

@@ -75,10 +75,7 @@ struct Batch<W> {
 }
 
 fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P) -> Result<Batch<P::Work>, String> {
-    c.check(0, "string")?;
-    c.check(1, "string")?;
-    c.check(2, "int")?;
-    c.check(3, "int")?;
+    c.check_from(0, &["string", "string", "int", "int"])?;
     let mut out = Batch {
         runs: Vec::new(),
         incomplete: 0,
