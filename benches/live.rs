@@ -8,7 +8,11 @@
 //!    first), against the local replay server: 64 streams paced to 5,000 tokens/s in all, the recorder and the live
 //!    view in this process, polled once a frame (60 Hz) as the app does.
 //!
-//! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8]`
+//! 3. Memory over the run: resident memory once a second; with `--rotate-every`, the recording is written as parts
+//!    (as `record --live --rotate-every` does) and leaves memory as each is written.
+//!
+//! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8 --rotate-every 5]` (`--tokens 0` leaves
+//! out the snapshots by size)
 
 #[path = "../tests/common/replay.rs"]
 mod replay;
@@ -121,7 +125,7 @@ fn resident() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn latency(seconds: f64) {
+fn latency(seconds: f64, rotate_every: Option<f64>) {
     let rss0 = resident();
     let streams = 64;
     // chat_length.sse: 42 token chunks; 5,000 tokens/s over 64 streams is one chunk per stream every 12.8 ms.
@@ -148,6 +152,24 @@ fn latency(seconds: f64) {
         grace: Duration::from_secs(1),
         journal: Some(journal::path_for(&output)),
         ..defaults
+    };
+    // Rotating: the parts go to a directory, the journal in it, as `record --live --rotate-every` does.
+    let (options, output) = match rotate_every {
+        Some(every) => {
+            let parts = dir.path().join("parts");
+            std::fs::create_dir_all(&parts).unwrap_or_else(|e| panic!("{e}"));
+            let options = RecordOptions {
+                journal: Some(parts.join("journal.partial.jsonl")),
+                rotate: Some(tokenscope::record::rotate::Rotation {
+                    dir: parts.clone(),
+                    every: Some(Duration::from_secs_f64(every)),
+                    bytes: None,
+                }),
+                ..options
+            };
+            (options, parts)
+        }
+        None => (options, output),
     };
     let prompts = vec![Prompt {
         body: Body::Text("x".into()),
@@ -182,8 +204,9 @@ fn latency(seconds: f64) {
     let mut by_snapshot = 0usize;
     let mut drawn: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
     let mut polls: Vec<f64> = Vec::new();
-    let mut tokens = 0usize;
     let start = Instant::now();
+    // Resident memory once a second: a bounded session levels off.
+    let mut rss_seen: Vec<(f64, u64)> = Vec::new();
     while live.running() && start.elapsed() < Duration::from_secs_f64(seconds * 3.0 + 10.0) {
         if let Some(s) = live.poll(None, Slo::DEFAULT, Thresholds::default()) {
             let ready = now_ns();
@@ -204,13 +227,12 @@ fn latency(seconds: f64) {
                     *last = at;
                 }
             }
-            tokens = t.token_count();
             seen_until = newest;
             // Shown, as the app does: what it holds leaves the tokens drawn over it.
             if s.is_final {
                 live.fresh.end();
             } else {
-                live.fresh.taken(s.progress.lines_end);
+                live.fresh.taken(s.progress.file, s.progress.lines_end);
             }
         }
         // The window's frame: the journal's newest lines, drawn over the snapshot.
@@ -225,9 +247,18 @@ fn latency(seconds: f64) {
                 *last = token.at_ns;
             }
         }
+        let t = start.elapsed().as_secs_f64();
+        if rss_seen.last().is_none_or(|(at, _)| t - at >= 1.0) {
+            rss_seen.push((t, resident()));
+        }
         std::thread::sleep(FRAME);
     }
     let elapsed = start.elapsed().as_secs_f64();
+    if let tokenscope::ui::live::Phase::Ended(what) = &live.phase {
+        println!("\n{what}");
+    }
+    // Every token is first drawn once: the run's tokens (a rotating run's snapshots hold only the journal's).
+    let tokens = on_screen.len();
     delays.sort_by(f64::total_cmp);
     builds.sort_by(f64::total_cmp);
     on_screen.sort_by(f64::total_cmp);
@@ -271,13 +302,32 @@ fn latency(seconds: f64) {
         polls.last().copied().unwrap_or(f64::NAN)
     );
     let rss = resident();
+    let curve: Vec<String> = rss_seen
+        .iter()
+        .step_by((rss_seen.len() / 8).max(1))
+        .map(|(t, r)| format!("{t:.0} s {:.0}", r.saturating_sub(rss0) as f64 / f64::from(1 << 20)))
+        .collect();
+    println!(
+        "  resident memory over the run, MiB more than before it{}: {}",
+        rotate_every.map_or_else(String::new, |e| format!(" (a part every {e} s)")),
+        curve.join(", ")
+    );
     let per_token = rss.saturating_sub(rss0) as f64 / tokens.max(1) as f64;
     println!(
-        "  memory: {:.0} MiB resident more than before the run, {per_token:.0} bytes a token; an hour at 1,000 tokens/s \
-         would hold {:.1} GiB",
+        "  memory: {:.0} MiB resident more than before the run, {per_token:.0} bytes a token over the run",
         rss.saturating_sub(rss0) as f64 / f64::from(1 << 20),
-        per_token * 3.6e6 / f64::from(1 << 30)
     );
+    // Growth over the run's second half, by token: what an hour would add once the first parts are written.
+    if let (Some(&(t_half, r_half)), Some(&(t_end, r_end))) = (rss_seen.get(rss_seen.len() / 2), rss_seen.last()) {
+        let share = (t_end - t_half) / elapsed.max(1e-9);
+        let per = r_end.saturating_sub(r_half) as f64 / (tokens as f64 * share).max(1.0);
+        println!(
+            "  over the run's second half ({t_half:.0} s to {t_end:.0} s): {:.0} MiB more, {per:.0} bytes a token; an \
+             hour at 1,000 tokens/s at that rate: {:.2} GiB",
+            r_end.saturating_sub(r_half) as f64 / f64::from(1 << 20),
+            (per * 3.6e6 + r_half.saturating_sub(rss0) as f64) / f64::from(1 << 30)
+        );
+    }
     live.stop();
 }
 
@@ -286,13 +336,17 @@ fn main() {
         .unwrap_or_else(|| "10000,100000,500000".to_owned())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
+        .filter(|&n| n > 0)
         .collect();
     let seconds: f64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(8.0);
+    let rotate_every: Option<f64> = arg("--rotate-every").and_then(|s| s.parse().ok());
     println!(
         "machine: {} cores; {}",
         std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         std::env::consts::ARCH
     );
-    snapshot_costs(&sizes);
-    latency(seconds);
+    if !sizes.is_empty() {
+        snapshot_costs(&sizes);
+    }
+    latency(seconds, rotate_every);
 }

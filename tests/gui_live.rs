@@ -11,15 +11,21 @@ use std::time::{Duration, Instant};
 use crate::record::replay;
 use eframe::egui;
 use egui_kittest::Harness;
-use egui_kittest::kittest::Queryable;
+use egui_kittest::kittest::{NodeT, Queryable};
 use tokenscope::record::client::Sampling;
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::{RecordOptions, journal};
 use tokenscope::ui::App;
 use tokenscope::ui::live::{LiveOptions, Phase};
 
-/// chat_length.sse: 44 events, 42 of them tokens ("What", " is", ...), finish "length".
+/// chat_length.sse: 44 events: a role chunk, 40 token chunks ("What", " is", ...), the finish ("length", so no EOS),
+/// usage, `[DONE]`.
 fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
+    live_app_with(url, output, requests, None)
+}
+
+/// As [`live_app`]; rotating, the parts go to `output`, a directory, with the journal in it.
+fn live_app_with(url: &str, output: &std::path::Path, requests: usize, rotate: Option<Duration>) -> App {
     let defaults = RecordOptions::to(url, requests);
     let options = RecordOptions {
         concurrency: 2,
@@ -31,7 +37,15 @@ fn live_app(url: &str, output: &std::path::Path, requests: usize) -> App {
         },
         eos_ids: vec![1],
         grace: Duration::from_millis(100),
-        journal: Some(journal::path_for(output)),
+        journal: Some(match rotate {
+            Some(_) => output.join("journal.partial.jsonl"),
+            None => journal::path_for(output),
+        }),
+        rotate: rotate.map(|every| tokenscope::record::rotate::Rotation {
+            dir: output.to_owned(),
+            every: Some(every),
+            bytes: None,
+        }),
         ..defaults
     };
     let prompts = vec![Prompt {
@@ -227,6 +241,116 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     // The journal did its job and is gone.
     assert!(!journal::path_for(&output).exists());
     h.get_by_label_contains("Recorded: wrote");
+}
+
+fn ids(trace: &tokenscope::trace::Trace) -> Vec<String> {
+    (0..trace.request_count())
+        .map(|r| trace.request_id(r as u32).to_owned())
+        .collect()
+}
+
+#[test]
+fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_from_the_live_bar() {
+    // Chunks 30 ms apart: a request streams for about 1.3 s; 12 requests 2 at a time take about 8 s; a part every
+    // 1.5 s.
+    let server = replay::start(replay::Behavior::replay(
+        &std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap(),
+        Duration::from_millis(30),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let parts = dir.path().join("parts");
+    std::fs::create_dir_all(&parts).unwrap();
+    let mut h = harness(live_app_with(
+        &server.url,
+        &parts,
+        12,
+        Some(Duration::from_millis(1500)),
+    ));
+    h.step();
+
+    // A part is written; the snapshot after it holds none of its requests (they left the journal), and the live
+    // bar lists it.
+    let part1 = parts.join("part-00001.parquet");
+    let mut in_part: Vec<String> = Vec::new();
+    step_until(
+        &mut h,
+        "a snapshot without the first part's requests, one part listed",
+        |a| {
+            if in_part.is_empty() && part1.exists() {
+                let loaded = tokenscope::load::load(&part1, &tokenscope::ingest::Progress::default()).unwrap();
+                in_part = ids(&loaded.trace);
+            }
+            let on_screen = a.session().map(|s| ids(&s.view.trace)).unwrap_or_default();
+            !in_part.is_empty()
+                && a.live().unwrap().spilled.len() == 1
+                && !on_screen.is_empty()
+                && on_screen.iter().all(|id| !in_part.contains(id))
+        },
+    );
+    assert!(
+        in_part.len() >= 2,
+        "the first part holds the first requests that ended: {in_part:?}"
+    );
+    h.step();
+    h.get_by_label_contains("Earlier: 1 part on disk").click();
+    h.step();
+    h.step();
+    // The part, opened from the menu, over the live view: its requests read again from disk. (The live bar offers
+    // it too: the view, from the recording's start, reaches before the requests in memory.)
+    h.get_all_by_label_contains("part-00001.parquet")
+        .find(|n| {
+            n.accesskit_node()
+                .label()
+                .is_some_and(|l| l.starts_with("part-00001.parquet"))
+        })
+        .expect("the part in the menu")
+        .click();
+    step_until(&mut h, "the part on screen", |a| {
+        a.session().is_some_and(|s| ids(&s.view.trace) == in_part)
+    });
+    assert!(matches!(h.state().live().unwrap().phase, Phase::Recording));
+    // And back to the recording, which went on meanwhile.
+    let live_again = |h: &mut Harness<'static, App>| {
+        h.get_by_label("Show the recording").click();
+        step_until(h, "the live view again", |a| {
+            a.session()
+                .is_some_and(|s| matches!(s.source, tokenscope::ui::TraceSource::Live { .. }))
+        });
+    };
+    live_again(&mut h);
+
+    // Scrolled back before the requests in memory: the part the view reaches into is offered, and opens.
+    h.state_mut().live_mut().unwrap().follow = false;
+    let t0 = h.state().session().unwrap().view.t0_ns;
+    h.state_mut().session_mut().unwrap().waterfall.fit = Some((t0 - 5_000_000_000, t0 - 1_000_000));
+    h.step();
+    h.step();
+    h.get_by_label_contains("Earlier requests are on disk: open part-0000")
+        .click();
+    step_until(&mut h, "a part on screen", |a| {
+        a.session()
+            .is_some_and(|s| matches!(&s.source, tokenscope::ui::TraceSource::Path(p) if p.starts_with(&parts)))
+    });
+    live_again(&mut h);
+
+    // Every request ends; the last part is on screen; the journal is gone; the directory opens as one trace with
+    // every request and token.
+    step_until(&mut h, "the recording's end", |a| {
+        matches!(a.live().unwrap().phase, Phase::Ended(_)) && !a.live().unwrap().running()
+    });
+    let Phase::Ended(what) = &h.state().live().unwrap().phase else {
+        unreachable!()
+    };
+    assert!(what.contains(" parts to "), "{what}");
+    assert!(!parts.join("journal.partial.jsonl").exists());
+    let written = tokenscope::record::rotate::parts_in(&parts);
+    assert!(written.len() >= 2, "{written:?}");
+    let last = tokenscope::load::load(written.last().unwrap(), &tokenscope::ingest::Progress::default()).unwrap();
+    assert_eq!(ids(&h.state().session().unwrap().view.trace), ids(&last.trace));
+    let all = tokenscope::load::load(&parts, &tokenscope::ingest::Progress::default()).unwrap();
+    assert_eq!(all.trace.request_count(), 12);
+    // 40 tokens a request, each in its own chunk (stopped by length: no EOS).
+    assert_eq!(all.trace.token_count(), 12 * 40);
 }
 
 #[test]

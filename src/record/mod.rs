@@ -632,7 +632,7 @@ pub fn summary_line(rec: &Recording) -> String {
         count(Ending::TimedOut),
         count(Ending::Interrupted),
         tokens,
-        if rec.interrupted { " (stopped by Ctrl-C)" } else { "" }
+        if rec.interrupted { " (stopped)" } else { "" }
     )
 }
 

@@ -5,7 +5,7 @@
 //! parts; after a kill, the parts and the journal together).
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +30,25 @@ pub struct Rotation {
 /// The name of the `k`-th part (1-based).
 pub fn part_name(k: usize) -> String {
     format!("part-{k:05}.parquet")
+}
+
+/// The parts written in `dir` so far, in order (a part is renamed into place once whole; the hidden ones being
+/// written are left out). None when the directory cannot be read.
+pub fn parts_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut parts: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+        })
+        .collect();
+    parts.sort();
+    parts
 }
 
 /// What the rotation wrote.

@@ -18,7 +18,8 @@ const READ_AT_MOST: u64 = 64 << 20;
 pub(crate) enum Got {
     /// The file is not there yet.
     NotThere,
-    /// The file is shorter than what was read: made again from its start, to be read again from there.
+    /// The file was made again (another file in its place, or shorter than what was read): to be read again from its
+    /// start.
     Restarted,
     /// The file's length, and the bytes this read took.
     Lines {
@@ -37,6 +38,42 @@ pub(crate) struct Lines {
     offset: u64,
     /// The start of a line whose end has not been written yet.
     partial: Vec<u8>,
+    /// The file the offsets are in: a journal written again without a rotation's part is put in place by a
+    /// rename, and can be longer than what was read of the old one.
+    identity: Option<FileId>,
+}
+
+/// Which file is at a path: its device and inode (on Unix) and its birth time (where the file system keeps it, so an
+/// inode freed by a rename and given to the next file is told apart). Two readers of one journal compare theirs to
+/// know whether their offsets are in the same file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FileId {
+    device: u64,
+    inode: u64,
+    born: Option<std::time::SystemTime>,
+}
+
+impl FileId {
+    #[cfg_attr(
+        unix,
+        expect(clippy::unnecessary_wraps, reason = "none where the system has no inodes")
+    )]
+    fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(FileId {
+                device: meta.dev(),
+                inode: meta.ino(),
+                born: meta.created().ok(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            None
+        }
+    }
 }
 
 impl Lines {
@@ -45,7 +82,13 @@ impl Lines {
             path: path.to_owned(),
             offset: 0,
             partial: Vec::new(),
+            identity: None,
         }
+    }
+
+    /// The file the offsets are in, once read.
+    pub(crate) fn identity(&self) -> Option<FileId> {
+        self.identity
     }
 
     /// The end of the last whole line read: where the next line starts.
@@ -61,11 +104,14 @@ impl Lines {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Got::NotThere),
             Err(e) => return Err(e),
         };
-        let written = file.metadata()?.len();
-        if written < self.offset {
+        let meta = file.metadata()?;
+        let (written, now) = (meta.len(), FileId::of(&meta));
+        let replaced = self.identity.is_some() && now != self.identity;
+        if written < self.offset || replaced {
             *self = Lines::new(&self.path);
             return Ok(Got::Restarted);
         }
+        self.identity = now;
         file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
         let read = file.take(at_most).read_to_end(&mut bytes)?;
@@ -139,6 +185,8 @@ struct Parsed {
 /// How far the reading is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
+    /// The journal's file the offsets are in (a rotation puts a new one in place).
+    pub file: Option<FileId>,
     /// Bytes of the journal read.
     pub read: u64,
     /// The end of the last whole line read: everything before it is in the snapshot made now.
@@ -190,6 +238,7 @@ impl JournalTail {
 
     fn progress(&self, written: u64, fresh: u64) -> Progress {
         Progress {
+            file: self.reader.identity(),
             read: self.reader.offset,
             lines_end: self.reader.lines_end(),
             written: written.max(self.reader.offset),

@@ -68,17 +68,62 @@ pub struct Snapshot {
     pub open_from_ns: Option<i64>,
     /// How long it took to make.
     pub took: Duration,
-    /// True for the recording's own trace, made when it ended (it holds everything).
+    /// True for the recording's own trace, made when it ended (it holds everything; a rotating recording's, its
+    /// last part).
     pub is_final: bool,
+    /// A rotating recording's parts written so far: their requests left the journal, the recorder and this
+    /// snapshot, and are read again from disk when asked for.
+    pub spilled: Vec<SpilledPart>,
+}
+
+/// A part of a rotating recording, on disk: what its footer says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpilledPart {
+    /// Its file.
+    pub path: PathBuf,
+    /// The earliest and latest time it holds (a send, a token), Unix ns, when its footer says.
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    /// Its size on disk, bytes.
+    pub bytes: u64,
+}
+
+/// The journal's reader and, for a rotating recording, the parts found so far: what a snapshot's thread takes and
+/// gives back.
+struct Reading {
+    tail: JournalTail,
+    /// The directory of a rotating recording's parts.
+    parts_dir: Option<PathBuf>,
+    spilled: Vec<SpilledPart>,
+}
+
+impl Reading {
+    /// Looks for parts written since the last look; each one's footer is read once.
+    fn find_parts(&mut self) {
+        let Some(dir) = &self.parts_dir else { return };
+        for path in record::rotate::parts_in(dir) {
+            if self.spilled.iter().any(|p| p.path == path) {
+                continue;
+            }
+            let footer = crate::format::parquet::footer(&path).unwrap_or_default();
+            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+            self.spilled.push(SpilledPart {
+                path,
+                first_ns: footer.first_ns,
+                last_ns: footer.last_ns,
+                bytes,
+            });
+        }
+    }
 }
 
 /// Findings computed with a snapshot: the findings, the objectives and thresholds they were computed with, and the
 /// earliest send of a request still streaming (findings reaching it are provisional).
 pub type Findings = (Vec<Finding>, Slo, Thresholds, Option<i64>);
 
-/// What a snapshot's thread gives back: the tail, the snapshot when there is one, and why the journal could not be
-/// read, when it could not.
-type Built = (JournalTail, Option<Snapshot>, Option<String>);
+/// What a snapshot's thread gives back: the reading, the snapshot when there is one, and why the journal could not
+/// be read, when it could not.
+type Built = (Reading, Option<Snapshot>, Option<String>);
 
 /// The recorder's result: the recording and how writing it went.
 type Recorded = Result<(record::Recording, Result<record::Written, String>), String>;
@@ -89,14 +134,16 @@ pub struct Live {
     pub url: String,
     /// The recording's journal.
     pub journal: PathBuf,
-    /// The trace written at the end.
+    /// The trace written at the end (a rotating recording's directory of parts).
     pub output: PathBuf,
+    /// A rotating recording's directory of parts: its requests leave memory as each part is written.
+    pub rotating: Option<PathBuf>,
     /// The server's log of the run, joined with every snapshot: the live engine track.
     server_log: Option<PathBuf>,
     stop: watch::Sender<bool>,
     recorder: Option<Job<Recorded>>,
-    /// The journal's reader, while no builder has it.
-    tail: Option<JournalTail>,
+    /// The journal's reader (and a rotating recording's parts), while no builder has it.
+    reading: Option<Reading>,
     /// The journal's tokens since the snapshot on screen, read every frame: drawn over the snapshot.
     pub fresh: Fresh,
     /// Wakes the window when the journal grows (a frame after a chunk is written, and no frame while nothing is);
@@ -127,6 +174,12 @@ pub struct Live {
     pub show_again: bool,
     /// Why the view stopped updating, when it did.
     pub failed: Option<String>,
+    /// A rotating recording's parts written so far, as the last snapshot found them.
+    pub spilled: Vec<SpilledPart>,
+    /// The earliest time of any snapshot shown, Unix ns: the view's zero, kept when the oldest requests leave
+    /// memory with a part; and the earliest time of the snapshot on screen, where what is in memory begins.
+    pub origin: Option<i64>,
+    pub in_memory_from: Option<i64>,
 }
 
 impl Live {
@@ -144,6 +197,7 @@ impl Live {
         let url = record::shown_url(&live.options.url);
         let output = live.output.clone();
         let server_log = live.server_log.clone();
+        let rotating = live.options.rotate.as_ref().map(|r| r.dir.clone());
         // Woken when the journal grows; without the watcher (its thread could not start) the window still looks
         // every 100 ms.
         let watching = Arc::new(AtomicBool::new(true));
@@ -153,6 +207,9 @@ impl Live {
         let recorder = Job::spawn("recorder", waker, move || {
             let rec =
                 record::run_recording(&live.options, &live.prompts, false, Some(stop_rx)).map_err(|e| e.to_string())?;
+            if live.options.rotate.is_some() {
+                return Ok(ended_rotating(rec, live.options.journal.as_deref()));
+            }
             let finish = record::Finish {
                 raw: live.raw.as_ref(),
                 server_log: live.server_log.as_deref(),
@@ -164,7 +221,12 @@ impl Live {
         Ok(Live {
             url,
             watching,
-            tail: Some(JournalTail::new(&journal)),
+            reading: Some(Reading {
+                tail: JournalTail::new(&journal),
+                parts_dir: rotating.clone(),
+                spilled: Vec::new(),
+            }),
+            rotating,
             fresh: Fresh::new(&journal),
             journal,
             output,
@@ -185,6 +247,9 @@ impl Live {
             followed: None,
             show_again: false,
             failed: None,
+            spilled: Vec::new(),
+            origin: None,
+            in_memory_from: None,
         })
     }
 
@@ -206,13 +271,14 @@ impl Live {
     pub fn poll(&mut self, waker: Option<&egui::Context>, slo: Slo, thresholds: Thresholds) -> Option<Snapshot> {
         let mut ready = None;
         match self.building.as_ref().map(Job::try_recv) {
-            Some(Ok((tail, snapshot, unread))) => {
+            Some(Ok((reading, snapshot, unread))) => {
                 self.building = None;
-                self.tail = Some(tail);
+                self.reading = Some(reading);
                 self.failed = unread;
                 if let Some(s) = snapshot {
                     self.build_took = s.took;
                     self.progress = s.progress;
+                    self.spilled.clone_from(&s.spilled);
                     ready = Some(s);
                 }
             }
@@ -234,6 +300,12 @@ impl Live {
             self.recorder = None;
             self.watching.store(false, Ordering::Relaxed);
             self.phase = Phase::Ended(match &result {
+                Ok((rec, Ok(_))) if self.rotating.is_some() => format!(
+                    "wrote {} parts to {}: {}",
+                    rec.parts.paths.len(),
+                    self.output.display(),
+                    record::summary_line(rec)
+                ),
                 Ok((rec, Ok(_))) => format!("wrote {}: {}", self.output.display(), record::summary_line(rec)),
                 Ok((rec, Err(e))) => format!("{}; not written: {e}", record::summary_line(rec)),
                 Err(e) => format!("the recording could not run: {e}"),
@@ -256,12 +328,12 @@ impl Live {
                         .is_none_or(|t| t.elapsed() >= MIN_EVERY.max(self.build_took * 2)),
                 ),
             };
-            if due && let Some(tail) = self.tail.take() {
+            if due && let Some(reading) = self.reading.take() {
                 let last = if start_final { self.last.take() } else { None };
                 self.built_at = Some(Instant::now());
                 let force = self.show_again;
                 let log = self.server_log.clone();
-                let work = move || build(tail, last, force, log.as_deref(), (slo, thresholds));
+                let work = move || build(reading, last, force, log.as_deref(), (slo, thresholds));
                 match Job::spawn("live snapshot", waker, work) {
                     Ok(job) => self.building = Some(job),
                     Err(e) => self.phase = Phase::Ended(format!("cannot read the journal: {e}")),
@@ -317,13 +389,15 @@ fn watch(path: &Path, ctx: &egui::Context, watching: Arc<AtomicBool>) -> Result<
 /// Reads what the journal gained and makes its snapshot, or the recording's own trace at the end; no snapshot when
 /// nothing new was read (unless `force`), or no request yet.
 fn build(
-    mut tail: JournalTail,
+    mut reading: Reading,
     last: Option<Loaded>,
     force: bool,
     server_log: Option<&std::path::Path>,
     (slo, thresholds): (Slo, Thresholds),
 ) -> Built {
     let started = Instant::now();
+    reading.find_parts();
+    let tail = &mut reading.tail;
     let (progress, unread) = match tail.poll() {
         Ok(p) => (p, None),
         Err(e) => (
@@ -344,7 +418,7 @@ fn build(
             };
             (loaded, open)
         }
-        None => return (tail, None, unread),
+        None => return (reading, None, unread),
     };
     let findings = find(&loaded.trace, &slo, &thresholds);
     let latest_ns = tail.latest_ns();
@@ -356,8 +430,33 @@ fn build(
         open_from_ns,
         took: started.elapsed(),
         is_final,
+        spilled: reading.spilled.clone(),
     };
-    (tail, Some(snapshot), unread)
+    (reading, Some(snapshot), unread)
+}
+
+/// The end of a rotating live recording: every request that ended is in a part, so the journal is removed, and the
+/// trace shown at the end is the last part (the earlier ones are opened from the live bar, or the directory as one
+/// trace).
+fn ended_rotating(
+    rec: record::Recording,
+    journal: Option<&Path>,
+) -> (record::Recording, Result<record::Written, String>) {
+    if let Some(j) = journal {
+        let _ = std::fs::remove_file(j);
+    }
+    let last = rec.parts.paths.last().map_or_else(
+        || Err("no part was written".to_owned()),
+        |path| {
+            crate::load::load(path, &crate::ingest::Progress::default())
+                .map(|loaded| record::Written {
+                    trace: loaded.trace,
+                    notes: String::new(),
+                })
+                .map_err(|e| e.to_string())
+        },
+    );
+    (rec, last)
 }
 
 /// The snapshot joined with the server's log as written so far (its engine track); the snapshot alone, with the

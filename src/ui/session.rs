@@ -177,7 +177,7 @@ impl Session {
     /// (by id) and token, range and the panels' choices are kept; the findings come computed with it.
     pub fn retrace(
         &mut self,
-        loaded: Loaded,
+        (loaded, origin): (Loaded, Option<i64>),
         order: TrackOrder,
         findings: Option<super::live::Findings>,
         waker: Option<&egui::Context>,
@@ -185,7 +185,7 @@ impl Session {
         let selected = self.selected.map(|r| self.view.trace.request_id(r).to_owned());
         let token = self.microscope.as_ref().and_then(|m| m.token);
         let color_by = self.microscope.as_ref().map(|m| m.color_by);
-        self.view = TraceView::new(Arc::new(loaded.trace), order, &self.filter);
+        self.view = TraceView::from_origin(Arc::new(loaded.trace), order, &self.filter, origin);
         self.report = loaded.report;
         let (index, job) = index_in_background(&self.view.trace);
         self.range_index = index;

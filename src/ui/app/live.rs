@@ -8,7 +8,7 @@ use std::time::Duration;
 use eframe::egui::{self, RichText, Ui};
 
 use super::App;
-use crate::ui::live::{Live, LiveOptions, Phase, Snapshot};
+use crate::ui::live::{Live, LiveOptions, Phase, Snapshot, SpilledPart};
 use crate::ui::session::{Session, TraceSource};
 use crate::ui::waterfall::PendingRow;
 
@@ -160,8 +160,15 @@ impl App {
             is_final,
             ..
         } = snapshot;
+        let start = (loaded.trace.request_count() > 0).then(|| loaded.trace.start_ns());
+        live.origin = match (live.origin, start) {
+            (Some(o), Some(s)) => Some(o.min(s)),
+            (o, s) => o.or(s),
+        };
+        live.in_memory_from = start;
+        let origin = live.origin;
         match &mut self.session {
-            Some(s) if s.source == source => s.retrace(loaded, order, Some(findings), waker.as_ref()),
+            Some(s) if s.source == source => s.retrace((loaded, origin), order, Some(findings), waker.as_ref()),
             Some(_) if live.shown.0.is_some() && !live.show_again => {
                 live.unseen += 1;
                 return;
@@ -170,6 +177,10 @@ impl App {
                 let previous = self.session.take();
                 self.preview = None;
                 let mut s = Session::new(source, loaded, None, order, previous.as_ref());
+                if origin.is_some_and(|o| o < s.view.t0_ns) {
+                    // Shown again after its oldest requests left memory: the recording's start stays the zero.
+                    s.view = crate::view::TraceView::from_origin(Arc::clone(&s.view.trace), order, &s.filter, origin);
+                }
                 s.waterfall.layout = self.settings.layout;
                 let (f, slo, thresholds, open) = findings;
                 s.findings.computed(f, slo, thresholds, open);
@@ -182,7 +193,7 @@ impl App {
         if is_final {
             live.fresh.end();
         } else {
-            live.fresh.taken(progress.lines_end);
+            live.fresh.taken(progress.file, progress.lines_end);
         }
         if let Some(s) = &mut self.session {
             // The recording's own trace at the end has every request ended: nothing is drawn open. Before it, the
@@ -216,6 +227,13 @@ impl App {
     /// Writes what was recorded so far (the trace on screen, when it is the recording's) on its own thread.
     fn save_live_now(&mut self) {
         let Some(live) = &self.live else { return };
+        if let Some(dir) = &live.rotating {
+            self.notice = Some(format!(
+                "Everything recorded so far is on disk in {} (its parts and its journal), which opens as one trace.",
+                dir.display()
+            ));
+            return;
+        }
         let Some(s) = self.session.as_ref().filter(|s| s.source == Self::live_source(live)) else {
             self.notice = Some("Nothing recorded is on screen yet.".to_owned());
             return;
@@ -241,6 +259,19 @@ impl App {
             .is_some_and(|s| s.source == Self::live_source(live));
         let mut again = false;
         let mut save = false;
+        let mut open: Option<std::path::PathBuf> = None;
+        // Scrolled before the requests in memory (a rotating recording's earlier ones are in its parts): the part
+        // the view reaches into.
+        let before = self
+            .session
+            .as_ref()
+            .filter(|_| on_screen)
+            .and_then(|s| {
+                let from = live.in_memory_from?;
+                s.waterfall.viewport.filter(|vp| vp.start_ns < from)
+            })
+            .and_then(|vp| part_reached(&live.spilled, vp.start_ns + (vp.ns_per_point * vp.width) as i64))
+            .cloned();
         ui.horizontal_wrapped(|ui| {
             let (dot, state) = match &live.phase {
                 Phase::Recording => (
@@ -277,6 +308,19 @@ impl App {
                         format!("behind: {} KiB of the journal not read yet", unread.div_ceil(1024)),
                     );
                 }
+            }
+            if let Some(part) = &before {
+                let label = format!("Earlier requests are on disk: open {}", part_label(part));
+                if ui
+                    .button(RichText::new(label).strong())
+                    .on_hover_text("The view is before the requests in memory; the recording goes on meanwhile")
+                    .clicked()
+                {
+                    open = Some(part.path.clone());
+                }
+            }
+            if !live.spilled.is_empty() {
+                spilled_menu(ui, &live.spilled, &live.output, &mut open);
             }
             if matches!(live.phase, Phase::Ended(_)) {
                 if !on_screen && ui.button("Show the recording").clicked() {
@@ -327,5 +371,77 @@ impl App {
         if save {
             self.save_live_now();
         }
+        if let Some(path) = open {
+            self.open(TraceSource::Path(path));
+        }
+    }
+}
+
+/// The menu of a rotating recording's parts on disk: each one, or the directory as one trace.
+fn spilled_menu(ui: &mut Ui, parts: &[SpilledPart], dir: &std::path::Path, open: &mut Option<std::path::PathBuf>) {
+    let bytes: u64 = parts.iter().map(|p| p.bytes).sum();
+    ui.menu_button(
+        format!(
+            "Earlier: {} part{} on disk ({})",
+            parts.len(),
+            if parts.len() == 1 { "" } else { "s" },
+            mb(bytes)
+        ),
+        |ui| {
+            ui.weak("Their requests left memory as each part was written; one opens over the live view.");
+            for part in parts.iter().rev() {
+                if ui.button(part_label(part)).clicked() {
+                    *open = Some(part.path.clone());
+                    ui.close();
+                }
+            }
+            ui.separator();
+            if ui
+                .button("Open them all as one trace")
+                .on_hover_text("Every part and the journal, as the directory opens")
+                .clicked()
+            {
+                *open = Some(dir.to_owned());
+                ui.close();
+            }
+        },
+    );
+}
+
+/// The part the view's right edge is in or after: the latest that started before it, else the first.
+fn part_reached(parts: &[SpilledPart], end_ns: i64) -> Option<&SpilledPart> {
+    parts
+        .iter()
+        .rev()
+        .find(|p| p.first_ns.is_some_and(|f| f <= end_ns))
+        .or_else(|| parts.first())
+}
+
+/// A part as the menu names it: its file, its times (UTC) and its size.
+fn part_label(part: &SpilledPart) -> String {
+    let name = part
+        .path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let clock = |ns: i64| {
+        chrono::DateTime::from_timestamp_nanos(ns)
+            .format("%H:%M:%S")
+            .to_string()
+    };
+    let times = match (part.first_ns, part.last_ns) {
+        (Some(a), Some(b)) => format!(" · {}–{} UTC", clock(a), clock(b)),
+        _ => String::new(),
+    };
+    format!("{name}{times} · {}", mb(part.bytes))
+}
+
+/// Bytes as the live bar says them: kB under a megabyte, MB with a decimal above.
+fn mb(bytes: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "a size shown")]
+    let kb = bytes as f64 / 1e3;
+    if kb < 1e3 {
+        format!("{:.0} kB", kb.max(1.0))
+    } else {
+        format!("{:.1} MB", kb / 1e3)
     }
 }

@@ -130,8 +130,14 @@ pub fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
 impl TraceView {
     /// Prepares a trace for drawing.
     pub fn new(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter) -> Self {
+        Self::from_origin(trace, order, filter, None)
+    }
+
+    /// As [`Self::new`], its times counted from `origin` when that is earlier than the trace's start: a live
+    /// view whose oldest requests left memory keeps the recording's start as its zero.
+    pub fn from_origin(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter, origin: Option<i64>) -> Self {
         let t = &trace;
-        let t0_ns = t.start_ns();
+        let t0_ns = origin.map_or(t.start_ns(), |o| o.min(t.start_ns()));
         let ends = t
             .requests
             .finished_ns
