@@ -519,6 +519,65 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
     assert!(notes.contains("the recording was interrupted"), "{notes}");
 }
 
+#[cfg(unix)]
+#[test]
+fn a_recording_sent_sigterm_stops_as_ctrl_c_does_and_writes_everything() {
+    // Chunks 150 ms apart: a stream of 9 chunks takes over a second, two at a time.
+    let server = start(Behavior::replay(
+        &capture("chat_eos_omitted.sse"),
+        Duration::from_millis(150),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
+    let out = dir.path().join("rec.parquet");
+    let journal = dir.path().join("rec.parquet.partial.jsonl");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(["record", "--url", &server.url, "--prompts"])
+        .arg(&prompts)
+        .args(["--requests", "6", "--concurrency", "2", "--grace", "0.1", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Two requests ended and a third begun, by the journal; then SIGTERM, as a process manager or `kill` sends it.
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
+    loop {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
+        if ended >= 2 && text.contains("rec-00002") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no progress: {text}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let killed = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let done = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(stdout.contains("(stopped)"), "{stdout}");
+    // Written whole: the journal did its job; the requests that ended are exact, the ones in flight cut after the
+    // grace period, none sent after the signal.
+    assert!(!journal.exists());
+    let loaded = tokenscope::load::load(&out, &tokenscope::ingest::Progress::default()).unwrap();
+    let t = &loaded.trace;
+    assert!((3..6).contains(&t.request_count()), "{}", t.request_count());
+    let ok = (0..u32::try_from(t.request_count()).unwrap())
+        .filter(|&r| t.label(t.requests.status[r as usize]) == Some("ok"))
+        .inspect(|&r| assert_eq!(t.tokens_of(r).len(), 6))
+        .count();
+    assert!(ok >= 2 && ok < t.request_count(), "{ok} of {}", t.request_count());
+}
+
 #[test]
 fn a_rotating_recording_writes_parts_that_open_as_one_trace_and_survive_a_kill() {
     // Chunks 25 ms apart: a request of 9 chunks takes about 0.23 s; 16 requests 2 at a time about 1.9 s.

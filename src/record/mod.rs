@@ -110,8 +110,10 @@ pub struct Recording {
     pub report: crate::trace::report::Report,
     /// Every request as recorded, in order.
     pub outcomes: Vec<Outcome>,
-    /// True when Ctrl-C stopped it.
+    /// True when it was stopped before every request was sent (Ctrl-C, SIGTERM, or the caller's stop).
     pub interrupted: bool,
+    /// True when a signal stopped it (Ctrl-C, SIGTERM): a live recording's window then closes once it is written.
+    pub signalled: bool,
     /// A rotating recording's parts (its requests are there, not in `trace`; their outcomes keep no tokens).
     pub parts: rotate::Parts,
 }
@@ -266,22 +268,27 @@ async fn run(
         bar
     });
 
-    // Ctrl-C (or the caller's stop): no new requests, then after the grace period the streams in flight are cut.
+    // Ctrl-C or SIGTERM (or the caller's stop): no new requests, then after the grace period the streams in flight
+    // are cut. A live recording (the caller's stop) ends on a signal too: what was recorded is written, then its
+    // window closes.
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
         let phase_tx = phase_tx.clone();
-        let interrupted = Arc::clone(&interrupted);
+        let (interrupted, signalled) = (Arc::clone(&interrupted), Arc::clone(&signalled));
         let grace = options.grace;
         let mut stop = stop;
         tokio::spawn(async move {
-            match stop.as_mut() {
-                Some(rx) => {
-                    let _ = rx.wait_for(|s| *s).await;
+            let by_signal = if let Some(rx) = stop.as_mut() {
+                tokio::select! {
+                    _ = rx.wait_for(|s| *s) => false,
+                    () = signal() => true,
                 }
-                None => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
+            } else {
+                signal().await;
+                true
+            };
+            signalled.store(by_signal, Ordering::Relaxed);
             interrupted.store(true, Ordering::Relaxed);
             let _ = phase_tx.send(Phase::Draining);
             tokio::time::sleep(grace).await;
@@ -456,8 +463,33 @@ async fn run(
         report,
         outcomes,
         interrupted: interrupted.load(Ordering::Relaxed),
+        signalled: signalled.load(Ordering::Relaxed),
         parts,
     })
+}
+
+/// Waits for Ctrl-C or, on Unix, SIGTERM (what a process manager, `kill` or a container's stop sends); forever when
+/// neither can be listened for.
+async fn signal() {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => {
+            if r.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        () = term => {}
+    }
 }
 
 /// The request id of the `i`-th request of a recording.

@@ -176,6 +176,8 @@ pub struct Live {
     pub failed: Option<String>,
     /// A rotating recording's parts written so far, as the last snapshot found them.
     pub spilled: Vec<SpilledPart>,
+    /// When a signal (Ctrl-C, SIGTERM) ended the recording, which is written: the window is to close.
+    pub close_from: Option<Instant>,
     /// The earliest time of any snapshot shown, Unix ns: the view's zero, kept when the oldest requests leave
     /// memory with a part; and the earliest time of the snapshot on screen, where what is in memory begins.
     pub origin: Option<i64>,
@@ -248,6 +250,7 @@ impl Live {
             show_again: false,
             failed: None,
             spilled: Vec::new(),
+            close_from: None,
             origin: None,
             in_memory_from: None,
         })
@@ -311,6 +314,8 @@ impl Live {
                 Err(e) => format!("the recording could not run: {e}"),
             });
             if let Ok((rec, written)) = result {
+                // Stopped by Ctrl-C or SIGTERM: written, the window closes (what the signal asked of the process).
+                self.close_from = rec.signalled.then(Instant::now);
                 let trace = written.map_or(rec.trace, |w| w.trace);
                 self.last = Some(Loaded {
                     trace,

@@ -65,6 +65,9 @@ impl App {
         if let Some(snapshot) = live.poll(Some(ctx), slo, thresholds) {
             self.show_snapshot(snapshot);
         }
+        if self.live.as_ref().is_some_and(|l| l.close_from.is_some()) {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
         self.show_fresh();
         if self.live.as_ref().is_some_and(Live::running) {
             ctx.request_repaint_after(LOOK_EVERY);
