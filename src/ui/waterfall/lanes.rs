@@ -80,8 +80,13 @@ pub(super) fn draw_lanes(
             egui::StrokeKind::Outside,
         );
     }
+    // Live: what was read since the snapshot, drawn over the kept mesh each frame (it changes every frame).
+    let live = live_overlay(frame, vp, view, at);
+    if let Some((mesh, _)) = &live {
+        painter.with_clip_rect(clip).add(egui::Shape::mesh(mesh.clone()));
+    }
     let font = FontId::monospace(11.0);
-    for (pos, label) in &built.labels {
+    for (pos, label) in built.labels.iter().chain(live.iter().flat_map(|(_, l)| l)) {
         painter.text(
             *pos,
             Align2::LEFT_CENTER,
@@ -103,6 +108,34 @@ pub(super) fn draw_lanes(
     if let Some(h) = pointer.and_then(|p| lane_hover(frame, vp, view, at, p)) {
         *hover = Some(h);
     }
+}
+
+/// Live: on each visible lane whose last request has not ended, its open bar to the present and the tokens read
+/// since the snapshot (an open request keeps its lane, so it is the lane's last); the requests sent since on rows
+/// below the lanes. `None` for a trace that is not live.
+fn live_overlay(
+    frame: &Areas,
+    vp: &Viewport,
+    view: &TraceView,
+    at: RowsAt,
+) -> Option<(egui::Mesh, Vec<(Pos2, String)>)> {
+    at.open_until_ns?;
+    let (trace, lanes, area) = (&view.trace, view.lanes(), frame.requests);
+    let mut mesh = egui::Mesh::default();
+    let mut labels = Vec::new();
+    let x_at = |t: i64| frame.time.left() + vp.x_from_time(t) as f32;
+    for k in layout::visible_rows(at.scroll_y, at.row_h, area.height(), lanes.len()) {
+        let (Some(&r), Some(&(_, end))) = (lanes.requests(k).last(), lanes.extents(k).last()) else {
+            continue;
+        };
+        if trace.requests.finished_ns[r as usize].is_none() {
+            let top = area.top() + k as f32 * at.row_h - at.scroll_y;
+            let from = trace.finish_ns(r).unwrap_or(end);
+            draw_open(&mut mesh, at, r, from, egui::Rangef::new(top, top + at.row_h), &x_at);
+        }
+    }
+    draw_pending(&mut mesh, &mut labels, at, lanes.len(), (area, frame.labels_x), &x_at);
+    Some((mesh, labels))
 }
 
 /// What the pointer is over in the lanes: a stage of a request drawn stage by stage, else the request.
@@ -323,5 +356,94 @@ mod tests {
         assert_eq!(row_height_for(TrackLayout::Lanes, 400, 600.0), 1.5);
         assert_eq!(row_height_for(TrackLayout::Lanes, 1000, 600.0), 1.0);
         assert_eq!(row_height_for(TrackLayout::Tracks, 1000, 600.0), theme::ROW_HEIGHT);
+    }
+
+    #[test]
+    fn a_live_lane_draws_its_open_request_to_the_present_and_the_requests_sent_since_below() {
+        // r0 sent at 0, not ended (its lane's last: r1, 5-8 ms, goes to lane 1); r9 sent since the snapshot.
+        let (t0, ms) = (1_700_000_000_000_000_000i64, 1_000_000i64);
+        let text = [
+            format!(r#"{{"kind":"request","request_id":"r0","arrival_ns":{t0}}}"#),
+            format!(
+                r#"{{"kind":"request","request_id":"r1","arrival_ns":{},"finished_ns":{}}}"#,
+                t0 + 5 * ms,
+                t0 + 8 * ms
+            ),
+        ]
+        .join("\n");
+        let mut b = crate::trace::TraceBuilder::default();
+        let progress = crate::ingest::Progress::default();
+        crate::format::jsonl::read_from(text.as_bytes(), std::path::Path::new("t.jsonl"), 0, &mut b, &progress)
+            .unwrap();
+        let view = TraceView::new(
+            std::sync::Arc::new(b.finish().0),
+            layout::TrackOrder::Arrival,
+            &layout::TrackFilter::default(),
+        );
+        assert_eq!(view.lanes().len(), 2);
+        // 1 point a millisecond from t0; lanes 16 points tall from y = 20.
+        let frame = Areas {
+            time: Rect::from_min_size(pos2(100.0, 0.0), vec2(40.0, 100.0)),
+            labels_x: 4.0,
+            ruler: Rect::NOTHING,
+            engines_top: 0.0,
+            requests: Rect::from_min_size(pos2(0.0, 20.0), vec2(140.0, 80.0)),
+        };
+        let vp = Viewport {
+            start_ns: t0,
+            ns_per_point: ms as f64,
+            width: 40.0,
+        };
+        let pending = [PendingRow {
+            id: "r9".to_owned(),
+            from_ns: t0 + 12 * ms,
+            ticks: vec![t0 + 14 * ms, t0 + 16 * ms],
+        }];
+        let fresh = [(0, t0 + 15 * ms)];
+        let mut at = RowsAt {
+            scroll_y: 0.0,
+            row_h: 16.0,
+            open_until_ns: Some(t0 + 20 * ms),
+            fresh: &fresh,
+            pending: &pending,
+        };
+        let (mesh, labels) = live_overlay(&frame, &vp, &view, at).expect("a live trace");
+        let quads = |color| {
+            let mut q: Vec<[f32; 4]> = mesh
+                .vertices
+                .chunks(4)
+                .filter(|v| v[0].color == color)
+                .map(|v| {
+                    let (xs, ys) = (v.iter().map(|p| p.pos.x), v.iter().map(|p| p.pos.y));
+                    [
+                        xs.clone().fold(f32::MAX, f32::min),
+                        xs.fold(f32::MIN, f32::max),
+                        ys.clone().fold(f32::MAX, f32::min),
+                        ys.fold(f32::MIN, f32::max),
+                    ]
+                })
+                .collect();
+            q.sort_by(|a, b| a[2].total_cmp(&b[2]).then(a[0].total_cmp(&b[0])));
+            q
+        };
+        // r0 on lane 0 (y 20-36): open from its extent's end (1 ms: it has no time but its send) to 20 ms, its middle
+        // fifth; r9 on the row below the two lanes (y 52-68), from 12 to 20 ms.
+        assert_eq!(
+            quads(theme::OPEN_REQUEST),
+            [[101.0, 120.0, 26.4, 29.6], [112.0, 120.0, 58.4, 61.6]]
+        );
+        // The token read since the snapshot on r0's bar (15 ms), r9's two (14, 16 ms).
+        assert_eq!(
+            quads(theme::FRESH_TOKEN),
+            [
+                [114.5, 115.5, 24.0, 32.0],
+                [113.5, 114.5, 56.0, 64.0],
+                [115.5, 116.5, 56.0, 64.0]
+            ]
+        );
+        assert_eq!(labels, [(pos2(4.0, 60.0), "r9".to_owned())]);
+        // Not live: nothing over the lanes.
+        at.open_until_ns = None;
+        assert!(live_overlay(&frame, &vp, &view, at).is_none());
     }
 }

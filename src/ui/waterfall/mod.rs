@@ -350,13 +350,9 @@ pub fn waterfall_ui(
         }
         state.drawn_layout = Some(state.layout);
     }
-    // A live recording's requests not in the snapshot yet are rows below the tracks: they can be scrolled to.
-    let pending = if state.layout == TrackLayout::Tracks {
-        state.pending.len()
-    } else {
-        0
-    };
-    let total_rows_height = (rows + pending) as f32 * row_h;
+    // A live recording's requests not in the snapshot yet are rows below the tracks or lanes: they can be scrolled
+    // to.
+    let total_rows_height = (rows + state.pending.len()) as f32 * row_h;
     state.scroll_y = state
         .scroll_y
         .clamp(0.0, (total_rows_height - frame.requests.height() + row_h).max(0.0));
@@ -661,33 +657,68 @@ fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut O
             mesh.add_colored_rect(bar, theme::MARKER);
         }
         // Live: a request without an end yet is open from what is known of it to the present.
-        if let Some(now) = at.open_until_ns
-            && trace.requests.finished_ns[r as usize].is_none()
-        {
+        if at.open_until_ns.is_some() && trace.requests.finished_ns[r as usize].is_none() {
             let from = spans.last().map_or(trace.requests.arrival_ns[r as usize], |s| s.end_ns);
-            if now > from {
-                let open = Rect::from_x_y_ranges(x_at(from)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
-                mesh.add_colored_rect(open, theme::OPEN_REQUEST);
-            }
-            // Its tokens read since the snapshot, each a tick on the open bar.
-            let first = at.fresh.partition_point(|f| f.0 < r);
-            for &(_, t) in at.fresh[first..].iter().take_while(|f| f.0 == r) {
-                let x = x_at(t);
-                let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
-                mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
-            }
+            draw_open(&mut mesh, at, r, from, egui::Rangef::new(top, top + row_h), &x_at);
         }
     }
     // Live: requests sent since the snapshot, below its tracks until the next snapshot has them.
+    draw_pending(
+        &mut mesh,
+        &mut labels,
+        at,
+        view.rows.len(),
+        (area, frame.labels_x),
+        &x_at,
+    );
+    // Spans and markers of times before or after the view stay inside the time axis.
+    painter
+        .with_clip_rect(painter.clip_rect().intersect(frame.time))
+        .add(egui::Shape::mesh(mesh));
+    for (pos, label) in labels {
+        painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
+    }
+}
+
+/// Live: request `r`, not ended, open from `from` (what is known of it) to the present, with the tokens read since
+/// the snapshot as ticks on the open bar, on the row spanning `row`.
+fn draw_open(mesh: &mut egui::Mesh, at: RowsAt, r: u32, from: i64, row: egui::Rangef, x_at: &impl Fn(i64) -> f32) {
+    let (top, row_h) = (row.min, row.span());
+    if let Some(now) = at.open_until_ns
+        && now > from
+    {
+        let open = Rect::from_x_y_ranges(x_at(from)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
+        mesh.add_colored_rect(open, theme::OPEN_REQUEST);
+    }
+    let first = at.fresh.partition_point(|f| f.0 < r);
+    for &(_, t) in at.fresh[first..].iter().take_while(|f| f.0 == r) {
+        let x = x_at(t);
+        let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
+        mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
+    }
+}
+
+/// Live: the requests sent since the snapshot, on rows below its `below` rows (tracks or lanes), each open from its
+/// send to the present with the tokens read since as ticks; `(area, labels_x)`: where rows are drawn, and their
+/// labels.
+fn draw_pending(
+    mesh: &mut egui::Mesh,
+    labels: &mut Vec<(Pos2, String)>,
+    at: RowsAt,
+    below: usize,
+    (area, labels_x): (Rect, f32),
+    x_at: &impl Fn(i64) -> f32,
+) {
+    let row_h = at.row_h;
     for (j, p) in at.pending.iter().enumerate() {
-        let top = area.top() + (view.rows.len() + j) as f32 * row_h - scroll_y;
+        let top = area.top() + (below + j) as f32 * row_h - at.scroll_y;
         if top > area.bottom() {
             break;
         }
         if top + row_h < area.top() {
             continue;
         }
-        labels.push((pos2(frame.labels_x, top + row_h / 2.0), p.id.clone()));
+        labels.push((pos2(labels_x, top + row_h / 2.0), p.id.clone()));
         let now = at
             .open_until_ns
             .unwrap_or(p.from_ns)
@@ -701,12 +732,5 @@ fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut O
             let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
             mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
         }
-    }
-    // Spans and markers of times before or after the view stay inside the time axis.
-    painter
-        .with_clip_rect(painter.clip_rect().intersect(frame.time))
-        .add(egui::Shape::mesh(mesh));
-    for (pos, label) in labels {
-        painter.text(pos, Align2::LEFT_CENTER, label, font.clone(), ui.visuals().text_color());
     }
 }

@@ -57,7 +57,8 @@ static NEXT_LANES_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 impl Lanes {
     /// Packs `rows` (the requests shown) into lanes: by arrival, each request goes to the lowest-numbered lane that
-    /// is free when it arrives (its last request finished at or before), or to a new lane. This uses as many lanes
+    /// is free when it arrives (its last request finished at or before; a request without an end never frees its
+    /// lane, so it is the last of it), or to a new lane. This uses as many lanes
     /// as the most requests alive at one time, the fewest possible. n log n.
     pub fn pack(trace: &Trace, rows: &[u32]) -> Lanes {
         let mut order: Vec<(i64, i64, u32)> = rows
@@ -93,7 +94,10 @@ impl Lanes {
             extents[k].push((start, end));
             marks[k].push(marks_of(trace, r, start, end));
             lane_of[r as usize] = lane;
-            busy.push(Reverse((end, lane)));
+            // A request with no end (still streaming in a live view, or never ended) keeps its lane: whatever came
+            // after it would be drawn over its open end.
+            let open = trace.requests.finished_ns.get(r as usize).is_some_and(Option::is_none);
+            busy.push(Reverse((if open { i64::MAX } else { end }, lane)));
         }
         Lanes {
             lanes,
@@ -433,6 +437,33 @@ mod tests {
         let l = Lanes::pack(&t, &[0, 5]);
         assert_eq!(ids(&t, &l), [vec!["r0", "r5"]]);
         assert_eq!(l.lane_of(1), None);
+    }
+
+    #[test]
+    fn a_request_without_an_end_keeps_its_lane() {
+        // r0 arrives at 0 and has not ended (a live view's request still streaming): its extent is its first ms,
+        // but what comes after it would be drawn over its open end. r1 (5-8 ms) takes lane 1; r2 (9-10 ms) lane 1
+        // again, free since 8 ms; r0 stays the last of lane 0.
+        let mut b = TraceBuilder::default();
+        let text = [
+            format!(r#"{{"kind":"request","request_id":"r0","arrival_ns":{T0}}}"#),
+            format!(
+                r#"{{"kind":"request","request_id":"r1","arrival_ns":{},"finished_ns":{}}}"#,
+                T0 + 5 * MS,
+                T0 + 8 * MS
+            ),
+            format!(
+                r#"{{"kind":"request","request_id":"r2","arrival_ns":{},"finished_ns":{}}}"#,
+                T0 + 9 * MS,
+                T0 + 10 * MS
+            ),
+        ]
+        .join("\n");
+        let path = std::path::Path::new("t.jsonl");
+        crate::format::jsonl::read_from(text.as_bytes(), path, 0, &mut b, &crate::ingest::Progress::default()).unwrap();
+        let t = b.finish().0;
+        let l = Lanes::pack(&t, &[0, 1, 2]);
+        assert_eq!(ids(&t, &l), [vec!["r0"], vec!["r1", "r2"]]);
     }
 
     #[test]
