@@ -164,6 +164,7 @@ impl RecordArgs {
             journal: None,
             keep_raw: self.raw.is_some(),
             rotate: None,
+            backlog: std::sync::Arc::default(),
         };
         if self.rotate_every.is_some() || self.rotate_mb.is_some() {
             return self.run_rotating(options);

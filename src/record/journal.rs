@@ -64,6 +64,29 @@ pub struct Journal {
     lines: mpsc::Sender<Message>,
     /// Bytes appended so far.
     written: Arc<AtomicU64>,
+    /// What waits for the disk.
+    backlog: Arc<Backlog>,
+}
+
+/// How far the journal's writing is behind the streams, for a live view to say: lines handed to the writer and not
+/// yet written, and how long the streams waited, in all, because [`QUEUED_LINES`] were waiting (the streams are held
+/// then; nothing is dropped).
+#[derive(Debug, Default)]
+pub struct Backlog {
+    queued: AtomicU64,
+    held_ns: AtomicU64,
+}
+
+impl Backlog {
+    /// Lines waiting to be written.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// How long the streams were held, in all, waiting for the disk.
+    pub fn held(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.held_ns.load(Ordering::Relaxed))
+    }
 }
 
 /// The writer's end: join it to learn how writing went.
@@ -79,15 +102,16 @@ pub fn path_for(output: &Path) -> PathBuf {
 }
 
 impl Journal {
-    /// Creates (truncates) the journal at `path` and starts its writer.
+    /// Creates (truncates) the journal at `path` and starts its writer; `backlog` counts what waits for the disk.
     ///
     /// # Errors
     /// The file cannot be created.
-    pub fn create(path: &Path) -> std::io::Result<(Journal, Writer)> {
+    pub fn create(path: &Path, backlog: Arc<Backlog>) -> std::io::Result<(Journal, Writer)> {
         let file = std::fs::File::create(path)?;
         let (tx, mut rx) = mpsc::channel::<Message>(QUEUED_LINES);
         let written = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&written);
+        let waiting = Arc::clone(&backlog);
         let path = path.to_owned();
         let task = tokio::task::spawn_blocking(move || {
             let mut out = std::io::BufWriter::new(file);
@@ -98,6 +122,7 @@ impl Journal {
                         out.write_all(line.as_bytes())?;
                         out.write_all(b"\n")?;
                         lines += 1;
+                        waiting.queued.fetch_sub(1, Ordering::Relaxed);
                         counted.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
                     }
                     Message::Forget(ids, answer) => {
@@ -126,7 +151,14 @@ impl Journal {
             out.flush()?;
             Ok(lines)
         });
-        Ok((Journal { lines: tx, written }, Writer { task }))
+        Ok((
+            Journal {
+                lines: tx,
+                written,
+                backlog,
+            },
+            Writer { task },
+        ))
     }
 
     /// Bytes appended to the journal so far (what a rotation by size counts).
@@ -147,6 +179,26 @@ impl Journal {
             .unwrap_or_else(|_| Err(std::io::Error::other("the journal's writer has stopped")))
     }
 
+    /// Hands a line to the writer: at once while fewer than [`QUEUED_LINES`] wait, else when one is written (the
+    /// wait counted in the backlog).
+    async fn send(&self, line: String) {
+        self.backlog.queued.fetch_add(1, Ordering::Relaxed);
+        let line = match self.lines.try_send(Message::Line(line)) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Full(line)) => line,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.backlog.queued.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let held = std::time::Instant::now();
+        if self.lines.send(line).await.is_err() {
+            self.backlog.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        let ns = u64::try_from(held.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.backlog.held_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// A request about to be sent: a live view shows it waiting from here (a retried send says its time again in
     /// its later lines).
     pub async fn sent(&self, ids: Ids<'_>, sent_ns: i64) {
@@ -156,7 +208,7 @@ impl Journal {
             "sent_ns": sent_ns,
             "events": [],
         });
-        let _ = self.lines.send(Message::Line(line.to_string())).await;
+        self.send(line.to_string()).await;
     }
 
     /// A chunk of a stream, as it arrived.
@@ -167,7 +219,7 @@ impl Journal {
             "sent_ns": sent_ns,
             "events": [[at_ns, data]],
         });
-        let _ = self.lines.send(Message::Line(line.to_string())).await;
+        self.send(line.to_string()).await;
     }
 
     /// How a request ended.
@@ -182,7 +234,7 @@ impl Journal {
             "error": e.error,
             "events": [],
         });
-        let _ = self.lines.send(Message::Line(line.to_string())).await;
+        self.send(line.to_string()).await;
     }
 }
 
@@ -225,4 +277,38 @@ fn forget(path: &Path, ids: &HashSet<String>) -> std::io::Result<()> {
         out.get_ref().sync_all()?;
     }
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_handed_to_the_writer_is_counted_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.partial.jsonl");
+        let backlog = Arc::new(Backlog::default());
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let lines = runtime.block_on(async {
+            let (journal, writer) = Journal::create(&path, Arc::clone(&backlog)).unwrap();
+            let ids = Ids {
+                request_id: "rec-00000",
+                trace_id: "0af7651916cd43dd8448eb211c80319c",
+            };
+            journal.sent(ids, 1).await;
+            for k in 0..9 {
+                journal.chunk(ids, 1, 10 + k, "{}").await;
+            }
+            drop(journal);
+            writer.finish().await.unwrap()
+        });
+        assert_eq!(lines, 10);
+        assert_eq!(backlog.queued(), 0);
+        assert_eq!(
+            backlog.held(),
+            std::time::Duration::ZERO,
+            "4,096 may wait: the streams were never held"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 10);
+    }
 }

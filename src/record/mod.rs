@@ -65,6 +65,8 @@ pub struct RecordOptions {
     pub keep_raw: bool,
     /// Write the requests that ended as parts of the run, by time or size (see [`rotate`]); `None` writes one trace.
     pub rotate: Option<rotate::Rotation>,
+    /// What waits for the journal's disk, for a live view to say (shared by the options' clones).
+    pub backlog: Arc<journal::Backlog>,
 }
 
 impl RecordOptions {
@@ -97,6 +99,7 @@ impl RecordOptions {
             journal: None,
             keep_raw: false,
             rotate: None,
+            backlog: Arc::default(),
         }
     }
 }
@@ -299,8 +302,8 @@ async fn run(
     // What is received goes to the journal as it comes: a killed recording leaves it on disk.
     let (journal, writer) = match &options.journal {
         Some(path) => {
-            let (j, w) =
-                journal::Journal::create(path).map_err(|e| RecordError::Journal(path.display().to_string(), e))?;
+            let (j, w) = journal::Journal::create(path, Arc::clone(&options.backlog))
+                .map_err(|e| RecordError::Journal(path.display().to_string(), e))?;
             (Some(j), Some(w))
         }
         None => (None, None),

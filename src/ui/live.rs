@@ -176,6 +176,9 @@ pub struct Live {
     pub failed: Option<String>,
     /// A rotating recording's parts written so far, as the last snapshot found them.
     pub spilled: Vec<SpilledPart>,
+    /// What waits for the journal's disk: when the disk cannot keep up, the streams are held (nothing is dropped)
+    /// and the live bar says so.
+    pub backlog: Arc<record::journal::Backlog>,
     /// When a signal (Ctrl-C, SIGTERM) ended the recording, which is written: the window is to close.
     pub close_from: Option<Instant>,
     /// The earliest time of any snapshot shown, Unix ns: the view's zero, kept when the oldest requests leave
@@ -200,6 +203,7 @@ impl Live {
         let output = live.output.clone();
         let server_log = live.server_log.clone();
         let rotating = live.options.rotate.as_ref().map(|r| r.dir.clone());
+        let backlog = Arc::clone(&live.options.backlog);
         // Woken when the journal grows; without the watcher (its thread could not start) the window still looks
         // every 100 ms.
         let watching = Arc::new(AtomicBool::new(true));
@@ -251,6 +255,7 @@ impl Live {
             failed: None,
             spilled: Vec::new(),
             close_from: None,
+            backlog,
             origin: None,
             in_memory_from: None,
         })

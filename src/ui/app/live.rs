@@ -311,6 +311,13 @@ impl App {
                         format!("behind: {} KiB of the journal not read yet", unread.div_ceil(1024)),
                     );
                 }
+                // And the disk behind the streams: lines waiting to be written, and how long the streams were held
+                // for it (nothing is dropped).
+                if let Some(text) = disk_behind(live.backlog.queued(), live.backlog.held()) {
+                    ui.colored_label(ui.visuals().warn_fg_color, text).on_hover_text(
+                        "The journal is written as chunks come; a full queue holds the streams, never drops a chunk",
+                    );
+                }
             }
             if let Some(part) = &before {
                 let label = format!("Earlier requests are on disk: open {}", part_label(part));
@@ -380,6 +387,20 @@ impl App {
     }
 }
 
+/// What the live bar says of a disk that does not keep up: `queued` lines waiting (said from 512, an eighth of what
+/// may wait before the streams are held) and the time the streams were held in all; nothing while it keeps up.
+fn disk_behind(queued: u64, held: Duration) -> Option<String> {
+    let held = (held >= Duration::from_millis(1)).then(|| format!("streams held {:.1} s in all", held.as_secs_f64()));
+    let queued = (queued >= 512).then(|| format!("{queued} lines waiting to be written"));
+    match (queued, held) {
+        (None, None) => None,
+        (q, h) => Some(format!(
+            "disk behind: {}",
+            [q, h].into_iter().flatten().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// The menu of a rotating recording's parts on disk: each one, or the directory as one trace.
 fn spilled_menu(ui: &mut Ui, parts: &[SpilledPart], dir: &std::path::Path, open: &mut Option<std::path::PathBuf>) {
     let bytes: u64 = parts.iter().map(|p| p.bytes).sum();
@@ -446,5 +467,27 @@ fn mb(bytes: u64) -> String {
         format!("{:.0} kB", kb.max(1.0))
     } else {
         format!("{:.1} MB", kb / 1e3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_disk_is_said_behind_from_an_eighth_of_the_queue_or_once_it_held_the_streams() {
+        assert_eq!(disk_behind(511, Duration::ZERO), None);
+        assert_eq!(
+            disk_behind(512, Duration::ZERO).as_deref(),
+            Some("disk behind: 512 lines waiting to be written")
+        );
+        assert_eq!(
+            disk_behind(0, Duration::from_millis(1_250)).as_deref(),
+            Some("disk behind: streams held 1.2 s in all")
+        );
+        assert_eq!(
+            disk_behind(4_096, Duration::from_secs(3)).as_deref(),
+            Some("disk behind: 4096 lines waiting to be written, streams held 3.0 s in all")
+        );
     }
 }
