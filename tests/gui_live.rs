@@ -291,20 +291,41 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
         in_part.len() >= 2,
         "the first part holds the first requests that ended: {in_part:?}"
     );
+    // The part's findings, computed from its file on a thread of their own, are said in the menu.
+    step_until(&mut h, "the first part's findings", |a| {
+        a.live().unwrap().part_findings.contains_key(&part1)
+    });
+    let expected = {
+        let loaded = tokenscope::load::load(&part1, &tokenscope::ingest::Progress::default()).unwrap();
+        // The app's objectives and thresholds: the defaults, no settings stored.
+        let found = tokenscope::analysis::findings::find(
+            &loaded.trace,
+            &tokenscope::analysis::summary::Slo::DEFAULT,
+            &tokenscope::analysis::findings::Thresholds::default(),
+        );
+        tokenscope::ui::live::PartFindings::of(&found).said()
+    };
+    assert_eq!(
+        h.state().live().unwrap().part_findings[&part1]
+            .as_ref()
+            .map(tokenscope::ui::live::PartFindings::said),
+        Ok(expected.clone())
+    );
     h.step();
     h.get_by_label_contains("Earlier: 1 part on disk").click();
     h.step();
     h.step();
+    let in_menu = |h: &Harness<'static, App>| {
+        h.get_all_by_label_contains("part-00001.parquet")
+            .filter_map(|n| n.accesskit_node().label())
+            .find(|l| l.starts_with("part-00001.parquet"))
+            .expect("the part in the menu")
+    };
+    let label = in_menu(&h);
+    assert!(label.ends_with(&format!(" · {expected}")), "{label}");
     // The part, opened from the menu, over the live view: its requests read again from disk. (The live bar offers
     // it too: the view, from the recording's start, reaches before the requests in memory.)
-    h.get_all_by_label_contains("part-00001.parquet")
-        .find(|n| {
-            n.accesskit_node()
-                .label()
-                .is_some_and(|l| l.starts_with("part-00001.parquet"))
-        })
-        .expect("the part in the menu")
-        .click();
+    h.get_by_label(&label).click();
     step_until(&mut h, "the part on screen", |a| {
         a.session().is_some_and(|s| ids(&s.view.trace) == in_part)
     });

@@ -88,6 +88,51 @@ pub struct SpilledPart {
     pub bytes: u64,
 }
 
+/// A part's findings, computed once from its file (on the part alone: a finding whose window crosses into the next
+/// part is seen in each of them as far as it reaches): how many of each severity, and the first few in words.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PartFindings {
+    /// Findings by severity: critical, warning, info.
+    pub counts: [usize; 3],
+    /// The first few, most severe first.
+    pub first: Vec<String>,
+}
+
+impl PartFindings {
+    /// Of these findings.
+    pub fn of(findings: &[Finding]) -> Self {
+        let mut counts = [0; 3];
+        for f in findings {
+            counts[f.severity as usize] += 1;
+        }
+        let mut sorted: Vec<&Finding> = findings.iter().collect();
+        sorted.sort_by_key(|f| f.severity);
+        PartFindings {
+            counts,
+            first: sorted.iter().take(5).map(|f| f.summary.clone()).collect(),
+        }
+    }
+
+    /// "1 critical, 2 warnings", "no findings".
+    pub fn said(&self) -> String {
+        let [c, w, i] = self.counts;
+        let parts: Vec<String> = [
+            (c, "critical", "critical"),
+            (w, "warning", "warnings"),
+            (i, "info", "info"),
+        ]
+        .into_iter()
+        .filter(|&(n, _, _)| n > 0)
+        .map(|(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
+        .collect();
+        if parts.is_empty() {
+            "no findings".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
 /// The journal's reader and, for a rotating recording, the parts found so far: what a snapshot's thread takes and
 /// gives back.
 struct Reading {
@@ -176,6 +221,10 @@ pub struct Live {
     pub failed: Option<String>,
     /// A rotating recording's parts written so far, as the last snapshot found them.
     pub spilled: Vec<SpilledPart>,
+    /// The findings of each part on disk, computed once per part on a thread of their own, one part at a time (an
+    /// error: the part could not be read).
+    pub part_findings: std::collections::HashMap<PathBuf, Result<PartFindings, String>>,
+    part_job: Option<(PathBuf, Job<Result<PartFindings, String>>)>,
     /// What waits for the journal's disk: when the disk cannot keep up, the streams are held (nothing is dropped)
     /// and the live bar says so.
     pub backlog: Arc<record::journal::Backlog>,
@@ -256,6 +305,8 @@ impl Live {
             spilled: Vec::new(),
             close_from: None,
             backlog,
+            part_findings: std::collections::HashMap::new(),
+            part_job: None,
             origin: None,
             in_memory_from: None,
         })
@@ -350,11 +401,45 @@ impl Live {
                 }
             }
         }
+        self.find_in_parts(waker, slo, thresholds);
         if self.paused && ready.is_some() {
             self.unseen += 1;
             return None;
         }
         ready
+    }
+
+    /// Takes the findings of the part whose thread ended, and starts the next part's.
+    fn find_in_parts(&mut self, waker: Option<&egui::Context>, slo: Slo, thresholds: Thresholds) {
+        if let Some((path, job)) = &self.part_job {
+            let done = match job.try_recv() {
+                Ok(found) => Some(found),
+                Err(TryRecvError::Disconnected) => Some(Err("its findings could not be computed".to_owned())),
+                Err(TryRecvError::Empty) => None,
+            };
+            if let Some(found) = done {
+                self.part_findings.insert(path.clone(), found);
+                self.part_job = None;
+            }
+        }
+        if self.part_job.is_some() {
+            return;
+        }
+        let Some(next) = self.spilled.iter().find(|p| !self.part_findings.contains_key(&p.path)) else {
+            return;
+        };
+        let path = next.path.clone();
+        let file = path.clone();
+        let work = move || {
+            let loaded = crate::load::load(&file, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+            Ok(PartFindings::of(&find(&loaded.trace, &slo, &thresholds)))
+        };
+        match Job::spawn("part findings", waker, work) {
+            Ok(job) => self.part_job = Some((path, job)),
+            Err(e) => {
+                self.part_findings.insert(path, Err(e));
+            }
+        }
     }
 
     /// Waits for the snapshot being made (tests use this).
@@ -488,4 +573,23 @@ fn open_from(trace: &crate::trace::Trace) -> Option<i64> {
         .filter(|&r| trace.requests.finished_ns[r].is_none())
         .map(|r| trace.requests.arrival_ns[r])
         .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parts_findings_are_said_by_severity() {
+        let said = |counts| {
+            PartFindings {
+                counts,
+                first: Vec::new(),
+            }
+            .said()
+        };
+        assert_eq!(said([0, 0, 0]), "no findings");
+        assert_eq!(said([1, 2, 0]), "1 critical, 2 warnings");
+        assert_eq!(said([0, 1, 3]), "1 warning, 3 info");
+    }
 }

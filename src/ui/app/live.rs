@@ -320,7 +320,7 @@ impl App {
                 }
             }
             if let Some(part) = &before {
-                let label = format!("Earlier requests are on disk: open {}", part_label(part));
+                let label = format!("Earlier requests are on disk: open {}", part_label(part, None));
                 if ui
                     .button(RichText::new(label).strong())
                     .on_hover_text("The view is before the requests in memory; the recording goes on meanwhile")
@@ -330,7 +330,7 @@ impl App {
                 }
             }
             if !live.spilled.is_empty() {
-                spilled_menu(ui, &live.spilled, &live.output, &mut open);
+                spilled_menu(ui, live, &mut open);
             }
             if matches!(live.phase, Phase::Ended(_)) {
                 if !on_screen && ui.button("Show the recording").clicked() {
@@ -401,20 +401,40 @@ fn disk_behind(queued: u64, held: Duration) -> Option<String> {
     }
 }
 
-/// The menu of a rotating recording's parts on disk: each one, or the directory as one trace.
-fn spilled_menu(ui: &mut Ui, parts: &[SpilledPart], dir: &std::path::Path, open: &mut Option<std::path::PathBuf>) {
+/// The menu of a rotating recording's parts on disk: each one with its findings, or the directory as one trace.
+fn spilled_menu(ui: &mut Ui, live: &Live, open: &mut Option<std::path::PathBuf>) {
+    let parts = &live.spilled;
     let bytes: u64 = parts.iter().map(|p| p.bytes).sum();
+    let mut counts = [0; 3];
+    for found in live.part_findings.values().flatten() {
+        for (c, n) in counts.iter_mut().zip(found.counts) {
+            *c += n;
+        }
+    }
+    let findings = crate::ui::live::PartFindings {
+        counts,
+        first: Vec::new(),
+    };
     ui.menu_button(
         format!(
-            "Earlier: {} part{} on disk ({})",
+            "Earlier: {} part{} on disk ({}) · {}",
             parts.len(),
             if parts.len() == 1 { "" } else { "s" },
-            mb(bytes)
+            mb(bytes),
+            findings.said()
         ),
         |ui| {
             ui.weak("Their requests left memory as each part was written; one opens over the live view.");
             for part in parts.iter().rev() {
-                if ui.button(part_label(part)).clicked() {
+                let found = live.part_findings.get(&part.path);
+                let button = ui.button(part_label(part, found));
+                let hover = match found {
+                    Some(Ok(f)) if !f.first.is_empty() => f.first.join("\n"),
+                    Some(Ok(_)) => "No findings in this part".to_owned(),
+                    Some(Err(e)) => format!("Its findings could not be computed: {e}"),
+                    None => "Its findings are being computed".to_owned(),
+                };
+                if button.on_hover_text(hover).clicked() {
                     *open = Some(part.path.clone());
                     ui.close();
                 }
@@ -425,7 +445,7 @@ fn spilled_menu(ui: &mut Ui, parts: &[SpilledPart], dir: &std::path::Path, open:
                 .on_hover_text("Every part and the journal, as the directory opens")
                 .clicked()
             {
-                *open = Some(dir.to_owned());
+                *open = Some(live.output.clone());
                 ui.close();
             }
         },
@@ -441,8 +461,8 @@ fn part_reached(parts: &[SpilledPart], end_ns: i64) -> Option<&SpilledPart> {
         .or_else(|| parts.first())
 }
 
-/// A part as the menu names it: its file, its times (UTC) and its size.
-fn part_label(part: &SpilledPart) -> String {
+/// A part as the menu names it: its file, its times (UTC), its size and, when known, its findings.
+fn part_label(part: &SpilledPart, found: Option<&Result<crate::ui::live::PartFindings, String>>) -> String {
     let name = part
         .path
         .file_name()
@@ -456,7 +476,12 @@ fn part_label(part: &SpilledPart) -> String {
         (Some(a), Some(b)) => format!(" · {}–{} UTC", clock(a), clock(b)),
         _ => String::new(),
     };
-    format!("{name}{times} · {}", mb(part.bytes))
+    let findings = match found {
+        Some(Ok(f)) => format!(" · {}", f.said()),
+        Some(Err(_)) => " · findings unknown".to_owned(),
+        None => String::new(),
+    };
+    format!("{name}{times} · {}{findings}", mb(part.bytes))
 }
 
 /// Bytes as the live bar says them: kB under a megabyte, MB with a decimal above.
