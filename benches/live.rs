@@ -331,6 +331,65 @@ fn latency(seconds: f64, rotate_every: Option<f64>) {
     live.stop();
 }
 
+/// A snapshot's join with the server's log: the log read whole each time (as before), against the log read as it
+/// is written (only its new lines parsed; the records made again of what was read), on the real llama-server log of
+/// `tests/data/real/llamacpp` (1.2 MB, 5 requests), the same recording joined.
+fn server_log_join() {
+    use std::io::Read;
+    let dir = "tests/data/real/llamacpp";
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(format!("{dir}/incident_server.log.gz")).unwrap_or_else(|e| panic!("{e}")),
+    )
+    .read_to_end(&mut text)
+    .unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = tmp.path().join("server.log");
+    std::fs::write(&log, &text).unwrap_or_else(|e| panic!("{e}"));
+    let client = || {
+        tokenscope::load::load(
+            std::path::Path::new(&format!("{dir}/incident_client.parquet")),
+            &tokenscope::ingest::Progress::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let runs = 10;
+    let mut whole = Vec::new();
+    let mut live = Vec::new();
+    let mut tail = tokenscope::record::server_tail::ServerLogTail::new(&log);
+    tail.poll().unwrap_or_else(|e| panic!("{e}"));
+    for _ in 0..runs {
+        let c = client();
+        let start = Instant::now();
+        let (joined, _) = tokenscope::record::join_server_log(c, &log);
+        whole.push(start.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(joined.trace.request_count(), 5);
+        let c = client();
+        // What a snapshot does with the log read as it is written: read what it gained (a line), make its records
+        // again, join.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"\n"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let start = Instant::now();
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        let server = tail.loaded().unwrap_or_else(|| panic!("the log was read"));
+        let (joined, _) = tokenscope::record::join_loaded(c, server, &log);
+        live.push(start.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(joined.trace.request_count(), 5);
+    }
+    whole.sort_by(f64::total_cmp);
+    live.sort_by(f64::total_cmp);
+    println!(
+        "\nthe server's log joined with a snapshot (1.2 MB llama-server log, median of {runs}): read whole {:.1} ms, \
+         read as written {:.1} ms ({:.2}x)",
+        whole[runs / 2],
+        live[runs / 2],
+        live[runs / 2] / whole[runs / 2]
+    );
+}
+
 fn main() {
     let sizes: Vec<usize> = arg("--tokens")
         .unwrap_or_else(|| "10000,100000,500000".to_owned())
@@ -348,5 +407,6 @@ fn main() {
     if !sizes.is_empty() {
         snapshot_costs(&sizes);
     }
+    server_log_join();
     latency(seconds, rotate_every);
 }

@@ -192,3 +192,64 @@ fn the_default_log_of_llama_server_joins_its_recording_too() {
     let s = tokenscope::analysis::summary::summarize_all(&alone.trace, Slo::default(), None);
     assert_eq!(s.queue_ms.count, 0);
 }
+
+/// The server's log read as it is written (a live view's engine track), a piece at a time, cut anywhere in a line:
+/// the same trace as the whole file read at once, and the same join with the recording.
+#[test]
+fn a_servers_log_read_as_it_is_written_is_the_log_read_whole() {
+    use std::io::{Read, Write};
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(Path::new(DIR).join("incident_server.log.gz")).unwrap())
+        .read_to_end(&mut text)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.log");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let mut tail = tokenscope::record::server_tail::ServerLogTail::new(&path);
+    // Not written yet: nothing.
+    tail.poll().unwrap();
+    assert!(tail.loaded().is_none());
+    // Seven pieces of uneven size, each ending mid-line (the first is more than the 64 KiB that tell the kind).
+    let cuts = [70_001, 200_003, 333_337, 600_011, 900_001, 1_100_009, text.len()];
+    let mut from = 0;
+    for &to in &cuts {
+        file.write_all(&text[from..to]).unwrap();
+        file.flush().unwrap();
+        from = to;
+        tail.poll().unwrap();
+        // What was written so far, read whole: the same requests, steps and tokens (the log's first 333 KB are the
+        // server starting and the first prompt's prefill, with no step yet).
+        let prefix = dir.path().join("prefix.log");
+        std::fs::write(&prefix, &text[..to]).unwrap();
+        let counts = |t: &tokenscope::trace::Trace| (t.request_count(), t.iterations.start_ns.len(), t.token_count());
+        let whole = tokenscope::load::load(&prefix, &Progress::default()).map(|l| counts(&l.trace));
+        let live = tail.loaded().map(|l| counts(&l.trace));
+        match whole {
+            Ok(c) => assert_eq!(live, Some(c), "{to} bytes"),
+            // Nothing yet that is a trace: nothing to join (the live view says so).
+            Err(_) => assert!(live.is_none_or(|c| c.0 == 0 && c.1 == 0), "{to} bytes: {live:?}"),
+        }
+    }
+    assert_eq!(tail.loaded().map(|l| l.trace.iterations.start_ns.len()), Some(172));
+    let live = tail.loaded().unwrap();
+    let whole = tokenscope::load::load(&path, &Progress::default()).unwrap();
+    let (a, b) = (&live.trace, &whole.trace);
+    assert_eq!(
+        (a.request_count(), a.iterations.start_ns.len(), a.token_count()),
+        (b.request_count(), b.iterations.start_ns.len(), b.token_count())
+    );
+    assert_eq!(a.requests.arrival_ns, b.requests.arrival_ns);
+    assert_eq!(a.iterations.start_ns, b.iterations.start_ns);
+    assert_eq!(a.tokens.emitted_ns, b.tokens.emitted_ns);
+    assert_eq!(live.report.notes, whole.report.notes);
+    // Joined with the recording, as the whole log joins.
+    let client =
+        || tokenscope::load::load(&Path::new(DIR).join("incident_client.parquet"), &Progress::default()).unwrap();
+    let (joined, alone) = tokenscope::record::join_loaded(client(), live, &path);
+    assert_eq!(alone, None);
+    let (reference, _) = tokenscope::record::join_server_log(client(), &path);
+    assert_eq!(joined.trace.request_count(), 5);
+    assert_eq!(joined.trace.iterations.start_ns, reference.trace.iterations.start_ns);
+    assert_eq!(joined.trace.tokens.emitted_ns, reference.trace.tokens.emitted_ns);
+    assert_eq!(joined.report.notes, reference.report.notes);
+}

@@ -82,16 +82,21 @@ impl Finish<'_> {
 /// A recording joined with the server's side of the run read from `log` (at its end, or as both are written in a
 /// live view); the recording alone, with the reason, when the log cannot be read or does not join.
 pub fn join_server_log(recording: Loaded, log: &Path) -> (Loaded, Option<String>) {
+    match crate::load::load(log, &crate::ingest::Progress::default()) {
+        Ok(server) => join_loaded(recording, &server, log),
+        Err(e) => (recording, Some(e.to_string())),
+    }
+}
+
+/// A recording joined with the server's side of the run, read from `log`; the recording alone, with the reason,
+/// when they do not join.
+pub fn join_loaded(recording: Loaded, server: &Loaded, log: &Path) -> (Loaded, Option<String>) {
     use crate::load::join;
-    let server = match crate::load::load(log, &crate::ingest::Progress::default()) {
-        Ok(s) => s,
-        Err(e) => return (recording, Some(e.to_string())),
-    };
     let names = ("the recording", &*log.display().to_string());
     match join::pair(&recording.trace, &server.trace, names) {
         Ok(pairs) => {
             let mut report = recording.report;
-            report.notes.extend(server.report.notes);
+            report.notes.extend(server.report.notes.iter().cloned());
             let (trace, report) = join::build(recording.trace, &server.trace, &pairs, report);
             (Loaded { trace, report }, None)
         }

@@ -13,6 +13,7 @@ pub mod fresh;
 pub mod journal;
 pub mod prompts;
 pub mod rotate;
+pub mod server_tail;
 pub mod tail;
 
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ use crate::ingest::raw::Val;
 use crate::trace::report::{Encoding, SourceFile};
 use crate::trace::{Trace, TraceBuilder};
 use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
-pub use finish::{Finish, Written, join_server_log};
+pub use finish::{Finish, Written, join_loaded, join_server_log};
 use prompts::Prompt;
 
 /// What to record.

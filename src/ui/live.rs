@@ -20,6 +20,7 @@ use crate::analysis::summary::Slo;
 use crate::load::Loaded;
 use crate::record::fresh::Fresh;
 use crate::record::prompts::Prompt;
+use crate::record::server_tail::ServerLogTail;
 use crate::record::tail::{self, JournalTail};
 use crate::record::{self, RecordOptions};
 
@@ -140,6 +141,8 @@ struct Reading {
     /// The directory of a rotating recording's parts.
     parts_dir: Option<PathBuf>,
     spilled: Vec<SpilledPart>,
+    /// The server's log of the run, joined with every snapshot: the live engine track.
+    server: Option<ServerLogTail>,
 }
 
 impl Reading {
@@ -183,8 +186,6 @@ pub struct Live {
     pub output: PathBuf,
     /// A rotating recording's directory of parts: its requests leave memory as each part is written.
     pub rotating: Option<PathBuf>,
-    /// The server's log of the run, joined with every snapshot: the live engine track.
-    server_log: Option<PathBuf>,
     stop: watch::Sender<bool>,
     recorder: Option<Job<Recorded>>,
     /// The journal's reader (and a rotating recording's parts), while no builder has it.
@@ -250,7 +251,7 @@ impl Live {
         let (stop, stop_rx) = watch::channel(false);
         let url = record::shown_url(&live.options.url);
         let output = live.output.clone();
-        let server_log = live.server_log.clone();
+        let server = live.server_log.as_deref().map(ServerLogTail::new);
         let rotating = live.options.rotate.as_ref().map(|r| r.dir.clone());
         let backlog = Arc::clone(&live.options.backlog);
         // Woken when the journal grows; without the watcher (its thread could not start) the window still looks
@@ -280,12 +281,12 @@ impl Live {
                 tail: JournalTail::new(&journal),
                 parts_dir: rotating.clone(),
                 spilled: Vec::new(),
+                server,
             }),
             rotating,
             fresh: Fresh::new(&journal),
             journal,
             output,
-            server_log,
             stop,
             recorder: Some(recorder),
             building: None,
@@ -393,8 +394,7 @@ impl Live {
                 let last = if start_final { self.last.take() } else { None };
                 self.built_at = Some(Instant::now());
                 let force = self.show_again;
-                let log = self.server_log.clone();
-                let work = move || build(reading, last, force, log.as_deref(), (slo, thresholds));
+                let work = move || build(reading, last, force, (slo, thresholds));
                 match Job::spawn("live snapshot", waker, work) {
                     Ok(job) => self.building = Some(job),
                     Err(e) => self.phase = Phase::Ended(format!("cannot read the journal: {e}")),
@@ -483,13 +483,7 @@ fn watch(path: &Path, ctx: &egui::Context, watching: Arc<AtomicBool>) -> Result<
 
 /// Reads what the journal gained and makes its snapshot, or the recording's own trace at the end; no snapshot when
 /// nothing new was read (unless `force`), or no request yet.
-fn build(
-    mut reading: Reading,
-    last: Option<Loaded>,
-    force: bool,
-    server_log: Option<&std::path::Path>,
-    (slo, thresholds): (Slo, Thresholds),
-) -> Built {
+fn build(mut reading: Reading, last: Option<Loaded>, force: bool, (slo, thresholds): (Slo, Thresholds)) -> Built {
     let started = Instant::now();
     reading.find_parts();
     let tail = &mut reading.tail;
@@ -507,7 +501,7 @@ fn build(
         None if grew => {
             let loaded = tail.snapshot();
             let open = open_from(&loaded.trace);
-            let loaded = match server_log {
+            let loaded = match reading.server.as_mut() {
                 Some(log) => with_server_log(loaded, log),
                 None => loaded,
             };
@@ -556,9 +550,20 @@ fn ended_rotating(
 
 /// The snapshot joined with the server's log as written so far (its engine track); the snapshot alone, with the
 /// reason in its notes, while they do not join.
-fn with_server_log(loaded: Loaded, log: &std::path::Path) -> Loaded {
-    let (mut loaded, alone) = record::join_server_log(loaded, log);
-    if let Some(why) = alone {
+fn with_server_log(loaded: Loaded, log: &mut ServerLogTail) -> Loaded {
+    let unread = log.poll().err();
+    let (mut loaded, alone) = match log.loaded() {
+        Some(server) => record::join_loaded(loaded, server, log.path()),
+        None => (
+            loaded,
+            Some(
+                unread
+                    .clone()
+                    .unwrap_or_else(|| "it has nothing to read yet".to_owned()),
+            ),
+        ),
+    };
+    if let Some(why) = alone.or(unread) {
         loaded
             .report
             .notes

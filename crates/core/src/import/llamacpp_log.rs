@@ -123,7 +123,7 @@ fn int_after(text: &str, key: &str) -> Option<i64> {
 }
 
 /// One request (a task on a slot) as the log tells it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Task {
     slot: u32,
     place: Place,
@@ -149,7 +149,7 @@ struct Task {
 }
 
 /// One `llama_decode` call.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Step {
     place: Place,
     start_us: i64,
@@ -159,7 +159,7 @@ struct Step {
 }
 
 /// What the reader gathers while reading the lines.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Log {
     tasks: BTreeMap<i64, Task>,
     steps: Vec<Step>,
@@ -344,6 +344,38 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     let anchor_us = anchor_us(path, log.last_us);
     place(log, anchor_us, path, sink);
     Ok(())
+}
+
+/// A llama-server log read as it is written (a live view's engine track): its lines fed as they come, the records
+/// of what was read made when asked, as [`read`] makes them of the whole file, without reading it again.
+#[derive(Debug, Default, Clone)]
+pub struct Incremental {
+    log: Log,
+    /// Lines fed (the next line's number is one more).
+    lines: u64,
+}
+
+impl Incremental {
+    /// The next line of the log (without its newline), of file `file` of the trace; as [`read`] reads them:
+    /// trimmed, empty ones counted and passed over.
+    pub fn line(&mut self, raw: &[u8], file: u32) {
+        self.lines += 1;
+        let text = raw.trim_ascii();
+        let text = if self.lines == 1 {
+            text.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(text)
+        } else {
+            text
+        };
+        if !text.is_empty() {
+            self.log
+                .line(&String::from_utf8_lossy(text), Place { file, at: self.lines });
+        }
+    }
+
+    /// Adds the records of the lines fed so far, timed as [`read`] times the file at `path`.
+    pub fn place_into(&self, path: &Path, sink: &mut Sink<'_>) {
+        place(self.log.clone(), anchor_us(path, self.log.last_us), path, sink);
+    }
 }
 
 /// The wall-clock time of the process's start, µs since the Unix epoch: the file's last change less the last

@@ -342,29 +342,57 @@ pub fn read(
         Kind::SseStream => sse::read(input, path, &mut sink, progress)?,
         Kind::LlamacppLog => llamacpp_log::read(input, path, &mut sink, progress)?,
     }
-    imported.first_file.get_or_insert(file);
-    imported.kinds.push(kind);
-    if imported.model.is_none() {
-        imported.model = sink.model;
-    }
-    imported.first_ns = match (imported.first_ns, sink.first_ns) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    imported.trtllm.absorb(std::mem::take(&mut sink.trtllm));
-    if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() {
-        let modified_year = std::fs::metadata(path).and_then(|m| m.modified()).map_or(1970, |t| {
-            use chrono::Datelike;
-            chrono::DateTime::<chrono::Utc>::from(t).year()
-        });
-        if !sink.vllm_iterations.is_empty() {
-            imported.vllm_iterations.push((sink.vllm_iterations, modified_year));
-        }
-        if !sink.log_samples.is_empty() {
-            imported.log_samples.push((sink.log_samples, kind, modified_year));
-        }
-    }
+    imported.took(sink, path);
     Ok(())
+}
+
+/// The trace of a llama-server log read as it is written (`llamacpp_log::Incremental`), as [`crate::load::load`]
+/// makes it of the whole file at `path`.
+pub fn llamacpp_live(
+    log: &llamacpp_log::Incremental,
+    path: &Path,
+) -> (crate::trace::Trace, crate::trace::report::Report) {
+    let mut b = TraceBuilder::default();
+    b.report.files.push(crate::trace::report::SourceFile {
+        path: path.display().to_string(),
+        encoding: crate::trace::report::Encoding::Jsonl,
+    });
+    let mut imported = Imported::default();
+    let mut sink = Sink::new(&mut b, 0, Kind::LlamacppLog);
+    log.place_into(path, &mut sink);
+    imported.took(sink, path);
+    imported.finish(&mut b);
+    b.finish()
+}
+
+impl Imported {
+    /// Takes what a file's reader left in its sink beside the records: its kind, model, earliest time, and what is
+    /// placed once every file is read.
+    fn took(&mut self, mut sink: Sink<'_>, path: &Path) {
+        let (file, kind) = (sink.file, sink.kind);
+        self.first_file.get_or_insert(file);
+        self.kinds.push(kind);
+        if self.model.is_none() {
+            self.model = sink.model;
+        }
+        self.first_ns = match (self.first_ns, sink.first_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.trtllm.absorb(std::mem::take(&mut sink.trtllm));
+        if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() {
+            let modified_year = std::fs::metadata(path).and_then(|m| m.modified()).map_or(1970, |t| {
+                use chrono::Datelike;
+                chrono::DateTime::<chrono::Utc>::from(t).year()
+            });
+            if !sink.vllm_iterations.is_empty() {
+                self.vllm_iterations.push((sink.vllm_iterations, modified_year));
+            }
+            if !sink.log_samples.is_empty() {
+                self.log_samples.push((sink.log_samples, kind, modified_year));
+            }
+        }
+    }
 }
 
 /// Where an importer puts what it read: the builder, the file's index, and the engine its records come from.
