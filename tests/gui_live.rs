@@ -267,6 +267,8 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
         Some(Duration::from_millis(1500)),
     ));
     h.step();
+    step_until(&mut h, "the first snapshot", |a| shown(a).0 > 0);
+    let zero = h.state().session().unwrap().view.t0_ns;
 
     // A part is written; the snapshot after it holds none of its requests (they left the journal), and the live
     // bar lists it.
@@ -291,6 +293,14 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
         in_part.len() >= 2,
         "the first part holds the first requests that ended: {in_part:?}"
     );
+    // The view's zero is still the recording's start, before what is in memory; following the present, the view
+    // begins where what is in memory does, not at that zero.
+    h.step();
+    h.step();
+    let s = h.state().session().unwrap();
+    assert_eq!(s.view.t0_ns, zero);
+    assert!(s.view.trace.start_ns() > zero);
+    assert!(s.waterfall.viewport.unwrap().start_ns > zero);
     // The part's findings, computed from its file on a thread of their own, are said in the menu.
     step_until(&mut h, "the first part's findings", |a| {
         a.live().unwrap().part_findings.contains_key(&part1)
@@ -323,8 +333,7 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
     };
     let label = in_menu(&h);
     assert!(label.ends_with(&format!(" · {expected}")), "{label}");
-    // The part, opened from the menu, over the live view: its requests read again from disk. (The live bar offers
-    // it too: the view, from the recording's start, reaches before the requests in memory.)
+    // The part, opened from the menu, over the live view: its requests read again from disk.
     h.get_by_label(&label).click();
     step_until(&mut h, "the part on screen", |a| {
         a.session().is_some_and(|s| ids(&s.view.trace) == in_part)

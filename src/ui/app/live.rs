@@ -206,7 +206,8 @@ impl App {
         if live.follow
             && let (Some(s), Some(latest)) = (&mut self.session, latest_ns)
         {
-            let from = s.view.t0_ns.max(latest - FOLLOW_SPAN_NS);
+            // From what is in memory: a rotating recording's earlier requests are in its parts.
+            let from = live.in_memory_from.unwrap_or(s.view.t0_ns).max(latest - FOLLOW_SPAN_NS);
             let pad = ((latest - from) / 20).max(50_000_000);
             s.waterfall.fit = Some((from, latest + pad));
             live.followed = None;
@@ -263,12 +264,12 @@ impl App {
         let mut again = false;
         let mut save = false;
         let mut open: Option<std::path::PathBuf> = None;
-        // Scrolled before the requests in memory (a rotating recording's earlier ones are in its parts): the part
-        // the view reaches into.
+        // Scrolled back before the requests in memory (a rotating recording's earlier ones are in its parts): the
+        // part the view reaches into.
         let before = self
             .session
             .as_ref()
-            .filter(|_| on_screen)
+            .filter(|_| on_screen && !live.follow)
             .and_then(|s| {
                 let from = live.in_memory_from?;
                 s.waterfall.viewport.filter(|vp| vp.start_ns < from)
