@@ -116,8 +116,6 @@ pub struct Recording {
     pub outcomes: Vec<Outcome>,
     /// True when it was stopped before every request was sent (Ctrl-C, SIGTERM, or the caller's stop).
     pub interrupted: bool,
-    /// True when a signal stopped it (Ctrl-C, SIGTERM): a live recording's window then closes once it is written.
-    pub signalled: bool,
     /// A rotating recording's parts (its requests are there, not in `trace`; their outcomes keep no tokens).
     pub parts: rotate::Parts,
 }
@@ -273,26 +271,21 @@ async fn run(
     });
 
     // Ctrl-C or SIGTERM (or the caller's stop): no new requests, then after the grace period the streams in flight
-    // are cut. A live recording (the caller's stop) ends on a signal too: what was recorded is written, then its
-    // window closes.
+    // are cut.
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let signalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
         let phase_tx = phase_tx.clone();
-        let (interrupted, signalled) = (Arc::clone(&interrupted), Arc::clone(&signalled));
+        let interrupted = Arc::clone(&interrupted);
         let grace = options.grace;
         let mut stop = stop;
         tokio::spawn(async move {
-            let by_signal = if let Some(rx) = stop.as_mut() {
-                tokio::select! {
-                    _ = rx.wait_for(|s| *s) => false,
-                    () = signal() => true,
+            // A caller's stop (the app's live recording) is the only one: its window listens for the signals.
+            match stop.as_mut() {
+                Some(rx) => {
+                    let _ = rx.wait_for(|s| *s).await;
                 }
-            } else {
-                signal().await;
-                true
-            };
-            signalled.store(by_signal, Ordering::Relaxed);
+                None => signal().await,
+            }
             interrupted.store(true, Ordering::Relaxed);
             let _ = phase_tx.send(Phase::Draining);
             tokio::time::sleep(grace).await;
@@ -467,14 +460,13 @@ async fn run(
         report,
         outcomes,
         interrupted: interrupted.load(Ordering::Relaxed),
-        signalled: signalled.load(Ordering::Relaxed),
         parts,
     })
 }
 
 /// Waits for Ctrl-C or, on Unix, SIGTERM (what a process manager, `kill` or a container's stop sends); forever when
 /// neither can be listened for.
-async fn signal() {
+pub(crate) async fn signal() {
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

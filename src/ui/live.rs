@@ -229,8 +229,11 @@ pub struct Live {
     /// What waits for the journal's disk: when the disk cannot keep up, the streams are held (nothing is dropped)
     /// and the live bar says so.
     pub backlog: Arc<record::journal::Backlog>,
-    /// When a signal (Ctrl-C, SIGTERM) ended the recording, which is written: the window is to close.
+    /// When a signal (Ctrl-C, SIGTERM) came, during the recording or after it: the window is to close (the recording
+    /// is stopped and written first, as when the window is closed).
     pub close_from: Option<Instant>,
+    /// Set by the thread that waits for a signal while the window is open.
+    signalled: Arc<AtomicBool>,
     /// The earliest time of any snapshot shown, Unix ns: the view's zero, kept when the oldest requests leave
     /// memory with a part; and the earliest time of the snapshot on screen, where what is in memory begins.
     pub origin: Option<i64>,
@@ -259,6 +262,12 @@ impl Live {
         let watching = Arc::new(AtomicBool::new(true));
         if let Some(ctx) = waker {
             let _ = watch(&journal, ctx, Arc::clone(&watching));
+        }
+        // In a window: Ctrl-C or SIGTERM closes it, during the recording or after it; its closing stops the recording
+        // and writes it.
+        let signalled = Arc::new(AtomicBool::new(false));
+        if let Some(ctx) = waker {
+            let _ = wait_for_signal(ctx, Arc::clone(&signalled));
         }
         let recorder = Job::spawn("recorder", waker, move || {
             let rec =
@@ -305,6 +314,7 @@ impl Live {
             failed: None,
             spilled: Vec::new(),
             close_from: None,
+            signalled,
             backlog,
             part_findings: std::collections::HashMap::new(),
             part_job: None,
@@ -372,7 +382,6 @@ impl Live {
             });
             if let Ok((rec, written)) = result {
                 // Stopped by Ctrl-C or SIGTERM: written, the window closes (what the signal asked of the process).
-                self.close_from = rec.signalled.then(Instant::now);
                 let trace = written.map_or(rec.trace, |w| w.trace);
                 self.last = Some(Loaded {
                     trace,
@@ -400,6 +409,9 @@ impl Live {
                     Err(e) => self.phase = Phase::Ended(format!("cannot read the journal: {e}")),
                 }
             }
+        }
+        if self.signalled.load(Ordering::Relaxed) && self.close_from.is_none() {
+            self.close_from = Some(Instant::now());
         }
         self.find_in_parts(waker, slo, thresholds);
         if self.paused && ready.is_some() {
@@ -460,6 +472,23 @@ impl Drop for Live {
             job.wait();
         }
     }
+}
+
+/// Sets `signalled` and wakes `ctx` when Ctrl-C or SIGTERM comes, on a thread of its own (with a runtime of its
+/// own: the recorder's ends with the recording, and listens for no signal when it has a caller's stop).
+fn wait_for_signal(ctx: &egui::Context, signalled: Arc<AtomicBool>) -> Result<(), String> {
+    let ctx = ctx.clone();
+    let job = Job::spawn("signals", None, move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+            return;
+        };
+        runtime.block_on(record::signal());
+        signalled.store(true, Ordering::Relaxed);
+        ctx.request_repaint();
+    })?;
+    // The thread ends with the process, or at the signal; nothing waits for it.
+    drop(job);
+    Ok(())
 }
 
 /// Wakes `ctx` whenever the journal at `path` grew, looking every [`WATCH_EVERY`] while `watching` holds.

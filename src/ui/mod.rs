@@ -55,7 +55,13 @@ pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
     eframe::run_native(
         "tokenscope",
         window("tokenscope: recording"),
-        Box::new(move |cc| Ok(Box::new(App::recording(options, cc.storage)))),
+        Box::new(move |cc| {
+            Ok(Box::new(App::recording_in(
+                options,
+                cc.storage,
+                Some(cc.egui_ctx.clone()),
+            )))
+        }),
     )
 }
 

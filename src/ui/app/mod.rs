@@ -276,7 +276,18 @@ impl App {
 
     /// An app showing a recording as it is made (`tokenscope record --live`).
     pub fn recording(options: super::live::LiveOptions, storage: Option<&dyn eframe::Storage>) -> Self {
+        Self::recording_in(options, storage, None)
+    }
+
+    /// As [`Self::recording`], in the window of `ctx`: woken when the journal grows, and closed by Ctrl-C or SIGTERM
+    /// (the recording stopped and written first).
+    pub fn recording_in(
+        options: super::live::LiveOptions,
+        storage: Option<&dyn eframe::Storage>,
+        ctx: Option<egui::Context>,
+    ) -> Self {
         let mut app = Self::blank(storage, None, None, crate::import::log_clock::LogClock::default());
+        app.ctx = ctx;
         app.record_live(options);
         app
     }
