@@ -11,8 +11,12 @@
 //! 3. Memory over the run: resident memory once a second; with `--rotate-every`, the recording is written as parts
 //!    (as `record --live --rotate-every` does) and leaves memory as each is written.
 //!
-//! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8 --rotate-every 5]` (`--tokens 0` leaves
-//! out the snapshots by size)
+//! 4. The server's log joined with a snapshot: read whole, and read as it is written.
+//! 5. With `--frames-seconds S`: the app's whole frame while live (CPU: egui's layout and tessellation), in each
+//!    layout.
+//!
+//! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8 --rotate-every 5 --frames-seconds 20]`
+//! (`--tokens 0` leaves out the snapshots by size)
 
 #[path = "../tests/common/replay.rs"]
 mod replay;
@@ -125,8 +129,9 @@ fn resident() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn latency(seconds: f64, rotate_every: Option<f64>) {
-    let rss0 = resident();
+/// A live recording of the local replay server: 64 streams paced to 5,000 tokens/s in all for about `seconds`,
+/// rotating every `rotate_every` seconds when given; the server, its directory, the options and the request count.
+fn live_run(seconds: f64, rotate_every: Option<f64>) -> (replay::Server, tempfile::TempDir, LiveOptions, usize) {
     let streams = 64;
     // chat_length.sse: 42 token chunks; 5,000 tokens/s over 64 streams is one chunk per stream every 12.8 ms.
     let gap = Duration::from_micros(12_800);
@@ -178,17 +183,21 @@ fn latency(seconds: f64, rotate_every: Option<f64>) {
         user_id: None,
         at_ms: None,
     }];
-    let mut live = Live::start(
-        LiveOptions {
-            options,
-            prompts,
-            output,
-            raw: None,
-            server_log: None,
-        },
-        None,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let live = LiveOptions {
+        options,
+        prompts,
+        output,
+        raw: None,
+        server_log: None,
+    };
+    (server, dir, live, requests)
+}
+
+fn latency(seconds: f64, rotate_every: Option<f64>) {
+    let rss0 = resident();
+    let streams = 64;
+    let (_server, _dir, options, requests) = live_run(seconds, rotate_every);
+    let mut live = Live::start(options, None).unwrap_or_else(|e| panic!("{e}"));
     let now_ns = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -331,6 +340,83 @@ fn latency(seconds: f64, rotate_every: Option<f64>) {
     live.stop();
 }
 
+/// The app's whole frame while live (every panel laid out by egui and tessellated, headless: the CPU part of a
+/// frame, as `benches/frame.rs` measures it), one a 60 Hz frame for `seconds` of the run at 5,000 tokens/s over 64
+/// streams, findings panel open, in each layout; the pointer moving over the requests.
+fn live_frames(seconds: f64) {
+    use eframe::egui;
+    println!("\nthe app's frame while live ({seconds} s at 5,000 tokens/s over 64 streams, 1400x860, findings open)");
+    println!(
+        "{:<8} {:>8} {:>9} {:>9} {:>9} {:>12} {:>10}",
+        "layout", "frames", "p50 ms", "p99 ms", "max ms", "over 8 ms", "snapshots"
+    );
+    for (name, layout) in [
+        ("tracks", tokenscope::view::lanes::TrackLayout::Tracks),
+        ("lanes", tokenscope::view::lanes::TrackLayout::Lanes),
+    ] {
+        let (_server, _dir, options, _) = live_run(seconds, None);
+        let mut app = tokenscope::ui::App::recording(options, None);
+        let ctx = egui::Context::default();
+        let screen = egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(1400.0, 860.0));
+        let mut times = Vec::new();
+        let mut snapshots = 0usize;
+        let mut shown = None;
+        let start = Instant::now();
+        let mut f = 0u64;
+        while start.elapsed() < Duration::from_secs_f64(seconds) {
+            let frame_start = Instant::now();
+            if let Some(s) = app.session_mut() {
+                s.waterfall.layout = layout;
+            }
+            let x = 500.0 + (f % 100) as f32 * 8.0;
+            let input = egui::RawInput {
+                screen_rect: Some(screen),
+                time: Some(start.elapsed().as_secs_f64()),
+                events: vec![egui::Event::PointerMoved(egui::Pos2::new(x, 400.0))],
+                ..egui::RawInput::default()
+            };
+            let t = Instant::now();
+            let output = ctx.run_ui(input, |ui| app.ui(ui));
+            let _meshes = ctx.tessellate(output.shapes, output.pixels_per_point);
+            let took = t.elapsed().as_secs_f64() * 1e3;
+            // The first frames install the fonts and open the window's panels: not a live frame's cost.
+            if f >= 5 {
+                times.push(took);
+            }
+            let now = app.session().map(|s| std::sync::Arc::as_ptr(&s.view.trace) as usize);
+            if now != shown {
+                snapshots += 1;
+                shown = now;
+            }
+            f += 1;
+            std::thread::sleep(FRAME.saturating_sub(frame_start.elapsed()));
+        }
+        if let Some(live) = app.live_mut() {
+            live.stop();
+        }
+        drop(app);
+        times.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            #[allow(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                clippy::cast_precision_loss
+            )]
+            let i = ((times.len() as f64 * p).ceil() as usize).clamp(1, times.len().max(1)) - 1;
+            times.get(i).copied().unwrap_or(f64::NAN)
+        };
+        println!(
+            "{name:<8} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>12} {:>10}",
+            times.len(),
+            pct(0.5),
+            pct(0.99),
+            times.last().copied().unwrap_or(f64::NAN),
+            times.iter().filter(|&&t| t > 8.0).count(),
+            snapshots
+        );
+    }
+}
+
 /// A snapshot's join with the server's log: the log read whole each time (as before), against the log read as it
 /// is written (only its new lines parsed; the records made again of what was read), on the real llama-server log of
 /// `tests/data/real/llamacpp` (1.2 MB, 5 requests), the same recording joined.
@@ -408,5 +494,8 @@ fn main() {
         snapshot_costs(&sizes);
     }
     server_log_join();
+    if let Some(frame_seconds) = arg("--frames-seconds").and_then(|s| s.parse::<f64>().ok()) {
+        live_frames(frame_seconds);
+    }
     latency(seconds, rotate_every);
 }

@@ -253,7 +253,8 @@ impl RecordArgs {
             ..options
         };
         if self.live {
-            return self.run_live(options, prompts.prompts, String::new());
+            let notes = prompt_notes(&prompts, &self.prompts);
+            return self.run_live(options, prompts.prompts, notes);
         }
         let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
         let rec = match record::run_recording(&options, &prompts.prompts, progress, None) {
@@ -296,6 +297,16 @@ impl RecordArgs {
             server_log: self.server_log.clone(),
         };
         match crate::ui::run_live(live) {
+            // Every request that ended is in a part and the journal removed, unless the recording failed: then the
+            // journal is left beside the parts, and they open together.
+            Ok(()) if rotating && self.output.join("journal.partial.jsonl").exists() => Output::error(
+                format!(
+                    "the recording did not end well (the window said why); what was recorded is in {}: its parts and \
+                     its journal open together as one trace",
+                    self.output.display()
+                ),
+                1,
+            ),
             Ok(()) if rotating => Output {
                 stdout: format!(
                     "wrote {} parts to {} (it opens as one trace)\n",
@@ -378,19 +389,22 @@ pub fn prepare(
         ));
     }
     let prompts = record::prompts::load(prompts_path).map_err(|e| e.to_string())?;
-    let mut notes = String::new();
-    for (line, why) in &prompts.rejected {
-        notes.push_str(&format!(
-            "note: {}:{line}: {why}; line skipped\n",
-            prompts_path.display()
-        ));
-    }
+    let notes = prompt_notes(&prompts, prompts_path);
     // What is received is written as it comes, beside the output: a killed recording leaves it, and it opens.
     let options = RecordOptions {
         journal: Some(record::journal::path_for(output)),
         ..options.clone()
     };
     Ok((options, prompts.prompts, notes))
+}
+
+/// The notes of prompt lines skipped, for standard error.
+fn prompt_notes(prompts: &record::prompts::Prompts, path: &Path) -> String {
+    prompts
+        .rejected
+        .iter()
+        .map(|(line, why)| format!("note: {}:{line}: {why}; line skipped\n", path.display()))
+        .collect()
 }
 
 /// What `record` prints once the trace is written.

@@ -104,15 +104,20 @@ impl Fresh {
         if self.ended {
             return Ok(0);
         }
-        let mut before = self.tokens.len();
+        let before = self.tokens.len();
         let again = self.read.before.is_some();
         let at_most = if again { READ_AGAIN_PER_POLL } else { READ_PER_POLL };
         match self.read_lines(at_most)? {
             Got::Restarted => {
                 // A journal made again (by a rotation, or a new recording to the same output): read again from its
-                // start, passing over the tokens read in the old one.
-                self.clear();
-                before = 0;
+                // start, passing over the tokens read in the old one. Those still drawn over the snapshot stay until
+                // a snapshot of the new file is on screen (its first `taken` forgets them).
+                for t in &mut self.tokens {
+                    t.line_end = 0;
+                }
+                for s in &mut self.sends {
+                    s.line_end = 0;
+                }
                 self.read.before = Some(std::mem::take(&mut self.read.newest));
                 self.read_lines(READ_AGAIN_PER_POLL)?;
             }
@@ -144,7 +149,7 @@ impl Fresh {
         }
         self.tokens.retain(|t| t.line_end > lines_end);
         self.sends.retain(|t| t.line_end > lines_end);
-        self.lines.skip_to(lines_end);
+        self.lines.skip_to(lines_end, file);
     }
 
     /// Forgets every token and send.
@@ -342,9 +347,13 @@ mod tests {
         std::fs::rename(&tmp, &path).unwrap();
         assert!(std::fs::metadata(&path).unwrap().len() > before.read);
 
-        // Read again from its start, passing over b's token read already; a's gone.
+        // Read again from its start, passing over b's token read already; those read of the old file stay drawn
+        // until a snapshot of the new one is on screen.
         assert_eq!(fresh.poll().unwrap(), 2);
-        assert_eq!(texts(&fresh), [("b", 30, "C"), ("b", 40, "D")]);
+        assert_eq!(
+            texts(&fresh),
+            [("a", 10, "A"), ("b", 20, "B"), ("b", 30, "C"), ("b", 40, "D")]
+        );
         let b4 = chunk("b", 50, "E");
         std::fs::OpenOptions::new()
             .append(true)
@@ -353,14 +362,14 @@ mod tests {
             .write_all(format!("{b4}\n").as_bytes())
             .unwrap();
         assert_eq!(fresh.poll().unwrap(), 1);
-        assert_eq!(texts(&fresh), [("b", 30, "C"), ("b", 40, "D"), ("b", 50, "E")]);
+        assert_eq!(fresh.tokens().len(), 5);
         // The snapshot on screen was made of the old file: its offsets are not the new file's.
         fresh.taken(before.file, before.lines_end);
-        assert_eq!(fresh.tokens().len(), 3);
+        assert_eq!(fresh.tokens().len(), 5);
         let after = tail.poll().unwrap();
         assert_ne!(after.file, before.file);
         assert_eq!((after.requests, after.chunks), (1, 4));
-        // A snapshot of the new file takes what it holds.
+        // A snapshot of the new file takes what it holds, and those read of the old file.
         fresh.taken(after.file, after.lines_end);
         assert!(fresh.tokens().is_empty());
     }

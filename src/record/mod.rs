@@ -114,7 +114,8 @@ pub struct Recording {
     pub report: crate::trace::report::Report,
     /// Every request as recorded, in order.
     pub outcomes: Vec<Outcome>,
-    /// True when it was stopped before every request was sent (Ctrl-C, SIGTERM, or the caller's stop).
+    /// True when it was stopped (Ctrl-C, SIGTERM, or the caller's stop), even once every request was sent: the
+    /// streams in flight were then cut after the grace period.
     pub interrupted: bool,
     /// A rotating recording's parts (its requests are there, not in `trace`; their outcomes keep no tokens).
     pub parts: rotate::Parts,
@@ -407,15 +408,17 @@ async fn run(
                     counters.errors.load(Ordering::Relaxed)
                 ));
             }
-            // Rotating: the request goes to the next part; what is kept here only counts it.
+            // Rotating: the request goes to the next part; what is kept here only counts it (its tokens and chunks
+            // are not copied).
             match &ended {
                 Some(tx) => {
-                    let kept = Outcome {
-                        stream: crate::import::openai::Stream::default(),
-                        events: Vec::new(),
-                        ..out.clone()
+                    let mut kept = out;
+                    let whole = Outcome {
+                        stream: std::mem::take(&mut kept.stream),
+                        events: std::mem::take(&mut kept.events),
+                        ..kept.clone()
                     };
-                    let _ = tx.send(out);
+                    let _ = tx.send(whole);
                     kept
                 }
                 None => out,

@@ -32,23 +32,24 @@ pub fn part_name(k: usize) -> String {
     format!("part-{k:05}.parquet")
 }
 
-/// The parts written in `dir` so far, in order (a part is renamed into place once whole; the hidden ones being
-/// written are left out). None when the directory cannot be read.
+/// The parts written in `dir` so far, in order of their number (a part is renamed into place once whole; the hidden
+/// ones being written are left out); none when the directory cannot be read.
 pub fn parts_in(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut parts: Vec<PathBuf> = entries
+    let mut parts: Vec<(u64, PathBuf)> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let k = name.strip_prefix("part-")?.strip_suffix(".parquet")?.parse().ok()?;
+            Some((k, p))
         })
         .collect();
+    // By number: part-100000 comes after part-99999.
     parts.sort();
-    parts
+    parts.into_iter().map(|(_, p)| p).collect()
 }
 
 /// What the rotation wrote.

@@ -41,10 +41,16 @@ pub(crate) struct Lines {
     /// The file the offsets are in: a journal written again without a rotation's part is put in place by a
     /// rename, and can be longer than what was read of the old one.
     identity: Option<FileId>,
+    /// Passing over a line longer than the loader's longest ([`MAX_LINE`]) up to its end (a file that is no journal
+    /// or log, or a writer gone wrong): memory stays bounded.
+    passing: bool,
 }
 
+use crate::format::jsonl::MAX_LINE_BYTES as MAX_LINE;
+
 /// Which file is at a path: its device and inode (on Unix) and its birth time (where the file system keeps it, so an
-/// inode freed by a rename and given to the next file is told apart). Two readers of one journal compare theirs to
+/// inode freed by a rename and given to the next file is told apart; a file system that keeps none, where a reader
+/// misses two rotations in a row and the inode comes back, is not). Two readers of one journal compare theirs to
 /// know whether their offsets are in the same file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FileId {
@@ -54,24 +60,19 @@ pub struct FileId {
 }
 
 impl FileId {
-    #[cfg_attr(
-        unix,
-        expect(clippy::unnecessary_wraps, reason = "none where the system has no inodes")
-    )]
-    fn of(meta: &std::fs::Metadata) -> Option<Self> {
+    fn of(meta: &std::fs::Metadata) -> Self {
         #[cfg(unix)]
-        {
+        let (device, inode) = {
             use std::os::unix::fs::MetadataExt;
-            Some(FileId {
-                device: meta.dev(),
-                inode: meta.ino(),
-                born: meta.created().ok(),
-            })
-        }
+            (meta.dev(), meta.ino())
+        };
+        // Elsewhere the birth time alone (Windows keeps it).
         #[cfg(not(unix))]
-        {
-            let _ = meta;
-            None
+        let (device, inode) = (0, 0);
+        FileId {
+            device,
+            inode,
+            born: meta.created().ok(),
         }
     }
 }
@@ -83,6 +84,7 @@ impl Lines {
             offset: 0,
             partial: Vec::new(),
             identity: None,
+            passing: false,
         }
     }
 
@@ -105,7 +107,7 @@ impl Lines {
             Err(e) => return Err(e),
         };
         let meta = file.metadata()?;
-        let (written, now) = (meta.len(), FileId::of(&meta));
+        let (written, now) = (meta.len(), Some(FileId::of(&meta)));
         let replaced = self.identity.is_some() && now != self.identity;
         if written < self.offset || replaced {
             *self = Lines::new(&self.path);
@@ -119,7 +121,10 @@ impl Lines {
         let mut start = 0;
         while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
             let end = start + n;
-            if self.partial.is_empty() {
+            if self.passing {
+                // The end of a line too long to be one of a journal or a log: passed over.
+                self.passing = false;
+            } else if self.partial.is_empty() {
                 each(&bytes[start..end]);
             } else {
                 let mut line = std::mem::take(&mut self.partial);
@@ -128,18 +133,29 @@ impl Lines {
             }
             start = end + 1;
         }
-        self.partial.extend_from_slice(&bytes[start..]);
+        if !self.passing {
+            self.partial.extend_from_slice(&bytes[start..]);
+        }
+        if self.partial.len() > MAX_LINE {
+            self.partial = Vec::new();
+            self.passing = true;
+        }
         Ok(Got::Lines {
             written,
             read: read as u64,
         })
     }
 
-    /// Goes on from `offset`, the end of a whole line (what another reader has read up to).
-    pub(crate) fn skip_to(&mut self, offset: u64) {
+    /// Goes on from `offset`, the end of a whole line of `file` (what another reader has read up to); the file is
+    /// taken for this reader's when it has read none.
+    pub(crate) fn skip_to(&mut self, offset: u64, file: Option<FileId>) {
+        if self.identity.is_none() {
+            self.identity = file;
+        }
         if offset > self.offset {
             self.offset = offset;
             self.partial.clear();
+            self.passing = false;
         }
     }
 }

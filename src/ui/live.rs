@@ -74,7 +74,7 @@ pub struct Snapshot {
     pub is_final: bool,
     /// A rotating recording's parts written so far: their requests left the journal, the recorder and this
     /// snapshot, and are read again from disk when asked for.
-    pub spilled: Vec<SpilledPart>,
+    pub spilled: Arc<Vec<SpilledPart>>,
 }
 
 /// A part of a rotating recording, on disk: what its footer says of it.
@@ -140,7 +140,9 @@ struct Reading {
     tail: JournalTail,
     /// The directory of a rotating recording's parts.
     parts_dir: Option<PathBuf>,
-    spilled: Vec<SpilledPart>,
+    /// The parts found, shared with the snapshots (copied only when a part is added).
+    spilled: Arc<Vec<SpilledPart>>,
+    known: std::collections::HashSet<PathBuf>,
     /// The server's log of the run, joined with every snapshot: the live engine track.
     server: Option<ServerLogTail>,
 }
@@ -150,12 +152,12 @@ impl Reading {
     fn find_parts(&mut self) {
         let Some(dir) = &self.parts_dir else { return };
         for path in record::rotate::parts_in(dir) {
-            if self.spilled.iter().any(|p| p.path == path) {
+            if !self.known.insert(path.clone()) {
                 continue;
             }
             let footer = crate::format::parquet::footer(&path).unwrap_or_default();
             let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
-            self.spilled.push(SpilledPart {
+            Arc::make_mut(&mut self.spilled).push(SpilledPart {
                 path,
                 first_ns: footer.first_ns,
                 last_ns: footer.last_ns,
@@ -221,7 +223,7 @@ pub struct Live {
     /// Why the view stopped updating, when it did.
     pub failed: Option<String>,
     /// A rotating recording's parts written so far, as the last snapshot found them.
-    pub spilled: Vec<SpilledPart>,
+    pub spilled: Arc<Vec<SpilledPart>>,
     /// The findings of each part on disk, computed once per part on a thread of their own, one part at a time (an
     /// error: the part could not be read).
     pub part_findings: std::collections::HashMap<PathBuf, Result<PartFindings, String>>,
@@ -289,7 +291,8 @@ impl Live {
             reading: Some(Reading {
                 tail: JournalTail::new(&journal),
                 parts_dir: rotating.clone(),
-                spilled: Vec::new(),
+                spilled: Arc::default(),
+                known: std::collections::HashSet::new(),
                 server,
             }),
             rotating,
@@ -312,7 +315,7 @@ impl Live {
             followed: None,
             show_again: false,
             failed: None,
-            spilled: Vec::new(),
+            spilled: Arc::default(),
             close_from: None,
             signalled,
             backlog,
@@ -348,7 +351,7 @@ impl Live {
                 if let Some(s) = snapshot {
                     self.build_took = s.took;
                     self.progress = s.progress;
-                    self.spilled.clone_from(&s.spilled);
+                    self.spilled = Arc::clone(&s.spilled);
                     ready = Some(s);
                 }
             }
@@ -381,7 +384,6 @@ impl Live {
                 Err(e) => format!("the recording could not run: {e}"),
             });
             if let Ok((rec, written)) = result {
-                // Stopped by Ctrl-C or SIGTERM: written, the window closes (what the signal asked of the process).
                 let trace = written.map_or(rec.trace, |w| w.trace);
                 self.last = Some(Loaded {
                     trace,
@@ -437,7 +439,8 @@ impl Live {
         if self.part_job.is_some() {
             return;
         }
-        let Some(next) = self.spilled.iter().find(|p| !self.part_findings.contains_key(&p.path)) else {
+        // Parts are found in order: the first without findings is the one after the last with.
+        let Some(next) = self.spilled.get(self.part_findings.len()) else {
             return;
         };
         let path = next.path.clone();
@@ -485,6 +488,10 @@ fn wait_for_signal(ctx: &egui::Context, signalled: Arc<AtomicBool>) -> Result<()
         runtime.block_on(record::signal());
         signalled.store(true, Ordering::Relaxed);
         ctx.request_repaint();
+        // A second one while the recording is written: out at once, as without the app (the journal is on disk and
+        // opens as a trace).
+        runtime.block_on(record::signal());
+        std::process::exit(130);
     })?;
     // The thread ends with the process, or at the signal; nothing waits for it.
     drop(job);
@@ -548,7 +555,7 @@ fn build(mut reading: Reading, last: Option<Loaded>, force: bool, (slo, threshol
         open_from_ns,
         took: started.elapsed(),
         is_final,
-        spilled: reading.spilled.clone(),
+        spilled: Arc::clone(&reading.spilled),
     };
     (reading, Some(snapshot), unread)
 }

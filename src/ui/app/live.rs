@@ -180,10 +180,9 @@ impl App {
                 let previous = self.session.take();
                 self.preview = None;
                 let mut s = Session::new(source, loaded, None, order, previous.as_ref());
-                if origin.is_some_and(|o| o < s.view.t0_ns) {
-                    // Shown again after its oldest requests left memory: the recording's start stays the zero.
-                    s.view = crate::view::TraceView::from_origin(Arc::clone(&s.view.trace), order, &s.filter, origin);
-                }
+                // A live view: its requests without an end are open, and after its oldest requests left memory the
+                // recording's start stays the zero.
+                s.view = crate::view::TraceView::from_origin(Arc::clone(&s.view.trace), order, &s.filter, origin);
                 s.waterfall.layout = self.settings.layout;
                 let (f, slo, thresholds, open) = findings;
                 s.findings.computed(f, slo, thresholds, open);
@@ -274,7 +273,12 @@ impl App {
                 let from = live.in_memory_from?;
                 s.waterfall.viewport.filter(|vp| vp.start_ns < from)
             })
-            .and_then(|vp| part_reached(&live.spilled, vp.start_ns + (vp.ns_per_point * vp.width) as i64))
+            .and_then(|vp| {
+                part_reached(
+                    &live.spilled,
+                    vp.start_ns.saturating_add((vp.ns_per_point * vp.width) as i64),
+                )
+            })
             .cloned();
         ui.horizontal_wrapped(|ui| {
             let (dot, state) = match &live.phase {
@@ -391,7 +395,12 @@ impl App {
 /// What the live bar says of a disk that does not keep up: `queued` lines waiting (said from 512, an eighth of what
 /// may wait before the streams are held) and the time the streams were held in all; nothing while it keeps up.
 fn disk_behind(queued: u64, held: Duration) -> Option<String> {
-    let held = (held >= Duration::from_millis(1)).then(|| format!("streams held {:.1} s in all", held.as_secs_f64()));
+    let held = (held >= Duration::from_millis(1)).then(|| {
+        format!(
+            "streams held {:.1} s in all (summed over the streams)",
+            held.as_secs_f64()
+        )
+    });
     let queued = (queued >= 512).then(|| format!("{queued} lines waiting to be written"));
     match (queued, held) {
         (None, None) => None,
@@ -509,11 +518,11 @@ mod tests {
         );
         assert_eq!(
             disk_behind(0, Duration::from_millis(1_250)).as_deref(),
-            Some("disk behind: streams held 1.2 s in all")
+            Some("disk behind: streams held 1.2 s in all (summed over the streams)")
         );
         assert_eq!(
             disk_behind(4_096, Duration::from_secs(3)).as_deref(),
-            Some("disk behind: 4096 lines waiting to be written, streams held 3.0 s in all")
+            Some("disk behind: 4096 lines waiting to be written, streams held 3.0 s in all (summed over the streams)")
         );
     }
 }

@@ -375,10 +375,12 @@ mod tests {
         let progress = crate::ingest::Progress::default();
         crate::format::jsonl::read_from(text.as_bytes(), std::path::Path::new("t.jsonl"), 0, &mut b, &progress)
             .unwrap();
-        let view = TraceView::new(
+        // A live view's (from its start): r0, not ended, keeps its lane.
+        let view = TraceView::from_origin(
             std::sync::Arc::new(b.finish().0),
             layout::TrackOrder::Arrival,
             &layout::TrackFilter::default(),
+            Some(t0),
         );
         assert_eq!(view.lanes().len(), 2);
         // 1 point a millisecond from t0; lanes 16 points tall from y = 20.

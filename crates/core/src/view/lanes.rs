@@ -57,10 +57,10 @@ static NEXT_LANES_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 
 impl Lanes {
     /// Packs `rows` (the requests shown) into lanes: by arrival, each request goes to the lowest-numbered lane that
-    /// is free when it arrives (its last request finished at or before; a request without an end never frees its
-    /// lane, so it is the last of it), or to a new lane. This uses as many lanes
+    /// is free when it arrives (its last request finished at or before; with `open_ends`, a live view's, a request
+    /// without an end never frees its lane, so it is the last of it), or to a new lane. This uses as many lanes
     /// as the most requests alive at one time, the fewest possible. n log n.
-    pub fn pack(trace: &Trace, rows: &[u32]) -> Lanes {
+    pub fn pack(trace: &Trace, rows: &[u32], open_ends: bool) -> Lanes {
         let mut order: Vec<(i64, i64, u32)> = rows
             .iter()
             .filter_map(|&r| request_extent(trace, r).map(|(a, b)| (a, b, r)))
@@ -94,9 +94,9 @@ impl Lanes {
             extents[k].push((start, end));
             marks[k].push(marks_of(trace, r, start, end));
             lane_of[r as usize] = lane;
-            // A request with no end (still streaming in a live view, or never ended) keeps its lane: whatever came
-            // after it would be drawn over its open end.
-            let open = trace.requests.finished_ns.get(r as usize).is_some_and(Option::is_none);
+            // In a live view a request with no end is still streaming and keeps its lane: whatever came after it
+            // would be drawn over its open end.
+            let open = open_ends && trace.requests.finished_ns.get(r as usize).is_some_and(Option::is_none);
             busy.push(Reverse((if open { i64::MAX } else { end }, lane)));
         }
         Lanes {
@@ -430,11 +430,11 @@ mod tests {
         // r4 10-11 (r0 finished at 10: lane 0, the lowest free), r5 12-20 (all free: lane 0).
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
         let rows: Vec<u32> = (0..6).collect();
-        let l = Lanes::pack(&t, &rows);
+        let l = Lanes::pack(&t, &rows, false);
         assert_eq!(ids(&t, &l), [vec!["r0", "r4", "r5"], vec!["r1", "r2"], vec!["r3"]]);
         assert_eq!(l.lane_of(3), Some(2));
         // Only the rows shown are packed.
-        let l = Lanes::pack(&t, &[0, 5]);
+        let l = Lanes::pack(&t, &[0, 5], false);
         assert_eq!(ids(&t, &l), [vec!["r0", "r5"]]);
         assert_eq!(l.lane_of(1), None);
     }
@@ -443,7 +443,8 @@ mod tests {
     fn a_request_without_an_end_keeps_its_lane() {
         // r0 arrives at 0 and has not ended (a live view's request still streaming): its extent is its first ms,
         // but what comes after it would be drawn over its open end. r1 (5-8 ms) takes lane 1; r2 (9-10 ms) lane 1
-        // again, free since 8 ms; r0 stays the last of lane 0.
+        // again, free since 8 ms; r0 stays the last of lane 0. In a trace read whole (its end not written), r0 is
+        // its first ms and the three share lane 0.
         let mut b = TraceBuilder::default();
         let text = [
             format!(r#"{{"kind":"request","request_id":"r0","arrival_ns":{T0}}}"#),
@@ -462,14 +463,16 @@ mod tests {
         let path = std::path::Path::new("t.jsonl");
         crate::format::jsonl::read_from(text.as_bytes(), path, 0, &mut b, &crate::ingest::Progress::default()).unwrap();
         let t = b.finish().0;
-        let l = Lanes::pack(&t, &[0, 1, 2]);
+        let l = Lanes::pack(&t, &[0, 1, 2], true);
         assert_eq!(ids(&t, &l), [vec!["r0"], vec!["r1", "r2"]]);
+        let l = Lanes::pack(&t, &[0, 1, 2], false);
+        assert_eq!(ids(&t, &l), [vec!["r0", "r1", "r2"]]);
     }
 
     #[test]
     fn finds_the_request_at_a_time_and_those_in_a_range() {
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
-        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>(), false);
         let id = |r: Option<u32>| r.map(|r| t.request_id(r).to_owned());
         let at = |ms: i64| T0 + ms * MS;
         assert_eq!(id(l.at(0, at(3), 0)).as_deref(), Some("r0"));
@@ -491,7 +494,7 @@ mod tests {
         // Lane 0: r0 0-10, r4 10-11, r5 12-20 ms (no stage times: after an empty queue, no known stage). Columns of
         // 2 ms from 0: samples at 1, 3, .., 19 ms; 11 ms is r4's end, 13 ms is in r5.
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
-        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>(), false);
         let runs_of = |samples: &[u8]| {
             let mut runs = Vec::new();
             class_runs(samples, |a, b, c| runs.push((a, b, c)));
@@ -520,7 +523,7 @@ mod tests {
     #[test]
     fn lane_samples_are_kept_while_panning_and_dropped_on_zoom() {
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
-        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>(), false);
         let fresh = |k: usize, columns: Range<i64>, ns: f64| {
             let mut v = vec![0u8; usize::try_from(columns.end - columns.start).unwrap()];
             l.sample_columns(k, T0, ns, columns, &mut v);
@@ -548,7 +551,7 @@ mod tests {
         assert_eq!(cache.lane(&l, 0, 0..12), fresh(0, 0..12, 2.0 * MS as f64));
         assert_eq!(cache.taken(), 12);
         // Another packing of the same rows: its samples are not taken for this one's.
-        let again = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let again = Lanes::pack(&t, &(0..6).collect::<Vec<_>>(), false);
         cache.grid(&again, T0, 2.0 * MS as f64);
         let _ = cache.lane(&again, 0, 0..12);
         assert_eq!(cache.taken(), 12);
@@ -558,7 +561,7 @@ mod tests {
     fn seeks_the_request_alive_at_a_time_from_a_position() {
         // Lane 0 holds r0 0-10, r4 10-11, r5 12-20 (ms).
         let t = trace_of(&[(0, 10), (2, 5), (5, 8), (6, 12), (10, 11), (12, 20)]);
-        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>());
+        let l = Lanes::pack(&t, &(0..6).collect::<Vec<_>>(), false);
         let at = |ms: i64| T0 + ms * MS;
         assert_eq!(l.seek(0, 0, at(5)), 0);
         assert_eq!(l.seek(0, 0, at(10) + 1), 1, "r0 ends at 10: r4 is alive");

@@ -28,6 +28,9 @@ pub struct TraceView {
     pub rows: Vec<u32>,
     /// The rows packed into lanes, when first asked for.
     lanes: OnceLock<Lanes>,
+    /// A live view's: a request without an end is still open, and keeps its lane (in a trace read whole, one
+    /// without an end is one whose end was not written, drawn to what is known of it).
+    open_ends: bool,
     /// How many times the rows were set.
     generation: u64,
     /// The distinct model, app, user and finish-reason labels, for the filters.
@@ -133,8 +136,9 @@ impl TraceView {
         Self::from_origin(trace, order, filter, None)
     }
 
-    /// As [`Self::new`], its times counted from `origin` when that is earlier than the trace's start: a live
-    /// view whose oldest requests left memory keeps the recording's start as its zero.
+    /// A live view of a growing trace: its times counted from `origin` when that is earlier than the trace's start
+    /// (a live view whose oldest requests left memory keeps the recording's start as its zero), and its requests
+    /// without an end still open, each keeping its lane. `None`: as [`Self::new`].
     pub fn from_origin(trace: Arc<Trace>, order: TrackOrder, filter: &TrackFilter, origin: Option<i64>) -> Self {
         let t = &trace;
         let t0_ns = origin.map_or(t.start_ns(), |o| o.min(t.start_ns()));
@@ -184,6 +188,7 @@ impl TraceView {
             sampled,
             rows,
             lanes: OnceLock::new(),
+            open_ends: origin.is_some(),
             generation: 0,
             filter_labels,
         }
@@ -203,7 +208,8 @@ impl TraceView {
 
     /// The rows shown, packed into lanes (computed on first use, n log n).
     pub fn lanes(&self) -> &Lanes {
-        self.lanes.get_or_init(|| Lanes::pack(&self.trace, &self.rows))
+        self.lanes
+            .get_or_init(|| Lanes::pack(&self.trace, &self.rows, self.open_ends))
     }
 
     /// A viewport showing the whole trace across `width` points.
