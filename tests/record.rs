@@ -445,42 +445,71 @@ fn a_server_log_of_another_run_is_not_joined_and_the_recording_is_kept() {
     assert_eq!(back.trace.meta.clock.as_deref(), Some("client"));
 }
 
+/// `tokenscope record` of 6 requests 2 at a time from a server whose chunks come 150 ms apart (a stream of 9 chunks
+/// takes over a second), run as a process with `args` added, its output's standard streams set by `stdio`.
+struct SlowRecording {
+    _server: replay::Server,
+    _dir: tempfile::TempDir,
+    out: std::path::PathBuf,
+    journal: std::path::PathBuf,
+    child: std::process::Child,
+}
+
+impl SlowRecording {
+    fn start(args: &[&str], stdio: fn() -> std::process::Stdio) -> Self {
+        let server = start(Behavior::replay(
+            &capture("chat_eos_omitted.sse"),
+            Duration::from_millis(150),
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let prompts = dir.path().join("prompts.jsonl");
+        std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
+        let out = dir.path().join("rec.parquet");
+        let journal = dir.path().join("rec.parquet.partial.jsonl");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+            .args(["record", "--url", &server.url, "--prompts"])
+            .arg(&prompts)
+            .args(["--requests", "6", "--concurrency", "2"])
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .stdout(stdio())
+            .stderr(stdio())
+            .spawn()
+            .unwrap();
+        SlowRecording {
+            _server: server,
+            _dir: dir,
+            out,
+            journal,
+            child,
+        }
+    }
+
+    /// Waits, on what the journal says (never on a clock), for two requests ended and a third begun.
+    fn wait_for_two_ended_and_a_third(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_mins(1);
+        loop {
+            let text = std::fs::read_to_string(&self.journal).unwrap_or_default();
+            let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
+            let third = text.lines().any(|l| l.contains("rec-00002") || l.contains("rec-00003"));
+            if ended >= 2 && third {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the journal never showed progress: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 #[test]
 fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
-    // Chunks 150 ms apart: a stream of 9 chunks takes over a second, two at a time.
-    let server = start(Behavior::replay(
-        &capture("chat_eos_omitted.sse"),
-        Duration::from_millis(150),
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let prompts = dir.path().join("prompts.jsonl");
-    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
-    let out = dir.path().join("rec.parquet");
-    let journal = dir.path().join("rec.parquet.partial.jsonl");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(["record", "--url", &server.url, "--prompts"])
-        .arg(&prompts)
-        .args(["--requests", "6", "--concurrency", "2", "-o"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait, on what the journal says (never on a clock), for two requests ended and a third begun; then kill -9.
-    let deadline = std::time::Instant::now() + Duration::from_mins(1);
-    loop {
-        let text = std::fs::read_to_string(&journal).unwrap_or_default();
-        let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
-        let third = text.lines().any(|l| l.contains("rec-00002") || l.contains("rec-00003"));
-        if ended >= 2 && third {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the journal never showed progress: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let run = SlowRecording::start(&[], std::process::Stdio::null);
+    run.wait_for_two_ended_and_a_third();
+    let (mut child, out, journal) = (run.child, run.out, run.journal);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(
@@ -522,36 +551,10 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
 #[cfg(unix)]
 #[test]
 fn a_recording_sent_sigterm_stops_as_ctrl_c_does_and_writes_everything() {
-    // Chunks 150 ms apart: a stream of 9 chunks takes over a second, two at a time.
-    let server = start(Behavior::replay(
-        &capture("chat_eos_omitted.sse"),
-        Duration::from_millis(150),
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let prompts = dir.path().join("prompts.jsonl");
-    std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
-    let out = dir.path().join("rec.parquet");
-    let journal = dir.path().join("rec.parquet.partial.jsonl");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(["record", "--url", &server.url, "--prompts"])
-        .arg(&prompts)
-        .args(["--requests", "6", "--concurrency", "2", "--grace", "0.1", "-o"])
-        .arg(&out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Two requests ended and a third begun, by the journal; then SIGTERM, as a process manager or `kill` sends it.
-    let deadline = std::time::Instant::now() + Duration::from_mins(1);
-    loop {
-        let text = std::fs::read_to_string(&journal).unwrap_or_default();
-        let ended = text.lines().filter(|l| l.contains("\"ending\"")).count();
-        if ended >= 2 && text.contains("rec-00002") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no progress: {text}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let run = SlowRecording::start(&["--grace", "0.1"], std::process::Stdio::piped);
+    // Then SIGTERM, as a process manager or `kill` sends it.
+    run.wait_for_two_ended_and_a_third();
+    let (child, out, journal) = (run.child, run.out, run.journal);
     let killed = std::process::Command::new("sh")
         .args(["-c", &format!("kill -TERM {}", child.id())])
         .status()
