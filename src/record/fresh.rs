@@ -237,14 +237,11 @@ fn take_line(
 /// "request_id":"rec-00001",...}`, its keys in any order); `None` for any other line, which is then parsed. Inside
 /// the chunk's text every quote is escaped, so the keys found are the line's own.
 fn quick_key(line: &[u8]) -> Option<(&str, i64)> {
-    let (events, key) = (br#""events":[["#, br#""request_id":""#);
+    let events = br#""events":[["#;
     let from = memchr::memmem::find(line, events)? + events.len();
     let digits = line[from..].iter().position(|&b| b == b',')?;
     let at_ns = std::str::from_utf8(&line[from..from + digits]).ok()?.parse().ok()?;
-    let from = memchr::memmem::find(line, key)? + key.len();
-    let len = line[from..].iter().position(|&b| b == b'"' || b == b'\\')?;
-    (line.get(from + len) == Some(&b'"')).then_some(())?;
-    Some((std::str::from_utf8(&line[from..from + len]).ok()?, at_ns))
+    Some((super::journal::request_id_of(line)?, at_ns))
 }
 
 #[cfg(test)]
