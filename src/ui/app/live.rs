@@ -434,7 +434,11 @@ fn spilled_menu(ui: &mut Ui, live: &Live, open: &mut Option<std::path::PathBuf>)
             findings.said()
         ),
         |ui| {
-            ui.weak("Their requests left memory as each part was written; one opens over the live view.");
+            ui.weak(
+                "Their requests left memory as each part was written; one opens over the live view. A part's \
+                 findings are its own: one whose window crosses into the next part is seen in each as far as it \
+                 reaches.",
+            );
             for part in parts.iter().rev() {
                 let found = live.part_findings.get(&part.path);
                 let button = ui.button(part_label(part, found));
