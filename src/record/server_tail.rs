@@ -89,6 +89,9 @@ impl ServerLogTail {
                             .read(READ_AT_MOST, |line| log.line(line, 0))
                             .map_err(|e| format!("{}: {e}", path.display()))?;
                     }
+                    // Behind (a large log already written): its records are made once it is read to its end, when
+                    // its last line's time and the file's last change give its clock, as a whole read's do.
+                    Got::Lines { read, .. } if read >= READ_AT_MOST => return Ok(None),
                     Got::Lines { read, .. } if read > 0 => {}
                     Got::NotThere | Got::Lines { .. } => return Ok(None),
                 }

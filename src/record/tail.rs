@@ -41,6 +41,9 @@ pub(crate) struct Lines {
     /// The file the offsets are in: a journal written again without a rotation's part is put in place by a
     /// rename, and can be longer than what was read of the old one.
     identity: Option<FileId>,
+    /// The file last read, kept open: while it is, its inode cannot be freed and given to the next file at the
+    /// path, so a file system without birth times tells the two apart too.
+    held: Option<std::fs::File>,
     /// Passing over a line longer than the loader's longest ([`MAX_LINE`]) up to its end (a file that is no journal
     /// or log, or a writer gone wrong): memory stays bounded.
     passing: bool,
@@ -84,6 +87,7 @@ impl Lines {
             offset: 0,
             partial: Vec::new(),
             identity: None,
+            held: None,
             passing: false,
         }
     }
@@ -116,7 +120,8 @@ impl Lines {
         self.identity = now;
         file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
-        let read = file.take(at_most).read_to_end(&mut bytes)?;
+        let read = (&file).take(at_most).read_to_end(&mut bytes)?;
+        self.held = Some(file);
         self.offset += read as u64;
         let mut start = 0;
         while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
