@@ -142,19 +142,16 @@ struct Reading {
     parts_dir: Option<PathBuf>,
     /// The parts found, shared with the snapshots (copied only when a part is added).
     spilled: Arc<Vec<SpilledPart>>,
-    known: std::collections::HashSet<PathBuf>,
     /// The server's log of the run, joined with every snapshot: the live engine track.
     server: Option<ServerLogTail>,
 }
 
 impl Reading {
-    /// Looks for parts written since the last look; each one's footer is read once.
+    /// Looks for parts written since the last look; each one's footer is read once. Parts come into place in the
+    /// order of their numbers, so those past the ones found are new.
     fn find_parts(&mut self) {
         let Some(dir) = &self.parts_dir else { return };
-        for path in record::rotate::parts_in(dir) {
-            if !self.known.insert(path.clone()) {
-                continue;
-            }
+        for path in record::rotate::parts_in(dir).into_iter().skip(self.spilled.len()) {
             let footer = crate::format::parquet::footer(&path).unwrap_or_default();
             let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
             Arc::make_mut(&mut self.spilled).push(SpilledPart {
@@ -292,7 +289,6 @@ impl Live {
                 tail: JournalTail::new(&journal),
                 parts_dir: rotating.clone(),
                 spilled: Arc::default(),
-                known: std::collections::HashSet::new(),
                 server,
             }),
             rotating,

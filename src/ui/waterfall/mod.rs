@@ -683,15 +683,25 @@ fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut O
 /// Live: request `r`, not ended, open from `from` (what is known of it) to the present, with the tokens read since
 /// the snapshot as ticks on the open bar, on the row spanning `row`.
 fn draw_open(mesh: &mut egui::Mesh, at: RowsAt, r: u32, from: i64, row: egui::Rangef, x_at: &impl Fn(i64) -> f32) {
+    let first = at.fresh.partition_point(|f| f.0 < r);
+    let ticks = at.fresh[first..].iter().take_while(|f| f.0 == r).map(|f| f.1);
+    open_bar(mesh, (from, at.open_until_ns), ticks, row, x_at);
+}
+
+/// A bar open from `from` to `now` (when later) across the middle fifth of `row`, and a tick at each of `ticks`.
+fn open_bar(
+    mesh: &mut egui::Mesh,
+    (from, now): (i64, Option<i64>),
+    ticks: impl Iterator<Item = i64>,
+    row: egui::Rangef,
+    x_at: &impl Fn(i64) -> f32,
+) {
     let (top, row_h) = (row.min, row.span());
-    if let Some(now) = at.open_until_ns
-        && now > from
-    {
+    if let Some(now) = now.filter(|&n| n > from) {
         let open = Rect::from_x_y_ranges(x_at(from)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
         mesh.add_colored_rect(open, theme::OPEN_REQUEST);
     }
-    let first = at.fresh.partition_point(|f| f.0 < r);
-    for &(_, t) in at.fresh[first..].iter().take_while(|f| f.0 == r) {
+    for t in ticks {
         let x = x_at(t);
         let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
         mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
@@ -723,14 +733,7 @@ fn draw_pending(
             .open_until_ns
             .unwrap_or(p.from_ns)
             .max(p.ticks.last().copied().unwrap_or(p.from_ns));
-        if now > p.from_ns {
-            let open = Rect::from_x_y_ranges(x_at(p.from_ns)..=x_at(now), top + row_h * 0.4..=top + row_h * 0.6);
-            mesh.add_colored_rect(open, theme::OPEN_REQUEST);
-        }
-        for &t in &p.ticks {
-            let x = x_at(t);
-            let tick = Rect::from_min_max(pos2(x - 0.5, top + row_h * 0.25), pos2(x + 0.5, top + row_h * 0.75));
-            mesh.add_colored_rect(tick, theme::FRESH_TOKEN);
-        }
+        let row = egui::Rangef::new(top, top + row_h);
+        open_bar(mesh, (p.from_ns, Some(now)), p.ticks.iter().copied(), row, x_at);
     }
 }
