@@ -90,7 +90,7 @@ fn child(mode: &str, file: &Path) {
             }
             let bytes = batches
                 .iter()
-                .map(arrow::array::RecordBatch::get_array_memory_size)
+                .map(arrow_array::RecordBatch::get_array_memory_size)
                 .sum();
             keep = Box::new(batches);
             bytes

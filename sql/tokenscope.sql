@@ -20,7 +20,7 @@ FROM trace
 WHERE kind = 'request'
 
 -- view: tokens
-SELECT request_id, index, emitted_ns
+SELECT request_id, index, emitted_ns, iteration
 FROM trace
 WHERE kind = 'token'
 
@@ -72,14 +72,20 @@ JOIN token_counts c ON r.request_id = c.request_id
 WHERE r.output_tokens IS NOT NULL AND r.output_tokens <> c.token_records
 
 -- view: itl
--- The gap from each token to the one of the next index of its request (none across a gap in the indices). A window
+-- One gap per emission: the tokens of a request that came out together (one step's, a speculative verify step's
+-- several among them; where a token does not name its step, those under 1 ms apart) count once, the gap from the
+-- token before the emission (docs/TRACE_FORMAT.md, "Derived figures"). None across a gap in the indices. A window
 -- rather than a self-join: polars holds a file's tokens once instead of building a hash table of them.
 SELECT request_id, itl_ns
 FROM (SELECT request_id,
              index - LAG(index) OVER (PARTITION BY request_id ORDER BY index) AS step,
-             emitted_ns - LAG(emitted_ns) OVER (PARTITION BY request_id ORDER BY index) AS itl_ns
+             emitted_ns - LAG(emitted_ns) OVER (PARTITION BY request_id ORDER BY index) AS itl_ns,
+             iteration,
+             LAG(iteration) OVER (PARTITION BY request_id ORDER BY index) AS prev_iteration
       FROM tokens) gaps
 WHERE step = 1
+  AND CASE WHEN iteration IS NOT NULL AND prev_iteration IS NOT NULL THEN iteration <> prev_iteration
+           ELSE itl_ns >= 1000000 END
 
 -- view: latencies
 SELECT 'ttft' AS figure, CAST(ttft_ns AS DOUBLE) AS v FROM requests WHERE ttft_ns IS NOT NULL

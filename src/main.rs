@@ -6,9 +6,13 @@ use clap::{Parser, Subcommand};
 use tokenscope::cli::{self, Output};
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
-/// or wrong. With no subcommand, opens the app on TRACE (or on the embedded demo trace).
+/// or wrong. With no subcommand, opens the app on TRACE (or on the demo trace, a simulated run).
 #[derive(Parser)]
-#[command(name = "tokenscope", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "tokenscope",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("TOKENSCOPE_COMMIT"), ")"),
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
@@ -72,7 +76,7 @@ fn main() -> ExitCode {
     let command = <Args as clap::CommandFactory>::command();
     let subcommands: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_owned()).collect();
     let names: Vec<&str> = subcommands.iter().map(String::as_str).collect();
-    let argv = cli::globals::subcommand_first(std::env::args_os().collect(), &names, &command);
+    let argv = cli::globals::subcommand_first(std::env::args_os().collect(), &names, &cli::globals::reading_flags());
     // A first word that is neither a subcommand nor a path: said plainly before clap reads it as the app's TRACE.
     if let Some(first) = argv.get(1).and_then(|a| a.to_str())
         && !first.starts_with('-')
@@ -83,11 +87,15 @@ fn main() -> ExitCode {
         return emit(&Output::error(message, 2));
     }
     let args = Args::parse_from(argv);
-    let window = match args.globals.install() {
+    let reading = args
+        .command
+        .as_ref()
+        .map_or_else(|| args.globals.clone(), Command::reading);
+    let window = match reading.install() {
         Ok(w) => w,
         Err(out) => return emit(&out),
     };
-    if let Some(kind) = args.globals.from
+    if let Some(kind) = reading.from
         && out_of_core(args.command.as_ref())
     {
         return emit(&Output::error(
@@ -114,9 +122,39 @@ fn main() -> ExitCode {
         Some(Command::Fit(a)) => a.run(),
         Some(Command::Corpus(a)) => a.run(),
         Some(Command::Record(a)) => a.run(),
-        Some(Command::Convert(a)) => a.run(args.globals.from),
+        Some(Command::Convert(a)) => {
+            let from = a.reading.from;
+            a.run(from)
+        }
         None => args.app.run(&args.globals, &window, &names),
     })
+}
+
+impl Command {
+    /// The reading flags the command was given; none for a command that reads no trace, the server log's clock
+    /// alone for `record`.
+    fn reading(&self) -> cli::globals::GlobalArgs {
+        match self {
+            Self::Validate(a) => a.reading.clone(),
+            Self::Summary(a) => a.reading.clone(),
+            Self::Synth(a) => a.reading.clone(),
+            Self::Export(a) => a.reading.clone(),
+            #[cfg(feature = "query")]
+            Self::Query(a) => a.reading.clone(),
+            #[cfg(feature = "query")]
+            Self::Timeline(a) => a.reading.clone(),
+            Self::Diff(a) => a.reading.clone(),
+            Self::Findings(a) => a.reading.clone(),
+            Self::Render(a) => a.reading.clone(),
+            Self::Fit(a) => a.reading.clone(),
+            Self::Convert(a) => a.reading.clone(),
+            Self::Record(a) => cli::globals::GlobalArgs {
+                log: a.log.clone(),
+                ..cli::globals::GlobalArgs::default()
+            },
+            Self::Corpus(_) => cli::globals::GlobalArgs::default(),
+        }
+    }
 }
 
 /// Whether the subcommand reads its Parquet files out of core (`--out-of-core`), with no importer.

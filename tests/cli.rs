@@ -616,9 +616,9 @@ fn out_of_core_refuses_a_parquet_file_that_is_not_a_trace() {
     // A Parquet file of some other table: no `kind` column. The in-memory path refuses it; so must out of core.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.parquet");
-    let batch = arrow::record_batch::RecordBatch::try_from_iter([(
+    let batch = arrow_array::RecordBatch::try_from_iter([(
         "x",
-        std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 2, 3])) as arrow::array::ArrayRef,
+        std::sync::Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3])) as arrow_array::ArrayRef,
     )])
     .unwrap();
     let file = std::fs::File::create(&path).unwrap();

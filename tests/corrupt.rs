@@ -218,9 +218,9 @@ fn a_page_header_that_would_keep_the_decoder_busy_for_minutes_is_refused_at_once
 fn columns_of_the_wrong_physical_type_are_named_with_both_types() {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Float64Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use arrow::record_batch::RecordBatch;
+    use arrow_array::RecordBatch;
+    use arrow_array::{ArrayRef, Float64Array, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
     // arrival_ns written as text ("1764403200000000000"), input_tokens as a float: a dumper's mistake.
     let schema = Arc::new(Schema::new(vec![
         Field::new("kind", DataType::Utf8, false),

@@ -1,7 +1,7 @@
 //! The fleet path: `sql/tokenscope.sql` run unchanged on Apache Spark (local mode) over a hive-partitioned dataset
 //! gives the figures of `tokenscope summary --json`, and so does `summary --out-of-core` (streamed).
-//! Spark needs PySpark and a JDK (`.ci/run` installs both); without them this test fails and says what to install,
-//! unless TOKENSCOPE_SKIP_SPARK=1 is set.
+//! Spark needs PySpark and a JDK (`scripts/test.sh` installs both); without them this test fails and says what to
+//! install.
 
 #![allow(
     clippy::unwrap_used,
@@ -120,18 +120,14 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
         }
     }
 
-    if std::env::var("TOKENSCOPE_SKIP_SPARK").as_deref() == Ok("1") {
-        eprintln!("TOKENSCOPE_SKIP_SPARK=1: the Spark half of this test was skipped");
-        return;
-    }
     let has_spark = Command::new("python3")
         .args(["-c", "import pyspark"])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         has_spark,
-        "PySpark is not installed: pip install pyspark (and a JDK: apt-get install openjdk-17-jre-headless); \
-         .ci/run installs both. TOKENSCOPE_SKIP_SPARK=1 skips this half."
+        "the python3 on PATH has no PySpark: run the tests with scripts/test.sh, which installs it (4.3.0, with a JDK), \
+         or pip install pyspark==4.3.0 and apt-get install openjdk-17-jre-headless"
     );
     let spark = Command::new("python3")
         .args(["sql/spark_summary.py", dataset, "--master", "local[2]"])

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use tokenscope::analysis::summary::{Slo, summarize_all};
 use tokenscope::cli::summary::summary_json;
@@ -312,8 +312,8 @@ fn all_null_columns_are_absent_values_not_errors() {
                     1_764_403_201_000_000_000,
                 ])) as ArrayRef,
             ),
-            ("error_code", Arc::new(arrow::array::NullArray::new(2)) as ArrayRef),
-            ("candidates", Arc::new(arrow::array::NullArray::new(2)) as ArrayRef),
+            ("error_code", Arc::new(arrow_array::NullArray::new(2)) as ArrayRef),
+            ("candidates", Arc::new(arrow_array::NullArray::new(2)) as ArrayRef),
         ],
     );
     let l = must_load(&pq);

@@ -126,14 +126,20 @@ fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
 }
 
 #[test]
-fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_font() {
-    // kittest fails a frame that draws a glyph no font has; .ci/run installs fonts-wqy-microhei, so CI draws these.
+fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_fonts() {
+    // kittest fails a frame that draws a glyph no font has. A machine without a font for one of the scripts fails
+    // here and says so: scripts/test.sh installs fonts-wqy-microhei, which draws all three.
     let text = "你好，世界 · こんにちは · 안녕하세요";
-    let Some(font) = tokenscope::ui::theme::cjk_font() else {
-        eprintln!("no CJK font on this machine (.ci/run installs fonts-wqy-microhei): not drawn");
-        return;
-    };
-    eprintln!("CJK font: {} (face {})", font.path.display(), font.index);
+    let cjk = tokenscope::ui::theme::cjk_fonts();
+    assert!(
+        cjk.missing.is_empty(),
+        "no font on this machine draws {}: install one (Debian: apt-get install fonts-wqy-microhei; scripts/test.sh \
+         does), or name a font file in TOKENSCOPE_CJK_FONT",
+        cjk.missing.join(", ")
+    );
+    for font in &cjk.fonts {
+        eprintln!("CJK font: {} (face {})", font.path.display(), font.index);
+    }
     let mut h = Harness::builder()
         .with_size(egui::vec2(500.0, 80.0))
         .with_context_setup(tokenscope::ui::theme::install_fonts)

@@ -38,12 +38,16 @@ mod import;
 mod join;
 #[path = "microscope.rs"]
 mod microscope;
+#[path = "real_runs.rs"]
+mod real_runs;
 #[path = "record.rs"]
 mod record;
 #[path = "render.rs"]
 mod render;
 #[path = "server_logs.rs"]
 mod server_logs;
+#[path = "speculative.rs"]
+mod speculative;
 #[path = "stats.rs"]
 mod stats;
 #[path = "streamed.rs"]

@@ -1,6 +1,6 @@
 //! The ordinary server logs of vLLM and SGLang, as their own logging code writes them
-//! (`tests/data/import/{vllm,sglang}/logs/`, made by `scripts/engine-logs/` calling the engines' stats loggers of
-//! each installed release with known values; `README.md` there quotes every line's source). Each log's
+//! (`tests/data/import/{vllm,sglang}/logs/`, made by `scripts/engines/engine-logs/` calling the engines' stats
+//! loggers of each installed release with known values; `README.md` there quotes every line's source). Each log's
 //! `.truth.json` lists the values its lines were written from: every stats line must come back as a sample with
 //! those values, to the precision the line prints them, at its time and on its engine.
 
@@ -105,6 +105,9 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
             "spec" => {
                 put("spec_accept_length", f(line, "mean_acceptance_length"), 0.0051);
                 put("spec_accept_rate", f(line, "draft_acceptance_rate"), 0.000_51);
+                // The interval's counts, printed whole (`Accepted: %d tokens, Drafted: %d tokens`).
+                put("spec_drafted_tokens", f(line, "draft_tokens"), 0.0);
+                put("spec_accepted_tokens", f(line, "accepted_tokens"), 0.0);
             }
             "spec_v0" => put("spec_accept_rate", f(line, "draft_acceptance_rate"), 0.000_51),
             "prefix_v0" => put("prefix_hit_rate", f(line, "gpu_prefix_cache_hit_rate"), 0.000_051),
@@ -165,6 +168,8 @@ fn value(s: &Sample, name: &str) -> Option<f64> {
         "prefix_hit_rate" => s.prefix_hit_rate,
         "spec_accept_length" => s.spec_accept_length,
         "spec_accept_rate" => s.spec_accept_rate,
+        "spec_drafted_tokens" => s.spec_drafted_tokens.map(f64::from),
+        "spec_accepted_tokens" => s.spec_accepted_tokens.map(f64::from),
         "num_prefill_reqs" => s.num_prefill_reqs.map(f64::from),
         "num_prefill_tokens" => s.num_prefill_tokens.map(f64::from),
         "cached_tokens" => s.cached_tokens.map(f64::from),

@@ -293,8 +293,14 @@ fn committed_samples_contain_their_incidents() {
     assert_prefill_interrupts_decode(&demo);
     assert_eos_mistrigger(&demo);
     assert_long_prefill(&demo);
-    let embedded = tokenscope::load::load_bytes("demo.parquet", tokenscope::ui::DEMO_TRACE).unwrap();
-    assert_eq!(embedded.trace.request_count(), demo.request_count());
+    // The app's demo is made by the simulator at start: the same trace as the committed file, row for row.
+    let made = tokenscope::synth::demo();
+    assert_eq!(made.request_count(), demo.request_count());
+    assert_eq!(made.requests.arrival_ns, demo.requests.arrival_ns);
+    assert_eq!(made.tokens.emitted_ns, demo.tokens.emitted_ns);
+    assert_eq!(made.tokens.token_id, demo.tokens.token_id);
+    assert_eq!(made.iterations.start_ns, demo.iterations.start_ns);
+    assert_eq!(made.candidates.len(), demo.candidates.len());
 }
 
 #[test]

@@ -3,7 +3,7 @@ distinct requests), as hive partitions `copy=K/part-0.parquet`: 10 copies are 96
 `tokenscope summary --out-of-core` beyond one machine's comfortable memory. Streams each copy with polars
 (`sink_parquet`), so it needs little memory itself.
 
-    python3 scripts/bench-dataset.py target/bench-data/large-50000.parquet target/bench-data/x10 --copies 10
+    python3 scripts/bench/bench-dataset.py target/bench-data/large-50000.parquet target/bench-data/x10 --copies 10
 """
 
 import argparse

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-tests/data/fidelity}
 mkdir -p "$out"
-mapfile -t built < <(scripts/build-llama-server.sh | tail -n 2)
+mapfile -t built < <(scripts/llamacpp/build-llama-server.sh | tail -n 2)
 server=${built[0]}
 model=${built[1]}
 ts=${TOKENSCOPE:-target/release/tokenscope}
@@ -25,7 +25,7 @@ run() { # name rate
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   log=$(mktemp)
   "$server" -m "$model" --host 127.0.0.1 --port "$port" -c 8192 -np 4 -t 2 --no-webui \
-    --chat-template-file scripts/gemma.jinja -lv 5 --log-colors off --log-file "$log" >/dev/null 2>&1 &
+    --chat-template-file scripts/llamacpp/gemma.jinja -lv 5 --log-colors off --log-file "$log" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 1 60); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null && break

@@ -2,7 +2,7 @@
 each, keeping the mutants whose run printed a panic, crashed (an exit code other than 0 or 1) or timed out. Found
 this way: tests/data/corrupt/decoder-panic-*.parquet.
 
-    python3 scripts/mutate.py small.parquet --seed 1 --mutants 3000 --tokenscope target/release/tokenscope
+    python3 scripts/fuzz/mutate.py small.parquet --seed 1 --mutants 3000 --tokenscope target/release/tokenscope
 """
 
 import argparse

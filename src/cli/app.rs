@@ -1,4 +1,4 @@
-//! `tokenscope [TRACE..] [--compare B]`: the app, opened on the traces given (or the embedded demo).
+//! `tokenscope [TRACE..] [--compare B]`: the app, opened on the traces given (or the demo).
 
 use std::path::{Path, PathBuf};
 

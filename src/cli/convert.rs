@@ -20,6 +20,9 @@ pub struct ConvertArgs {
     /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst), or the dataset's folder.
     #[arg(short, long)]
     pub output: std::path::PathBuf,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl ConvertArgs {

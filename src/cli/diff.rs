@@ -54,6 +54,9 @@ pub struct DiffArgs {
     pub png: Option<PathBuf>,
     #[command(flatten)]
     pub thresholds: Thresholds,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl DiffArgs {

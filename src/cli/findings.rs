@@ -200,6 +200,9 @@ pub struct FindingsArgs {
     /// memory budget.
     #[arg(long)]
     pub out_of_core: bool,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl FindingsArgs {

@@ -45,6 +45,9 @@ pub struct FitArgs {
     /// Seed of the validation replays' noise.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 fn load_one(path: &Path) -> Result<Trace, Output> {

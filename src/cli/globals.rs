@@ -1,5 +1,7 @@
-//! The flags every subcommand takes (`--from-time`, `--to-time`, `--where`, `--memory-budget`, `--from`,
-//! `--log-date`, `--log-tz`): parsed once, checked, and installed as the run's load settings.
+//! The flags of the commands that read a trace (`--from-time`, `--to-time`, `--where`, `--memory-budget`, `--from`,
+//! `--log-date`, `--log-tz`): flattened into each such command (and the app), parsed once, checked, and installed as
+//! the run's load settings. A command that reads no trace (`corpus`) shows none of them; `record` shows only the
+//! server log's date and zone, for the log it joins.
 
 use crate::format::window::{self, Window};
 use crate::import::log_clock::{self, LogClock};
@@ -7,37 +9,54 @@ use std::ffi::OsString;
 
 use super::Output;
 
-/// The global flags, flattened into the command line's top level.
-#[derive(Debug, Clone, clap::Args)]
+/// The flags of every command that reads a trace.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct GlobalArgs {
     /// Only the part of the trace from this time: requests arriving and steps starting at or after it. A dataset's
     /// `date=`/`hour=` folders before it are not read. RFC 3339 (2025-11-29T08:15:00Z), a UTC date and time
     /// (2025-11-29T08:15), a UTC date, or ns since 1970.
-    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = window::parse_time, help_heading = "Reading")]
     pub from_time: Option<i64>,
     /// Only the part of the trace before this time (same forms as --from-time).
-    #[arg(long, global = true, value_name = "TIME", value_parser = window::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = window::parse_time, help_heading = "Reading")]
     pub to_time: Option<i64>,
     /// Only requests whose label has this value (source, model, app_id, user_id), and only a dataset's folders
     /// with it (any folder key: date=2025-11-29, hour=08, ...). Repeat for several; all must hold.
-    #[arg(long = "where", global = true, value_name = "KEY=VALUE", value_parser = window::parse_filter)]
+    #[arg(long = "where", value_name = "KEY=VALUE", value_parser = window::parse_filter, help_heading = "Reading")]
     pub filters: Vec<(String, String)>,
     /// Refuse, before reading a record, to load a trace estimated to take more memory than this (4GB, 500MB, 4GiB);
     /// by default half this machine's memory. The message says which part of it fits.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = crate::load::budget::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::load::budget::parse_size, help_heading = "Reading")]
     pub memory_budget: Option<u64>,
     /// Read every input with this importer instead of recognising it by its content (for a file whose name and
     /// first bytes do not say what it is).
-    #[arg(long, global = true, value_enum, value_name = "KIND")]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Reading")]
     pub from: Option<crate::import::Kind>,
+    #[command(flatten)]
+    pub log: LogClockArgs,
+}
+
+/// The date and zone of a server log's times, for the commands that read one.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LogClockArgs {
     /// The date a server log starts on (YYYY-MM-DD), for logs whose times have no year (vLLM's `MM-DD HH:MM:SS`);
     /// by default the year of the trace's other files, else of the log file's last change.
-    #[arg(long, global = true, value_name = "DATE", value_parser = log_clock::parse_date)]
+    #[arg(long, value_name = "DATE", value_parser = log_clock::parse_date, help_heading = "Server logs")]
     pub log_date: Option<chrono::NaiveDate>,
     /// The zone a server log's times are in (+08:00, -05:00, UTC): Python's logging writes local time with no zone;
     /// by default they are read as UTC.
-    #[arg(long, global = true, value_name = "OFFSET", value_parser = log_clock::parse_offset, allow_hyphen_values = true)]
+    #[arg(long, value_name = "OFFSET", value_parser = log_clock::parse_offset, allow_hyphen_values = true,
+          help_heading = "Server logs")]
     pub log_tz: Option<i32>,
+}
+
+/// The long flags of [`GlobalArgs`], each of which takes one value: those `subcommand_first` steps over.
+pub fn reading_flags() -> Vec<String> {
+    use clap::Args as _;
+    GlobalArgs::augment_args(clap::Command::new("reading"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect()
 }
 
 impl GlobalArgs {
@@ -66,8 +85,8 @@ impl GlobalArgs {
     /// The date and zone of server logs.
     pub fn log_clock(&self) -> LogClock {
         LogClock {
-            date: self.log_date,
-            utc_offset_s: self.log_tz,
+            date: self.log.log_date,
+            utc_offset_s: self.log.log_tz,
         }
     }
 
@@ -85,16 +104,11 @@ impl GlobalArgs {
     }
 }
 
-/// The command line with a subcommand that follows global options moved before them (`tokenscope --memory-budget
+/// The command line with a subcommand that follows reading flags moved before them (`tokenscope --memory-budget
 /// 1GB summary X` read as `tokenscope summary --memory-budget 1GB X`): the app's TRACE is optional and positional,
-/// so clap alone would read the subcommand as a trace. `command` is the whole command line's definition (its global
-/// options each take one value).
-pub fn subcommand_first(args: Vec<OsString>, subcommands: &[&str], command: &clap::Command) -> Vec<OsString> {
-    let globals: Vec<String> = command
-        .get_arguments()
-        .filter(|a| a.is_global_set())
-        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-        .collect();
+/// so clap alone would read the subcommand as a trace. `globals` are the flags stepped over, each taking one value
+/// ([`reading_flags`]); a subcommand that does not take them then says so.
+pub fn subcommand_first(args: Vec<OsString>, subcommands: &[&str], globals: &[String]) -> Vec<OsString> {
     let mut k = 1;
     while let Some(word) = args.get(k).and_then(|a| a.to_str()) {
         match word.split_once('=') {
@@ -118,17 +132,9 @@ pub fn subcommand_first(args: Vec<OsString>, subcommands: &[&str], command: &cla
 mod subcommand_tests {
     use super::*;
 
-    fn command() -> clap::Command {
-        clap::Command::new("t")
-            .arg(clap::Arg::new("memory-budget").long("memory-budget").global(true))
-            .arg(clap::Arg::new("where").long("where").global(true))
-            .arg(clap::Arg::new("trace"))
-            .subcommand(clap::Command::new("summary"))
-    }
-
     fn moved(words: &[&str]) -> Vec<String> {
         let args = words.iter().map(OsString::from).collect();
-        subcommand_first(args, &["summary"], &command())
+        subcommand_first(args, &["summary"], &reading_flags())
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
@@ -153,6 +159,22 @@ mod subcommand_tests {
         assert_eq!(
             moved(&["t", "--compare", "b", "summary"]),
             ["t", "--compare", "b", "summary"]
+        );
+    }
+
+    #[test]
+    fn the_reading_flags_are_the_seven_a_load_takes() {
+        assert_eq!(
+            reading_flags(),
+            [
+                "--from-time",
+                "--to-time",
+                "--where",
+                "--memory-budget",
+                "--from",
+                "--log-date",
+                "--log-tz"
+            ]
         );
     }
 }

@@ -77,6 +77,9 @@ pub struct QueryArgs {
     /// sql/tokenscope.sql (requests, tokens, itl, trace, ...) on polars' streaming engine.
     #[arg(long)]
     pub out_of_core: bool,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl QueryArgs {

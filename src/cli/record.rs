@@ -112,6 +112,9 @@ pub struct RecordArgs {
     /// --rotate-every or --rotate-mb, each part leaves memory as it is written and opens from the live bar.
     #[arg(long)]
     pub live: bool,
+    // The date and zone of the times of the server log it joins (`--server-log`).
+    #[command(flatten)]
+    pub log: super::globals::LogClockArgs,
 }
 
 impl RecordArgs {

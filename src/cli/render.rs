@@ -102,6 +102,9 @@ pub struct RenderArgs {
     /// The PNG to write.
     #[arg(short, long)]
     pub output: PathBuf,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl RenderArgs {

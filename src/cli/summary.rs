@@ -124,6 +124,34 @@ fn counters_table(f: &SampleFigures) -> String {
 }
 
 /// The request-level latencies' table.
+/// The speculative line: drafts and acceptance, then what the tokens say of the verify steps.
+fn spec_text(f: &crate::analysis::spec::SpecFigures) -> String {
+    let from = match f.from {
+        crate::analysis::spec::SpecSource::Requests => "requests",
+        crate::analysis::spec::SpecSource::Tokens => "tokens",
+        crate::analysis::spec::SpecSource::Steps => "steps",
+        crate::analysis::spec::SpecSource::Samples => "the engine's counters",
+    };
+    let mut text = format!(
+        "{} drafted, {} accepted ({}, from the {from})",
+        thousands(f.drafted_tokens),
+        thousands(f.accepted_tokens),
+        f.acceptance_rate
+            .map_or_else(|| "-".to_owned(), |r| format!("{:.1} %", r * 100.0))
+    );
+    if let (Some(n), Some(len)) = (f.verify_steps, f.acceptance_length) {
+        let _ = std::fmt::Write::write_fmt(
+            &mut text,
+            format_args!("; {len:.2} tokens per verify step over {}", thousands(n)),
+        );
+    }
+    if !f.acceptance_by_position.is_empty() {
+        let by: Vec<String> = f.acceptance_by_position.iter().map(|a| format!("{a:.2}")).collect();
+        text.push_str(&format!("; accepted by position {}", by.join(" ")));
+    }
+    text
+}
+
 fn latency_table(s: &Summary) -> String {
     let rows = vec![
         ["latency (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"]
@@ -189,6 +217,10 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
     let samples = sample_figures(trace);
     if let Some(f) = &samples {
         head.push(vec!["engine samples".to_owned(), samples_text(f)]);
+    }
+    let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
+    if let Some(f) = crate::analysis::spec::spec_figures(trace, &all) {
+        head.push(vec!["speculative".to_owned(), spec_text(&f)]);
     }
     if let Some(t) = slo_text(s) {
         head.push(vec!["SLO".to_owned(), t]);
@@ -362,6 +394,9 @@ pub struct SummaryArgs {
     /// when the trace would not fit the memory budget. Records are checked only by the rules of the fields read.
     #[arg(long, conflicts_with_all = ["by", "prices"])]
     pub out_of_core: bool,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl SummaryArgs {
@@ -413,6 +448,12 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
         v["candidates_checked"] = json!(trace.candidates_on_disk.is_none());
         // The counters of the engine's samples; null without samples (not zeros).
         v["samples"] = json!(sample_figures(trace));
+        // Speculative decoding: null where nothing in the trace says (not zeros).
+        let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
+        let spec = crate::analysis::spec::spec_figures(trace, &all);
+        v["spec_drafted_tokens"] = json!(spec.as_ref().map(|f| f.drafted_tokens));
+        v["spec_accepted_tokens"] = json!(spec.as_ref().map(|f| f.accepted_tokens));
+        v["spec"] = json!(spec);
         if !trace.has_times() {
             // A source without times: its figures of time are unknown, not those of its made-up order.
             for key in [

@@ -185,6 +185,9 @@ pub struct SynthArgs {
     /// The file to write (.parquet, .jsonl, .jsonl.gz, .jsonl.zst).
     #[arg(short, long)]
     pub output: PathBuf,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl SynthArgs {

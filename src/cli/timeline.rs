@@ -43,6 +43,9 @@ pub struct TimelineArgs {
     /// few row groups at a time, in memory set by the requests and steps, not the tokens.
     #[arg(long)]
     pub out_of_core: bool,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl TimelineArgs {

@@ -132,6 +132,9 @@ pub struct ValidateArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    // The part of the trace to read, the memory budget, the importer, a server log's clock.
+    #[command(flatten)]
+    pub reading: super::globals::GlobalArgs,
 }
 
 impl ValidateArgs {

@@ -577,11 +577,18 @@ pub fn build_trace(
 
     let mut added_eos = 0usize;
     let mut chunks = 0usize;
+    // Streams that sent logprobs for some tokens only, and those tokens without (llama.cpp under speculative
+    // decoding sends none for a verify step's tokens).
+    let (mut partial, mut without) = (0usize, 0usize);
     let mut sink = Sink::new(&mut b, 0, Kind::OpenaiStream);
     for o in outcomes {
         let mut stream = o.stream.clone();
-        if stream.tokens.iter().any(|t| t.is_chunk) {
+        let chunked = stream.tokens.iter().filter(|t| t.is_chunk).count();
+        if chunked > 0 && chunked == stream.tokens.len() {
             chunks += 1;
+        } else if chunked > 0 {
+            partial += 1;
+            without += chunked;
         }
         let id = request_id(o.index);
         let prompt = prompts.get(o.prompt);
@@ -645,6 +652,13 @@ pub fn build_trace(
     if chunks > 0 {
         sink.note(format!(
             "{chunks} streams carried no logprobs: their token records are chunks of text (ask for --top-logprobs)"
+        ));
+    }
+    if partial > 0 {
+        sink.note(format!(
+            "{partial} streams carried logprobs for some tokens only: {without} chunks came without them, each a token \
+             record with its text and no id or candidates (llama.cpp sends none for the tokens of a speculative verify \
+             step; the server's log gives their ids)"
         ));
     }
     b.finish()

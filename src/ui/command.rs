@@ -64,7 +64,7 @@ pub enum Command {
     OpenMany(Vec<PathBuf>),
     /// Ask for a trace to open through the file dialog.
     OpenDialog,
-    /// Open the embedded demo trace.
+    /// Open the demo trace (the simulator's `mixed` scenario).
     OpenDemo,
     /// Read server logs' times with this date and zone (File > Server log times), and open the trace again.
     SetLogClock(crate::import::log_clock::LogClock),

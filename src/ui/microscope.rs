@@ -22,14 +22,18 @@ pub enum ColorBy {
     Latency,
     /// By the chosen token's probability.
     Probability,
+    /// By what the token was in its speculative verify step: an accepted draft, the target's own (bonus), plain.
+    Speculation,
 }
 
 /// The figures of the request under the microscope, computed once when it is selected.
 pub struct Microscope {
     /// The request row.
     pub request: u32,
-    /// Latency of each of its tokens.
+    /// Latency of each of its tokens (a token that came out with the one before it has its emission's).
     pub latencies: Vec<Latency>,
+    /// Whether each token starts an emission (`trace::emission`): the others came out with the token before them.
+    pub starts: Vec<bool>,
     /// Load of each token's step.
     pub loads: Vec<StepLoad>,
     /// Choice of each token (rank and entropy wait for the candidates when they are read from disk).
@@ -65,11 +69,19 @@ impl Microscope {
     ) -> Self {
         let tokens = trace.tokens_of(request);
         let latencies: Vec<Latency> = tokens.clone().map(|t| latency(trace, request, t)).collect();
-        let mut gaps: Vec<i64> = latencies.iter().skip(1).map(|l| l.total_ns).collect();
+        let starts: Vec<bool> = tokens
+            .clone()
+            .map(|t| crate::trace::emission::starts_emission(&trace.tokens, tokens.start, t))
+            .collect();
+        let mut gaps = emission_gaps(&latencies, &starts);
         let median_ns = crate::analysis::metrics::median(&mut gaps).unwrap_or(0);
+        let speculative = tokens
+            .clone()
+            .any(|t| trace.tokens.spec[t] != crate::trace::SpecRole::Unknown);
         let mut m = Microscope {
             request,
             latencies,
+            starts,
             loads: step_loads(trace, request),
             choices: Vec::new(),
             candidates: vec![Vec::new(); tokens.len()],
@@ -78,7 +90,11 @@ impl Microscope {
             wakes_ui: waker.is_some(),
             median_ns,
             token: None,
-            color_by: ColorBy::Latency,
+            color_by: if speculative {
+                ColorBy::Speculation
+            } else {
+                ColorBy::Latency
+            },
             load_transform: None,
             fresh: Vec::new(),
         };
@@ -143,10 +159,31 @@ impl Microscope {
     }
 }
 
-fn chip_color(m: &Microscope, k: usize) -> Color32 {
+/// The latencies of the emissions after the first: one per emission, not per token.
+fn emission_gaps(latencies: &[Latency], starts: &[bool]) -> Vec<i64> {
+    latencies
+        .iter()
+        .zip(starts)
+        .skip(1)
+        .filter(|(_, s)| **s)
+        .map(|(l, _)| l.total_ns)
+        .collect()
+}
+
+fn chip_color(trace: &Trace, m: &Microscope, k: usize) -> Color32 {
+    let alternate = if k.is_multiple_of(2) {
+        theme::CHIP
+    } else {
+        theme::CHIP_ALT
+    };
     match m.color_by {
+        ColorBy::Speculation => match trace.tokens.spec[trace.tokens_of(m.request).start + k] {
+            crate::trace::SpecRole::Draft => theme::SPEC_DRAFT,
+            crate::trace::SpecRole::Bonus => theme::SPEC_BONUS,
+            crate::trace::SpecRole::Plain | crate::trace::SpecRole::Unknown => alternate,
+        },
         ColorBy::Latency => {
-            let ratio = if m.median_ns > 0 && k > 0 {
+            let ratio = if m.median_ns > 0 && k > 0 && m.starts[k] {
                 m.latencies[k].total_ns as f64 / m.median_ns as f64
             } else {
                 1.0
@@ -155,17 +192,14 @@ fn chip_color(m: &Microscope, k: usize) -> Color32 {
                 theme::SLOW_TOKEN
             } else if ratio >= 1.5 {
                 theme::SLOWISH_TOKEN
-            } else if k.is_multiple_of(2) {
-                theme::CHIP
             } else {
-                theme::CHIP_ALT
+                alternate
             }
         }
         ColorBy::Probability => match m.choices[k].probability {
             Some(p) if p < 0.5 => theme::SLOW_TOKEN,
             Some(p) if p < 0.9 => theme::SLOWISH_TOKEN,
-            _ if k.is_multiple_of(2) => theme::CHIP,
-            _ => theme::CHIP_ALT,
+            _ => alternate,
         },
     }
 }
@@ -240,7 +274,7 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
         ));
         return;
     }
-    let mut gaps: Vec<i64> = m.latencies.iter().skip(1).map(|l| l.total_ns).collect();
+    let mut gaps = emission_gaps(&m.latencies, &m.starts);
     gaps.sort_unstable();
     let p99 = gaps.get((gaps.len() * 99).div_ceil(100).saturating_sub(1)).copied();
     ui.label(format!(
@@ -252,6 +286,20 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
         d((!gaps.is_empty()).then_some(m.median_ns)),
         d(p99)
     ));
+    if let Some(f) = crate::analysis::spec::spec_figures(trace, &[m.request]) {
+        let rejected = f.drafted_tokens - f.accepted_tokens;
+        let mut line = format!(
+            "speculative: {} drafts, {} accepted ({}), {rejected} rejected",
+            f.drafted_tokens,
+            f.accepted_tokens,
+            f.acceptance_rate
+                .map_or("-".to_owned(), |a| format!("{:.0} %", a * 100.0))
+        );
+        if let (Some(n), Some(len)) = (f.verify_steps, f.acceptance_length) {
+            line.push_str(&format!(" · {n} verify steps, {len:.2} tokens each"));
+        }
+        ui.label(line);
+    }
     ui.horizontal(|ui| {
         ui.label(format!(
             "finish {} · status {}",
@@ -281,6 +329,12 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
         ui.strong("Output");
         ui.selectable_value(&mut m.color_by, ColorBy::Latency, "colour by latency");
         ui.selectable_value(&mut m.color_by, ColorBy::Probability, "by probability");
+        if trace
+            .tokens_of(m.request)
+            .any(|t| trace.tokens.spec[t] != crate::trace::SpecRole::Unknown)
+        {
+            ui.selectable_value(&mut m.color_by, ColorBy::Speculation, "by verify step");
+        }
     });
     let tokens = trace.tokens_of(m.request);
     egui::ScrollArea::vertical()
@@ -290,6 +344,10 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
             ui.horizontal_wrapped(|ui| {
                 ui.spacing_mut().item_spacing = egui::vec2(2.0, 2.0);
                 for (k, t) in tokens.clone().enumerate() {
+                    // A verify step's tokens side by side; a gap where the next emission begins.
+                    if k > 0 && m.starts[k] && m.color_by == ColorBy::Speculation {
+                        ui.add_space(4.0);
+                    }
                     let text = display_text(
                         trace,
                         trace.tokens.token_id[t],
@@ -302,7 +360,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                     let mut rich = RichText::new(text)
                         .monospace()
                         .color(Color32::BLACK)
-                        .background_color(chip_color(m, k));
+                        .background_color(chip_color(trace, m, k));
                     if low {
                         rich = rich.underline();
                     }
@@ -312,6 +370,25 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                     let r = ui.add(egui::Label::new(rich).sense(Sense::click()));
                     if r.clicked() {
                         m.token = Some(k);
+                    }
+                    // After a verify step's last token: the drafts it rejected.
+                    let last_of_step = k + 1 == tokens.len() || m.starts[k + 1];
+                    if last_of_step && m.color_by == ColorBy::Speculation {
+                        let first = (0..=k).rev().find(|&j| m.starts[j]).unwrap_or(k);
+                        let row = tokens.start + first;
+                        if let Some(drafted) = crate::trace::opt_u8(trace.tokens.spec_drafted[row]) {
+                            let accepted = (first..=k)
+                                .filter(|&j| trace.tokens.spec[tokens.start + j] == crate::trace::SpecRole::Draft)
+                                .count();
+                            let rejected = usize::from(drafted).saturating_sub(accepted);
+                            if rejected > 0 {
+                                ui.label(RichText::new(format!("✗{rejected}")).small().color(theme::MUTED_TEXT))
+                                    .on_hover_text(format!(
+                                        "this verify step proposed {drafted} drafts, accepted {accepted} and rejected \
+                                         {rejected}"
+                                    ));
+                            }
+                        }
                     }
                 }
                 // Live: what arrived since the snapshot, shown as it comes; its latency and candidates come with
@@ -339,11 +416,16 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
         );
         return;
     }
+    // A token that came out with the one before it (a verify step's) has no bar of its own: its emission's bar
+    // stands for both.
     let bars = |part: fn(&Latency) -> Option<i64>, color: Color32| -> Vec<Bar> {
         m.latencies
             .iter()
             .enumerate()
-            .map(|(k, l)| Bar::new(k as f64, part(l).map_or(0.0, ms)).width(0.8).fill(color))
+            .map(|(k, l)| {
+                let v = if m.starts[k] { part(l).map_or(0.0, ms) } else { 0.0 };
+                Bar::new(k as f64, v).width(0.8).fill(color)
+            })
             .collect()
     };
     let (c_whole, c_wait, c_compute, c_output) = (
@@ -412,7 +494,14 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
         let l = m.latencies[k];
         let load = m.loads[k].clone();
         let index = trace.tokens.index[trace.tokens_of(m.request).start + k];
+        let with = (!m.starts[k]).then(|| (0..k).rev().find(|&j| m.starts[j]).unwrap_or(0));
         plot.response.on_hover_ui(|ui| {
+            if let Some(j) = with {
+                let first = trace.tokens.index[trace.tokens_of(m.request).start + j];
+                ui.weak(format!(
+                    "came out with token {first}, in the same emission (one verify step)"
+                ));
+            }
             ui.strong(format!("token {index}: {:.1} ms", ms(l.total_ns)));
             if let (Some(w), Some(c), Some(o)) = (l.schedule_wait_ns, l.compute_ns, l.output_ns) {
                 ui.label(format!(

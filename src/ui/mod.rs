@@ -23,7 +23,7 @@ pub mod timeline;
 pub mod waterfall;
 
 pub use app::App;
-pub use session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
+pub use session::{DEMO_NAME, Session, TraceSource};
 
 /// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
 /// setting, else half the machine's memory); `from`: the importer of every file (`--from`), instead of recognising

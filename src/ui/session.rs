@@ -24,9 +24,8 @@ use crate::trace::report::Report;
 use crate::view::TraceView;
 use crate::view::layout::{TrackFilter, TrackOrder};
 
-/// The trace shown when the app starts without a path (embedded in the binary).
-pub const DEMO_TRACE: &[u8] = include_bytes!("../../sample_traces/demo.parquet");
-/// The demo trace's file name.
+/// The name of the trace shown when the app starts without a path: the simulator's `mixed` scenario
+/// ([`crate::synth::demo`]), the same trace as `sample_traces/demo.parquet`.
 pub const DEMO_NAME: &str = "demo.parquet";
 
 /// Where a trace comes from.
@@ -38,7 +37,7 @@ pub enum TraceSource {
     Paths(Vec<PathBuf>),
     /// The part of a file or dataset in a window (`--from-time`, `--where`, the dataset dialog).
     Part(PathBuf, Window),
-    /// The embedded demo.
+    /// The demo: the simulator's `mixed` scenario, made at start.
     Demo,
     /// A recording being made (its journal, which opens as a trace, and the server's URL as shown).
     Live {
@@ -60,7 +59,7 @@ impl TraceSource {
                 .collect::<Vec<_>>()
                 .join(" + "),
             TraceSource::Part(p, w) => format!("{} ({})", p.display(), w.describe()),
-            TraceSource::Demo => format!("{DEMO_NAME} (embedded demo)"),
+            TraceSource::Demo => format!("{DEMO_NAME} (the demo, simulated)"),
             TraceSource::Live { url, .. } => format!("recording {url}"),
         }
     }

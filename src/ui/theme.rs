@@ -32,6 +32,11 @@ const CJK_FAMILIES: [&str; 16] = [
     "SimSun",
 ];
 
+/// The scripts the CJK fallback covers, each with a character of it: a family need not have all three (Droid Sans
+/// Fallback has no Hangul, a Japanese font may lack simplified Chinese), so each script gets the first family that
+/// draws it.
+pub const CJK_SCRIPTS: [(&str, char); 3] = [("Chinese", '中'), ("Japanese kana", 'あ'), ("Korean Hangul", '한')];
+
 /// A font file larger than this is not read as a fallback font.
 const MAX_FONT_BYTES: u64 = 64 << 20;
 
@@ -45,44 +50,90 @@ pub struct SystemFont {
     pub bytes: Vec<u8>,
 }
 
-/// The system's CJK font: `TOKENSCOPE_CJK_FONT` when set to a font file (its first face), else the first of
-/// [`CJK_FAMILIES`] that `fontdb` finds among the system's fonts (the fontconfig directories on Linux, the system's
-/// font folders on macOS and Windows).
-pub fn cjk_font() -> Option<SystemFont> {
-    let readable =
-        |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES);
-    // The file is looked at before it is read: a device or a pipe given by mistake is never read.
-    let given = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from);
-    if let Some(path) = given.filter(|p| readable(p))
-        && let Ok(bytes) = std::fs::read(&path)
-    {
-        return Some(SystemFont { path, index: 0, bytes });
-    }
-    let mut db = fontdb::Database::new();
-    db.load_system_fonts();
-    CJK_FAMILIES.iter().find_map(|family| {
-        let families = [fontdb::Family::Name(family)];
-        let id = db.query(&fontdb::Query {
-            families: &families,
-            ..fontdb::Query::default()
-        })?;
-        let face = db.face(id)?;
-        let (fontdb::Source::File(path) | fontdb::Source::SharedFile(path, _)) = &face.source else {
-            return None;
-        };
-        if !readable(path) {
-            return None;
-        }
-        let bytes = std::fs::read(path).ok()?;
-        Some(SystemFont {
-            path: path.clone(),
-            index: face.index,
-            bytes,
-        })
-    })
+/// The fonts that draw Chinese, Japanese and Korean tokens, and the scripts none of them draws.
+pub struct CjkFonts {
+    /// The fonts, in the order they are tried.
+    pub fonts: Vec<SystemFont>,
+    /// The names of the scripts of [`CJK_SCRIPTS`] that no font found draws (shown as boxes).
+    pub missing: Vec<&'static str>,
 }
 
-/// Adds the symbol font, then the system's CJK font when there is one, as the last fallbacks of both font families.
+/// Which of `candidates` (in order of preference) to load so that every script of `scripts` is drawn where one of
+/// them can: for each script, none more when a font chosen already draws it, else the first candidate that does.
+/// Returns the chosen candidates' positions, in the order chosen, and the scripts none draws.
+pub fn choose_fonts(
+    candidates: usize,
+    scripts: &[(&'static str, char)],
+    draws: impl Fn(usize, char) -> bool,
+) -> (Vec<usize>, Vec<&'static str>) {
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut missing = Vec::new();
+    for &(name, c) in scripts {
+        if chosen.iter().any(|&k| draws(k, c)) {
+            continue;
+        }
+        match (0..candidates).find(|&k| draws(k, c)) {
+            Some(k) => chosen.push(k),
+            None => missing.push(name),
+        }
+    }
+    (chosen, missing)
+}
+
+/// The system's CJK fonts: `TOKENSCOPE_CJK_FONT` first when set to a font file (its first face), then the families
+/// of [`CJK_FAMILIES`] that `fontdb` finds among the system's fonts (the fontconfig directories on Linux, the
+/// system's font folders on macOS and Windows), as many as it takes to draw every script of [`CJK_SCRIPTS`].
+pub fn cjk_fonts() -> CjkFonts {
+    let readable =
+        |path: &std::path::Path| std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_FONT_BYTES);
+    let mut db = fontdb::Database::new();
+    // The file is looked at before it is read: a device or a pipe given by mistake is never read.
+    let given = std::env::var_os("TOKENSCOPE_CJK_FONT").map(std::path::PathBuf::from);
+    let mut ids: Vec<fontdb::ID> = Vec::new();
+    if let Some(path) = given.filter(|p| readable(p)) {
+        ids.extend(db.load_font_source(fontdb::Source::File(path)).first());
+    }
+    db.load_system_fonts();
+    for family in CJK_FAMILIES {
+        let families = [fontdb::Family::Name(family)];
+        if let Some(id) = db.query(&fontdb::Query {
+            families: &families,
+            ..fontdb::Query::default()
+        }) && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+    }
+    let draws = |k: usize, c: char| {
+        db.with_face_data(ids[k], |data, index| {
+            ttf_parser::Face::parse(data, index).is_ok_and(|face| face.glyph_index(c).is_some())
+        })
+        .unwrap_or(false)
+    };
+    let (chosen, missing) = choose_fonts(ids.len(), &CJK_SCRIPTS, draws);
+    let fonts = chosen
+        .into_iter()
+        .filter_map(|k| {
+            let face = db.face(ids[k])?;
+            let (fontdb::Source::File(path) | fontdb::Source::SharedFile(path, _)) = &face.source else {
+                return None;
+            };
+            let path = path.clone();
+            if !readable(&path) {
+                return None;
+            }
+            let bytes = std::fs::read(&path).ok()?;
+            Some(SystemFont {
+                path,
+                index: face.index,
+                bytes,
+            })
+        })
+        .collect();
+    CjkFonts { fonts, missing }
+}
+
+/// Adds the symbol font, then the system's CJK fonts, as the last fallbacks of both font families.
 pub fn install_fonts(ctx: &egui::Context) {
     let fallback = |family| egui::epaint::text::InsertFontFamily {
         family,
@@ -99,9 +150,9 @@ pub fn install_fonts(ctx: &egui::Context) {
         data: egui::FontData::from_static(SYMBOL_FONT),
         families: families(),
     });
-    if let Some(font) = cjk_font() {
+    for (k, font) in cjk_fonts().fonts.into_iter().enumerate() {
         ctx.add_font(egui::epaint::text::FontInsert {
-            name: "CJK".to_owned(),
+            name: format!("CJK {k}"),
             data: egui::FontData {
                 index: font.index,
                 ..egui::FontData::from_owned(font.bytes)
@@ -196,6 +247,10 @@ pub const CHIP_ALT: Color32 = Color32::from_rgb(150, 170, 190);
 pub const SLOWISH_TOKEN: Color32 = Color32::from_rgb(240, 200, 110);
 /// A token much slower (or far less certain) than usual.
 pub const SLOW_TOKEN: Color32 = Color32::from_rgb(240, 120, 110);
+/// A draft token its verify step accepted (speculative decoding).
+pub const SPEC_DRAFT: Color32 = Color32::from_rgb(140, 200, 190);
+/// The target model's own token ending a verify step.
+pub const SPEC_BONUS: Color32 = Color32::from_rgb(235, 180, 120);
 /// An objective met.
 pub const SLO_MET: Color32 = Color32::from_rgb(120, 200, 120);
 /// The cursor's time line.
@@ -207,6 +262,27 @@ pub const CAPTION_FILL: Color32 = Color32::from_gray(12);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_cjk_script_gets_the_first_font_that_draws_it_and_no_more_fonts_than_needed() {
+        // Droid Sans Fallback draws Chinese and kana but no Hangul; WenQuanYi draws all three.
+        let droid = ['中', 'あ'];
+        let wqy = ['中', 'あ', '한'];
+        let fonts = [&droid[..], &wqy[..]];
+        let draws = |k: usize, c: char| fonts[k].contains(&c);
+        // Droid preferred: it takes Chinese and kana, WenQuanYi is added for Hangul.
+        assert_eq!(choose_fonts(2, &CJK_SCRIPTS, draws), (vec![0, 1], vec![]));
+        // WenQuanYi preferred: it alone draws all three.
+        let swapped = |k: usize, c: char| fonts[1 - k].contains(&c);
+        assert_eq!(choose_fonts(2, &CJK_SCRIPTS, swapped), (vec![0], vec![]));
+        // Droid alone: Hangul is missing, and said so.
+        assert_eq!(choose_fonts(1, &CJK_SCRIPTS, draws), (vec![0], vec!["Korean Hangul"]));
+        // No font: every script missing.
+        assert_eq!(
+            choose_fonts(0, &CJK_SCRIPTS, draws),
+            (vec![], vec!["Chinese", "Japanese kana", "Korean Hangul"])
+        );
+    }
 
     #[test]
     fn step_colours_run_from_decode_to_prefill() {

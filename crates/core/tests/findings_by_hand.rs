@@ -588,3 +588,81 @@ fn only_the_kinds_asked_for_run_and_every_run_sorts_alike() {
         found[0].summary
     );
 }
+
+/// Speculative decoding by hand: five requests whose drafts were accepted 70 of 100 and one, `slow`, 10 of 100,
+/// each with 21 output tokens from 100 ms; the five decode at 20 ms a token (finish at 500 ms), `slow` at 50 ms
+/// (finish at 1,100 ms). And steps of `e` that say their drafts: 10 s of windows at 70 % then one of 10 %.
+pub(crate) fn collapsed_speculation() -> Trace {
+    let mut l = Vec::new();
+    for (id, accepted, finish_ms) in [
+        ("a", 70, 500),
+        ("b", 70, 500),
+        ("c", 70, 500),
+        ("d", 70, 500),
+        ("f", 70, 500),
+    ]
+    .into_iter()
+    .chain([("slow", 10, 1_100)])
+    {
+        l.push(request(
+            id,
+            0,
+            &format!(
+                r#","first_token_ns":{},"finished_ns":{},"output_tokens":21,"spec_drafted_tokens":100,"spec_accepted_tokens":{accepted}"#,
+                at(100),
+                at(finish_ms)
+            ),
+        ));
+    }
+    // One step a second for 40 s: 40 drafts each; accepted 28 (70 %) but for seconds 30 to 39: 4 (10 %).
+    for k in 0..40 {
+        let accepted = if k >= 30 { 4 } else { 28 };
+        l.push(step(
+            "e",
+            k,
+            1_000 * k,
+            1_000 * k + 500,
+            &format!(r#","spec_drafted_tokens":40,"spec_accepted_tokens":{accepted}"#),
+        ));
+    }
+    trace_of(&l)
+}
+
+#[test]
+fn an_acceptance_collapse_is_named_for_the_request_and_for_the_stretch_of_steps() {
+    let t = collapsed_speculation();
+    let found = find_kinds(&t, &Slo::default(), &th(), &[Kind::AcceptanceCollapse]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    // The requests: 360 of 600 over the run (60 %); slow's 10 % is under half of it. TPOT: (1,100 − 100) / 20 =
+    // 50 ms against (500 − 100) / 20 = 20 ms, 2.5 times: a warning.
+    let requests = found.iter().find(|f| !f.requests.is_empty()).unwrap();
+    assert_eq!(
+        requests.summary,
+        "slow's drafts were accepted 10 % of the time (10 of 100) against 60 % over the run; their TPOT 50.0 ms \
+         (median) against 20.0 ms for the other requests"
+    );
+    assert_eq!(requests.severity, Severity::Warning);
+    // The steps: 30 × 28 + 10 × 4 = 880 of 1,600 (55 %); the window from 30 s, 40 of 400 (10 %), is under half.
+    let steps = found.iter().find(|f| f.requests.is_empty()).unwrap();
+    assert_eq!(steps.steps.len(), 10);
+    assert!(
+        steps
+            .summary
+            .starts_with("drafts on e were accepted 10 % of the time (40 of 400) from 30.0 s to 40.0 s against 55 %"),
+        "{}",
+        steps.summary
+    );
+    // The healthy rest: none.
+    let healthy: Vec<String> = (0..30)
+        .map(|k| {
+            step(
+                "e",
+                k,
+                1_000 * k,
+                1_000 * k + 500,
+                r#","spec_drafted_tokens":40,"spec_accepted_tokens":28"#,
+            )
+        })
+        .collect();
+    assert!(find_kinds(&trace_of(&healthy), &Slo::default(), &th(), &[Kind::AcceptanceCollapse]).is_empty());
+}

@@ -21,7 +21,7 @@ use tokenscope_core::load::{Progress, load};
 use tokenscope_core::trace::Trace;
 
 use crate::findings::{sample, th};
-use crate::findings_by_hand::{at, request, step, token, trace_of};
+use crate::findings_by_hand::{at, collapsed_speculation, request, step, token, trace_of};
 use crate::findings_windowed::{chronically_chunked, overloaded};
 
 /// KV saturation with a preemption: steps of `e` at 96 % for 2 s, one preempting at 1.2 s; request `a` (a 100-token
@@ -85,6 +85,7 @@ fn streamed_findings_are_the_loaded_ones_in_row_groups_of_every_size() {
         ("overloaded", overloaded(), &[1, 7, 1 << 20]),
         ("chronic", chronically_chunked(1000), &[13, 1000, 1 << 20]),
         ("saturated", saturated_with_a_preemption(), &[1, 4, 1 << 20]),
+        ("collapsed", collapsed_speculation(), &[1, 5, 1 << 20]),
     ];
     let mut kinds: BTreeSet<Kind> = BTreeSet::new();
     for (name, trace, sizes) in traces {
@@ -204,8 +205,8 @@ fn a_clients_recording_beside_a_servers_trace_is_left_to_a_load_that_joins_them(
 fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
     let text = std::fs::read_to_string(jsonl).unwrap();
     let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let s = |k: &str| -> ArrayRef {

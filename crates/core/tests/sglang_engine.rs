@@ -1,6 +1,6 @@
-//! SGLang's spans as its own tracing code emits them (`scripts/sglang-trace/`, fixtures and their ground truth in
-//! `tests/data/import/sglang/engine/`): the import is checked against what the harness drove, not against a reading
-//! of the engine's source.
+//! SGLang's spans as its own tracing code emits them (`scripts/engines/sglang-trace/`, fixtures and their ground
+//! truth in `tests/data/import/sglang/engine/`): the import is checked against what the harness drove, not against a
+//! reading of the engine's source.
 
 #![allow(
     clippy::unwrap_used,

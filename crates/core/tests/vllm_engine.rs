@@ -1,5 +1,5 @@
-//! vLLM's `llm_request` spans as its own code emits them (`scripts/vllm-trace/`, fixtures and their ground truth in
-//! `tests/data/import/vllm/engine/`): the import is checked against what the harness drove.
+//! vLLM's `llm_request` spans as its own code emits them (`scripts/engines/vllm-trace/`, fixtures and their ground
+//! truth in `tests/data/import/vllm/engine/`): the import is checked against what the harness drove.
 
 #![allow(
     clippy::unwrap_used,

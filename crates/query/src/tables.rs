@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use polars::prelude::*;
 use tokenscope_core::analysis::metrics::{RequestMetrics, request_metrics};
-use tokenscope_core::trace::{StageSpan, Trace, opt_f64, opt_i64, opt_u32};
+use tokenscope_core::trace::{StageSpan, Trace, opt_f64, opt_i64, opt_u8, opt_u32};
 
 /// A table of the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -440,6 +440,18 @@ static REQUESTS: &[Col] = &[
         "the id the server answered with (the response's id), in a recording",
         |s| labels(s, "server_request_id", &s.trace.requests.server_request_id)
     ),
+    col!(
+        "spec_drafted_tokens",
+        "u32",
+        "speculative decoding: draft tokens proposed for the request",
+        |s| Series::new("spec_drafted_tokens".into(), &s.trace.requests.spec_drafted_tokens)
+    ),
+    col!(
+        "spec_accepted_tokens",
+        "u32",
+        "speculative decoding: of those, the ones accepted",
+        |s| Series::new("spec_accepted_tokens".into(), &s.trace.requests.spec_accepted_tokens)
+    ),
 ];
 
 static TOKENS: &[Col] = &[
@@ -468,17 +480,80 @@ static TOKENS: &[Col] = &[
     col!(
         "itl_ms",
         "f64",
-        "inter-token latency: emitted − the previous index's emitted; null for index 0 and gaps",
+        "inter-token latency, on the first token of each emission (the tokens of one request that came out \
+         together: one step's, or under 1 ms apart): emitted − the previous token's emitted; null for index 0, after \
+         an index gap and for the other tokens of an emission (docs/SPECULATIVE.md)",
         |s| {
             let t = &s.trace.tokens;
             let req = s.token_request();
             let v: Vec<Option<f64>> = (0..t.len())
                 .map(|i| {
-                    (i > 0 && req[i - 1] == req[i] && t.index[i] == t.index[i - 1] + 1)
-                        .then(|| ms(t.emitted_ns[i] - t.emitted_ns[i - 1]))
+                    (i > 0
+                        && req[i - 1] == req[i]
+                        && t.index[i] == t.index[i - 1] + 1
+                        && !tokenscope_core::trace::emission::same_emission(
+                            t.iteration[i - 1],
+                            t.emitted_ns[i - 1],
+                            t.iteration[i],
+                            t.emitted_ns[i],
+                        ))
+                    .then(|| ms(t.emitted_ns[i] - t.emitted_ns[i - 1]))
                 })
                 .collect();
             Series::new("itl_ms".into(), v)
+        }
+    ),
+    col!(
+        "emission",
+        "u32",
+        "0-based count of the request's emissions before the token's own: tokens of one emission share it",
+        |s| {
+            let t = &s.trace.tokens;
+            let req = s.token_request();
+            let mut n = 0u32;
+            let v: Vec<u32> = (0..t.len())
+                .map(|i| {
+                    if i == 0 || req[i - 1] != req[i] {
+                        n = 0;
+                    } else if t.index[i] != t.index[i - 1] + 1
+                        || !tokenscope_core::trace::emission::same_emission(
+                            t.iteration[i - 1],
+                            t.emitted_ns[i - 1],
+                            t.iteration[i],
+                            t.emitted_ns[i],
+                        )
+                    {
+                        n += 1;
+                    }
+                    n
+                })
+                .collect();
+            Series::new("emission".into(), v)
+        }
+    ),
+    col!(
+        "spec",
+        "str",
+        "speculative decoding: draft (an accepted draft), bonus (the target's own token ending a verify step), \
+         plain (a step that verified nothing); null where the source does not say",
+        |s| {
+            let v: Vec<Option<&str>> = s.trace.tokens.spec.iter().map(|r| r.name()).collect();
+            Series::new("spec".into(), v)
+        }
+    ),
+    col!(
+        "spec_drafted",
+        "u32",
+        "speculative decoding, on a verify step's first token of the request: the drafts the step proposed for it",
+        |s| {
+            let v: Vec<Option<u32>> = s
+                .trace
+                .tokens
+                .spec_drafted
+                .iter()
+                .map(|&d| opt_u8(d).map(u32::from))
+                .collect();
+            Series::new("spec_drafted".into(), v)
         }
     ),
     col!("iteration", "i64", "the engine step that produced it", |s| {
@@ -599,6 +674,18 @@ static STEPS: &[Col] = &[
     col!("num_preempted", "u32", "requests preempted in the step", |s| {
         Series::new("num_preempted".into(), &s.trace.iterations.num_preempted)
     }),
+    col!(
+        "spec_drafted_tokens",
+        "u32",
+        "speculative decoding: draft tokens the step verified",
+        |s| Series::new("spec_drafted_tokens".into(), &s.trace.iterations.spec_drafted_tokens)
+    ),
+    col!(
+        "spec_accepted_tokens",
+        "u32",
+        "speculative decoding: of those, the ones it accepted",
+        |s| Series::new("spec_accepted_tokens".into(), &s.trace.iterations.spec_accepted_tokens)
+    ),
 ];
 
 static SAMPLES: &[Col] = &[
@@ -677,6 +764,18 @@ static SAMPLES: &[Col] = &[
         "f64",
         "speculative decoding: share of drafted tokens accepted, 0..1",
         |s| { Series::new("spec_accept_rate".into(), &s.trace.samples.spec_accept_rate) }
+    ),
+    col!(
+        "spec_drafted_tokens",
+        "u32",
+        "speculative decoding: draft tokens proposed over the interval",
+        |s| Series::new("spec_drafted_tokens".into(), &s.trace.samples.spec_drafted_tokens)
+    ),
+    col!(
+        "spec_accepted_tokens",
+        "u32",
+        "speculative decoding: of those, the ones accepted",
+        |s| Series::new("spec_accepted_tokens".into(), &s.trace.samples.spec_accepted_tokens)
     ),
     col!("num_prefill_reqs", "u32", "a prefill batch's new sequences", |s| {
         Series::new("num_prefill_reqs".into(), &s.trace.samples.num_prefill_reqs)

@@ -2,11 +2,11 @@
 # Regenerates tests/data/import/vllm/logs/ and tests/data/import/sglang/logs/: server logs written
 # by the engines' own logging code (no GPU, no torch), with a .truth.json per log.
 #
-#   scripts/engine-logs/make.sh                       # every installed version, every scenario
-#   VLLM_VERSIONS=0.33.0 SGLANG_VERSIONS= scripts/engine-logs/make.sh
+#   scripts/engines/engine-logs/make.sh                       # every installed version, every scenario
+#   VLLM_VERSIONS=0.33.0 SGLANG_VERSIONS= scripts/engines/engine-logs/make.sh
 #
-# The engine venvs are the ones the trace harnesses build (scripts/vllm-trace/make.sh:
-# ~/.cache/tokenscope-vllm/venv-<v>; scripts/sglang-trace/make.sh: ~/.cache/tokenscope-sglang/venv-<v>);
+# The engine venvs are the ones the trace harnesses build (scripts/engines/vllm-trace/make.sh:
+# ~/.cache/tokenscope-vllm/venv-<v>; scripts/engines/sglang-trace/make.sh: ~/.cache/tokenscope-sglang/venv-<v>);
 # run those first on a fresh machine. This script adds nothing to them: uvicorn, h11, click and
 # tqdm (pinned below) go to a separate --target directory put on PYTHONPATH, because the
 # access/start-up lines and the progress bars are written by uvicorn's and tqdm's own code.
@@ -14,7 +14,7 @@
 # Output is deterministic (virtual clock, fixed pids); re-running rewrites identical files.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 vcache=${TOKENSCOPE_VLLM_CACHE:-$HOME/.cache/tokenscope-vllm}
 scache=${TOKENSCOPE_SGLANG_CACHE:-$HOME/.cache/tokenscope-sglang}
 ecache=${TOKENSCOPE_ENGINE_LOGS_CACHE:-$HOME/.cache/tokenscope-engine-logs}
@@ -33,14 +33,14 @@ if ! PYTHONPATH=$extras "$first_python" -c 'import uvicorn, tqdm, sys; sys.exit(
   "$first_python" -m pip install --quiet --no-deps --target "$extras" "${extras_pins[@]}"
 fi
 export PYTHONPATH=$extras
-export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ next to the drivers or in scripts/{vllm,sglang}-trace
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ next to the drivers or in scripts/engines/{vllm,sglang}-trace
 
 out=$repo/tests/data/import/vllm/logs
 mkdir -p "$out"
 for v in $VLLM_VERSIONS; do
   py=$vcache/venv-$v/bin/python
-  [ -x "$py" ] || { echo "no venv for vllm $v ($py): run scripts/vllm-trace/make.sh $v first" >&2; exit 1; }
-  scenarios=(single spec dp2 dp2-agg dp2-default overload)
+  [ -x "$py" ] || { echo "no venv for vllm $v ($py): run scripts/engines/vllm-trace/make.sh $v first" >&2; exit 1; }
+  scenarios=(single spec dp2 dp2-agg dp2-default dp2-spec overload)
   # 0.15-style process prefix (written into sys.stdout, ANSI-coloured unless NO_COLOR): also without colour
   if ! grep -q set_vllm_process_name "$("$py" -c 'import importlib.util as u; print(u.find_spec("vllm").submodule_search_locations[0])')/logger.py"; then
     scenarios+=(single-nocolor)
@@ -59,7 +59,7 @@ out=$repo/tests/data/import/sglang/logs
 mkdir -p "$out"
 for v in $SGLANG_VERSIONS; do
   py=$scache/venv-$v/bin/python
-  [ -x "$py" ] || { echo "no venv for sglang $v ($py): run scripts/sglang-trace/make.sh first" >&2; exit 1; }
+  [ -x "$py" ] || { echo "no venv for sglang $v ($py): run scripts/engines/sglang-trace/make.sh first" >&2; exit 1; }
   for s in single spec dp2; do
     base=$v; [ "$s" = single ] || base=$v-$s
     "$py" "$here/sglang_log.py" "$s" "$out/$base"

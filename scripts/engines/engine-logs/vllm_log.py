@@ -12,6 +12,9 @@ writes OUT_BASE.log and OUT_BASE.truth.json. Scenarios:
   dp2-agg      the same with `--aggregate-engine-logging`: "2 Engines Aggregated: ..."
   dp2-default  `--data-parallel-size 2` alone: api_server_count defaults to 2, each API
                server warns that stats logging is disabled, and no stats lines appear
+  dp2-spec     dp2 with speculative decoding: each "Engine 00N: ..." line is followed by that
+               engine's own SpecDecoding line (which names no engine); engine 0 accepts ~70 %
+               of the drafted tokens, engine 1 ~30 %
 
 What runs is vLLM's: vllm.logger (its dictConfig, NewLineFormatter, the 0.33 process
 name record factory), vllm.utils.system_utils.decorate_logs (0.15: the
@@ -23,7 +26,7 @@ SpecDecodingStats, log_version_and_model; uvicorn's logging config and formatter
 tqdm with vLLM's _BAR_FORMAT. Other start-up lines are vLLM's own logger calls
 re-issued from their source location (common.SourceCall) with chosen values.
 
-Stubbed (fakes.py from scripts/vllm-trace, a permissive import-time fake): torch,
+Stubbed (fakes.py from scripts/engines/vllm-trace, a permissive import-time fake): torch,
 transformers, tokenizers, vllm.config, vllm.distributed (KVConnectorLogging is a fake;
 with no KV connector configured the real one logs nothing), vllm.compilation, ...
 PrometheusStatLogger is replaced by a no-op subclass handed to StatLoggerManager as a
@@ -67,8 +70,10 @@ START = {
     "dp2": 1767225540.0,  # 2025-12-31 23:59:00 UTC: the log crosses midnight into a new year
     "dp2-agg": 1767225540.0,
     "dp2-default": 1767225540.0,
+    "dp2-spec": 1762189200.0,  # 2025-11-03 17:00:00 UTC
     "overload": 1762185600.0,  # 2025-11-03 16:00:00 UTC
 }[SCENARIO]
+SPEC = SCENARIO in ("spec", "dp2-spec")  # served with an EAGLE3 draft model
 clock = VirtualClock(START)
 clock.install()  # before tqdm / vllm are imported (tqdm binds time.time at import)
 
@@ -242,7 +247,7 @@ def access(client_port: int, method: str, path: str, status: int) -> None:
 # ------------------------------------------------------------------ start-up
 def engine_startup(proc: Proc, mp_name: str, dp_rank: int | None) -> None:
     decorate(proc, mp_name)
-    cfg = (f"model='{MODEL}', speculative_config={'None' if SCENARIO != 'spec' else 'SpeculativeConfig(method=eagle3, model=yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, num_spec_tokens=3)'}, "
+    cfg = (f"model='{MODEL}', speculative_config={'None' if not SPEC else 'SpeculativeConfig(method=eagle3, model=yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, num_spec_tokens=3)'}, "
            f"tokenizer='{MODEL}', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
            "trust_remote_code=False, dtype=torch.bfloat16, max_seq_len=131072, download_dir=None, "
            "load_format=auto, tensor_parallel_size=1, pipeline_parallel_size=1, "
@@ -304,7 +309,7 @@ def version_and_args(api_logger) -> None:
                               "Template": Template, "Logger": logging.Logger})
     lvm(api_logger, VERSION, MODEL)
     args = {"model_tag": MODEL, "enable_prefix_caching": SCENARIO != "spec"}
-    if SCENARIO == "spec":
+    if SPEC:
         args["speculative_config"] = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                                       "num_speculative_tokens": 3}
     if SCENARIO.startswith("dp2"):
@@ -511,6 +516,11 @@ class StatsRun:
 
 
 # ------------------------------------------------------------------ scenarios
+# dp2-spec: tokens accepted per draft (of 3), cycled; engine 0 accepts 21 of 30 drafted tokens
+# (70 %), engine 1 9 of 30 (30 %), so a SpecDecoding line read onto the wrong engine shows
+DP_SPEC_PATTERNS = {0: [3, 3, 2, 1, 3, 2, 1, 2, 3, 1], 1: [1, 0, 2, 0, 1, 0, 1, 3, 0, 1]}
+
+
 def traffic(engines, mgr, created_mono, base_port=41230):
     """Eight 10-s intervals of varied load (the API server's _force_log period)."""
     run = StatsRun(mgr, engines, created_mono)
@@ -537,10 +547,14 @@ def traffic(engines, mgr, created_mono, base_port=41230):
                 if d.get("prefix"):
                     r, q, h = d["prefix"]
                     v["prefix"] = (max(1, r // 2), q // 2, h // 3)
+            if SCENARIO == "dp2-spec" and d.get("spec"):
+                # each engine its own drafts and its own acceptance (engine 1: 60 % of the drafts)
+                drafts = d["spec"][0] if e == 0 else int(d["spec"][0] * 0.6)
+                v["spec"] = spec(drafts, DP_SPEC_PATTERNS[e])
             res[e] = v
         return res
 
-    spec_k = 3 if SCENARIO == "spec" else None
+    spec_k = 3 if SPEC else None
 
     def spec(drafts, pattern):
         if not spec_k:
@@ -698,6 +712,13 @@ def attach_and_check(text: str) -> None:
         }
         for k, v in exp.items():
             assert got[k] == v, (k, got[k], v, lines[i])
+        # The SpecDecoding line names no engine: it must come right after its own engine's stats line,
+        # printed in the same second.
+        prev = max(j for j in stats_at if j < i)
+        assert prev == i - 1, (prev, i)
+        m = STATS_RE.match(lines[prev])
+        want_eng = f"{r['engine']:03d}" if r["engine"] is not None else None
+        assert m["eng"] == want_eng and m["ts"] == r["time_printed"], (lines[prev], r)
 
 
 main()

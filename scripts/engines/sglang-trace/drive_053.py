@@ -10,14 +10,15 @@ root span + the ids of the sender's last slice). 0.5.10 replaced all of it
 (``observability/trace.py``, driven by drive.py).
 
 The tracing module that runs is the installed wheel's, unchanged (sgl_stubs.py,
-``load_rid_api``). What this file provides is the server around it, as drive.py
-does for 0.5.10+: a tokenizer (main process), one scheduler process per rank
+``load_rid_api``). The server around it is server_model.py's, shared with
+drive.py (0.5.10+): a tokenizer (main process), one scheduler process per rank
 (and, for --dp-size 2, a DP controller), started with ``multiprocessing`` spawn,
 each calling ``process_tracing_init(endpoint, "sglang")`` and
 ``trace_set_thread_info`` as the process entry points do; a scheduler model with
 a waiting queue, chunked prefill, mixed chunks, retraction, aborts and the two
 event loops (overlap, the default, and normal for --disable-overlap-schedule); a
-model forward pass that is a sleep on a simulated GPU timeline.
+model forward pass that is a sleep on a simulated GPU timeline. This file makes
+the tracing calls of these releases in it.
 
 Which release's call sites are reproduced is decided by reading the installed
 wheel: the call sites below must be present verbatim in its source, or the run
@@ -70,28 +71,25 @@ Usage: drive_053.py --scenario NAME --out DIR   (run with the venv's python; see
 
 from __future__ import annotations
 
-import argparse
 import contextvars
 import enum
 import gc
-import hashlib
 import importlib.metadata
 import inspect
 import json
-import multiprocessing as mp
 import os
-import subprocess
 import sys
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import server_model as model  # noqa: E402
 import sgl_stubs  # noqa: E402
+from server_model import MODEL_NAME, OutRec, ReqPlan, Scenario, SimReq, TokenizedReq, flush_tracing  # noqa: E402
 
 # Every process (the spawned ones re-import this file) loads the same modules.
 trace_mod, _sb = sgl_stubs.load_rid_api()
@@ -190,10 +188,6 @@ else:
     convert_to_span_attrs = None
 del _TM_SRC
 
-MODEL_NAME = "Qwen/Qwen3-0.6B"  # a served model name; no model is loaded
-CHUNKED_PREFILL_SIZE = 4096
-FORCE_STREAM_INTERVAL = 50  # DEFAULT_FORCE_STREAM_INTERVAL
-
 
 # --- looking at what trace.py holds (for truth.json only) ----------------------
 
@@ -229,136 +223,29 @@ def slice_rec(span, **extra) -> dict:
     return d
 
 
-# --- scenarios ----------------------------------------------------------------
+# --- scenarios: server_model's, as these releases' truth.json words them ------
 
 
-@dataclass
-class ReqPlan:
-    key: str
-    at_ms: float
-    prompt: int
-    max_new: int
-    stream: bool
-    eos_at: Optional[int] = None
-    sampling: Dict[str, Any] = field(default_factory=dict)
-    abort_after_tokens: Optional[int] = None
-    abort_at_ms: Optional[float] = None
-
-
-@dataclass
-class Scenario:
-    name: str
-    about: str
-    requests: List[ReqPlan]
-    overlap: bool = True
-    mixed_chunk: bool = False
-    dp: int = 1
-    tp: int = 1
-    protocol: str = "grpc"  # wanted; 0.5.3 can only do grpc
-    max_running: int = 64
-    kv_capacity: int = 10_000_000
-    new_token_ratio: float = 0.7
-    metrics: bool = False  # --enable-metrics (0.5.9: the tokenizer then stamps first_token_time)
-
-
-def _three() -> List[ReqPlan]:
-    return [
-        ReqPlan("eos", 0, 180, 64, True, eos_at=12,
-                sampling={"max_new_tokens": 64, "temperature": 0}),
-        ReqPlan("length", 8, 240, 20, True,
-                sampling={"max_new_tokens": 20, "temperature": 0.7, "top_p": 0.9}),
-        ReqPlan("long", 30, 9000, 7, False,
-                sampling={"max_new_tokens": 7, "temperature": 0.6, "top_k": 20}),
-    ]
-
-
-SCENARIOS: Dict[str, Scenario] = {
-    s.name: s
-    for s in [
-        Scenario("overlap",
-                 "default overlap scheduler; streaming EOS, streaming length limit, "
-                 "9000-token non-streaming prompt in 3 chunks of <= 4096",
-                 _three(), overlap=True, protocol="grpc"),
-        Scenario("no-overlap",
-                 "same requests with --disable-overlap-schedule; OTLP/HTTP where the "
-                 "release can (0.5.9), gRPC in 0.5.3",
-                 _three(), overlap=False, protocol="http/protobuf"),
+SCENARIOS = model.scenarios(
+    about={
+        "no-overlap": "same requests with --disable-overlap-schedule; OTLP/HTTP where the "
+                      "release can (0.5.9), gRPC in 0.5.3",
+        "dp2": "--dp-size 2: a DP controller process and two scheduler processes, "
+               "requests dispatched round robin; OTLP/HTTP where the release can",
+        "tp2": "--tp-size 2: two scheduler processes (TP 0, TP 1) that run the same "
+               "batches; each traces every request",
+    },
+    extra=[
         Scenario("metrics",
                  "same requests as overlap with --enable-metrics (the tokenizer stamps "
                  "first_token_time, so 0.5.9's roots get TTFT/prefill/decode latencies)",
-                 _three(), overlap=True, protocol="grpc", metrics=True),
-        Scenario("retract",
-                 "two streaming requests fill a 300-token KV pool; the one with fewer "
-                 "output tokens is retracted, re-queued and prefilled again",
-                 [ReqPlan("kept", 0, 120, 24, True, sampling={"max_new_tokens": 24}),
-                  ReqPlan("retracted", 5, 150, 24, True,
-                          sampling={"max_new_tokens": 24, "temperature": 1.0})],
-                 kv_capacity=300, new_token_ratio=0.4),
-        Scenario("abort",
-                 "a streaming request aborted by its client while decoding, and one "
-                 "aborted while still in the waiting queue (--max-running-requests 1)",
-                 [ReqPlan("running", 0, 200, 64, True, abort_after_tokens=6,
-                          sampling={"max_new_tokens": 64, "temperature": 0.8}),
-                  ReqPlan("queued", 5, 100, 16, True, abort_at_ms=20,
-                          sampling={"max_new_tokens": 16})],
-                 max_running=1),
-        Scenario("dp2",
-                 "--dp-size 2: a DP controller process and two scheduler processes, "
-                 "requests dispatched round robin; OTLP/HTTP where the release can",
-                 [ReqPlan("a", 0, 150, 10, True, sampling={"max_new_tokens": 10}),
-                  ReqPlan("b", 2, 160, 12, True, sampling={"max_new_tokens": 12}),
-                  ReqPlan("c", 6, 170, 30, True, eos_at=8, sampling={"max_new_tokens": 30}),
-                  ReqPlan("d", 9, 5000, 5, False, sampling={"max_new_tokens": 5})],
-                 dp=2, protocol="http/protobuf"),
-        Scenario("tp2",
-                 "--tp-size 2: two scheduler processes (TP 0, TP 1) that run the same "
-                 "batches; each traces every request",
-                 [ReqPlan("stream", 0, 130, 8, True, sampling={"max_new_tokens": 8}),
-                  ReqPlan("batch", 3, 140, 6, False, sampling={"max_new_tokens": 6})],
-                 tp=2),
-        Scenario("mixed",
-                 "--enable-mixed-chunk (overlap on): running decodes ride along in "
-                 "prefill batches (forward mode MIXED)",
-                 [ReqPlan("decoding", 0, 150, 24, True, sampling={"max_new_tokens": 24}),
-                  ReqPlan("chunked", 20, 6000, 6, True, sampling={"max_new_tokens": 6}),
-                  ReqPlan("joins", 24, 300, 6, True, sampling={"max_new_tokens": 6})],
-                 mixed_chunk=True),
-    ]
-}
-
-
-def rid_for(scenario: str, key: str) -> str:
-    return hashlib.md5(f"tokenscope/{scenario}/{key}".encode()).hexdigest()
+                 model.three(), overlap=True, protocol="grpc", metrics=True),
+    ],
+)
 
 
 def protocol_of(sc: Scenario) -> str:
     return sc.protocol if HTTP_EXPORTER else "grpc"
-
-
-# --- messages between processes ----------------------------------------------
-
-
-@dataclass
-class TokenizedReq:
-    """Stands for TokenizedGenerateReqInput: what the scheduler model needs, and
-    trace_context exactly as trace_get_proc_propagate_context returned it."""
-
-    rid: str
-    prompt: int
-    max_new: int
-    eos_at: Optional[int]
-    stream: bool
-    trace_context: Optional[dict]
-
-
-@dataclass
-class OutRec:
-    rid: str
-    new_tokens: int
-    finished_reason: Optional[dict]
-    completion_tokens: int
-    prompt_tokens: int
-    cached_tokens: int
 
 
 def init_tracing(endpoint: str, label: str, tp=None, dp=None) -> None:
@@ -370,14 +257,6 @@ def init_tracing(endpoint: str, label: str, tp=None, dp=None) -> None:
         trace_mod.trace_set_thread_info(label, tp, dp)
 
 
-def flush_tracing() -> None:
-    from opentelemetry import trace as ot
-
-    provider = ot.get_tracer_provider()
-    provider.force_flush()
-    provider.shutdown()
-
-
 _PERF_TO_EPOCH_NS = time.time_ns() - int(time.perf_counter() * 1e9)
 
 
@@ -386,87 +265,32 @@ def perf_ns(t: float) -> int:
     return int(t * 1e9) + _PERF_TO_EPOCH_NS
 
 
-# --- the scheduler model ------------------------------------------------------
+# --- the scheduler: server_model's, with these releases' tracing calls -------
 
 
-class SimReq:
-    def __init__(self, t: TokenizedReq):
-        self.rid = t.rid
-        self.prompt = t.prompt
-        self.max_new = t.max_new
-        self.eos_at = t.eos_at
-        self.stream = t.stream
-        self.output: List[int] = []
-        self.prefilled = 0
-        self.kv = 0
-        self.finished_reason: Optional[dict] = None
-        self.to_finish: Optional[dict] = None  # 0.5.3: to_abort; 0.5.9: to_finish
-        self.finished_output = False
-        self.inflight_middle_chunks = 0  # Req.is_chunked
-        self.is_retracted = False
-        self.send_offset = 0
+class Scheduler(model.Scheduler):
+    FINISH_ABORT, FINISH_LENGTH, FINISH_MATCHED_TOKEN = FINISH_ABORT, FINISH_LENGTH, FINISH_MATCHED_TOKEN
+    # neither 0.5.3 nor 0.5.9 leaves out of a batch the requests whose queued result finishes them
+    # (_reqs_finishing_inflight came later)
+    SKIP_FINISHING_DECODE = False
 
-    def fill_len(self) -> int:
-        return self.prompt + len(self.output)
-
-    def finished(self) -> bool:
-        return self.finished_reason is not None
-
-
-@dataclass
-class Batch:
-    mode: str  # extend | mixed | decode
-    reqs: List[SimReq]
-    take: Dict[str, int] = field(default_factory=dict)
-    decoding: List[SimReq] = field(default_factory=list)
-    done_at: float = 0.0
-    truth: Optional[dict] = None
-
-    def is_extend(self) -> bool:
-        return self.mode in ("extend", "mixed")
-
-
-class Scheduler:
-    def __init__(self, sc: Scenario, conn_in, conn_out, tp_rank: int, dp_rank, rank_name: str,
-                 follower=None, leader=None):
-        self.sc = sc
-        self.conn_in = conn_in
-        self.conn_out = conn_out
-        self.tp_rank = tp_rank
-        self.dp_rank = dp_rank
-        self.rank_name = rank_name
-        self.follower = follower
-        self.leader = leader
-        self.waiting: List[SimReq] = []
-        self.running: List[SimReq] = []
-        self.chunked: Optional[SimReq] = None
-        self.last_batch: Optional[Batch] = None
-        self.result_queue: deque = deque()
-        self.gpu_free = 0.0
-        self.kv_used = 0
-        self.ratio = sc.new_token_ratio
-        self.stopping = False
-        self.batches: List[dict] = []
-        self.reqs: Dict[str, dict] = {}
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.n_batches = 0
 
+    def now_ns(self) -> int:
+        return time.time_ns()
+
+    def epoch_ns(self, perf_ts: float) -> int:
+        return perf_ns(perf_ts)
+
     # -- input: recv_requests + process_input_requests --
-    def ingest_requests(self, block: bool) -> None:
-        if self.leader is not None:
-            msgs = self.leader.recv()  # broadcast_pyobj from TP rank 0
-        else:
-            msgs = []
-            if block:
-                self.conn_in.poll(0.001)
-            while self.conn_in.poll():
-                msgs.append(self.conn_in.recv())
-            if self.follower is not None:
-                self.follower.send(msgs)
+    def received(self, msgs: list) -> None:
         # recv_requests, after the broadcast: every rank opens its context
         for m in msgs:
             if m[0] == "req":
                 t: TokenizedReq = m[1]
-                trace_mod.trace_set_proc_propagate_context(t.rid, t.trace_context)
+                trace_mod.trace_set_proc_propagate_context(t.rid, t.carried)
                 trace_mod.trace_slice_start("", t.rid, anonymous=True)
                 tc = _thread_ctx(t.rid)
                 first = open_slice(t.rid)
@@ -485,14 +309,6 @@ class Scheduler:
                     "retracts_ns": [],
                     "recv_ns": first.start_time,
                 }
-        for m in msgs:
-            kind = m[0]
-            if kind == "req":
-                self.handle_generate_request(m[1])
-            elif kind == "abort":
-                self.abort_request(m[1])
-            elif kind == "shutdown":
-                self.stopping = True
 
     def handle_generate_request(self, t: TokenizedReq) -> None:
         self._add_request_to_queue(SimReq(t))
@@ -510,203 +326,48 @@ class Scheduler:
         else:
             rec["wait_queue_ns"] = span.end_time if span is not None else time.time_ns()
 
-    def abort_request(self, rid: str) -> None:
-        for i in reversed(range(len(self.waiting))):
-            req = self.waiting[i]
-            if req.rid.startswith(rid):
-                # Abort method 1: pop from the queue, AbortReq to the tokenizer. No
-                # tracing call: the context (open slice + thread span) stays in
-                # trace.reqs_context and is never exported.
-                self.waiting.pop(i)
-                self.reqs[rid]["aborted"] = {"where": "waiting_queue", "ns": time.time_ns()}
-                if self.tp_rank == 0:
-                    self.conn_out.send(("abort_out", rid))
-        for req in self._inflight():
-            if not req.finished() and req.rid.startswith(rid):
-                # Abort method 3: the next result finishes it with FINISH_ABORT
-                req.to_finish = FINISH_ABORT().to_json()
-                self.reqs[rid]["aborted"] = {"where": "running", "ns": time.time_ns()}
-
-    def _inflight(self) -> List[SimReq]:
-        seen = []
-        for r in list(self.running) + ([self.chunked] if self.chunked else []) + (
-            self.last_batch.reqs if self.last_batch else []
-        ):
-            if r not in seen:
-                seen.append(r)
-        return seen
-
     # -- scheduling --
-    def kv_admit(self, req: SimReq, need: int, running: List[SimReq]) -> bool:
-        reserve = sum(max(r.max_new - len(r.output), 0) for r in running + [req]) * self.ratio
-        return self.kv_used + need + reserve <= self.sc.kv_capacity
-
-    def get_next_batch_to_run(self) -> Optional[Batch]:
-        exclude = {id(self.chunked)} if self.chunked else set()
-        lb = self.last_batch
-        if lb is not None and lb.is_extend():
-            for r in lb.reqs:
-                if not r.finished() and id(r) not in exclude and r not in self.running:
-                    self.running.append(r)
-        self.running = [r for r in self.running if not r.finished()]
-
-        batch = self.get_new_batch_prefill()
-        if batch is None and self.running:
-            batch = self.update_running_batch()
-        if batch is not None:
-            self.n_batches += 1
-            batch.truth = {
-                "rank": self.rank_name,
-                "seq": f"{self.rank_name}#{self.n_batches:03d}",
-                "bid": None,
-                "forward_mode": batch.mode,
-                "batch_size": len(batch.reqs),
-                "schedule_ns": time.time_ns(),
-                "members": [r.rid for r in batch.reqs],
-                "prefill_tokens": dict(batch.take),
-                "decode_rows": [r.rid for r in (batch.decoding if batch.mode == "mixed" else
-                                                (batch.reqs if batch.mode == "decode" else []))],
-                "produced": [],
-            }
-            if SCHEDULE_EVENTS:
-                trace_mod.trace_event_batch("schedule", batch.reqs)
-                ev = {}
-                for r in batch.reqs:
-                    s = open_slice(r.rid)
-                    if s is not None and s.events:
-                        e = s.events[-1]
-                        ev[r.rid] = e.timestamp
-                        batch.truth["bid"] = e.attributes["bid"]
-                batch.truth["event_ns"] = ev
-                if ev:
-                    batch.truth["schedule_ns"] = min(ev.values())
-            self.batches.append(batch.truth)
-        return batch
-
-    def get_new_batch_prefill(self) -> Optional[Batch]:
-        if not self.waiting and self.chunked is None:
-            return None
-        budget = CHUNKED_PREFILL_SIZE
-        can_run: List[SimReq] = []
-        take: Dict[str, int] = {}
-        new_chunked = None
-        if self.chunked is not None:
-            c = self.chunked
-            rem = c.fill_len() - c.prefilled
-            n = min(rem, budget)
-            can_run.append(c)
-            take[c.rid] = n
-            budget -= n
-            if rem > n:
-                new_chunked = c
-        for req in self.waiting:
-            if budget <= 0 or new_chunked is not None:
-                break
-            if len(self.running) + len(can_run) >= self.sc.max_running:
-                break
-            need = req.fill_len() - req.prefilled
-            if not self.kv_admit(req, need, self.running + can_run):
-                break
-            n = min(need, budget)
-            can_run.append(req)
-            take[req.rid] = n
-            budget -= n
-            if n < need:
-                new_chunked = req
-        if not can_run:
-            return None
-        self.waiting = [r for r in self.waiting if r not in can_run]
-        self.chunked = new_chunked
-        if self.chunked is not None:
-            self.chunked.inflight_middle_chunks += 1
-        for r in can_run:
-            r.is_retracted = False  # prepare_for_extend
-            r.prefilled += take[r.rid]
-            r.kv += take[r.rid]
-            self.kv_used += take[r.rid]
-        batch = Batch("extend", can_run, take)
-        if self.sc.mixed_chunk and self.running:
-            # neither 0.5.3 nor 0.5.9 leaves out requests whose queued result
-            # finishes them (_reqs_finishing_inflight came later)
-            batch.mode = "mixed"
-            batch.decoding = list(self.running)
-            batch.reqs = can_run + self.running
-            for r in self.running:
-                r.kv += 1
-                self.kv_used += 1
-            self.running = []
-        return batch
-
-    def update_running_batch(self) -> Optional[Batch]:
-        if not self.running:
-            return None
-        if self.kv_used + len(self.running) > self.sc.kv_capacity:
-            order = sorted(self.running, key=lambda r: (len(r.output), -r.prompt), reverse=True)
-            retracted = []
-            while self.kv_used + len(order) > self.sc.kv_capacity and len(order) > 1:
-                r = order.pop()
-                self.kv_used -= r.kv
-                r.kv = 0
-                r.prefilled = 0
-                r.inflight_middle_chunks = 0
-                r.is_retracted = True
-                retracted.append(r)
-            self.running = [r for r in self.running if r not in retracted]
-            self.ratio = 1.0
-            for r in retracted:
-                self._add_request_to_queue(r, is_retracted=True)
-        for r in self.running:
-            r.kv += 1
-            self.kv_used += 1
-        return Batch("decode", list(self.running))
-
-    # -- the model's forward pass --
-    def run_batch(self, batch: Batch) -> None:
-        if batch.mode == "decode":
-            dur = 0.004 + 0.0003 * len(batch.reqs)
-        else:
-            dur = 0.002 + 0.0000025 * sum(batch.take.values()) + 0.0003 * len(batch.decoding)
-        now = time.perf_counter()
-        start = max(now, self.gpu_free)
-        batch.done_at = start + dur
-        self.gpu_free = batch.done_at
-        batch.truth["gpu_start_ns"] = perf_ns(start)
-        batch.truth["gpu_end_ns"] = perf_ns(batch.done_at)
+    def scheduled(self, batch: model.Batch) -> dict:
+        self.n_batches += 1
+        truth = {
+            "rank": self.rank_name,
+            "seq": f"{self.rank_name}#{self.n_batches:03d}",
+            "bid": None,
+            "forward_mode": batch.mode,
+            "batch_size": len(batch.reqs),
+            "schedule_ns": time.time_ns(),
+            "members": [r.rid for r in batch.reqs],
+            "prefill_tokens": dict(batch.take),
+            "decode_rows": [r.rid for r in (batch.decoding if batch.is_mixed() else
+                                            (batch.reqs if batch.is_decode() else []))],
+            "produced": [],
+        }
+        if SCHEDULE_EVENTS:
+            trace_mod.trace_event_batch("schedule", batch.reqs)
+            ev = {}
+            for r in batch.reqs:
+                s = open_slice(r.rid)
+                if s is not None and s.events:
+                    e = s.events[-1]
+                    ev[r.rid] = e.timestamp
+                    truth["bid"] = e.attributes["bid"]
+            truth["event_ns"] = ev
+            if ev:
+                truth["schedule_ns"] = min(ev.values())
+        return truth
 
     # -- results --
-    def process_batch_result(self, batch: Batch) -> None:
-        wait = batch.done_at - time.perf_counter()
-        if wait > 0:
-            time.sleep(wait)
-        batch.truth["result_ns"] = time.time_ns()
-        if batch.mode == "decode":
-            self.process_batch_result_decode(batch)
-            self._slice_batch(batch, STAGE["decode"])
-        else:
-            self.process_batch_result_prefill(batch)
-            if not PER_REQ_PREFILL_SLICES:
-                self._slice_batch(batch, STAGE["prefill"])
-
-    def _token(self, req: SimReq, batch: Batch) -> None:
+    def _token(self, req: SimReq, batch: model.Batch) -> None:
         req.output.append(len(req.output))
         self.reqs[req.rid]["tokens"].append(
             {"ns": None, "batch": batch.truth["seq"], "bid": batch.truth["bid"]})
         batch.truth["produced"].append(req.rid)
-        if req.to_finish is not None:
-            req.finished_reason, req.to_finish = req.to_finish, None
-        elif len(req.output) >= req.max_new:
-            req.finished_reason = FINISH_LENGTH(req.max_new).to_json()
-        elif req.eos_at is not None and len(req.output) >= req.eos_at:
-            req.finished_reason = FINISH_MATCHED_TOKEN(151645).to_json()
+        self._update_finish_state(req)
 
-    def _release(self, req: SimReq) -> None:
-        self.kv_used -= req.kv
-        req.kv = 0
-        rec = self.reqs[req.rid]
-        rec["completion_ns"] = time.time_ns()
-        rec["finish_reason"] = req.finished_reason
+    def completion_ns(self, req: SimReq) -> int:
+        return time.time_ns()
 
-    def _closed(self, req: SimReq, batch: Batch, span, chunk: Optional[int]) -> None:
+    def _closed(self, req: SimReq, batch: model.Batch, span, chunk: Optional[int]) -> None:
         """Record a slice trace.py just ended at this batch's result for req."""
         rec = self.reqs[req.rid]
         seq = batch.truth["seq"]
@@ -722,7 +383,7 @@ class Scheduler:
                 "slice": span_name(span), "start_ns": span.start_time, "end_ns": span.end_time,
             })
 
-    def _slice_batch(self, batch: Batch, name) -> None:
+    def _slice_batch(self, batch: model.Batch, name) -> None:
         # trace_slice_batch(name, batch.reqs): every member whose context is still open here
         spans = [(r, open_slice(r.rid)) for r in batch.reqs]
         trace_mod.trace_slice_batch(name, batch.reqs)
@@ -730,13 +391,14 @@ class Scheduler:
             if s is not None:
                 self._closed(r, batch, s, batch.take.get(r.rid))
 
-    def _slice_one(self, req: SimReq, batch: Batch, name, **kw) -> None:
+    def _slice_one(self, req: SimReq, batch: model.Batch, name, **kw) -> None:
         s = open_slice(req.rid)
         trace_mod.trace_slice(name, req.rid, **kw)
         if s is not None:
             self._closed(req, batch, s, batch.take.get(req.rid))
 
-    def process_batch_result_prefill(self, batch: Batch) -> None:
+    def process_batch_result_prefill(self, batch: model.Batch) -> None:
+        batch.truth["result_ns"] = time.time_ns()
         skip = None
         for req in batch.reqs:
             if (req.finished() and req.inflight_middle_chunks <= 0) or req.is_retracted:
@@ -755,8 +417,11 @@ class Scheduler:
                 if PER_REQ_PREFILL_SLICES:
                     self._slice_one(req, batch, STAGE["chunk"], auto_next_anon=True)
         self.stream_output(batch.reqs, skip)
+        if not PER_REQ_PREFILL_SLICES:
+            self._slice_batch(batch, STAGE["prefill"])
 
-    def process_batch_result_decode(self, batch: Batch) -> None:
+    def process_batch_result_decode(self, batch: model.Batch) -> None:
+        batch.truth["result_ns"] = time.time_ns()
         for req in batch.reqs:
             if req.is_retracted or (self.sc.overlap and req.finished()):
                 continue
@@ -764,63 +429,12 @@ class Scheduler:
             if req.finished():
                 self._release(req)
         self.stream_output(batch.reqs)
-
-    def stream_output(self, reqs: List[SimReq], skip: Optional[SimReq] = None) -> None:
-        recs = []
-        for req in reqs:
-            if req is skip:
-                continue
-            if req.finished():
-                if req.finished_output:
-                    continue
-                req.finished_output = True
-                should = True
-            elif req.stream:
-                should = len(req.output) > req.send_offset
-            else:
-                should = len(req.output) % FORCE_STREAM_INTERVAL == 0 and len(req.output) > req.send_offset
-            if not should:
-                continue
-            recs.append(OutRec(req.rid, len(req.output) - req.send_offset, req.finished_reason,
-                               len(req.output), req.prompt, 0))
-            req.send_offset = len(req.output)
-        if recs and self.tp_rank == 0:
-            self.conn_out.send(("out", recs))
-
-    # -- event loops --
-    def event_loop_normal(self) -> None:
-        while True:
-            idle = not (self.waiting or self.running or self.chunked or self.last_batch)
-            self.ingest_requests(block=idle)
-            if self.stopping and idle:
-                return
-            batch = self.get_next_batch_to_run()
-            if batch is not None:
-                self.run_batch(batch)
-                self.process_batch_result(batch)
-            self.last_batch = batch
-
-    def event_loop_overlap(self) -> None:
-        while True:
-            idle = not (self.waiting or self.running or self.chunked or self.result_queue)
-            self.ingest_requests(block=idle)
-            if self.stopping and idle:
-                return
-            batch = self.get_next_batch_to_run()
-            if batch is not None:
-                self.run_batch(batch)
-                self.result_queue.append(batch)
-            if self.last_batch is not None:
-                self.process_batch_result(self.result_queue.popleft())
-            self.last_batch = batch
+        self._slice_batch(batch, STAGE["decode"])
 
     def run(self) -> dict:
-        if self.sc.overlap:
-            self.event_loop_overlap()
-        else:
-            self.event_loop_normal()
-        return {"rank": self.rank_name, "batches": self.batches, "reqs": self.reqs,
-                "never_ended": never_ended()}
+        truth = super().run()
+        truth["never_ended"] = never_ended()
+        return truth
 
 
 def never_ended() -> dict:
@@ -868,11 +482,11 @@ def dp_controller_main(sc: Scenario, endpoint: str, conn_in, outs, conn_tok) -> 
         if m[0] == "req":
             t: TokenizedReq = m[1]
             if DPC_TRACES:  # dispatching_with_trace
-                trace_mod.trace_set_proc_propagate_context(t.rid, t.trace_context)
+                trace_mod.trace_set_proc_propagate_context(t.rid, t.carried)
                 trace_mod.trace_slice_start(STAGE["dc_dispatch"], t.rid)
                 s = open_slice(t.rid)
                 tc = _thread_ctx(t.rid)
-                t.trace_context = trace_mod.trace_get_proc_propagate_context(t.rid)
+                t.carried = trace_mod.trace_get_proc_propagate_context(t.rid)
             outs[rr].send(m)  # round robin
             dispatched[t.rid] = rr
             if DPC_TRACES:
@@ -898,15 +512,8 @@ def dp_controller_main(sc: Scenario, endpoint: str, conn_in, outs, conn_tok) -> 
 
 
 @dataclass
-class _Obj:  # GenerateReqInput
-    rid: str
-    stream: bool
-    sampling_params: dict
-
-
-@dataclass
 class _State:  # ReqState (the fields convert_to_span_attrs reads)
-    obj: _Obj
+    obj: model.GenerateReqInput
     created_time: float
     finished_time: float = 0.0
     first_token_time: float = 0.0
@@ -979,77 +586,32 @@ def tokenizer_main(sc: Scenario, endpoint: str, to_sched, from_sched: list, trut
     os.environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = protocol_of(sc)
     init_tracing(endpoint, "Tokenizer")  # launch_server (single tokenizer)
     base = contextvars.copy_context()
-    plans = sorted(sc.requests, key=lambda p: p.at_ms)
-    states: Dict[str, _State] = {}
     rtruth = truth["requests"]
-    t0 = time.perf_counter() + 0.05
-    pending = list(plans)
-    waits = []
-    got_truth = []
-    done = False
-    shutdown_at = None
 
-    def send_abort(rid):  # TokenizerManager.abort_request
-        st = states.get(rid)
-        if st is None or st.abort_sent:
-            return
-        st.abort_sent = True
-        rtruth[rid]["client_abort_ns"] = time.time_ns()
-        to_sched.send(("abort", rid))
+    def arrive(p: ReqPlan, rid: str) -> _State:
+        created = time.time()
+        rec = rtruth[rid] = {
+            "key": p.key, "rid": rid, "stream": p.stream, "sampling_params": p.sampling,
+            "prompt_tokens": p.prompt,
+        }
+        base.copy().run(tokenizer_arrive, p, rid, created, to_sched, rec)
+        st = _State(model.GenerateReqInput(rid, p.stream, dict(p.sampling)), created)
+        st.request_sent_to_scheduler_ts = rec.pop("_sent")
+        return st
 
-    while True:
-        now = time.perf_counter()
-        while pending and now >= t0 + pending[0].at_ms / 1000:
-            p = pending.pop(0)
-            rid = rid_for(sc.name, p.key)
-            created = time.time()
-            rec = rtruth[rid] = {
-                "key": p.key, "rid": rid, "stream": p.stream, "sampling_params": p.sampling,
-                "prompt_tokens": p.prompt,
-            }
-            base.copy().run(tokenizer_arrive, p, rid, created, to_sched, rec)
-            st = states[rid] = _State(_Obj(rid, p.stream, dict(p.sampling)), created)
-            st.request_sent_to_scheduler_ts = rec.pop("_sent")
-            if p.abort_at_ms is not None:
-                waits.append((t0 + p.abort_at_ms / 1000, rid))
-        for t, rid in list(waits):
-            if now >= t:
-                waits.remove((t, rid))
-                send_abort(rid)
+    def abort_out(rid: str, st: _State) -> None:  # _handle_abort_req: no tracing call
+        rtruth[rid]["finished_ns"] = None
+        rtruth[rid]["finish_reason"] = {"type": "abort", "message": WAITING_ABORT_MESSAGE}
+        rtruth[rid]["output_tokens"] = st.out
+        rtruth[rid]["root_exported"] = False
 
-        for conn in from_sched:
-            while conn.poll():
-                m = conn.recv()
-                if m[0] == "out":
-                    handle_batch_output(sc, m[1], states, rtruth)
-                elif m[0] == "abort_out":  # _handle_abort_req: no tracing call
-                    rid = m[1]
-                    st = states.pop(rid, None)
-                    if st is not None:
-                        rtruth[rid]["finished_ns"] = None
-                        rtruth[rid]["finish_reason"] = {"type": "abort", "message": WAITING_ABORT_MESSAGE}
-                        rtruth[rid]["output_tokens"] = st.out
-                        rtruth[rid]["root_exported"] = False
-                elif m[0] == "truth":
-                    got_truth.append(m[1])
-        for p in plans:
-            rid = rid_for(sc.name, p.key)
-            st = states.get(rid)
-            if st is not None and p.abort_after_tokens is not None and st.out >= p.abort_after_tokens:
-                send_abort(rid)
-
-        if not done and not pending and not states:
-            done = True
-            shutdown_at = time.perf_counter() + 0.6
-        if done and shutdown_at is not None and time.perf_counter() >= shutdown_at:
-            to_sched.send(("shutdown",))
-            shutdown_at = None
-        if done and len(got_truth) >= len(from_sched):
-            break
-        time.sleep(0.0002)
+    ranks = model.tokenizer_loop(
+        sc, to_sched, from_sched, rtruth, arrive=arrive,
+        on_output=lambda recs, states: handle_batch_output(sc, recs, states, rtruth),
+        on_abort_out=abort_out, now_ns=time.time_ns)
     truth["tokenizer_never_ended"] = never_ended()
     flush_tracing()
-    truth["ranks"] = got_truth
+    truth["ranks"] = ranks
 
 
 def handle_batch_output(sc: Scenario, recs: List[OutRec], states: Dict[str, _State], rtruth: dict) -> None:
@@ -1087,102 +649,32 @@ def handle_batch_output(sc: Scenario, recs: List[OutRec], states: Dict[str, _Sta
 # --- orchestration -------------------------------------------------------------
 
 
-def start_receiver(out: str):
-    ready = os.path.join(out, ".ports.json")
-    if os.path.exists(ready):
-        os.remove(ready)
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "receiver.py"), "--out", out, "--ready-file", ready],
-    )
-    for _ in range(600):
-        if os.path.exists(ready):
-            with open(ready) as f:
-                ports = json.load(f)
-            os.remove(ready)
-            return proc, ports
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("receiver did not start")
-
-
 def run(sc: Scenario, out: str) -> dict:
-    os.makedirs(out, exist_ok=True)
-    for f in os.listdir(out):
-        if f.endswith(".pb") or f in ("spans.jsonl", "bodies.jsonl", "truth.json"):
-            os.remove(os.path.join(out, f))
-    recv, ports = start_receiver(out)
     protocol = protocol_of(sc)
-    try:
-        if protocol == "grpc":
-            endpoint = f"127.0.0.1:{ports['grpc']}"
-        else:
-            endpoint = f"http://127.0.0.1:{ports['http']}/v1/traces"
-        ctx = mp.get_context("spawn")
-        procs = []
-        to_first, from_tok = ctx.Pipe(duplex=False)
-        from_sched = []
-        if sc.dp > 1:
-            outs, ins = [], []
-            for _ in range(sc.dp):
-                r, w = ctx.Pipe(duplex=False)
-                ins.append(r)
-                outs.append(w)
-            r_tok, w_tok = ctx.Pipe(duplex=False)
-            from_sched.append(r_tok)
-            procs.append(ctx.Process(target=dp_controller_main, args=(sc, endpoint, to_first, outs, w_tok)))
-            for d in range(sc.dp):
-                r_o, w_o = ctx.Pipe(duplex=False)
-                from_sched.append(r_o)
-                procs.append(ctx.Process(target=scheduler_main, args=(sc, endpoint, ins[d], w_o, 0, d)))
-        elif sc.tp > 1:
-            r_o0, w_o0 = ctx.Pipe(duplex=False)
-            r_o1, w_o1 = ctx.Pipe(duplex=False)
-            r_b, w_b = ctx.Pipe(duplex=False)
-            from_sched += [r_o0, r_o1]
-            procs.append(ctx.Process(target=scheduler_main,
-                                     args=(sc, endpoint, to_first, w_o0, 0, None, w_b, None)))
-            procs.append(ctx.Process(target=scheduler_main,
-                                     args=(sc, endpoint, None, w_o1, 1, None, None, r_b)))
-        else:
-            r_o, w_o = ctx.Pipe(duplex=False)
-            from_sched.append(r_o)
-            procs.append(ctx.Process(target=scheduler_main, args=(sc, endpoint, to_first, w_o, 0, None)))
-        for p in procs:
-            p.start()
-        for conn in from_sched:
-            if not conn.poll(120):
-                raise SystemExit("a scheduler process did not start")
-            assert conn.recv() == ("ready",)
-        truth: dict = {
-            "sglang_version": SGLANG_VERSION,
-            "trace_api": "tracing/trace.py (rid-keyed functions)",
-            "call_sites": CALLS,
-            "scenario": sc.name,
-            "about": sc.about,
-            "server_args": {
-                "enable_trace": True,
-                "otlp_traces_protocol": protocol,
-                "disable_overlap_schedule": not sc.overlap,
-                "enable_mixed_chunk": sc.mixed_chunk,
-                "chunked_prefill_size": CHUNKED_PREFILL_SIZE,
-                "dp_size": sc.dp,
-                "tp_size": sc.tp,
-                "load_balance_method": "round_robin",
-                "max_running_requests": sc.max_running,
-                "stream_interval": 1,
-                "enable_metrics": sc.metrics,
-                "served_model_name": MODEL_NAME,
-            },
-            "requests": {},
-        }
-        tokenizer_main(sc, endpoint, from_tok, from_sched, truth)
-        for p in procs:
-            p.join(timeout=30)
-    finally:
-        time.sleep(0.3)
-        recv.terminate()
-        recv.wait(timeout=10)
-    return truth
+    truth: dict = {
+        "sglang_version": SGLANG_VERSION,
+        "trace_api": "tracing/trace.py (rid-keyed functions)",
+        "call_sites": CALLS,
+        "scenario": sc.name,
+        "about": sc.about,
+        "server_args": {
+            "enable_trace": True,
+            "otlp_traces_protocol": protocol,
+            "disable_overlap_schedule": not sc.overlap,
+            "enable_mixed_chunk": sc.mixed_chunk,
+            "chunked_prefill_size": model.CHUNKED_PREFILL_SIZE,
+            "dp_size": sc.dp,
+            "tp_size": sc.tp,
+            "load_balance_method": "round_robin",
+            "max_running_requests": sc.max_running,
+            "stream_interval": 1,
+            "enable_metrics": sc.metrics,
+            "served_model_name": MODEL_NAME,
+        },
+        "requests": {},
+    }
+    return model.run_scenario(sc, out, protocol, truth, tokenizer_main=tokenizer_main,
+                              scheduler_main=scheduler_main, dp_controller_main=dp_controller_main)
 
 
 def finalize(truth: dict) -> dict:
@@ -1256,18 +748,7 @@ def dumps_truth(o, ind: int = 0) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description="Run SGLang 0.5.3-0.5.9's tracing for one scenario.")
-    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    sc = SCENARIOS[args.scenario]
-    truth = finalize(run(sc, args.out))
-    with open(os.path.join(args.out, "truth.json"), "w") as f:
-        f.write(dumps_truth(truth) + "\n")
-    n = sum(1 for _ in open(os.path.join(args.out, "spans.jsonl")))
-    print(f"{sc.name}: {len(truth['requests'])} requests, {len(truth['batches'])} batches, "
-          f"{n} export bodies -> {args.out}", file=sys.stderr)
-    return 0
+    return model.main("Run SGLang 0.5.3-0.5.9's tracing for one scenario.", SCENARIOS, run, finalize, dumps_truth)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 # Regenerate tests/data/import/sglang/engine/<version>/<scenario>/ by running
 # SGLang's own request tracing (--enable-trace) on this machine: no GPU, no torch.
 #
-#   scripts/sglang-trace/make.sh                 # every version, every scenario
-#   VERSIONS=0.5.23 SCENARIOS="overlap abort" scripts/sglang-trace/make.sh
+#   scripts/engines/sglang-trace/make.sh                 # every version, every scenario
+#   VERSIONS=0.5.23 SCENARIOS="overlap abort" scripts/engines/sglang-trace/make.sh
 #
 # 0.5.10 and later trace with sglang/srt/observability/trace.py and are driven by
 # drive.py; 0.5.3-0.5.9 trace with sglang/srt/tracing/trace.py (a function API
@@ -46,9 +46,10 @@
 #
 # Each scenario takes a few seconds (spawned processes start in ~1 s each).
 set -euo pipefail
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ next to the scripts
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
+ROOT="$(cd "$HERE/../../.." && pwd)"
 OUT="$ROOT/tests/data/import/sglang/engine"
 CACHE="${TOKENSCOPE_SGLANG_CACHE:-$HOME/.cache/tokenscope-sglang}"
 PYTHON="${PYTHON:-python3}"
@@ -99,7 +100,7 @@ for v in $VERSIONS; do
   fi
   for s in $scenarios; do
     echo "== sglang $v: $s ($(basename "$driver"))"
-    "$venv/bin/python" "$driver" --scenario "$s" --out "$OUT/$v/$s" 2> >(grep -v '^receiver: ' >&2)
+    "$venv/bin/python" "$driver" --scenario "$s" --out "$OUT/$v/$s"
   done
   (cd "$OUT/$v" && "$PYTHON" "$HERE/check.py" $scenarios)
 done

@@ -2,16 +2,17 @@
 # Regenerates tests/data/import/vllm/engine/<version>/<scenario>/ with vLLM's own request-span code: no GPU, no
 # torch. Per version, a venv under ~/.cache/tokenscope-vllm/ gets the vLLM wheel (pip install --no-deps) and a pinned
 # handful of pure-Python/small dependencies (OpenTelemetry SDK and OTLP exporters, numpy, msgspec, pydantic, ...);
-# drive.py fakes the rest (torch, CUDA-side vLLM modules, Hugging Face) and runs the scenarios; receiver.py is the
-# local OTLP endpoint (gRPC, or HTTP/protobuf for the `length` scenario) that writes what vLLM's exporter sent.
+# drive.py fakes the rest (torch, CUDA-side vLLM modules, Hugging Face) and runs the scenarios; ../otlp_receiver.py
+# is the local OTLP endpoint (gRPC, or HTTP/protobuf for the `length` scenario) that writes what vLLM's exporter sent.
 #
-#   scripts/vllm-trace/make.sh [VERSION...]        (default: 0.33.0 0.15.1)
+#   scripts/engines/vllm-trace/make.sh [VERSION...]        (default: 0.33.0 0.15.1)
 #
 # Needs python3.11+ (vLLM 0.33 requires it; PYTHON=... picks another interpreter) and PyPI. Each run rewrites the
 # scenario folders; ids and timings differ between runs.
 set -euo pipefail
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ next to the scripts
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/../../.." && pwd)
 cache=${TOKENSCOPE_VLLM_CACHE:-$HOME/.cache/tokenscope-vllm}
 python=${PYTHON:-python3}
 versions=("$@")
@@ -62,7 +63,7 @@ for v in "${versions[@]}"; do
     rm -rf "$dir"
     mkdir -p "$dir"
     ready=$(mktemp -u)
-    env "${clean_env[@]}" "$venv/bin/python" "$here/receiver.py" "$dir" "$ready" &
+    env "${clean_env[@]}" "$venv/bin/python" "$here/../otlp_receiver.py" --layout vllm "$dir" "$ready" &
     receiver=$!
     for _ in $(seq 1 100); do [ -s "$ready" ] && break; sleep 0.1; done
     proto=${protocol[$s]:-grpc}

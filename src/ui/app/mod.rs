@@ -28,7 +28,7 @@ use super::microscope::microscope_ui;
 use super::panels;
 use super::preview::Preview;
 use super::render::View;
-use super::session::{DEMO_NAME, DEMO_TRACE, Session, TraceSource};
+use super::session::{Session, TraceSource};
 use super::waterfall;
 use crate::analysis::cost::Prices;
 use crate::analysis::findings::Thresholds;
@@ -426,7 +426,10 @@ impl App {
                 TraceSource::Paths(ps) => {
                     load::load_many(&ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &progress, options)
                 }
-                TraceSource::Demo => load::load_bytes(DEMO_NAME, DEMO_TRACE),
+                TraceSource::Demo => Ok(load::Loaded {
+                    trace: crate::synth::demo(),
+                    report: crate::trace::report::Report::default(),
+                }),
             };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
             result.and_then(|loaded| {

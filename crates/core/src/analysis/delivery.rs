@@ -52,7 +52,20 @@ pub fn delivery(trace: &Trace, requests: &[u32]) -> Option<Delivery> {
                 token.push(ms(rec - trace.tokens.emitted_ns[k]));
             }
         }
-        client_itl.extend(received.windows(2).map(|w| ms(w[1] - w[0])));
+        // One gap per emission as the client received them (a verify step's tokens come as chunks back to back).
+        let tk = &trace.tokens;
+        let rows = trace.tokens_of(r);
+        client_itl.extend((1..received.len()).filter_map(|j| {
+            let (a, b) = (rows.start + j - 1, rows.start + j);
+            let new_emission = tk.index[b] == tk.index[a] + 1
+                && !crate::trace::emission::same_emission(
+                    tk.iteration[a],
+                    received[j - 1],
+                    tk.iteration[b],
+                    received[j],
+                );
+            new_emission.then(|| ms(received[j] - received[j - 1]))
+        }));
         let client = received.first().map(|&f| f - sent);
         let server = trace.first_token_ns(r).map(|f| f - trace.requests.arrival_ns[ri]);
         client_ttft.extend(client.map(ms));

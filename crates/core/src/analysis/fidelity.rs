@@ -218,6 +218,8 @@ mod tests {
                     server_decode_ns: None,
                     sent_ns: None,
                     server_request_id: NO_STR,
+                    spec_drafted_tokens: None,
+                    spec_accepted_tokens: None,
                 },
                 Place::default(),
             );

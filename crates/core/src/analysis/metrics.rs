@@ -55,17 +55,11 @@ pub fn request_metrics(trace: &Trace, request: u32) -> RequestMetrics {
     }
 }
 
-/// Inter-token latencies of a request: emitted_i − emitted_{i−1} for each token whose previous index is in the
-/// trace too (across an index gap the previous token's time is unknown, so that latency is undefined).
+/// Inter-token latencies of a request, one per emission after the first (the tokens that came out together: one
+/// step's, a speculative verify step's several among them; `trace::emission`): the gap from the token before the
+/// emission, when that token is in the trace too (across an index gap the latency is undefined).
 pub fn itl_ns(trace: &Trace, request: u32) -> impl Iterator<Item = i64> + '_ {
-    let tokens = trace.tokens_of(request);
-    let emitted = &trace.tokens.emitted_ns[tokens.clone()];
-    let index = &trace.tokens.index[tokens];
-    emitted
-        .windows(2)
-        .zip(index.windows(2))
-        .filter(|(_, i)| i[1] == i[0] + 1)
-        .map(|(e, _)| e[1] - e[0])
+    crate::trace::emission::gaps_ns(&trace.tokens, trace.tokens_of(request)).map(|(_, gap)| gap)
 }
 
 /// Count, mean, nearest-rank percentiles and max of a set of values (all in the same unit).

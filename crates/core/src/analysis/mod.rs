@@ -12,6 +12,7 @@ pub mod interference;
 pub mod metrics;
 pub mod range_index;
 pub mod samples;
+pub mod spec;
 pub mod stats;
 pub mod summary;
 pub mod tokens;

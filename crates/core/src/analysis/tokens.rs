@@ -69,9 +69,24 @@ pub struct Choice {
     pub entropy_nats: Option<f64>,
 }
 
-/// Latency of token row `t` (a token of `request`).
+/// The first token row of the emission token row `t` belongs to (`trace::emission`): `t` itself unless it came
+/// out together with the tokens before it.
+pub fn emission_start(trace: &Trace, request: u32, t: usize) -> usize {
+    let first = trace.tokens_of(request).start;
+    let mut e = t;
+    while !crate::trace::emission::starts_emission(&trace.tokens, first, e) {
+        e -= 1;
+    }
+    e
+}
+
+/// Latency of token row `t` (a token of `request`): its emission's, the same for every token that came out with
+/// it (a speculative verify step's tokens; `docs/SPECULATIVE.md`).
 pub fn latency(trace: &Trace, request: u32, t: usize) -> Latency {
     let tokens = trace.tokens_of(request);
+    // Each token's own way to the client; the rest is its emission's.
+    let delivery_ns = crate::trace::opt_i64(trace.tokens.received_ns[t]).map(|r| r - trace.tokens.emitted_ns[t]);
+    let t = emission_start(trace, request, t);
     let emitted = trace.tokens.emitted_ns[t];
     let prev = if t > tokens.start && trace.tokens.index[t] == trace.tokens.index[t - 1] + 1 {
         Some(trace.tokens.emitted_ns[t - 1])
@@ -82,7 +97,6 @@ pub fn latency(trace: &Trace, request: u32, t: usize) -> Latency {
         None
     };
     let total_ns = prev.map_or(0, |p| emitted - p);
-    let delivery_ns = crate::trace::opt_i64(trace.tokens.received_ns[t]).map(|r| r - emitted);
     let Some(it) = opt_u32(trace.tokens.iter_row[t]).map(|i| i as usize) else {
         return Latency {
             total_ns,

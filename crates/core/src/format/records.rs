@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::schema::{FORMAT_NAME, FORMAT_VERSION};
 use crate::ingest::raw::{Field, RawCandidate, RawRecord, Val};
-use crate::trace::{Flag, NO_STR, Trace, opt_f64, opt_i64, opt_u32};
+use crate::trace::{Flag, NO_STR, Trace, opt_f64, opt_i64, opt_u8, opt_u32};
 
 #[expect(
     clippy::unnecessary_wraps,
@@ -102,6 +102,8 @@ pub fn request_record(trace: &Trace, r: usize) -> RawRecord<'_> {
         server_decode_ns: int(q.server_decode_ns),
         sent_ns: int(q.sent_ns),
         server_request_id: label(trace, q.server_request_id),
+        spec_drafted_tokens: count(q.spec_drafted_tokens),
+        spec_accepted_tokens: count(q.spec_accepted_tokens),
         ..RawRecord::default()
     }
 }
@@ -126,6 +128,8 @@ pub fn iteration_record(trace: &Trace, i: usize) -> RawRecord<'_> {
         num_waiting: count(it.num_waiting),
         kv_usage: float(it.kv_usage),
         num_preempted: count(it.num_preempted),
+        spec_drafted_tokens: count(it.spec_drafted_tokens),
+        spec_accepted_tokens: count(it.spec_accepted_tokens),
         ..RawRecord::default()
     }
 }
@@ -151,6 +155,8 @@ pub fn sample_record(trace: &Trace, i: usize) -> RawRecord<'_> {
         num_prefill_reqs: count(sa.num_prefill_reqs),
         num_prefill_tokens: count(sa.num_prefill_tokens),
         cached_tokens: count(sa.cached_tokens),
+        spec_drafted_tokens: count(sa.spec_drafted_tokens),
+        spec_accepted_tokens: count(sa.spec_accepted_tokens),
         ..RawRecord::default()
     }
 }
@@ -201,6 +207,8 @@ pub fn token_record(trace: &Trace, t: usize) -> RawRecord<'_> {
         logprob: float(opt_f64(tok.logprob)),
         rank: count(opt_u32(tok.rank)),
         received_ns: int(opt_i64(tok.received_ns)),
+        spec: tok.spec.name().and_then(s),
+        spec_drafted_tokens: opt_u8(tok.spec_drafted).map(|n| Val::Ok(i64::from(n))),
         candidates,
         ..RawRecord::default()
     }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use ::arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 /// The format version this build reads and writes.
 pub const FORMAT_VERSION: i64 = 1;
@@ -64,7 +64,7 @@ macro_rules! scalar_fields {
             (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
             (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
             (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int), (sent_ns, Int),
-            (server_request_id, Str),
+            (server_request_id, Str), (spec_drafted_tokens, Int), (spec_accepted_tokens, Int),
             // iteration
             (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
             (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
@@ -74,7 +74,7 @@ macro_rules! scalar_fields {
             (stage, Str), (tokens, Int),
             // token
             (index, Int), (emitted_ns, Int), (token_id, Int), (text, Str), (special, Bool), (logprob, Float),
-            (rank, Int), (received_ns, Int),
+            (rank, Int), (received_ns, Int), (spec, Str),
             // sample
             (time_ns, Int), (interval_ns, Int), (num_running, Int), (num_swapped, Int), (kv_tokens, Int),
             (prompt_throughput, Float), (generation_throughput, Float), (prefix_hit_rate, Float),
@@ -139,6 +139,8 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "server_decode_ns",
             "sent_ns",
             "server_request_id",
+            "spec_drafted_tokens",
+            "spec_accepted_tokens",
         ],
         "iteration" => &[
             "kind",
@@ -157,6 +159,8 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "num_waiting",
             "kv_usage",
             "num_preempted",
+            "spec_drafted_tokens",
+            "spec_accepted_tokens",
         ],
         "stage" => &[
             "kind",
@@ -179,6 +183,8 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "logprob",
             "rank",
             "received_ns",
+            "spec",
+            "spec_drafted_tokens",
         ],
         "sample" => &[
             "kind",
@@ -198,6 +204,8 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "num_prefill_reqs",
             "num_prefill_tokens",
             "cached_tokens",
+            "spec_drafted_tokens",
+            "spec_accepted_tokens",
         ],
         _ => &[],
     }
@@ -265,9 +273,10 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 7 meta + 29 request + 14 iteration + 2 stage + 8 token + 10 sample scalar fields.
-        assert_eq!(SCALAR_FIELDS.len(), 71);
-        assert_eq!(arrow_schema().fields().len(), 73);
+        // 1 kind + 7 meta + 31 request + 14 iteration + 2 stage + 9 token + 10 sample scalar fields (the iteration's,
+        // the token's and the sample's `spec_drafted_tokens`/`spec_accepted_tokens` are the request's columns).
+        assert_eq!(SCALAR_FIELDS.len(), 74);
+        assert_eq!(arrow_schema().fields().len(), 76);
         for kind in ["request", "iteration", "stage", "token", "sample"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

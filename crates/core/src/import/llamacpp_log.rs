@@ -52,6 +52,8 @@ enum Tag {
     Que,
     /// `res  <func>: `.
     Res,
+    /// `spec <func>: `: speculative decoding's drafting (draft candidates, statistics); read, not used.
+    Spec,
 }
 
 /// A line's message after its tag.
@@ -99,6 +101,8 @@ fn parse_line(line: &str) -> Option<(Option<i64>, char, Message<'_>)> {
         (Tag::Que, split_func(r)?.1)
     } else if let Some(r) = rest.strip_prefix("res  ") {
         (Tag::Res, split_func(r)?.1)
+    } else if let Some(r) = rest.strip_prefix("spec ") {
+        (Tag::Spec, split_func(r)?.1)
     } else {
         return None;
     };
@@ -122,6 +126,9 @@ fn int_after(text: &str, key: &str) -> Option<i64> {
     rest[..end].parse().ok()
 }
 
+/// A task's speculative totals: (accepted, drafted) draft tokens.
+type DraftTotals = (u32, u32);
+
 /// One request (a task on a slot) as the log tells it.
 #[derive(Debug, Default, Clone)]
 struct Task {
@@ -137,6 +144,10 @@ struct Task {
     last_chunk: Option<(u64, i64)>,
     /// (n_gen, token id, piece, µs, step) of each sampled token.
     tokens: Vec<(i64, i64, String, i64, Option<u64>)>,
+    /// Speculative decoding, per verify step: (step, drafted, accepted), from `add accepted tokens`.
+    verified: Vec<(u64, u32, u32)>,
+    /// Speculative decoding: the task's totals at its end (`draft acceptance = ... (A accepted / D generated)`).
+    draft_totals: Option<DraftTotals>,
     prompt_ms: Option<f64>,
     /// Prompt tokens computed (`prompt eval time = X ms / N tokens`): the prompt less what the cache held.
     prompt_computed: Option<i64>,
@@ -154,8 +165,9 @@ struct Step {
     place: Place,
     start_us: i64,
     end_us: i64,
-    /// Tokens fed by decoding slots (`slot decode token`), one each.
-    decode_tasks: Vec<i64>,
+    /// The decoding slots' tasks (`slot decode token`, or `generate_draft` when the slot speculates), with the
+    /// drafts each fed beside its own token.
+    decode_tasks: Vec<(i64, u32)>,
 }
 
 /// What the reader gathers while reading the lines.
@@ -163,8 +175,13 @@ struct Step {
 struct Log {
     tasks: BTreeMap<i64, Task>,
     steps: Vec<Step>,
-    /// Tasks whose `slot decode token` line came in the current pass, before its decode.
-    pending_feeds: Vec<i64>,
+    /// Tasks whose `slot decode token` (or `generate_draft`) line came in the current pass, before its decode, with
+    /// their drafts.
+    pending_feeds: Vec<(i64, u32)>,
+    /// When the current pass began drafting (its first yield before its decode), while no step is open.
+    drafting_since: Option<i64>,
+    /// Whether any slot speculated (a `generate_draft` line).
+    speculative: bool,
     /// The step the last decode line opened.
     current_step: Option<u64>,
     last_us: i64,
@@ -214,11 +231,18 @@ impl Log {
             Tag::Slot(slot, task) if task >= 0 => self.slot_line(slot, task, text, us, place),
             Tag::Srv => {
                 if text.starts_with("n_batch (effective) =") {
+                    let decode_tasks = std::mem::take(&mut self.pending_feeds);
+                    // A verify step begins with its drafting (the draft model runs before the target's decode).
+                    let drafted = decode_tasks.iter().any(|&(_, d)| d > 0);
+                    let start_us = match self.drafting_since.take() {
+                        Some(since) if drafted => since,
+                        _ => us,
+                    };
                     let step = Step {
                         place,
-                        start_us: us,
+                        start_us,
                         end_us: us,
-                        decode_tasks: std::mem::take(&mut self.pending_feeds),
+                        decode_tasks,
                     };
                     self.steps.push(step);
                     self.current_step = Some(self.steps.len() as u64 - 1);
@@ -246,12 +270,15 @@ impl Log {
                     }
                 } else if text.starts_with("done yielding to queue") {
                     self.extend_step(us);
+                } else if text.starts_with("yielding to queue") && self.current_step.is_none() {
+                    self.drafting_since.get_or_insert(us);
                 } else if text.starts_with("update slots") {
                     self.current_step = None;
                     self.pending_feeds.clear();
+                    self.drafting_since = None;
                 }
             }
-            Tag::Res | Tag::Slot(..) => {}
+            Tag::Res | Tag::Spec | Tag::Slot(..) => {}
         }
     }
 
@@ -290,7 +317,31 @@ impl Log {
                 t.input_tokens.get_or_insert(total);
             }
         } else if text.starts_with("slot decode token") {
-            self.pending_feeds.push(task);
+            self.pending_feeds.push((task, 0));
+        } else if text.starts_with("generate_draft:") {
+            // The slot feeds its last token and `#draft` drafts to the pass's decode.
+            let drafted = int_after(text, "#draft=")
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0);
+            self.speculative = true;
+            self.pending_feeds.push((task, drafted));
+        } else if text.starts_with("add accepted tokens:") {
+            // The verify step's outcome, printed before its tokens (so also for a task's last step): `ids.size`
+            // tokens come out, the accepted drafts and the target's own.
+            let ids = int_after(text, "ids.size=").and_then(|n| u32::try_from(n).ok());
+            let drafted = int_after(text, "n_draft=").and_then(|n| u32::try_from(n).ok());
+            if let (Some(step), Some(ids), Some(drafted)) = (step, ids, drafted) {
+                let accepted = ids.saturating_sub(1).min(drafted);
+                self.task(task, slot, place).verified.push((step, drafted, accepted));
+            }
+        } else if let Some(rest) = text.trim_start().strip_prefix("draft acceptance =") {
+            // `draft acceptance = R (A accepted / D generated), mean len = L`: the task's totals ("generated" are the
+            // drafted tokens).
+            let accepted = int_after(rest, "(").and_then(|n| u32::try_from(n).ok());
+            let drafted = int_after(rest, "accepted /").and_then(|n| u32::try_from(n).ok());
+            if let (Some(a), Some(d)) = (accepted, drafted) {
+                self.task(task, slot, place).draft_totals = Some((a, d));
+            }
         } else if text.starts_with("n_gen =") && text.contains("next token:") {
             let n_gen = int_after(text, "n_gen =");
             let rest = text.split_once("next token:").map_or("", |(_, r)| r).trim_start();
@@ -426,6 +477,16 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         }
     }
     let mut requests = 0u64;
+    // Tasks whose end line's draft totals differ from the sum of their verify steps: (request, line, sum).
+    let mut mismatched: Vec<(String, DraftTotals, DraftTotals)> = Vec::new();
+    // Each step's drafts and accepted drafts, over its tasks.
+    let mut step_spec: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+    for t in log.tasks.values() {
+        for &(step, drafted, accepted) in &t.verified {
+            let e = step_spec.entry(step).or_default();
+            *e = (e.0 + drafted, e.1 + accepted);
+        }
+    }
     for (&id, t) in &log.tasks {
         let Some(launched) = t.launched_us else {
             continue; // a posting never launched: the loop's own tasks, or a request still queued when the log ends
@@ -484,8 +545,24 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         };
         r.server_ttft_ns = t.prompt_ms.and_then(super::ns_from_ms).map(Val::Ok);
         r.server_decode_ns = t.eval_ms.and_then(super::ns_from_ms).map(Val::Ok);
+        // Speculation: the task's totals as its end line says them, else summed over its verify steps.
+        let summed = t.verified.iter().fold((0u32, 0u32), |(a, d), &(_, drafted, accepted)| {
+            (a + accepted, d + drafted)
+        });
+        let totals = t.draft_totals.or((!t.verified.is_empty()).then_some(summed));
+        if let Some((accepted, drafted)) = totals {
+            r.spec_accepted_tokens = ok(i64::from(accepted));
+            r.spec_drafted_tokens = ok(i64::from(drafted));
+        }
+        if let Some(line) = t.draft_totals
+            && !t.verified.is_empty()
+            && line != summed
+        {
+            mismatched.push((rid.clone(), line, summed));
+        }
         sink.add(&r, t.place.at);
-        for (n, id_tok, piece, us, step) in &t.tokens {
+        let roles = spec_roles(&t.tokens, &t.verified, log.speculative);
+        for ((n, id_tok, piece, us, step), (role, drafted)) in t.tokens.iter().zip(roles) {
             let mut k = record("token");
             k.request_id = text(rid.clone());
             k.index = ok(n - 1);
@@ -493,6 +570,8 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             k.iteration = step.map(|s| Val::Ok(s as i64));
             k.token_id = ok(*id_tok);
             k.text = text(piece.clone());
+            k.spec = role.and_then(text);
+            k.spec_drafted_tokens = drafted.map(|d| Val::Ok(i64::from(d)));
             sink.add(&k, t.place.at);
         }
         for &(_, step) in &t.chunks {
@@ -520,8 +599,15 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         it.iteration = ok(i64_of(i));
         it.start_ns = ok(ns(s.start_us));
         it.end_ns = ok(ns(ends[i]));
+        // A speculating slot feeds its own token and its drafts: all are decode tokens the step computes.
+        let fed: u64 = s.decode_tasks.iter().map(|&(_, d)| 1 + u64::from(d)).sum();
         it.num_decode_reqs = ok(i64_of(s.decode_tasks.len()));
-        it.num_decode_tokens = ok(i64_of(s.decode_tasks.len()));
+        it.num_decode_tokens = ok(i64::try_from(fed).unwrap_or(i64::MAX));
+        if log.speculative {
+            let (drafted, accepted) = step_spec.get(&(i as u64)).copied().unwrap_or_default();
+            it.spec_drafted_tokens = ok(i64::from(drafted));
+            it.spec_accepted_tokens = ok(i64::from(accepted));
+        }
         it.num_prefill_reqs = ok(i64_of(chunks.len()));
         it.num_prefill_tokens = ok(chunks.iter().map(|c| c.1).sum());
         it.num_reqs = ok(i64_of(s.decode_tasks.len() + chunks.len()));
@@ -557,10 +643,52 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             log.skipped
         ));
     }
+    if let Some((rid, (la, ld), (sa, sd))) = mismatched.first() {
+        sink.note(format!(
+            "{name}: {} tasks' draft totals (`draft acceptance`) differ from the sum of their verify steps (`add \
+             accepted tokens`), e.g. {rid}: {la} accepted of {ld} against {sa} of {sd}; the totals are the task lines'",
+            mismatched.len()
+        ));
+    }
     sink.note(format!(
         "{name}: llama-server counts time from its start; placed on the wall clock at the file's last change. Joined \
          with a recording of the same run, the pairs place it exactly"
     ));
+}
+
+/// What each of a task's tokens was in speculative decoding, with the drafts of its step on the step's first token:
+/// in a verify step, the first `accepted` tokens are accepted drafts and the next the target's own (the bonus; a
+/// step cut by a stop has fewer tokens); a token of a step that verified nothing is plain. Unknown for all when the
+/// server never speculated (`speculative` false).
+fn spec_roles(
+    tokens: &[(i64, i64, String, i64, Option<u64>)],
+    verified: &[(u64, u32, u32)],
+    speculative: bool,
+) -> Vec<(Option<&'static str>, Option<u32>)> {
+    if !speculative {
+        return vec![(None, None); tokens.len()];
+    }
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut k = 0;
+    while k < tokens.len() {
+        let step = tokens[k].4;
+        let end = tokens[k..]
+            .iter()
+            .position(|tok| tok.4 != step || step.is_none())
+            .map_or(tokens.len(), |n| k + n.max(1));
+        let outcome = step.and_then(|s| verified.iter().find(|v| v.0 == s));
+        for (j, _) in tokens[k..end].iter().enumerate() {
+            let role = match outcome {
+                Some(&(_, _, accepted)) if (j as u32) < accepted => "draft",
+                Some(_) => "bonus",
+                None => "plain",
+            };
+            let drafted = outcome.filter(|_| j == 0).map(|&(_, d, _)| d);
+            out.push((Some(role), drafted));
+        }
+        k = end;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -589,6 +717,81 @@ mod tests {
         let (t, _, m) = parse_line(&plain).unwrap();
         assert_eq!(t, Some(1_000));
         assert_eq!(m.tag, Tag::Slot(0, 3));
+    }
+
+    /// A task's three steps at `-lv 5` with speculative decoding, written from llama-server's format strings
+    /// (`tools/server/server-context.cpp`: `generate_draft` :490, `add accepted tokens` :3977, `accepted %d/%d` :4003,
+    /// `draft acceptance` :645): the prefill emits token 1; verify step 1 drafts 4 and accepts 2 (tokens 2 and 3)
+    /// then its own token (4); verify step 2 drafts 4 and accepts all (5 to 8) then its own (9), and the task stops
+    /// inside it, so that step has no `accepted 4/4` line and only the task's line counts it.
+    const SPECULATIVE: &str = "\
+0.00.100.000 I slot launch_slot_: id  0 | task 5 | processing task, is_child = 0
+0.00.100.010 D que    start_loop: update slots
+0.00.100.020 I slot   operator(): id  0 | task 5 | new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 4
+0.00.100.030 I slot   operator(): id  0 | task 5 | cached n_tokens = 0, memory_seq_rm [0, end)
+0.00.100.040 I slot init_sampler: id  0 | task 5 | init sampler, took 0.01 ms, tokens: text = 4, total = 4
+0.00.100.050 D srv        decode: n_batch (effective) = 2048, off = 0
+0.00.100.060 D que  yield_to_que: yielding to queue
+0.00.110.000 D que  yield_to_que: done yielding to queue
+0.00.110.010 D slot process_toke: id  0 | task 5 | n_gen = 1, n_remaining = 63, next token:   603 ' the'
+0.00.110.100 D que    start_loop: update slots
+0.00.110.110 D que  yield_to_que: yielding to queue
+0.00.114.000 D que  yield_to_que: done yielding to queue
+0.00.114.010 D slot handle_last_: id  0 | task 5 | generate_draft: id=603, #tokens=5, #draft=4, pos_next=5
+0.00.114.020 D srv        decode: n_batch (effective) = 2048, off = 0
+0.00.114.030 D que  yield_to_que: yielding to queue
+0.00.140.000 D que  yield_to_que: done yielding to queue
+0.00.140.100 D slot   operator(): id  0 | task 5 | add accepted tokens: sampled=4321, ids.size=3, n_draft=4
+0.00.140.150 D slot process_toke: id  0 | task 5 | n_gen = 2, n_remaining = 62, next token:   100 ' a'
+0.00.140.190 D slot process_toke: id  0 | task 5 | n_gen = 3, n_remaining = 61, next token:   101 ' b'
+0.00.140.230 D slot process_toke: id  0 | task 5 | n_gen = 4, n_remaining = 60, next token:  4321 ' c'
+0.00.140.260 D slot   operator(): id  0 | task 5 | accepted 2/4 draft tokens, new n_tokens = 7
+0.00.140.300 D que    start_loop: update slots
+0.00.140.310 D que  yield_to_que: yielding to queue
+0.00.143.000 D que  yield_to_que: done yielding to queue
+0.00.143.010 D slot handle_last_: id  0 | task 5 | generate_draft: id=4321, #tokens=8, #draft=4, pos_next=8
+0.00.143.020 D srv        decode: n_batch (effective) = 2048, off = 0
+0.00.143.030 D que  yield_to_que: yielding to queue
+0.00.160.000 D que  yield_to_que: done yielding to queue
+0.00.160.100 D slot   operator(): id  0 | task 5 | add accepted tokens: sampled=7, ids.size=5, n_draft=4
+0.00.160.110 D slot process_toke: id  0 | task 5 | n_gen = 5, n_remaining = 59, next token:   200 ' d'
+0.00.160.120 D slot process_toke: id  0 | task 5 | n_gen = 6, n_remaining = 58, next token:   201 ' e'
+0.00.160.130 D slot process_toke: id  0 | task 5 | n_gen = 7, n_remaining = 57, next token:   202 ' f'
+0.00.160.140 D slot process_toke: id  0 | task 5 | n_gen = 8, n_remaining = 56, next token:   203 ' g'
+0.00.160.150 I slot process_toke: id  0 | task 5 | stopped by EOS
+0.00.160.160 D slot process_toke: id  0 | task 5 | n_gen = 9, n_remaining = 55, next token:     1 ''
+0.00.160.300 I slot print_timing: id  0 | task 5 | draft acceptance = 0.75000 (    6 accepted /     8 generated), mean len =  4.00
+0.00.160.400 I slot      release: id  0 | task 5 | stop processing: n_tokens = 12, truncated = 0
+";
+
+    #[test]
+    fn a_speculative_task_reads_as_its_verify_steps_with_each_tokens_role() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("llama-server.log");
+        std::fs::write(&path, SPECULATIVE).unwrap();
+        let t = crate::load::load(&path, &Progress::default()).unwrap().trace;
+        // The task's totals are its end line's: 6 of 8 (steps 1 and 2: 2 of 4 and 4 of 4).
+        assert_eq!(t.requests.spec_drafted_tokens[0], Some(8));
+        assert_eq!(t.requests.spec_accepted_tokens[0], Some(6));
+        // Three steps: the prefill's, then the two verify steps with their drafts and accepted drafts.
+        let it = &t.iterations;
+        assert_eq!(it.len(), 3);
+        assert_eq!(it.spec_drafted_tokens, [Some(0), Some(4), Some(4)]);
+        assert_eq!(it.spec_accepted_tokens, [Some(0), Some(2), Some(4)]);
+        // A verify step computes the slot's token and its 4 drafts; it begins with its drafting (0.110.110 and
+        // 0.140.310, ms 110.11 and 140.31), not at its decode line.
+        assert_eq!(it.num_decode_tokens[1], Some(5));
+        assert_eq!(it.start_ns[1] - it.start_ns[0], 10_060_000);
+        assert_eq!(it.start_ns[2] - it.start_ns[0], 40_260_000);
+        // Tokens 1..9: plain (the prefill's); draft, draft, bonus; draft x4, bonus.
+        use crate::trace::SpecRole::{Bonus, Draft, Plain};
+        assert_eq!(
+            t.tokens.spec,
+            [Plain, Draft, Draft, Bonus, Draft, Draft, Draft, Draft, Bonus]
+        );
+        // Each verify step's drafts on its first token only.
+        let drafted: Vec<Option<u8>> = t.tokens.spec_drafted.iter().map(|&d| crate::trace::opt_u8(d)).collect();
+        assert_eq!(drafted, [None, Some(4), None, None, Some(4), None, None, None, None]);
     }
 
     #[test]

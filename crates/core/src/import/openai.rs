@@ -352,7 +352,9 @@ impl Stream {
     /// stopped (`finish_reason = stop`), sent per-token detail, and counts one token more than it streamed gets that
     /// token added, at the time of the last chunk, with `eos_id` when known and no probability. True when added.
     pub fn reconcile(&mut self, eos_id: Option<u32>) -> bool {
-        let detailed = !self.tokens.is_empty() && self.tokens.iter().all(|t| !t.is_chunk);
+        // Per-token detail on some tokens at least: the server streams a token a chunk (llama.cpp under speculative
+        // decoding sends the verify steps' tokens without logprobs, one a chunk all the same).
+        let detailed = self.tokens.iter().any(|t| !t.is_chunk);
         let streamed = i64::try_from(self.tokens.len()).unwrap_or(i64::MAX);
         let stopped = self.finish_reason.as_deref() == Some("stop");
         if detailed && stopped && self.completion_tokens == Some(streamed + 1) {

@@ -38,6 +38,8 @@ pub struct Counters {
     pub prefix_hit_rate: Option<f64>,
     pub spec_accept_length: Option<f64>,
     pub spec_accept_rate: Option<f64>,
+    pub spec_drafted_tokens: Option<i64>,
+    pub spec_accepted_tokens: Option<i64>,
     pub num_prefill_reqs: Option<i64>,
     pub num_prefill_tokens: Option<i64>,
     pub cached_tokens: Option<i64>,
@@ -60,6 +62,8 @@ impl Counters {
             prefix_hit_rate,
             spec_accept_length,
             spec_accept_rate,
+            spec_drafted_tokens,
+            spec_accepted_tokens,
             num_prefill_reqs,
             num_prefill_tokens,
             cached_tokens
@@ -178,6 +182,8 @@ fn sample_record(s: &LogSample, ns: i64, interval: Option<i64>) -> RawRecord<'st
     r.prefix_hit_rate = c.prefix_hit_rate.and_then(ok);
     r.spec_accept_length = c.spec_accept_length.and_then(ok);
     r.spec_accept_rate = c.spec_accept_rate.and_then(ok);
+    r.spec_drafted_tokens = c.spec_drafted_tokens.and_then(ok);
+    r.spec_accepted_tokens = c.spec_accepted_tokens.and_then(ok);
     r.num_prefill_reqs = c.num_prefill_reqs.and_then(ok);
     r.num_prefill_tokens = c.num_prefill_tokens.and_then(ok);
     r.cached_tokens = c.cached_tokens.and_then(ok);

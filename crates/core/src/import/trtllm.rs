@@ -50,6 +50,8 @@ pub struct Step {
     kv_usage: Option<f64>,
     /// Rank (attention DP) when several ranks write stats.
     rank: Option<i64>,
+    /// Speculative decoding (`specDecodingStats`): the iteration's draft tokens and accepted ones.
+    spec: Option<(i64, i64)>,
     requests: Vec<RequestStat>,
     /// True when read from the log (whole-second times), false from the JSON.
     from_log: bool,
@@ -258,6 +260,14 @@ fn step_of(item: &Value, place: Place) -> Result<Step, (&'static str, String)> {
         queued: item.get("numQueuedRequests").and_then(int_of),
         kv_usage,
         rank: item.get("attentionDpRank").and_then(int_of),
+        // `specDecodingStats{numDraftTokens, numAcceptedTokens, ...}` (cpp/include/tensorrt_llm/executor/types.h):
+        // this iteration's counts.
+        spec: item.get("specDecodingStats").and_then(|s| {
+            Some((
+                s.get("numDraftTokens").and_then(int_of)?,
+                s.get("numAcceptedTokens").and_then(int_of)?,
+            ))
+        }),
         requests,
         from_log: false,
     })
@@ -326,6 +336,7 @@ fn read_iter_log(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &
                 kv_usage: log_field(&line, "kv_cache_util").and_then(|v| v.parse().ok()),
                 // The log's rank is the process's (TP) rank, not the attention-DP rank that splits the statistics.
                 rank: None,
+                spec: None,
                 requests: Vec::new(),
                 from_log: true,
             })
@@ -442,6 +453,10 @@ pub fn map(pending: Pending, b: &mut TraceBuilder) {
         it.num_reqs = s.scheduled.and_then(ok);
         it.num_waiting = s.queued.and_then(ok);
         it.kv_usage = s.kv_usage.and_then(ok);
+        if let Some((drafted, accepted)) = s.spec {
+            it.spec_drafted_tokens = ok(drafted);
+            it.spec_accepted_tokens = ok(accepted);
+        }
         crate::ingest::validate::ingest(&it, s.place, b);
         for r in &s.requests {
             let life = lives.entry(r.id.clone()).or_default();

@@ -196,7 +196,18 @@ fn parse_stats(line: &str, at: usize, main: bool, place: Place) -> Result<LogSam
             "Mean acceptance length" => c.spec_accept_length = number(value).map(|n| n.0),
             // V1 in percent; the older "Draft acceptance rate: 0.800" a fraction.
             "Avg Draft acceptance rate" | "Draft acceptance rate" => c.spec_accept_rate = fraction(value),
+            // V1's counts over the interval (`vllm/v1/spec_decode/metrics.py`): "Accepted: 310 tokens".
+            "Accepted" if !line.contains("Speculative metrics") => c.spec_accepted_tokens = count(value),
+            "Drafted" if !line.contains("Speculative metrics") => c.spec_drafted_tokens = count(value),
             _ => {}
+        }
+    }
+    // 0.8.5 printed the mean acceptance length without the bonus token (accepted / drafts), later releases with it
+    // (1 + accepted / drafts); the per-position rates on the same line tell which: they sum to accepted / drafts.
+    if let (Some(mean), Some(by_position)) = (c.spec_accept_length, per_position(&line[at..])) {
+        let sum: f64 = by_position.iter().sum();
+        if (mean - sum).abs() < (mean - (1.0 + sum)).abs() {
+            c.spec_accept_length = Some(mean + 1.0);
         }
     }
     if main && c.num_running.is_none() {
@@ -219,12 +230,42 @@ fn parse_stats(line: &str, at: usize, main: bool, place: Place) -> Result<LogSam
     })
 }
 
+/// The server a reading's source names (`vllm-b` of `vllm-b/engine-001`, a compose log's service): `None` for a
+/// log of one server, whose sources are its engines alone (`engine-001`, or none for engine 0).
+fn server_of(source: Option<&str>) -> Option<&str> {
+    let s = source?;
+    match s.split_once('/') {
+        Some((server, _)) => Some(server),
+        None if s.starts_with("engine-") => None,
+        None => Some(s),
+    }
+}
+
+/// The per-position acceptance rates of a `SpecDecoding metrics` line ("Per-position acceptance rate: 0.812, 0.601,
+/// 0.402, ..."): the list is itself comma-separated, up to the next `label: value` piece.
+fn per_position(message: &str) -> Option<Vec<f64>> {
+    let at = message.find("Per-position acceptance rate:")? + "Per-position acceptance rate:".len();
+    let rates: Vec<f64> = message[at..]
+        .split(", ")
+        .map(str::trim)
+        .take_while(|p| !p.contains(": "))
+        .map_while(|p| p.trim_end_matches(['.', ',']).parse::<f64>().ok())
+        .collect();
+    (!rates.is_empty()).then_some(rates)
+}
+
 /// Adds a stats line's reading: a second line of a reading (speculative decoding, V0's prefix cache, written just
 /// after the main one) goes into the last reading of its engine when that was written in the same second or the
 /// one before, else stands alone.
 fn add_stats(samples: &mut Vec<LogSample>, s: LogSample, main: bool) {
+    // A second line names no engine (`SpecDecoding metrics:`): its engine's main line was written just before it, so
+    // it goes with its server's last reading, whichever engine that was (with data parallelism, engine 001's line
+    // would otherwise land on engine 000's reading); in a log of several servers, with its own server's.
     if !main
-        && let Some(last) = samples.iter_mut().rev().find(|l| l.source == s.source)
+        && let Some(last) = samples
+            .iter_mut()
+            .rev()
+            .find(|l| server_of(l.source.as_deref()) == server_of(s.source.as_deref()))
         && (last.local.month, last.local.day) == (s.local.month, s.local.day)
         && s.local.second_of_day.saturating_sub(last.local.second_of_day) <= 1
     {

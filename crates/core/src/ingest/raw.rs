@@ -160,6 +160,10 @@ pub struct RawRecord<'a> {
     pub sent_ns: Field<i64>,
     #[serde(default, borrow)]
     pub server_request_id: Field<Cow<'a, str>>,
+    #[serde(default)]
+    pub spec_drafted_tokens: Field<i64>,
+    #[serde(default)]
+    pub spec_accepted_tokens: Field<i64>,
     // iteration
     #[serde(default)]
     pub iteration: Field<i64>,
@@ -211,6 +215,8 @@ pub struct RawRecord<'a> {
     pub rank: Field<i64>,
     #[serde(default)]
     pub received_ns: Field<i64>,
+    #[serde(default, borrow)]
+    pub spec: Field<Cow<'a, str>>,
     // sample
     #[serde(default)]
     pub time_ns: Field<i64>,

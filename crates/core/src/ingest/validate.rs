@@ -12,8 +12,8 @@ use super::raw::KINDS;
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U32, Request, Sample, Stage, StageKind, Token,
-    TraceBuilder,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Request, Sample, SpecRole, Stage,
+    StageKind, Token, TraceBuilder,
 };
 
 /// Smallest accepted epoch time: 1973-03-03 in ns. Anything below is seconds, ms or µs (or a relative clock).
@@ -300,6 +300,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
     let server_ttft_ns = opt_duration("server_ttft_ns", &r.server_ttft_ns)?;
     let server_decode_ns = opt_duration("server_decode_ns", &r.server_decode_ns)?;
     let sent_ns = opt_time("sent_ns", &r.sent_ns)?;
+    let (spec_drafted_tokens, spec_accepted_tokens) = spec_counts(r)?;
     let labels = [
         opt_str("trace_id", &r.trace_id)?,
         opt_str("model", &r.model)?,
@@ -352,7 +353,27 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         server_decode_ns,
         sent_ns,
         server_request_id,
+        spec_drafted_tokens,
+        spec_accepted_tokens,
     })
+}
+
+/// Drafted and accepted draft tokens (a request's, a step's, an interval's): counts, the accepted ones no more than
+/// the drafted.
+fn spec_counts(r: &RawRecord<'_>) -> Check<(Option<u32>, Option<u32>)> {
+    let drafted = opt_count("spec_drafted_tokens", &r.spec_drafted_tokens)?;
+    let accepted = opt_count("spec_accepted_tokens", &r.spec_accepted_tokens)?;
+    if let (Some(d), Some(a)) = (drafted, accepted)
+        && a > d
+    {
+        return Err(out_of_range(
+            "spec_accepted_tokens",
+            format!(
+                "spec_accepted_tokens = {a} exceeds spec_drafted_tokens = {d}: only drafted tokens can be accepted"
+            ),
+        ));
+    }
+    Ok((drafted, accepted))
 }
 
 fn iteration(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Iteration> {
@@ -374,6 +395,7 @@ fn iteration(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Iteration> {
         Some(s) => b.labels.intern(s),
         None => b.default_source(),
     };
+    let (spec_drafted_tokens, spec_accepted_tokens) = spec_counts(r)?;
     Ok(Iteration {
         source,
         iteration,
@@ -390,6 +412,8 @@ fn iteration(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Iteration> {
         num_waiting: opt_count("num_waiting", &r.num_waiting)?,
         kv_usage,
         num_preempted: opt_count("num_preempted", &r.num_preempted)?,
+        spec_drafted_tokens,
+        spec_accepted_tokens,
     })
 }
 
@@ -464,6 +488,26 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
     } else {
         rank
     };
+    let spec = match opt_str("spec", &r.spec)? {
+        None => SpecRole::Unknown,
+        Some(name) => SpecRole::parse(name).ok_or_else(|| Bad {
+            problem: Problem::OutOfRange,
+            field: "spec",
+            reason: format!(
+                "spec {name:?} is not one of draft (an accepted draft token), bonus (the target model's own token \
+                 ending a verify step), plain (a token of a step that verified no draft)"
+            ),
+        })?,
+    };
+    let spec_drafted = match opt_count("spec_drafted_tokens", &r.spec_drafted_tokens)? {
+        None => NULL_U8,
+        Some(n) => u8::try_from(n).ok().filter(|&n| n != NULL_U8).ok_or_else(|| {
+            out_of_range(
+                "spec_drafted_tokens",
+                format!("spec_drafted_tokens = {n} on a token: a verify step proposes at most 254 drafts"),
+            )
+        })?,
+    };
     Ok(Token {
         request,
         index,
@@ -476,6 +520,8 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
         logprob,
         rank,
         received_ns: opt_time("received_ns", &r.received_ns)?.unwrap_or(NULL_I64),
+        spec,
+        spec_drafted,
     })
 }
 
@@ -524,6 +570,7 @@ fn sample(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Sample> {
         Some(s) => b.labels.intern(s),
         None => b.default_source(),
     };
+    let (spec_drafted_tokens, spec_accepted_tokens) = spec_counts(r)?;
     Ok(Sample {
         source,
         time_ns,
@@ -541,6 +588,8 @@ fn sample(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Sample> {
         num_prefill_reqs: opt_count("num_prefill_reqs", &r.num_prefill_reqs)?,
         num_prefill_tokens: opt_count("num_prefill_tokens", &r.num_prefill_tokens)?,
         cached_tokens: opt_count("cached_tokens", &r.cached_tokens)?,
+        spec_drafted_tokens,
+        spec_accepted_tokens,
     })
 }
 

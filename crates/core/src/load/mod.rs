@@ -377,7 +377,7 @@ pub fn open_candidates(trace: &Trace) -> Result<Option<std::sync::Arc<dyn crate:
         .map(|r| std::sync::Arc::new(r) as std::sync::Arc<dyn crate::trace::CandidateSource>))
 }
 
-/// Loads a trace held in memory (the embedded demo); `name` gives its encoding (by extension) and stands for its
+/// Loads a trace held in memory; `name` gives its encoding (by extension) and stands for its
 /// path in messages.
 pub fn load_bytes(name: &str, bytes: &'static [u8]) -> Result<Loaded, LoadError> {
     let path = Path::new(name);

@@ -522,6 +522,8 @@ impl Sim<'_> {
                 num_waiting: u32::try_from(waiting_at_start).ok(),
                 kv_usage: Some(f64::from(used) / f64::from(eng.cfg.kv_blocks.max(1))),
                 num_preempted: Some(preempted),
+                spec_drafted_tokens: None,
+                spec_accepted_tokens: None,
             },
             Place::default(),
         );
@@ -602,6 +604,8 @@ impl Sim<'_> {
             logprob: s.logprob,
             rank: s.rank,
             received_ns: crate::trace::NULL_I64,
+            spec: crate::trace::SpecRole::Unknown,
+            spec_drafted: crate::trace::NULL_U8,
         };
         self.b.add_token(token, self.candidates.drain(..), Place::default());
         req.generated += 1;
@@ -651,6 +655,8 @@ impl Sim<'_> {
                 server_decode_ns: None,
                 sent_ns: None,
                 server_request_id: NO_STR,
+                spec_drafted_tokens: None,
+                spec_accepted_tokens: None,
             };
             self.b.add_request(row, Place::default());
         }

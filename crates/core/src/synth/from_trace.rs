@@ -464,6 +464,8 @@ mod tests {
                 server_decode_ns: None,
                 sent_ns: None,
                 server_request_id: NO_STR,
+                spec_drafted_tokens: None,
+                spec_accepted_tokens: None,
             };
             b.add_request(row, Place::default());
         }
@@ -486,6 +488,8 @@ mod tests {
                     num_waiting: None,
                     kv_usage: None,
                     num_preempted: None,
+                    spec_drafted_tokens: None,
+                    spec_accepted_tokens: None,
                 },
                 Place::default(),
             );

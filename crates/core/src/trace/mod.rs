@@ -4,6 +4,7 @@
 //! consumers share it as `Arc<Trace>`. It knows nothing of files or of the GUI.
 
 mod builder;
+pub mod emission;
 pub mod report;
 pub mod slice;
 mod stages;
@@ -18,8 +19,8 @@ pub use builder::TraceBuilder;
 pub use stages::StageSpan;
 pub use strings::{Interner, NO_STR};
 pub use tables::{
-    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U32, Request, Requests, Sample,
-    Samples, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u32,
+    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Request, Requests,
+    Sample, Samples, SpecRole, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u8, opt_u32,
 };
 
 /// The source name of records that give none.

@@ -12,8 +12,16 @@ pub const NULL_I64: i64 = i64::MIN;
 pub const NULL_U32: u32 = u32::MAX;
 /// Absent `f64` in a sentinel column.
 pub const NULL_F64: f64 = f64::NAN;
+/// Absent small count in a sentinel column (a verify step's drafts: at most 254).
+pub const NULL_U8: u8 = u8::MAX;
 
 const _: () = assert!(NULL_U32 == NO_STR);
+
+/// `Some(v)` unless `v` is the `u8` sentinel.
+#[inline]
+pub fn opt_u8(v: u8) -> Option<u8> {
+    (v != NULL_U8).then_some(v)
+}
 
 /// `Some(v)` unless `v` is the `i64` sentinel.
 #[inline]
@@ -194,6 +202,10 @@ table! {
         sent_ns: Option<i64>,
         /// The id the server answered with (the response's `id`), in a recording; or [`NO_STR`].
         server_request_id: u32,
+        /// Speculative decoding: draft tokens proposed for the request over its verify steps.
+        spec_drafted_tokens: Option<u32>,
+        /// Speculative decoding: of those, the ones verification accepted.
+        spec_accepted_tokens: Option<u32>,
     }
 }
 
@@ -232,6 +244,10 @@ table! {
         kv_usage: Option<f64>,
         /// Requests preempted in this step.
         num_preempted: Option<u32>,
+        /// Speculative decoding: draft tokens the step verified, over its requests.
+        spec_drafted_tokens: Option<u32>,
+        /// Speculative decoding: of those, the ones it accepted.
+        spec_accepted_tokens: Option<u32>,
     }
 }
 
@@ -273,6 +289,10 @@ table! {
         num_prefill_tokens: Option<u32>,
         /// A prefill batch's prompt tokens served from the prefix cache (SGLang's `#cached-token`).
         cached_tokens: Option<u32>,
+        /// Speculative decoding: draft tokens proposed over the interval (vLLM's `Drafted: N tokens`).
+        spec_drafted_tokens: Option<u32>,
+        /// Speculative decoding: of those, the ones accepted (vLLM's `Accepted: N tokens`).
+        spec_accepted_tokens: Option<u32>,
     }
 }
 
@@ -357,6 +377,41 @@ impl StageKind {
     }
 }
 
+/// What a token was in a speculative verify step (the format's `spec`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum SpecRole {
+    /// The source does not say (absent).
+    #[default]
+    Unknown,
+    /// A token of a step that verified no draft.
+    Plain,
+    /// A draft token its verify step accepted.
+    Draft,
+    /// The target model's own token ending a verify step: after the accepted drafts, in place of the first one
+    /// rejected or after the last.
+    Bonus,
+}
+
+impl SpecRole {
+    /// The name written in the format's `spec` field; `None` for [`SpecRole::Unknown`].
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            SpecRole::Unknown => None,
+            SpecRole::Plain => Some("plain"),
+            SpecRole::Draft => Some("draft"),
+            SpecRole::Bonus => Some("bonus"),
+        }
+    }
+
+    /// The role named `s` in the format.
+    pub fn parse(s: &str) -> Option<Self> {
+        [SpecRole::Plain, SpecRole::Draft, SpecRole::Bonus]
+            .into_iter()
+            .find(|r| r.name() == Some(s))
+    }
+}
+
 table! {
     /// Explicit stage records, sorted by request then start time. Derived stages are not stored: see
     /// `Trace::stages_of`.
@@ -408,6 +463,11 @@ table! {
         /// When the client received the token's chunk, in a joined trace (`emitted_ns` is then the server's time),
         /// or [`NULL_I64`].
         received_ns: i64,
+        /// Speculative decoding: what the token was in its verify step.
+        spec: SpecRole,
+        /// Speculative decoding, on the first token a verify step emitted for the request: the draft tokens the
+        /// step proposed for it; [`NULL_U8`] on the others and where the source does not say.
+        spec_drafted: u8,
     }
 }
 

@@ -41,7 +41,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
 
 /// The columns of the format the SQL and the timeline read (a scan reads these alone, and of them only those a
 /// query uses).
-pub const COLUMNS: [&str; 21] = [
+pub const COLUMNS: [&str; 22] = [
     "kind",
     "request_id",
     "source",
@@ -59,6 +59,8 @@ pub const COLUMNS: [&str; 21] = [
     "status",
     "index",
     "emitted_ns",
+    // A token's step: the tokens of one step are one emission (the `itl` view).
+    "iteration",
     "start_ns",
     "num_waiting",
     "kv_usage",

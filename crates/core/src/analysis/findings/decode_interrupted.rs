@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::context::{PrefillIndex, add_to};
-use super::thresholds::STALL_PREFILL_SHARE;
+use super::thresholds::{STALL_ALONE_SHARE, STALL_PREFILL_SHARE};
 use super::words::{duration, multiple, names, range, row_u32};
 use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
 use crate::analysis::metrics::ms;
@@ -127,9 +127,16 @@ impl Detector for DecodeInterrupted {
                 // overloaded engine (a condition, chronic interference's) out of the incidents.
                 #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
+                // Many times the request's own pace and spent almost wholly behind prompts that had their steps to
+                // themselves (no decode in them): an interruption on any hardware, whatever the stall's length.
+                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+                let alone = !steps.is_empty()
+                    && itl as f64 >= th.stall_factor * median_ns as f64
+                    && prefill_ns >= STALL_ALONE_SHARE * itl as f64
+                    && steps.iter().all(|&s| it.num_decode_tokens[s as usize] == Some(0));
                 let decided = match ordinary {
                     Some(_) => outsized,
-                    None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute,
+                    None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute || alone,
                 };
                 if !decided {
                     continue;

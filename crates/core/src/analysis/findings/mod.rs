@@ -6,6 +6,7 @@
 //! KV-saturation run, per SLO objective, one for all truncations and one for all token-count mismatches. The
 //! detectors of one run work in parallel (rayon).
 
+mod acceptance_collapse;
 mod chronic_interference;
 mod context;
 mod decode_interrupted;
@@ -28,6 +29,7 @@ use rayon::prelude::*;
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
+pub use acceptance_collapse::acceptance_collapse;
 pub use chronic_interference::chronic_interference;
 pub use context::Context;
 pub use decode_interrupted::decode_interrupted;
@@ -59,7 +61,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 11] = [
+pub const DETECTORS: [&dyn Detector; 12] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -71,6 +73,7 @@ pub const DETECTORS: [&dyn Detector; 11] = [
     &token_mismatch::TokenMismatch,
     &overload::Overload,
     &chronic_interference::ChronicInterference,
+    &acceptance_collapse::AcceptanceCollapse,
 ];
 
 /// What a finding is about.
@@ -99,11 +102,13 @@ pub enum Kind {
     Overload,
     /// Decodes spent a large share of their time behind other requests' prefill, minute after minute.
     ChronicInterference,
+    /// Speculative decoding's drafts stopped being accepted, for some requests or for a stretch of time.
+    AcceptanceCollapse,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -115,6 +120,7 @@ impl Kind {
         Kind::TokenMismatch,
         Kind::Overload,
         Kind::ChronicInterference,
+        Kind::AcceptanceCollapse,
     ];
 
     /// The kebab-case name (command line, JSON).
@@ -131,6 +137,7 @@ impl Kind {
             Kind::TokenMismatch => "token-mismatch",
             Kind::Overload => "overload",
             Kind::ChronicInterference => "chronic-interference",
+            Kind::AcceptanceCollapse => "acceptance-collapse",
         }
     }
 
@@ -153,6 +160,7 @@ impl Kind {
             Kind::TokenMismatch => "Token count mismatch",
             Kind::Overload => "Overload: the queue kept growing",
             Kind::ChronicInterference => "Decodes chronically slowed by prefill",
+            Kind::AcceptanceCollapse => "Speculative acceptance collapse",
         }
     }
 }
@@ -221,7 +229,7 @@ impl Finding {
 /// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
 /// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
 /// the candidates.
-pub const STREAMABLE: [Kind; 7] = [
+pub const STREAMABLE: [Kind; 8] = [
     Kind::KvSaturation,
     Kind::SloViolations,
     Kind::RepetitionLoop,
@@ -229,6 +237,7 @@ pub const STREAMABLE: [Kind; 7] = [
     Kind::TokenMismatch,
     Kind::Overload,
     Kind::ChronicInterference,
+    Kind::AcceptanceCollapse,
 ];
 
 /// Every finding, sorted by severity, then `from_ns`, then kind.

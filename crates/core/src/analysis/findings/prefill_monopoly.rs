@@ -66,7 +66,7 @@ impl Detector for PrefillMonopoly {
                     Some(o) => run_time as f64 >= th.outsized_prefill_factor * o as f64,
                     None => b - a >= min_steps,
                 };
-                if held && let Some(f) = monopoly_finding(trace, waits, r, &chunks[a..b]) {
+                if held && let Some(f) = monopoly_finding(cx, waits, r, &chunks[a..b]) {
                     out.push(f);
                 }
                 a = b;
@@ -81,8 +81,11 @@ pub fn prefill_monopoly(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
     PrefillMonopoly.detect(&Context::new(trace, &Slo::default(), th))
 }
 
-/// The finding of one run of consecutive prefill steps of `request`, if others waited.
-fn monopoly_finding(trace: &Trace, waits: &WaitIndex, request: u32, run: &[(u32, u32)]) -> Option<Finding> {
+/// The finding of one run of consecutive prefill steps of `request`, if others waited and it cost them: the longest
+/// waiter's added wait a second or more, or `monopoly_ttft_share` of its TTFT (judged where the trace knows who
+/// waited, not from the steps' counters alone).
+fn monopoly_finding(cx: &Context<'_>, waits: &WaitIndex, request: u32, run: &[(u32, u32)]) -> Option<Finding> {
+    let trace = cx.trace;
     let it = &trace.iterations;
     let (first, last) = (run[0].0 as usize, run[run.len() - 1].0 as usize);
     let source = it.source[first];
@@ -110,6 +113,16 @@ fn monopoly_finding(trace: &Trace, waits: &WaitIndex, request: u32, run: &[(u32,
         duration(to_ns - from_ns)
     );
     let longest = waiting.first().map_or(0, |w| w.1);
+    // What it cost: a second of added wait or more is one a user notices whatever else delayed them (an overloaded
+    // engine queues everyone); less than that must be a large share of the waiter's first token.
+    #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+    if let Some(&(waiter, added)) = waiting.first()
+        && ms(added) < CRITICAL_DELAY_MS
+        && let Some(ttft) = cx.metrics(waiter).ttft_ns.filter(|&t| t > 0)
+        && (added as f64) < cx.th.monopoly_ttft_share * ttft as f64
+    {
+        return None;
+    }
     if waiting.is_empty() {
         let plural = if max_waiting == 1 { " was" } else { "s were" };
         let _ = write!(summary, " while up to {max_waiting} request{plural} waiting");

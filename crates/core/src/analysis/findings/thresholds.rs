@@ -30,6 +30,27 @@ pub const DEFAULT_STALL_MS: f64 = 500.0;
 /// share of the step's tokens.
 pub const STALL_PREFILL_SHARE: f64 = 0.5;
 
+/// Decode interrupted, on an instance with too few requests to know an ordinary prefill: a stall of `stall_factor`
+/// times its request's median ITL or more is an interruption whatever its length, when this share of it (0..1) or
+/// more was spent in steps that computed other requests' prompts and no decode. Such a stall is one on any
+/// hardware: the decode was held off the engine by prefills that had it to themselves. (A stall of a few requests
+/// batched together, prefill and decodes sharing steps, stays with `stall_ms`.)
+pub const STALL_ALONE_SHARE: f64 = 0.9;
+
+/// Decode interrupted: see [`STALL_ALONE_SHARE`]. Twenty times the median: an overloaded engine's ordinary
+/// variation (a busy step, a preemption) stays under ten times (the corpus' clean runs, `docs/FINDINGS.md`).
+pub const DEFAULT_STALL_FACTOR: f64 = 20.0;
+
+/// Prefill monopoly: the added queue time of the request that waited longest behind the monopolising prompt must
+/// be at least this share (0..1) of that request's TTFT (the monopoly is what its user waited for), or a second
+/// (`CRITICAL_DELAY_MS`: a wait a user notices, whatever else queued them; an overloaded engine queues everyone, and
+/// a 96k-token prompt's five steps on `l4-8b` still add seconds to the requests behind it). On real runs of
+/// llama.cpp with Gemma 3 270M, every short prompt takes two or three steps (the prompt is cut into pieces), so a
+/// count of steps alone names them monopolies for 1 to 70 ms of added queue among TTFTs of hundreds of ms
+/// (`docs/FINDINGS.md`, "Real runs"); the real monopolies add 77 % (`long-prefill`) and 90 % (the llama.cpp incident)
+/// of the waiter's TTFT.
+pub const DEFAULT_MONOPOLY_TTFT_SHARE: f64 = 0.5;
+
 /// A stop token chosen with a probability below this is a suspect end. A natural stop is the model's clear first
 /// choice (p > 0.9 in the simulator, usually above 0.5 in real traces); below one half another continuation was
 /// at least as likely.
@@ -118,6 +139,16 @@ pub const DEFAULT_CHRONIC_TOKEN_SHARE: f64 = 0.1;
 /// 300x. On `large` (heavy-tailed prompts up to 16k tokens, nothing planted) five of 50,000 exceed it.
 pub const DEFAULT_OUTSIZED_PREFILL_FACTOR: f64 = 3.0;
 
+/// Acceptance collapse: a request's (or a 10 s window's) drafts accepted at this share of the run's acceptance rate
+/// or less. A healthy speculative run varies by request with its text (code and repeated text accept more than
+/// prose), within a factor of about 1.5 either way of its mean (llama.cpp drafting with Gemma 3 270M for itself,
+/// `tests/data/real/llamacpp-spec/`); half the run's rate is a draft model that stopped predicting its target.
+pub const DEFAULT_COLLAPSE_FACTOR: f64 = 0.5;
+
+/// Acceptance collapse: the drafts a request (or a window) must have proposed to be judged: a short answer's rate
+/// says little (4 verify steps of 4 drafts each: one rejection moves it by a quarter).
+pub const DEFAULT_COLLAPSE_MIN_DRAFTS: u32 = 32;
+
 /// The thresholds of every detector; defaults are the `DEFAULT_*` constants (see them for the reasons).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
 #[serde(default)]
@@ -184,6 +215,19 @@ pub struct Thresholds {
     /// time (the 99th percentile over its requests) is outsized.
     #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_OUTSIZED_PREFILL_FACTOR)]
     pub outsized_prefill_factor: f64,
+    /// Acceptance collapse: drafts accepted at this share (0..1) of the run's acceptance rate or less.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_COLLAPSE_FACTOR)]
+    pub collapse_factor: f64,
+    /// Acceptance collapse: drafts a request or a 10 s window proposed, at least, to be judged.
+    #[arg(long, default_value_t = DEFAULT_COLLAPSE_MIN_DRAFTS)]
+    pub collapse_min_drafts: u32,
+    /// Decode interrupted, on an instance with too few requests to know an ordinary prefill: a stall this many times
+    /// its request's median ITL, spent almost wholly behind prompts alone in their steps, whatever its length.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_STALL_FACTOR)]
+    pub stall_factor: f64,
+    /// Prefill monopoly: the longest added wait must be at least this share (0..1) of that waiter's TTFT.
+    #[arg(long, allow_negative_numbers = true, default_value_t = DEFAULT_MONOPOLY_TTFT_SHARE)]
+    pub monopoly_ttft_share: f64,
 }
 
 impl Thresholds {
@@ -307,6 +351,34 @@ impl Thresholds {
                 "give a factor above 1 (the default is 3)",
             );
         }
+        if !(t.collapse_factor > 0.0 && t.collapse_factor < 1.0) {
+            return bad(
+                "collapse_factor",
+                t.collapse_factor.to_string(),
+                "give a share of the run's acceptance rate above 0, below 1 (the default is 0.5)",
+            );
+        }
+        if !(t.stall_factor.is_finite() && t.stall_factor > 1.0) {
+            return bad(
+                "stall_factor",
+                t.stall_factor.to_string(),
+                "give a factor above 1 (the default is 20)",
+            );
+        }
+        if !(0.0..=1.0).contains(&t.monopoly_ttft_share) {
+            return bad(
+                "monopoly_ttft_share",
+                t.monopoly_ttft_share.to_string(),
+                "give a share of the waiter's TTFT from 0 to 1 (the default is 0.5)",
+            );
+        }
+        if t.collapse_min_drafts < 1 {
+            return bad(
+                "collapse_min_drafts",
+                t.collapse_min_drafts.to_string(),
+                "give at least 1 draft (the default is 32)",
+            );
+        }
         if !(t.chronic_token_share >= 0.0 && t.chronic_token_share <= 1.0) {
             return bad(
                 "chronic_token_share",
@@ -329,7 +401,7 @@ pub enum ThresholdValue<'a> {
 
 impl Thresholds {
     /// Every threshold by its field name, to edit (the app's findings panel); in the flags' order.
-    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 19] {
+    pub fn values_mut(&mut self) -> [(&'static str, ThresholdValue<'_>); 23] {
         use ThresholdValue::{Count, Real};
         [
             ("itl_factor", Real(&mut self.itl_factor)),
@@ -351,6 +423,10 @@ impl Thresholds {
             ("chronic_prefill_share", Real(&mut self.chronic_prefill_share)),
             ("chronic_token_share", Real(&mut self.chronic_token_share)),
             ("outsized_prefill_factor", Real(&mut self.outsized_prefill_factor)),
+            ("collapse_factor", Real(&mut self.collapse_factor)),
+            ("collapse_min_drafts", Count(&mut self.collapse_min_drafts)),
+            ("stall_factor", Real(&mut self.stall_factor)),
+            ("monopoly_ttft_share", Real(&mut self.monopoly_ttft_share)),
         ]
     }
 
@@ -394,6 +470,10 @@ impl Default for Thresholds {
             chronic_prefill_share: DEFAULT_CHRONIC_PREFILL_SHARE,
             chronic_token_share: DEFAULT_CHRONIC_TOKEN_SHARE,
             outsized_prefill_factor: DEFAULT_OUTSIZED_PREFILL_FACTOR,
+            collapse_factor: DEFAULT_COLLAPSE_FACTOR,
+            collapse_min_drafts: DEFAULT_COLLAPSE_MIN_DRAFTS,
+            stall_factor: DEFAULT_STALL_FACTOR,
+            monopoly_ttft_share: DEFAULT_MONOPOLY_TTFT_SHARE,
         }
     }
 }
@@ -406,7 +486,7 @@ mod tests {
     fn every_threshold_is_editable_and_explained() {
         let mut t = Thresholds::default();
         let help = Thresholds::help();
-        assert_eq!(help.len(), 19, "one flag per threshold");
+        assert_eq!(help.len(), 23, "one flag per threshold");
         for ((name, _), (id, text)) in t.values_mut().into_iter().zip(help) {
             assert_eq!(name, id, "the editor lists the thresholds in the flags' order");
             assert!(!text.is_empty(), "{id} has no help");

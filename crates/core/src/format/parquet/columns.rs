@@ -4,12 +4,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, StructArray,
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt8Type,
+    UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow::buffer::NullBuffer;
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimeUnit};
+use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, StructArray};
+use arrow_buffer::NullBuffer;
+use arrow_schema::{DataType, TimeUnit};
 
 use crate::format::schema::{self, CANDIDATE_FIELDS, CANDIDATES, EOS_TOKEN_IDS};
 use crate::ingest::raw::{Field, Found, RawCandidate, RawRecord, Val};
@@ -40,6 +43,43 @@ pub(super) fn type_name(t: &DataType) -> &'static str {
     }
 }
 
+/// An integer or timestamp column as `i64` (timestamps in ns), each value through `f`; `None` from `f` is a null.
+/// (These few conversions are written here rather than taken from arrow's `cast` kernel: that crate and the
+/// comparison kernels it needs were about 140 s of the cold release build's CPU time, for five conversions.)
+fn widened<T: ArrowPrimitiveType>(a: &ArrayRef, f: impl Fn(T::Native) -> Option<i64>) -> Option<Col> {
+    let p = a.as_primitive_opt::<T>()?;
+    Some(Col::Int(p.iter().map(|v| v.and_then(&f)).collect()))
+}
+
+/// A string column of any of Arrow's layouts (32- or 64-bit offsets, views, a dictionary of any of them) as one
+/// with 32-bit offsets; `None` for another type, or strings too long for 32-bit offsets.
+fn strings(a: &dyn Array) -> Option<StringArray> {
+    let fits = |bytes: usize| i32::try_from(bytes).is_ok();
+    match a.data_type() {
+        DataType::Utf8 => a.as_string_opt::<i32>().cloned(),
+        DataType::LargeUtf8 => {
+            let s = a.as_string_opt::<i64>()?;
+            fits(s.value_data().len()).then(|| s.iter().collect())
+        }
+        DataType::Utf8View => {
+            let s = a.as_string_view_opt()?;
+            fits(s.iter().flatten().map(str::len).sum()).then(|| s.iter().collect())
+        }
+        DataType::Dictionary(..) => {
+            let d = a.as_any_dictionary_opt()?;
+            let values = strings(d.values().as_ref())?;
+            if values.is_empty() {
+                // No value for a key to point at: every row is null.
+                return Some(StringArray::new_null(a.len()));
+            }
+            let keys = d.normalized_keys();
+            let each = (0..a.len()).map(|i| (a.is_valid(i) && values.is_valid(keys[i])).then(|| values.value(keys[i])));
+            fits(each.clone().flatten().map(str::len).sum()).then(|| each.collect())
+        }
+        _ => None,
+    }
+}
+
 impl Col {
     pub(super) fn of(array: Option<&ArrayRef>) -> Col {
         let Some(a) = array else { return Col::Absent };
@@ -49,31 +89,40 @@ impl Col {
             return Col::Absent;
         }
         let converted = match dt {
-            DataType::Utf8 => a.as_string_opt::<i32>().cloned().map(Col::Str),
-            DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => cast(a, &DataType::Utf8)
-                .ok()
-                .and_then(|c| c.as_string_opt::<i32>().cloned())
-                .map(Col::Str),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..) => {
+                strings(a.as_ref()).map(Col::Str)
+            }
             DataType::Int64 => a.as_primitive_opt::<Int64Type>().cloned().map(Col::Int),
-            DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64 => cast(a, &DataType::Int64)
-                .ok()
-                .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
-                .map(Col::Int),
-            DataType::Timestamp(_, tz) => cast(a, &DataType::Timestamp(TimeUnit::Nanosecond, tz.clone()))
-                .and_then(|c| cast(&c, &DataType::Int64))
-                .ok()
-                .and_then(|c| c.as_primitive_opt::<Int64Type>().cloned())
-                .map(Col::Int),
+            DataType::Int8 => widened::<Int8Type>(a, |v| Some(i64::from(v))),
+            DataType::Int16 => widened::<Int16Type>(a, |v| Some(i64::from(v))),
+            DataType::Int32 => widened::<Int32Type>(a, |v| Some(i64::from(v))),
+            DataType::UInt8 => widened::<UInt8Type>(a, |v| Some(i64::from(v))),
+            DataType::UInt16 => widened::<UInt16Type>(a, |v| Some(i64::from(v))),
+            DataType::UInt32 => widened::<UInt32Type>(a, |v| Some(i64::from(v))),
+            // Past i64's range: null, as a safe cast makes it (and the field is then absent in that record).
+            DataType::UInt64 => widened::<UInt64Type>(a, |v| i64::try_from(v).ok()),
+            DataType::Timestamp(TimeUnit::Second, _) => {
+                widened::<TimestampSecondType>(a, |v| v.checked_mul(1_000_000_000))
+            }
+            DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                widened::<TimestampMillisecondType>(a, |v| v.checked_mul(1_000_000))
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                widened::<TimestampMicrosecondType>(a, |v| v.checked_mul(1_000))
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => widened::<TimestampNanosecondType>(a, Some),
             DataType::Float64 => a.as_primitive_opt::<Float64Type>().cloned().map(Col::Float),
-            DataType::Float16 | DataType::Float32 => cast(a, &DataType::Float64)
-                .ok()
-                .and_then(|c| c.as_primitive_opt::<Float64Type>().cloned())
+            DataType::Float32 => a
+                .as_primitive_opt::<Float32Type>()
+                .map(|p| p.iter().map(|v| v.map(f64::from)).collect::<Float64Array>())
+                .map(Col::Float),
+            DataType::Float16 => a
+                .as_primitive_opt::<Float16Type>()
+                .map(|p| {
+                    p.iter()
+                        .map(|v| v.map(|x| f64::from(x.to_f32())))
+                        .collect::<Float64Array>()
+                })
                 .map(Col::Float),
             DataType::Boolean => a.as_boolean_opt().cloned().map(Col::Bool),
             _ => None,

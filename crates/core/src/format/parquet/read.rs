@@ -99,7 +99,7 @@ pub fn outside(rg: &parquet::file::metadata::RowGroupMetaData, w: &Window) -> bo
     }
 }
 
-/// Reads Parquet held in memory (the embedded demo) into the builder; `name` stands for its path in messages.
+/// Reads Parquet held in memory into the builder; `name` stands for its path in messages.
 pub fn read_bytes(bytes: Bytes, name: &Path, file: u32, b: &mut TraceBuilder) -> Result<(), LoadError> {
     let progress = Progress::default();
     let part = Part::open(|| Ok(bytes.clone()), name, file, false)?;

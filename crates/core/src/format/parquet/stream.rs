@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::array::RecordBatch;
+use arrow_array::RecordBatch;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::RowGroupMetaData;
@@ -131,7 +131,7 @@ impl Columns {
     /// Column `c` at row `i`, when it is a string.
     pub fn str(&self, c: usize, i: usize) -> Option<&str> {
         match &self.cols[c] {
-            Col::Str(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),
+            Col::Str(a) if !arrow_array::Array::is_null(a, i) => Some(a.value(i)),
             _ => None,
         }
     }
@@ -139,7 +139,7 @@ impl Columns {
     /// Column `c` at row `i`, when it is an integer.
     pub fn int(&self, c: usize, i: usize) -> Option<i64> {
         match &self.cols[c] {
-            Col::Int(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),
+            Col::Int(a) if !arrow_array::Array::is_null(a, i) => Some(a.value(i)),
             _ => None,
         }
     }
@@ -148,8 +148,8 @@ impl Columns {
     #[expect(clippy::cast_precision_loss, reason = "an integer in a float field: small values")]
     pub fn float(&self, c: usize, i: usize) -> Option<f64> {
         match &self.cols[c] {
-            Col::Float(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),
-            Col::Int(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i) as f64),
+            Col::Float(a) if !arrow_array::Array::is_null(a, i) => Some(a.value(i)),
+            Col::Int(a) if !arrow_array::Array::is_null(a, i) => Some(a.value(i) as f64),
             _ => None,
         }
     }
@@ -157,7 +157,7 @@ impl Columns {
     /// Column `c` at row `i`, when it is a boolean.
     pub fn flag(&self, c: usize, i: usize) -> Option<bool> {
         match &self.cols[c] {
-            Col::Bool(a) if !arrow::array::Array::is_null(a, i) => Some(a.value(i)),
+            Col::Bool(a) if !arrow_array::Array::is_null(a, i) => Some(a.value(i)),
             _ => None,
         }
     }

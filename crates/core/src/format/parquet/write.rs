@@ -4,12 +4,10 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, ListArray, RecordBatch, StringBuilder,
-    StructArray,
-};
-use arrow::buffer::{NullBuffer, OffsetBuffer};
-use arrow::datatypes::{DataType, Fields};
+use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{DataType, Fields};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -83,7 +81,7 @@ macro_rules! builders {
                 self.rows += 1;
             }
 
-            fn finish(&mut self) -> Result<RecordBatch, arrow::error::ArrowError> {
+            fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
                 let mut columns: Vec<ArrayRef> = vec![ $( Arc::new(self.$name.finish()), )* ];
                 let eos = ListArray::try_new(
                     schema::list_item(DataType::Int64),
@@ -93,7 +91,7 @@ macro_rules! builders {
                 )?;
                 columns.push(Arc::new(eos));
                 let DataType::Struct(fields) = schema::candidate_struct() else {
-                    return Err(arrow::error::ArrowError::SchemaError("candidate type".into()));
+                    return Err(arrow_schema::ArrowError::SchemaError("candidate type".into()));
                 };
                 let fields: Fields = fields;
                 let cands = StructArray::try_new(

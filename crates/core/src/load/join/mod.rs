@@ -467,6 +467,8 @@ pub fn build(client: Trace, server: &Trace, join: &Join, mut report: Report) -> 
         q.cached_tokens[ci] = srv.cached_tokens.or(q.cached_tokens[ci]);
         q.output_tokens[ci] = q.output_tokens[ci].or(srv.output_tokens);
         q.num_preemptions[ci] = srv.num_preemptions.or(q.num_preemptions[ci]);
+        q.spec_drafted_tokens[ci] = srv.spec_drafted_tokens.or(q.spec_drafted_tokens[ci]);
+        q.spec_accepted_tokens[ci] = srv.spec_accepted_tokens.or(q.spec_accepted_tokens[ci]);
         // Both sides' tokens are in index order: walked together.
         let theirs = server.tokens_of(s);
         let mut k = theirs.start;
@@ -482,6 +484,11 @@ pub fn build(client: Trace, server: &Trace, join: &Join, mut report: Report) -> 
                 tk.received_ns[mine] = tk.emitted_ns[mine];
                 tk.emitted_ns[mine] = server.tokens.emitted_ns[k].saturating_add(off);
                 tk.iteration[mine] = server.tokens.iteration[k];
+                // What the token was in its verify step is the server's to say.
+                if server.tokens.spec[k] != crate::trace::SpecRole::Unknown {
+                    tk.spec[mine] = server.tokens.spec[k];
+                    tk.spec_drafted[mine] = server.tokens.spec_drafted[k];
+                }
                 if tk.token_id[mine] == NULL_U32 {
                     tk.token_id[mine] = server.tokens.token_id[k];
                 }

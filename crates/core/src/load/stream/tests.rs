@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 
@@ -272,7 +272,7 @@ fn a_joined_trace_and_a_wrong_column_are_refused_naming_them() {
         vec![
             Arc::new(StringArray::from(vec!["request"])) as ArrayRef,
             Arc::new(StringArray::from(vec!["a"])),
-            Arc::new(arrow::array::Float64Array::from(vec![1.5])),
+            Arc::new(arrow_array::Float64Array::from(vec![1.5])),
         ],
     )
     .unwrap();

@@ -11,9 +11,11 @@ use crate::analysis::metrics::{Distribution, ms};
 use crate::format::parquet::outside;
 use crate::format::parquet::stream::{At, Columns, stream};
 use crate::ingest::validate::is_epoch_ns;
+use crate::trace::NULL_I64;
+use crate::trace::emission::same_emission;
 
-/// The columns of a token pass, `kind` first.
-const TOKEN_COLUMNS: [&str; 4] = ["kind", "request_id", "index", "emitted_ns"];
+/// The columns of a token pass, `kind` first (`iteration` tells a verify step's tokens apart from steps').
+const TOKEN_COLUMNS: [&str; 5] = ["kind", "request_id", "index", "emitted_ns", "iteration"];
 
 /// Not a request of the trace: a token of it is an orphan.
 const ORPHAN: u32 = u32::MAX - 1;
@@ -36,8 +38,10 @@ struct Run {
     first_row: u64,
     first_index: i64,
     first_emitted: i64,
+    first_iteration: i64,
     last_index: i64,
     last_emitted: i64,
+    last_iteration: i64,
     count: u32,
     min_emitted: i64,
     max_emitted: i64,
@@ -55,7 +59,7 @@ pub(super) trait Pass: Sync {
     type Work: Send;
     type State: Send;
     fn work(&self) -> Self::Work;
-    /// An inter-token latency of a kept request inside a batch.
+    /// An inter-token latency of a kept request inside a batch (one per emission, `trace::emission`).
     fn gap(&self, _work: &mut Self::Work, _ns: i64) {}
     /// A token of a kept request.
     fn token(&self, _work: &mut Self::Work, _request: u32, _emitted: i64) {}
@@ -75,7 +79,7 @@ struct Batch<W> {
 }
 
 fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P) -> Result<Batch<P::Work>, String> {
-    c.check_from(0, &["string", "string", "int", "int"])?;
+    c.check_from(0, &["string", "string", "int", "int", "int"])?;
     let mut out = Batch {
         runs: Vec::new(),
         incomplete: 0,
@@ -95,6 +99,7 @@ fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P
             out.incomplete += 1;
             continue;
         };
+        let iteration = c.int(4, i).unwrap_or(NULL_I64);
         let row = at.first_row + i as u64;
         if id == Some(rid)
             && let Some(run) = out.runs.last_mut()
@@ -107,13 +112,16 @@ fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P
                 return Ok(out);
             }
             if run.kept() {
-                if index == run.last_index + 1 {
+                if index == run.last_index + 1
+                    && !same_emission(run.last_iteration, run.last_emitted, iteration, emitted)
+                {
                     pass.gap(&mut out.work, emitted - run.last_emitted);
                 }
                 pass.token(&mut out.work, run.request, emitted);
             }
             run.last_index = index;
             run.last_emitted = emitted;
+            run.last_iteration = iteration;
             run.count += 1;
             run.min_emitted = run.min_emitted.min(emitted);
             run.max_emitted = run.max_emitted.max(emitted);
@@ -126,8 +134,10 @@ fn decode<P: Pass>(c: &Columns, at: At, ids: &FxHashMap<Box<str>, u32>, pass: &P
             first_row: row,
             first_index: index,
             first_emitted: emitted,
+            first_iteration: iteration,
             last_index: index,
             last_emitted: emitted,
+            last_iteration: iteration,
             count: 1,
             min_emitted: emitted,
             max_emitted: emitted,
@@ -202,12 +212,15 @@ impl Streamed {
                                 run.first_row, run.first_index, o.last_index
                             ));
                         }
-                        if run.first_index == o.last_index + 1 {
+                        if run.first_index == o.last_index + 1
+                            && !same_emission(o.last_iteration, o.last_emitted, run.first_iteration, run.first_emitted)
+                        {
                             pass.gap_between(state, run.first_emitted - o.last_emitted);
                         }
                         o.count += run.count;
                         o.last_index = run.last_index;
                         o.last_emitted = run.last_emitted;
+                        o.last_iteration = run.last_iteration;
                     }
                     _ => {
                         if let Some(o) = open.replace(run) {
