@@ -29,7 +29,7 @@ pub struct CorpusArgs {
     /// Replace the tables of this file (docs/FINDINGS.md) between its markers instead of printing them.
     #[arg(long, value_name = "FILE")]
     pub write: Option<PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Thresholds of the detectors")]
     pub thresholds: Thresholds,
 }
 

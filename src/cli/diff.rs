@@ -52,7 +52,7 @@ pub struct DiffArgs {
     /// With --fidelity: also draw the CDFs of TTFT, ITL, TPOT and E2E of both runs into this PNG.
     #[arg(long, value_name = "OUT.png", requires = "fidelity")]
     pub png: Option<PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Thresholds of the detectors")]
     pub thresholds: Thresholds,
     // The part of the trace to read, the memory budget, the importer, a server log's clock.
     #[command(flatten)]

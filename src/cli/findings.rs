@@ -191,12 +191,12 @@ pub struct FindingsArgs {
     pub kind: Option<Vec<Kind>>,
     #[command(flatten)]
     pub slo: super::SloArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Thresholds of the detectors")]
     pub thresholds: Thresholds,
     /// Find without loading the trace: its Parquet files (a file, a directory, a partitioned dataset) streamed a
     /// few row groups at a time, in memory set by the requests and steps, not the tokens. Only the kinds that can be
     /// judged so are run (KV saturation, SLO violations, repetition loops, truncation, token mismatches, overload,
-    /// chronic interference); the others are named as not judged. Chosen by itself when the trace would not fit the
+    /// chronic interference, acceptance collapse); the others are named as not judged. Chosen by itself when the trace would not fit the
     /// memory budget.
     #[arg(long)]
     pub out_of_core: bool,

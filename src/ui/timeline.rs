@@ -43,7 +43,7 @@ pub struct Metric {
 }
 
 /// The plots the panel can show, in order.
-pub const METRICS: [Metric; 7] = [
+pub const METRICS: [Metric; 8] = [
     Metric {
         title: "output tok/s",
         columns: &["output_tok_s", "goodput_tok_s"],
@@ -79,6 +79,11 @@ pub const METRICS: [Metric; 7] = [
         columns: &["preemptions"],
         per_label: "preemptions",
     },
+    Metric {
+        title: "draft acceptance",
+        columns: &["accept_rate"],
+        per_label: "accept_rate",
+    },
 ];
 
 /// A series' name in a legend: "TTFT p99" for `ttft_p99_ms`.
@@ -95,6 +100,7 @@ pub fn series_name(column: &str) -> &str {
         "request_rate" => "requests/s",
         "queue_len" => "waiting",
         "kv_usage" => "KV use",
+        "accept_rate" => "accepted drafts",
         other => other,
     }
 }
@@ -130,7 +136,7 @@ impl Default for TimelineState {
         TimelineState {
             every_ns: None,
             by: None,
-            shown: [true, true, true, false, true, true, false],
+            shown: [true, true, true, false, true, true, false, false],
             current: None,
             job: None,
             drag_from: None,

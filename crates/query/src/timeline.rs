@@ -62,7 +62,7 @@ pub fn auto_every(span_ns: i64, buckets: u32) -> i64 {
 }
 
 /// The series' column names, in order (after `t_s` and the label column).
-pub const SERIES: [&str; 13] = [
+pub const SERIES: [&str; 14] = [
     "requests",
     "request_rate",
     "output_tok_s",
@@ -76,6 +76,7 @@ pub const SERIES: [&str; 13] = [
     "queue_len",
     "kv_usage",
     "preemptions",
+    "accept_rate",
 ];
 
 /// The timeline of `trace`: one row per bucket (per label value with `by`), sorted by label then time. Columns:
@@ -109,7 +110,7 @@ pub(crate) struct Frames {
     /// objective); a row per token, or per label and bucket already counted (`emitted_ns` the bucket's start).
     pub tokens: LazyFrame,
     /// A row per step: `g` (its source, or "" for the whole trace), `start_ns`, `num_waiting`, `kv_usage`,
-    /// `num_preempted`.
+    /// `num_preempted`, `spec_drafted` and `spec_accepted` (speculative decoding's draft tokens).
     pub steps: LazyFrame,
     /// The trace's start (first arrival, step or token) and last event, ns.
     pub start: i64,
@@ -249,12 +250,16 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let mut waiting = it.num_waiting.clone();
     let mut kv = it.kv_usage.clone();
     let mut preempted = it.num_preempted.clone();
+    let mut drafted = it.spec_drafted_tokens.clone();
+    let mut accepted = it.spec_accepted_tokens.clone();
     for &i in &sampled {
         step_g.push(group(sa.source[i]));
         step_start.push(sa.time_ns[i]);
         waiting.push(sa.num_waiting[i]);
         kv.push(sa.kv_usage[i]);
         preempted.push(None);
+        drafted.push(sa.spec_drafted_tokens[i]);
+        accepted.push(sa.spec_accepted_tokens[i]);
     }
     if steps_apply(by)
         && let Some(&t) = step_start.iter().max()
@@ -267,6 +272,8 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
         Column::new("num_waiting".into(), waiting),
         Column::new("kv_usage".into(), kv),
         Column::new("num_preempted".into(), preempted),
+        Column::new("spec_drafted".into(), drafted),
+        Column::new("spec_accepted".into(), accepted),
     ])?
     .lazy();
 
@@ -350,6 +357,13 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
             .then(col("num_preempted").sum())
             .otherwise(lit(NULL))
             .alias("preemptions"),
+        // Speculative decoding: the drafts the bucket's steps accepted, over those they verified; null without drafts.
+        when(col("spec_drafted").sum().gt(lit(0)))
+            .then(
+                col("spec_accepted").sum().cast(DataType::Float64) / col("spec_drafted").sum().cast(DataType::Float64),
+            )
+            .otherwise(lit(NULL))
+            .alias("accept_rate"),
     ]);
 
     // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
@@ -401,6 +415,7 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
             lit(NULL).cast(DataType::Float64).alias("queue_len"),
             lit(NULL).cast(DataType::Float64).alias("kv_usage"),
             lit(NULL).cast(DataType::UInt32).alias("preemptions"),
+            lit(NULL).cast(DataType::Float64).alias("accept_rate"),
         ]);
     }
     // Output tokens from token records when the trace has them, else from the usage of the requests finishing.
@@ -432,6 +447,7 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
         col("queue_len"),
         col("kv_usage"),
         col("preemptions").cast(DataType::UInt64),
+        col("accept_rate").cast(DataType::Float64),
     ]);
     let mut df = lf
         .sort(["g", "bucket"], SortMultipleOptions::default())

@@ -290,3 +290,28 @@ fn too_narrow_a_width_for_the_span_is_refused_not_allocated() {
         "{err}"
     );
 }
+
+#[test]
+fn draft_acceptance_per_bucket_is_accepted_over_drafted_of_its_steps() {
+    // Four speculative steps, two a second: 8 drafts with 6 accepted and 8 with 2 in the first second (8 of 16:
+    // 0.5), 8 with 8 accepted and no draft in the second (8 of 8: 1.0); a third second with a step that verified
+    // nothing says nothing (null, not zero).
+    let step = |n: i64, at_ms: i64, extra: &str| {
+        format!(
+            r#"{{"kind":"iteration","iteration":{n},"start_ns":{},"end_ns":{}{extra}}}"#,
+            1_764_403_200_000_000_000 + at_ms * 1_000_000,
+            1_764_403_200_000_000_000 + (at_ms + 10) * 1_000_000
+        )
+    };
+    let lines = [
+        step(1, 100, r#","spec_drafted_tokens":8,"spec_accepted_tokens":6"#),
+        step(2, 600, r#","spec_drafted_tokens":8,"spec_accepted_tokens":2"#),
+        step(3, 1_100, r#","spec_drafted_tokens":8,"spec_accepted_tokens":8"#),
+        step(4, 1_600, r#","spec_drafted_tokens":0,"spec_accepted_tokens":0"#),
+        step(5, 2_100, ""),
+    ];
+    let text: &'static str = Box::leak(lines.join("\n").into_boxed_str());
+    let trace = load_bytes("spec.jsonl", text.as_bytes()).unwrap_or_else(|e| panic!("{e}")).trace;
+    let r = rows(&trace, 1_000_000_000, None);
+    assert_eq!(column(&r, "accept_rate"), [Some(0.5), Some(1.0), None]);
+}

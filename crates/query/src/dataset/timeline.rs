@@ -155,6 +155,14 @@ pub fn timeline_files(
             "num_preempted".into(),
             s.steps.iter().map(|st| st.num_preempted).collect::<Vec<_>>(),
         ),
+        Column::new(
+            "spec_drafted".into(),
+            s.steps.iter().map(|st| st.spec.0).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "spec_accepted".into(),
+            s.steps.iter().map(|st| st.spec.1).collect::<Vec<_>>(),
+        ),
     ])
     .map_err(failed("the steps"))?;
     let frames = Frames {

@@ -102,6 +102,8 @@ pub struct StepFacts {
     pub end_ns: Option<i64>,
     /// `num_prefill_tokens` and `num_decode_tokens`.
     pub tokens: (Option<u32>, Option<u32>),
+    /// Speculative decoding: `spec_drafted_tokens` and `spec_accepted_tokens`.
+    pub spec: (Option<u32>, Option<u32>),
     /// A counter sample rather than a step.
     pub sample: bool,
 }
@@ -132,7 +134,7 @@ pub struct Streamed {
 }
 
 /// The columns of the first pass, `kind` first.
-const REQUEST_COLUMNS: [&str; 22] = [
+const REQUEST_COLUMNS: [&str; 24] = [
     "kind",
     "request_id",
     "arrival_ns",
@@ -155,6 +157,8 @@ const REQUEST_COLUMNS: [&str; 22] = [
     "end_ns",
     "num_prefill_tokens",
     "num_decode_tokens",
+    "spec_drafted_tokens",
+    "spec_accepted_tokens",
 ];
 const LABEL_COLUMNS: [usize; 4] = [10, 11, 12, 13];
 
@@ -337,7 +341,7 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
         ],
     )?;
     if steps {
-        c.check_from(14, &[int, int, int, "float", int, int, int, int])?;
+        c.check_from(14, &[int, int, int, "float", int, int, int, int, int, int])?;
     }
     let text = |col: usize, i: usize| c.str(col, i).map(Box::from);
     let mut out = FirstPass::default();
@@ -389,6 +393,7 @@ fn decode_first(c: &Columns, steps: bool) -> Result<FirstPass, String> {
                         num_preempted: if sample { None } else { c.int(18, i) },
                         end_ns: if sample { None } else { end_ns },
                         tokens: (u32_of(c.int(20, i)), u32_of(c.int(21, i))),
+                        spec: (u32_of(c.int(22, i)), u32_of(c.int(23, i))),
                         sample,
                     },
                 });
