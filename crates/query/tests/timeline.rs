@@ -311,7 +311,9 @@ fn draft_acceptance_per_bucket_is_accepted_over_drafted_of_its_steps() {
         step(5, 2_100, ""),
     ];
     let text: &'static str = Box::leak(lines.join("\n").into_boxed_str());
-    let trace = load_bytes("spec.jsonl", text.as_bytes()).unwrap_or_else(|e| panic!("{e}")).trace;
+    let trace = load_bytes("spec.jsonl", text.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trace;
     let r = rows(&trace, 1_000_000_000, None);
     assert_eq!(column(&r, "accept_rate"), [Some(0.5), Some(1.0), None]);
 }
