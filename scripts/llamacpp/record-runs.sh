@@ -14,13 +14,17 @@
 #   spec          the 12 of healthy-c4 with speculative decoding: the model drafts for itself (-md, draft-simple,
 #                 4 drafts a step), sampling at temperature 0.7 so that some drafts are rejected
 #   spec-greedy   the same at temperature 0: the target agrees with its own greedy drafts more often
+#   greedy-c1     the 12 of healthy-c1 at temperature 0, one at a time, on a server with 8 slots
+#   greedy-c8     the same, eight at a time: batched, some answers part from greedy-c1's at a near tie
+#   seed-7        the 12 at temperature 0.8, seed 7, one at a time
+#   seed-8        the same with seed 8: the answers part by sampling, the distributions agree up to there
 # Needs a release build of tokenscope (cargo build --release) or TOKENSCOPE naming one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-target/real-runs}
 shift || true
 runs=("$@")
-[ "${#runs[@]}" -gt 0 ] || runs=(healthy-c1 healthy-c4 healthy-c4b incident spec spec-greedy)
+[ "${#runs[@]}" -gt 0 ] || runs=(healthy-c1 healthy-c4 healthy-c4b incident spec spec-greedy greedy-c1 greedy-c8 seed-7 seed-8)
 mkdir -p "$out"
 mapfile -t built < <(scripts/llamacpp/build-llama-server.sh | tail -n 2)
 server=${built[0]}
@@ -85,6 +89,12 @@ for run in "${runs[@]}"; do
     spec-greedy)
       serve "$run" -md "$model" --spec-type draft-simple --spec-draft-n-max 4
       record "$run" "$out/prompts-a.jsonl" 4 --temperature 0 ;;
+    greedy-c1 | greedy-c8)
+      serve "$run" -np 8
+      record "$run" "$out/prompts-a.jsonl" "${run#greedy-c}" --temperature 0 ;;
+    seed-7 | seed-8)
+      serve "$run"
+      record "$run" "$out/prompts-a.jsonl" 1 --temperature 0.8 --sampling-seed "${run#seed-}" ;;
     *)
       echo "unknown run $run" >&2
       exit 2 ;;

@@ -1,6 +1,6 @@
 //! `tokenscope diff A B [--json] [--by FIELD] [--slo-ttft-ms X] [--slo-tpot-ms Y] [--prices FILE] [--top N]`: the
 //! figures of two traces side by side with their change, the findings gone and new, and the paired requests that
-//! changed most.
+//! changed most; with `--tokens`, the answers token by token (`diff_tokens`).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,15 @@ pub struct DiffArgs {
     /// Paired requests listed per metric.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Instead of the figures: the answers token by token. Pairs requests by prompt (else by id, else by arrival
+    /// and prompt length) and reports per pair where the answers first part, both tokens and both candidate lists
+    /// there, top-1 agreement and KL divergence up to it, emitted tokens whose rank changed, special tokens in one
+    /// run only, and a verdict: identical, sampling (they part, the distributions agree) or shifted.
+    #[arg(long, conflicts_with_all = ["fidelity", "by", "prices"])]
+    pub tokens: bool,
+    /// With --tokens: a pair whose mean KL(A||B) over its compared positions is above this many nats is shifted.
+    #[arg(long, value_name = "NATS", default_value_t = crate::analysis::diff::DEFAULT_KL_SHIFT, requires = "tokens")]
+    pub kl_shift: f64,
     /// Instead of the diff: how far B (a simulation of A's requests, or a repeat of A's run) is from A, figure
     /// by figure (TTFT, ITL, TPOT, E2E, queue at p50, p90, p95, p99) with the signed error and a verdict.
     #[arg(long)]
@@ -62,6 +71,9 @@ pub struct DiffArgs {
 impl DiffArgs {
     /// Runs `diff`.
     pub fn run(&self) -> Output {
+        if self.tokens {
+            return super::diff_tokens::run(&self.a, &self.b, self.kl_shift, self.json);
+        }
         if self.fidelity
             && !(self.tolerance.is_finite()
                 && self.tolerance > 0.0

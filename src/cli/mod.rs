@@ -5,6 +5,7 @@ pub mod app;
 pub mod convert;
 pub mod corpus;
 pub mod diff;
+pub mod diff_tokens;
 pub mod export;
 pub mod findings;
 pub mod fit;

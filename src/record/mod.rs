@@ -592,6 +592,7 @@ pub fn build_trace(
         }
         let id = request_id(o.index);
         let prompt = prompts.get(o.prompt);
+        let hash = prompt.map(|p| p.body.hash());
         let x = openai::Exchange {
             id: &id,
             sent_ns: o.sent_ns,
@@ -606,6 +607,7 @@ pub fn build_trace(
             )),
             temperature: options.sampling.temperature,
             trace_id: Some(&o.trace_id),
+            prompt_hash: hash.as_deref(),
             in_flight: false,
         };
         if openai::add_exchange(&mut stream, &x, &eos_ids, &mut sink, o.index as u64 + 1) {

@@ -168,6 +168,13 @@ impl Body {
         }
     }
 
+    /// A stable hash of what is sent (the messages, a text prompt as its one user message), 16 hex digits: the
+    /// trace's `prompt_hash`, by which `diff --tokens` pairs two runs' answers to the same prompt.
+    pub fn hash(&self) -> String {
+        let messages = self.as_messages().to_string();
+        format!("{:016x}", twox_hash::XxHash64::oneshot(0, messages.as_bytes()))
+    }
+
     /// The chat messages: as given, or the text as one user message.
     pub fn as_messages(&self) -> Value {
         match self {

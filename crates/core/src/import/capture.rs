@@ -168,6 +168,7 @@ impl Capture {
                 ending,
                 error_code: error_code.as_deref(),
                 trace_id: c.trace_id.as_deref(),
+                prompt_hash: None,
                 in_flight,
                 ..Exchange::default()
             };

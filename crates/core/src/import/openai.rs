@@ -442,6 +442,8 @@ pub struct Exchange<'a> {
     pub temperature: Option<f64>,
     /// The W3C trace id the request carried.
     pub trace_id: Option<&'a str>,
+    /// A hash of the prompt sent.
+    pub prompt_hash: Option<&'a str>,
     /// Still streaming (a live view's snapshot): no end, status or finish reason yet, and usage not reconciled.
     pub in_flight: bool,
 }
@@ -462,6 +464,7 @@ pub fn add_exchange(
     let mut r = record("request");
     r.request_id = text(x.id);
     r.trace_id = x.trace_id.and_then(text);
+    r.prompt_hash = x.prompt_hash.and_then(text);
     r.server_request_id = stream.response_id.as_deref().and_then(text);
     r.arrival_ns = ok(x.sent_ns);
     r.first_token_ns = stream.tokens.first().map(|t| Val::Ok(t.emitted_ns));

@@ -17,6 +17,9 @@ mod findings;
 mod pairing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod token_tests;
+mod tokens;
 
 use crate::analysis::cost::Prices;
 use crate::analysis::findings::{Finding, Thresholds, find};
@@ -27,6 +30,7 @@ pub use deltas::*;
 pub use figures::*;
 pub use findings::*;
 pub use pairing::*;
+pub use tokens::*;
 
 /// One group's figures in A and B (`--by`); a group missing from one trace has `None` there.
 #[derive(Debug, Clone, PartialEq)]

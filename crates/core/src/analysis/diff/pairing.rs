@@ -18,6 +18,8 @@ pub const ARRIVAL_TOLERANCE_NS: i64 = 100_000_000;
 pub enum PairedBy {
     /// The same `request_id`.
     RequestId,
+    /// The same prompt (its hash), the k-th request of a prompt in A with the k-th in B.
+    Prompt,
     /// The same offset from the trace's start (within [`ARRIVAL_TOLERANCE_NS`]) and the same prompt length.
     ArrivalAndPrompt,
     /// The traces share too few requests to pair them.
@@ -29,6 +31,7 @@ impl PairedBy {
     pub fn describe(self) -> &'static str {
         match self {
             PairedBy::RequestId => "paired by request_id",
+            PairedBy::Prompt => "paired by prompt",
             PairedBy::ArrivalAndPrompt => "paired by arrival and prompt length",
             PairedBy::Unpaired => {
                 "not paired: fewer than half of the smaller trace's requests match by id or by arrival and prompt"
