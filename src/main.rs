@@ -53,7 +53,8 @@ enum Command {
     /// Measure the detectors on the diagnosis corpus: simulated runs on three hardware profiles, chunked prefill on
     /// and off, chat traffic and real arrivals below and above capacity, with and without each planted incident.
     Corpus(cli::corpus::CorpusArgs),
-    /// Run SQL over the trace's tables: requests, tokens, steps, stages, candidates (docs/QUERY.md), e.g.
+    /// Run SQL over the trace's tables: requests, tokens, steps, stages, transfers, candidates, samples
+    /// (docs/QUERY.md), e.g.
     /// "SELECT app_id, QUANTILE_DISC(ttft_ms, 0.99) FROM requests WHERE input_tokens > 4000 GROUP BY app_id".
     #[cfg(feature = "query")]
     Query(cli::query::QueryArgs),

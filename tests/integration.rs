@@ -14,6 +14,8 @@ mod cli;
 mod corrupt;
 #[path = "diff.rs"]
 mod diff;
+#[path = "disaggregation.rs"]
+mod disaggregation;
 #[path = "export.rs"]
 mod export;
 #[path = "fit.rs"]

@@ -44,7 +44,10 @@ pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
 
 /// The keys `--set` accepts, with their values, for error messages and help.
 pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, \
-                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m|FILE";
+                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m|FILE, \
+                            disaggregation=NpMd (1p1d: one prefill and one decode instance in place of each), \
+                            transfer_gb_per_s=X (default 25), transfer_latency_ms=X (default 1), kv_bytes_per_token=N \
+                            (default: the profile's model's, 131072 for the 8 B GPU profiles)";
 
 /// Parses `KEY=VALUE` for `--set`: a change to every simulated instance's configuration. An unknown key, a value of
 /// the wrong form or out of range is an error naming the key, the value and what is accepted.
@@ -75,6 +78,13 @@ pub fn parse_setting(s: &str) -> Result<Setting, String> {
             ))
         }
     };
+    // A number of GB/s or ms in `lo..=hi`.
+    let positive = |lo: f64, hi: f64| -> Result<f64, String> {
+        match value.parse::<f64>() {
+            Ok(x) if (lo..=hi).contains(&x) => Ok(x),
+            _ => Err(format!("--set {key}={value:?}: give a number from {lo} to {hi}")),
+        }
+    };
     // The ranges fit the target types (u32 and usize), so the conversions below cannot fail.
     let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     match key {
@@ -93,6 +103,18 @@ pub fn parse_setting(s: &str) -> Result<Setting, String> {
             number(1..=MAX_INSTANCES as u64).map(|n| Setting::Instances(usize::try_from(n).unwrap_or(MAX_INSTANCES)))
         }
         "prefix_cache_tokens" => number(0..=MAX_PREFIX_CACHE_TOKENS).map(Setting::PrefixCacheTokens),
+        "disaggregation" => crate::synth::disagg::parse_shape(value)
+            .map(|(p, d)| Setting::Disaggregation(p, d))
+            .ok_or_else(|| {
+                format!(
+                    "--set disaggregation={value:?}: give NpMd, N prefill and M decode instances in place of each \
+                     instance, each from 1 to {} (1p1d, 2p4d)",
+                    crate::synth::disagg::MAX_PER_ROLE
+                )
+            }),
+        "transfer_gb_per_s" => positive(0.001, 1e6).map(Setting::TransferGbPerS),
+        "transfer_latency_ms" => positive(0.0, 60_000.0).map(Setting::TransferLatencyMs),
+        "kv_bytes_per_token" => number(1..=1 << 30).map(Setting::KvBytesPerToken),
         "profile" => ProfileChoice::parse(value)
             .map(Setting::Profile)
             .map_err(|e| format!("--set profile={value:?}: {e}")),
@@ -147,7 +169,9 @@ pub struct SynthArgs {
     /// Change every instance's configuration (repeat for several): chunked_prefill=on|off,
     /// max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, instances=N (when N differs from the
     /// trace's, requests are routed least-loaded instead of to their own instance), prefix_cache_tokens=N (0:
-    /// none), profile=h100-8b|l4-8b|cpu-270m|FILE.
+    /// none), profile=h100-8b|l4-8b|cpu-270m|FILE, disaggregation=NpMd (each instance becomes N prefill and M
+    /// decode instances, a request's KV moving between them), transfer_gb_per_s=X (25), transfer_latency_ms=X (1),
+    /// kv_bytes_per_token=N (the profile's model's).
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
     pub set: Vec<crate::synth::Setting>,
     /// Replay: multiply the gaps between arrivals (0.5 plays twice as fast).
@@ -444,6 +468,23 @@ mod tests {
         assert!(err("instances=0").contains("out of range"));
         let e = err("profile=a100");
         assert!(e.contains("\"a100\"") && e.contains("h100-8b, l4-8b, cpu-270m"), "{e}");
+        assert_eq!(parse_setting("disaggregation=2p3d"), Ok(Setting::Disaggregation(2, 3)));
+        assert_eq!(
+            parse_setting("transfer_gb_per_s=12.5"),
+            Ok(Setting::TransferGbPerS(12.5))
+        );
+        assert_eq!(
+            parse_setting("transfer_latency_ms=0"),
+            Ok(Setting::TransferLatencyMs(0.0))
+        );
+        assert_eq!(
+            parse_setting("kv_bytes_per_token=18432"),
+            Ok(Setting::KvBytesPerToken(18_432))
+        );
+        let e = err("disaggregation=1p");
+        assert!(e.contains("NpMd") && e.contains("1p1d"), "{e}");
+        assert!(err("transfer_gb_per_s=0").contains("from 0.001"));
+        assert!(err("transfer_latency_ms=-1").contains("from 0 to 60000"));
         let e = err("batch=3");
         assert!(
             e.contains("unknown key \"batch\"") && e.contains("max_num_seqs=N"),

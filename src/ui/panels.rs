@@ -297,4 +297,28 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             ui.label(format!("{:.1} ms in range", w.waited_ms));
         });
     }
+    let moved = &x.transfers;
+    if !moved.list.is_empty() {
+        ui.add_space(4.0);
+        let tokens = moved
+            .tokens
+            .map_or_else(|| "tokens not in the trace".to_owned(), |n| format!("{n} tokens"));
+        ui.strong(format!(
+            "KV transfers: {} ({:.1} ms in range, {tokens})",
+            moved.list.len(),
+            moved.in_range_ms
+        ));
+        for m in moved.list.iter().take(20) {
+            ui.horizontal(|ui| {
+                if ui.link(trace.request_id(m.request)).clicked() {
+                    out.push(Command::Select {
+                        request: Some(m.request),
+                        scroll: true,
+                    });
+                }
+                let what = m.tokens.map_or_else(String::new, |n| format!(", {n} tokens"));
+                ui.label(format!("{:.1} ms{what}", m.ms));
+            });
+        }
+    }
 }

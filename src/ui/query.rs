@@ -181,7 +181,7 @@ pub fn query_ui(
             })
             .response
             .labelled_by(label.id);
-        ui.weak("Tables: requests, tokens, steps, stages, candidates (docs/QUERY.md)");
+        ui.weak("Tables: requests, tokens, steps, stages, transfers, candidates, samples (docs/QUERY.md)");
     });
     let label = ui.label("SQL");
     egui::ScrollArea::vertical()

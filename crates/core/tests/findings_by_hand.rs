@@ -666,3 +666,48 @@ fn an_acceptance_collapse_is_named_for_the_request_and_for_the_stretch_of_steps(
         .collect();
     assert!(find_kinds(&trace_of(&healthy), &Slo::default(), &th(), &[Kind::AcceptanceCollapse]).is_empty());
 }
+
+#[test]
+fn a_kv_transfer_that_dominates_its_ttft_is_named_with_its_rate() {
+    // Three requests prefilled on p and decoded on d, arriving at 0 ms, first token at 1,000, 60 and 1,000 ms:
+    // r1's transfer 300 -> 900 ms (600 ms of 1,000: 60 %) moves 8,000 tokens: 13,333 tokens/s;
+    // r2's 10 -> 50 ms is 67 % of its 60 ms but 40 ms, under the 50 ms that makes an incident;
+    // r3's 700 -> 900 ms is 20 % of its TTFT.
+    let mut lines = Vec::new();
+    for (id, first_ms, (from, to), tokens) in [
+        ("r1", 1_000, (300, 900), 8_000),
+        ("r2", 60, (10, 50), 100),
+        ("r3", 1_000, (700, 900), 2_000),
+    ] {
+        lines.push(format!(
+            r#"{{"kind":"request","request_id":"{id}","source":"p","decode_source":"d","arrival_ns":{},"first_token_ns":{},"finished_ns":{}}}"#,
+            at(0),
+            at(first_ms),
+            at(first_ms + 100)
+        ));
+        lines.push(format!(
+            r#"{{"kind":"stage","request_id":"{id}","stage":"kv_transfer","start_ns":{},"end_ns":{},"tokens":{tokens}}}"#,
+            at(from),
+            at(to)
+        ));
+        lines.push(format!(
+            r#"{{"kind":"token","request_id":"{id}","index":0,"emitted_ns":{}}}"#,
+            at(first_ms)
+        ));
+    }
+    let t = trace_of(&lines);
+    let found = find_kinds(&t, &Slo::default(), &th(), &[Kind::SlowKvTransfer]);
+    let [f] = found.as_slice() else { panic!("{found:#?}") };
+    assert_eq!(f.severity, Severity::Warning, "600 ms, under a second");
+    assert_eq!(ids(&t, &f.requests), ["r1"]);
+    assert_eq!(
+        f.summary,
+        "1 of 3 requests handed from prefill to decode spent 50 % or more of their TTFT in the KV transfer: r1; the \
+         slowest, r1 (p -> d), 600.0 ms of its 1000.0 ms TTFT moving the KV of 8,000 tokens (13,333 tokens/s)"
+    );
+    assert_eq!((f.from_ns, f.to_ns), (at(300), at(900)));
+    assert_eq!(f.tokens, [t.tokens_of(t.request_row("r1").unwrap()).start]);
+    // The same trace with no transfer: nothing to say.
+    let plain: Vec<String> = lines.iter().filter(|l| !l.contains("kv_transfer")).cloned().collect();
+    assert!(find_kinds(&trace_of(&plain), &Slo::default(), &th(), &[Kind::SlowKvTransfer]).is_empty());
+}

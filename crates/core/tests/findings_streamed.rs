@@ -55,6 +55,24 @@ fn saturated_with_a_preemption() -> Trace {
     trace_of(&l)
 }
 
+/// A request prefilled on p and decoded on d whose KV transfer took 600 ms of its 1,000 ms TTFT.
+fn slow_transfer() -> Trace {
+    trace_of(&[
+        format!(
+            r#"{{"kind":"request","request_id":"r1","source":"p","decode_source":"d","arrival_ns":{},"finished_ns":{}}}"#,
+            at(0),
+            at(1100)
+        ),
+        format!(
+            r#"{{"kind":"stage","request_id":"r1","stage":"kv_transfer","start_ns":{},"end_ns":{},"tokens":8000}}"#,
+            at(300),
+            at(900)
+        ),
+        token("r1", 0, 1000, ""),
+        token("r1", 1, 1100, ""),
+    ])
+}
+
 /// The loaded findings of the streamable kinds and the streamed ones of `file` (a Parquet trace) are the same:
 /// whole findings, the tokens they name by row and index, and the trace's start.
 fn assert_streams_as_loaded(file: &Path, slo: &Slo, th: &Thresholds, what: &str) -> Vec<Kind> {
@@ -86,6 +104,7 @@ fn streamed_findings_are_the_loaded_ones_in_row_groups_of_every_size() {
         ("chronic", chronically_chunked(1000), &[13, 1000, 1 << 20]),
         ("saturated", saturated_with_a_preemption(), &[1, 4, 1 << 20]),
         ("collapsed", collapsed_speculation(), &[1, 5, 1 << 20]),
+        ("transfer", slow_transfer(), &[1, 1 << 20]),
     ];
     let mut kinds: BTreeSet<Kind> = BTreeSet::new();
     for (name, trace, sizes) in traces {

@@ -1,6 +1,5 @@
-//! The trace's tables as polars frames: `requests`, `tokens`, `steps`, `stages`, `candidates` and `samples`, each
-//! column declared
-//! once with its type and meaning (`docs/QUERY.md` is checked against these declarations).
+//! The trace's tables as polars frames: `requests`, `tokens`, `steps`, `stages`, `transfers`, `candidates` and
+//! `samples`, each column declared once with its type and meaning (`docs/QUERY.md` is checked against these declarations).
 //!
 //! A table is built with only the columns a query names: a `SELECT count(*) FROM tokens` over ten million tokens does
 //! not copy their texts. Times are kept as the trace writes them (ns since the Unix epoch, `*_ns`) and also as seconds
@@ -23,6 +22,8 @@ pub enum Table {
     Steps,
     /// One row per stage span of a request, derived ones included (what the waterfall draws).
     Stages,
+    /// One row per KV-cache transfer between instances (disaggregated serving).
+    Transfers,
     /// One row per alternative of a token (top-k), when the trace's candidates are in memory.
     Candidates,
     /// One row per reading of an engine's counters (a server log's stats line).
@@ -31,11 +32,12 @@ pub enum Table {
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 7] = [
         Table::Requests,
         Table::Tokens,
         Table::Steps,
         Table::Stages,
+        Table::Transfers,
         Table::Candidates,
         Table::Samples,
     ];
@@ -47,6 +49,7 @@ impl Table {
             Table::Tokens => "tokens",
             Table::Steps => "steps",
             Table::Stages => "stages",
+            Table::Transfers => "transfers",
             Table::Candidates => "candidates",
             Table::Samples => "samples",
         }
@@ -59,6 +62,10 @@ impl Table {
             Table::Tokens => "one row per generated token",
             Table::Steps => "one row per engine step (the format's iterations)",
             Table::Stages => "one row per stage span of a request, derived spans included (what the waterfall draws)",
+            Table::Transfers => {
+                "one row per KV-cache transfer of a request from the instance that prefilled it to the one that \
+                 decoded it (disaggregated serving)"
+            }
             Table::Candidates => "one row per alternative (top-k candidate) of a token",
             Table::Samples => "one row per reading of an engine's counters (a server log's periodic stats line)",
         }
@@ -71,6 +78,7 @@ impl Table {
             Table::Tokens => TOKENS,
             Table::Steps => STEPS,
             Table::Stages => STAGES,
+            Table::Transfers => TRANSFERS,
             Table::Candidates => CANDIDATES,
             Table::Samples => SAMPLES,
         }
@@ -242,6 +250,14 @@ macro_rules! col {
         }
     };
 }
+
+mod candidates;
+mod samples;
+mod spans;
+
+use candidates::CANDIDATES;
+use samples::SAMPLES;
+use spans::{STAGES, TRANSFERS};
 
 fn opt_ns_ms(v: &[Option<i64>]) -> Vec<Option<f64>> {
     v.iter().map(|x| x.map(ms)).collect()
@@ -439,6 +455,12 @@ static REQUESTS: &[Col] = &[
         "str",
         "the id the server answered with (the response's id), in a recording",
         |s| labels(s, "server_request_id", &s.trace.requests.server_request_id)
+    ),
+    col!(
+        "decode_source",
+        "str",
+        "disaggregated serving: the instance that decoded it, when not `source` (which then prefilled it)",
+        |s| labels(s, "decode_source", &s.trace.requests.decode_source)
     ),
     col!(
         "spec_drafted_tokens",
@@ -686,212 +708,4 @@ static STEPS: &[Col] = &[
         "speculative decoding: of those, the ones it accepted",
         |s| Series::new("spec_accepted_tokens".into(), &s.trace.iterations.spec_accepted_tokens)
     ),
-];
-
-static SAMPLES: &[Col] = &[
-    col!("source", "str", "engine instance", |s| labels(
-        s,
-        "source",
-        &s.trace.samples.source
-    )),
-    col!(
-        "time_ns",
-        "i64",
-        "when the counters were read (ns since the Unix epoch)",
-        |s| { Series::new("time_ns".into(), &s.trace.samples.time_ns) }
-    ),
-    col!("time_s", "f64", "the same, seconds since the trace's start", |s| {
-        let v: Vec<f64> = s.trace.samples.time_ns.iter().map(|&t| s.seconds(t)).collect();
-        Series::new("time_s".into(), v)
-    }),
-    col!(
-        "interval_s",
-        "f64",
-        "the window the rates and averages cover, ending at time_ns",
-        |s| {
-            #[expect(clippy::cast_precision_loss, reason = "durations far below 2^53 ns")]
-            let v: Vec<Option<f64>> = s
-                .trace
-                .samples
-                .interval_ns
-                .iter()
-                .map(|v| v.map(|ns| ns as f64 / 1e9))
-                .collect();
-            Series::new("interval_s".into(), v)
-        }
-    ),
-    col!("running", "u32", "requests running", |s| {
-        Series::new("running".into(), &s.trace.samples.num_running)
-    }),
-    col!("waiting", "u32", "requests waiting in the queue", |s| {
-        Series::new("waiting".into(), &s.trace.samples.num_waiting)
-    }),
-    col!("swapped", "u32", "requests swapped out to CPU memory (vLLM V0)", |s| {
-        Series::new("swapped".into(), &s.trace.samples.num_swapped)
-    }),
-    col!("kv_usage", "f64", "KV-cache use, 0..1", |s| {
-        Series::new("kv_usage".into(), &s.trace.samples.kv_usage)
-    }),
-    col!("kv_tokens", "u32", "KV-cache tokens in use", |s| {
-        Series::new("kv_tokens".into(), &s.trace.samples.kv_tokens)
-    }),
-    col!(
-        "prompt_throughput",
-        "f64",
-        "prompt tokens computed per second over the interval",
-        |s| { Series::new("prompt_throughput".into(), &s.trace.samples.prompt_throughput) }
-    ),
-    col!(
-        "generation_throughput",
-        "f64",
-        "output tokens per second over the interval",
-        |s| { Series::new("generation_throughput".into(), &s.trace.samples.generation_throughput) }
-    ),
-    col!(
-        "prefix_hit_rate",
-        "f64",
-        "share of prompt tokens served from the prefix cache, 0..1",
-        |s| { Series::new("prefix_hit_rate".into(), &s.trace.samples.prefix_hit_rate) }
-    ),
-    col!(
-        "spec_accept_length",
-        "f64",
-        "speculative decoding: tokens accepted per step, the bonus included",
-        |s| { Series::new("spec_accept_length".into(), &s.trace.samples.spec_accept_length) }
-    ),
-    col!(
-        "spec_accept_rate",
-        "f64",
-        "speculative decoding: share of drafted tokens accepted, 0..1",
-        |s| { Series::new("spec_accept_rate".into(), &s.trace.samples.spec_accept_rate) }
-    ),
-    col!(
-        "spec_drafted_tokens",
-        "u32",
-        "speculative decoding: draft tokens proposed over the interval",
-        |s| Series::new("spec_drafted_tokens".into(), &s.trace.samples.spec_drafted_tokens)
-    ),
-    col!(
-        "spec_accepted_tokens",
-        "u32",
-        "speculative decoding: of those, the ones accepted",
-        |s| Series::new("spec_accepted_tokens".into(), &s.trace.samples.spec_accepted_tokens)
-    ),
-    col!("num_prefill_reqs", "u32", "a prefill batch's new sequences", |s| {
-        Series::new("num_prefill_reqs".into(), &s.trace.samples.num_prefill_reqs)
-    }),
-    col!(
-        "num_prefill_tokens",
-        "u32",
-        "a prefill batch's prompt tokens computed",
-        |s| { Series::new("num_prefill_tokens".into(), &s.trace.samples.num_prefill_tokens) }
-    ),
-    col!(
-        "cached_tokens",
-        "u32",
-        "a prefill batch's prompt tokens from the prefix cache",
-        |s| { Series::new("cached_tokens".into(), &s.trace.samples.cached_tokens) }
-    ),
-];
-
-static STAGES: &[Col] = &[
-    col!("request_id", "str", "the request", |s| {
-        request_ids(s, "request_id", s.stages().iter().map(|(r, _)| *r))
-    }),
-    col!(
-        "stage",
-        "str",
-        "queue, prefill, decode, preempted, kv_transfer, tokenize, detokenize, other, waiting",
-        |s| {
-            let v: Vec<&str> = s.stages().iter().map(|(_, st)| st.kind.name()).collect();
-            Series::new("stage".into(), v)
-        }
-    ),
-    col!("start_ns", "i64", "start (ns since the Unix epoch)", |s| {
-        let v: Vec<i64> = s.stages().iter().map(|(_, st)| st.start_ns).collect();
-        Series::new("start_ns".into(), v)
-    }),
-    col!("end_ns", "i64", "end", |s| {
-        let v: Vec<i64> = s.stages().iter().map(|(_, st)| st.end_ns).collect();
-        Series::new("end_ns".into(), v)
-    }),
-    col!(
-        "start_s",
-        "f64",
-        "start, seconds since the trace's first arrival",
-        |s| {
-            let v: Vec<f64> = s.stages().iter().map(|(_, st)| s.seconds(st.start_ns)).collect();
-            Series::new("start_s".into(), v)
-        }
-    ),
-    col!("duration_ms", "f64", "end − start", |s| {
-        let v: Vec<f64> = s.stages().iter().map(|(_, st)| ms(st.end_ns - st.start_ns)).collect();
-        Series::new("duration_ms".into(), v)
-    }),
-    col!("iteration", "i64", "the engine step the span belongs to", |s| {
-        let v: Vec<Option<i64>> = s.stages().iter().map(|(_, st)| st.iteration).collect();
-        Series::new("iteration".into(), v)
-    }),
-    col!("tokens", "u32", "tokens computed for the request in the span", |s| {
-        let v: Vec<Option<u32>> = s.stages().iter().map(|(_, st)| st.tokens).collect();
-        Series::new("tokens".into(), v)
-    }),
-    col!(
-        "derived",
-        "bool",
-        "true when derived from the request's times rather than written in the trace",
-        |s| {
-            let v: Vec<bool> = s.stages().iter().map(|(_, st)| st.derived).collect();
-            Series::new("derived".into(), v)
-        }
-    ),
-];
-
-static CANDIDATES: &[Col] = &[
-    col!("request_id", "str", "the request", |s| {
-        let req = s.token_request();
-        request_ids(s, "request_id", s.candidate_token().iter().map(|&t| req[t as usize]))
-    }),
-    col!(
-        "index",
-        "u32",
-        "the output position of the token it is an alternative of",
-        |s| {
-            let v: Vec<u32> = s
-                .candidate_token()
-                .iter()
-                .map(|&t| s.trace.tokens.index[t as usize])
-                .collect();
-            Series::new("index".into(), v)
-        }
-    ),
-    col!(
-        "position",
-        "u32",
-        "1-based place among the token's candidates, as written (most probable first)",
-        |s| {
-            let mut v = Vec::with_capacity(s.trace.candidates.len());
-            for t in 0..s.trace.tokens.len() {
-                v.extend(1..=row_u32(s.trace.candidates_of(t).len()));
-            }
-            Series::new("position".into(), v)
-        }
-    ),
-    col!("token_id", "u32", "vocabulary id", |s| {
-        let v: Vec<Option<u32>> = s.trace.candidates.token_id.iter().map(|&i| opt_u32(i)).collect();
-        Series::new("token_id".into(), v)
-    }),
-    col!("text", "str", "decoded text", |s| texts(
-        s,
-        "text",
-        &s.trace.candidates.text
-    )),
-    col!("logprob", "f64", "natural-log probability", |s| {
-        let v: Vec<Option<f64>> = s.trace.candidates.logprob.iter().map(|&l| opt_f64(l)).collect();
-        Series::new("logprob".into(), v)
-    }),
-    col!("special", "bool", "marked special by the producer", |s| {
-        let v: Vec<Option<bool>> = s.trace.candidates.special.iter().map(|f| f.get()).collect();
-        Series::new("special".into(), v)
-    }),
 ];

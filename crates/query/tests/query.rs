@@ -227,7 +227,10 @@ fn errors_name_the_column_the_table_or_the_syntax() {
     assert!(e.contains("requests has request_id, source"), "{e}");
     let e = err("SELECT * FROM request");
     assert!(e.contains("no table \"request\""), "{e}");
-    assert!(e.contains("requests, tokens, steps, stages, candidates"), "{e}");
+    assert!(
+        e.contains("requests, tokens, steps, stages, transfers, candidates, samples"),
+        "{e}"
+    );
     let e = err("SELEC ttft_ms FROM requests");
     assert!(e.starts_with("in the query:"), "{e}");
 }

@@ -220,6 +220,7 @@ mod tests {
                     server_request_id: NO_STR,
                     spec_drafted_tokens: None,
                     spec_accepted_tokens: None,
+                    decode_source: NO_STR,
                 },
                 Place::default(),
             );

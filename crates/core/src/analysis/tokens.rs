@@ -120,7 +120,7 @@ pub fn latency(trace: &Trace, request: u32, t: usize) -> Latency {
 /// it waited through since the previous token: one pass over the stages.
 pub fn step_loads(trace: &Trace, request: u32) -> Vec<StepLoad> {
     let tokens = trace.tokens_of(request);
-    let source = trace.requests.source[request as usize];
+    let source = trace.decode_source(request);
     // For each token: its step, and the steps that ran between the previous token and its own step.
     let plan: Vec<(Option<u32>, std::ops::Range<usize>)> = tokens
         .clone()

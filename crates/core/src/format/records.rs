@@ -104,6 +104,7 @@ pub fn request_record(trace: &Trace, r: usize) -> RawRecord<'_> {
         server_request_id: label(trace, q.server_request_id),
         spec_drafted_tokens: count(q.spec_drafted_tokens),
         spec_accepted_tokens: count(q.spec_accepted_tokens),
+        decode_source: label(trace, q.decode_source),
         ..RawRecord::default()
     }
 }

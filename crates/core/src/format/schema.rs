@@ -64,7 +64,7 @@ macro_rules! scalar_fields {
             (finish_reason, Str), (status, Str), (error_code, Str), (temperature, Float), (top_p, Float),
             (top_k, Int), (max_tokens, Int), (seed, Int), (num_preemptions, Int), (prompt_hash, Str),
             (server_queue_ns, Int), (server_ttft_ns, Int), (server_decode_ns, Int), (sent_ns, Int),
-            (server_request_id, Str), (spec_drafted_tokens, Int), (spec_accepted_tokens, Int),
+            (server_request_id, Str), (spec_drafted_tokens, Int), (spec_accepted_tokens, Int), (decode_source, Str),
             // iteration
             (iteration, Int), (start_ns, Int), (end_ns, Int), (schedule_ns, Int), (forward_ns, Int),
             (sample_ns, Int), (num_reqs, Int), (num_prefill_reqs, Int), (num_decode_reqs, Int),
@@ -141,6 +141,7 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "server_request_id",
             "spec_drafted_tokens",
             "spec_accepted_tokens",
+            "decode_source",
         ],
         "iteration" => &[
             "kind",
@@ -273,10 +274,10 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 7 meta + 31 request + 14 iteration + 2 stage + 9 token + 10 sample scalar fields (the iteration's,
+        // 1 kind + 7 meta + 32 request + 14 iteration + 2 stage + 9 token + 10 sample scalar fields (the iteration's,
         // the token's and the sample's `spec_drafted_tokens`/`spec_accepted_tokens` are the request's columns).
-        assert_eq!(SCALAR_FIELDS.len(), 74);
-        assert_eq!(arrow_schema().fields().len(), 76);
+        assert_eq!(SCALAR_FIELDS.len(), 75);
+        assert_eq!(arrow_schema().fields().len(), 77);
         for kind in ["request", "iteration", "stage", "token", "sample"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

@@ -164,6 +164,8 @@ pub struct RawRecord<'a> {
     pub spec_drafted_tokens: Field<i64>,
     #[serde(default)]
     pub spec_accepted_tokens: Field<i64>,
+    #[serde(default, borrow)]
+    pub decode_source: Field<Cow<'a, str>>,
     // iteration
     #[serde(default)]
     pub iteration: Field<i64>,

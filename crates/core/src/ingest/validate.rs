@@ -311,6 +311,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         opt_str("error_code", &r.error_code)?,
         opt_str("prompt_hash", &r.prompt_hash)?,
         opt_str("server_request_id", &r.server_request_id)?,
+        opt_str("decode_source", &r.decode_source)?,
     ];
     let [
         trace_id,
@@ -322,6 +323,7 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         error_code,
         prompt_hash,
         server_request_id,
+        decode_source,
     ] = labels.map(|s| intern_opt(b, s));
     Ok(Request {
         id,
@@ -355,6 +357,8 @@ fn request(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Request> {
         server_request_id,
         spec_drafted_tokens,
         spec_accepted_tokens,
+        // The instance it prefilled on, named again, is no other instance.
+        decode_source: if decode_source == source { NO_STR } else { decode_source },
     })
 }
 

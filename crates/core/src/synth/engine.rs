@@ -2,18 +2,21 @@
 //! sequence cap, chunked prefill on (V1: running requests first, then new ones, a long prompt in budget-sized
 //! chunks) or off (V0: whenever a waiting prompt fits, a prefill-only step runs ahead of every decode), a KV cache
 //! of fixed-size blocks with recompute preemption of the newest request when it runs out, and a prefix cache of
-//! prompt blocks. Several instances (`source`s) take requests round-robin or by least load.
+//! prompt blocks. Several instances (`source`s) take requests round-robin or by least load; with disaggregation
+//! ([`super::disagg`]), prefill instances hand each request over to a decode instance after a KV transfer.
 //!
 //! The simulation is a discrete-event loop in time order; everything random comes from seeded generators, so the
 //! same configuration and seed give the same trace.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
 use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
 use super::cost::{StepCost, StepWork};
+use super::disagg::{Disaggregation, Role};
 use super::sampler::{Intent, STOP_IDS, Sampler, vocab};
 use crate::trace::report::Place;
 use crate::trace::{
@@ -108,6 +111,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// The number of each instance's first step (a part of `xlarge` continues the numbering of the last).
     pub first_iteration: i64,
+    /// Prefill and decode on instances of their own, or `None`: every instance does both.
+    pub disaggregation: Option<Disaggregation>,
 }
 
 fn blocks_for(tokens: u32) -> u32 {
@@ -117,7 +122,14 @@ fn blocks_for(tokens: u32) -> u32 {
 /// A request in flight.
 struct Req {
     label: u32,
+    /// The instance it arrived at (its prefill instance when disaggregated).
     source: usize,
+    /// The instance it is on now ([`IN_TRANSIT`] while its KV moves to its decode instance).
+    engine: usize,
+    /// Its decode instance, once handed over.
+    decode_engine: Option<usize>,
+    /// When its KV arrived at its decode instance.
+    received_ns: Option<i64>,
     /// Prompt tokens found in the prefix cache at first admission.
     cached: Option<u32>,
     /// Tokens whose KV is computed in the current residency.
@@ -192,8 +204,13 @@ impl PrefixCache {
     }
 }
 
+/// [`Req::engine`] of a request whose KV is moving between instances.
+const IN_TRANSIT: usize = usize::MAX;
+
 struct Engine {
     cfg: EngineConfig,
+    role: Role,
+    group: usize,
     label: u32,
     clock_ns: i64,
     busy: bool,
@@ -221,17 +238,37 @@ struct Sim<'a> {
     step_rng: Pcg64Mcg,
     items: Vec<Item>,
     candidates: Vec<Candidate>,
+    disaggregation: Option<Disaggregation>,
+    /// Requests whose KV is moving to a decode instance, by arrival time there.
+    handoffs: BinaryHeap<Reverse<(i64, usize)>>,
+}
+
+/// The next thing to happen in the simulation.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// A request arrives (first, at equal times).
+    Arrival,
+    /// A request's KV arrives at its decode instance.
+    Handoff,
+    /// An engine runs a step.
+    Step(usize),
 }
 
 /// Simulates the engines serving `arrivals` (sorted by time) and returns the trace they would dump.
 pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
     let mut b = TraceBuilder::default();
-    let engines = cfg
-        .engines
-        .iter()
-        .map(|e| Engine {
-            cfg: e.clone(),
+    let instances = match &cfg.disaggregation {
+        Some(d) => d.expand(&cfg.engines),
+        None => super::disagg::plain(&cfg.engines),
+    };
+    let groups = cfg.engines.len();
+    let engines = instances
+        .into_iter()
+        .map(|i| (i.config, i.role, i.group))
+        .map(|(e, role, group)| Engine {
             label: b.labels.intern(&e.name),
+            role,
+            group,
             clock_ns: i64::MIN,
             busy: false,
             step: cfg.first_iteration,
@@ -239,6 +276,7 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
             running: Vec::new(),
             free_blocks: e.kv_blocks,
             prefix: PrefixCache::new(e.prefix_cache_blocks),
+            cfg: e,
         })
         .collect();
     let mut sim = Sim {
@@ -250,41 +288,51 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
         step_rng: Pcg64Mcg::seed_from_u64(cfg.seed ^ 0x5354_4550),
         items: Vec::new(),
         candidates: Vec::new(),
+        disaggregation: cfg.disaggregation,
+        handoffs: BinaryHeap::new(),
     };
     let mut next = 0usize;
     let mut round_robin = 0usize;
     loop {
-        let busiest = sim
+        let step = sim
             .engines
             .iter()
             .enumerate()
             .filter(|(_, e)| e.busy)
             .min_by_key(|(i, e)| (e.clock_ns, *i))
-            .map(|(i, e)| (i, e.clock_ns));
-        let take_arrival = match (arrivals.get(next), busiest) {
-            (None, None) => break,
-            (Some(a), Some((_, clock))) => a.at_ns <= clock,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-        };
-        match busiest {
-            Some((e, _)) if !take_arrival => sim.step(e),
-            _ => {
-                let target = arrivals[next]
-                    .source
-                    .filter(|&s| s < sim.engines.len())
-                    .unwrap_or_else(|| match cfg.routing {
-                        Routing::RoundRobin => {
-                            round_robin += 1;
-                            (round_robin - 1) % sim.engines.len().max(1)
-                        }
-                        Routing::LeastLoaded => sim
-                            .engines
-                            .iter()
-                            .enumerate()
-                            .min_by_key(|(i, e)| (e.running.len() + e.waiting.len(), *i))
-                            .map_or(0, |(i, _)| i),
-                    });
+            .map(|(i, e)| (e.clock_ns, Event::Step(i)));
+        let event = [
+            arrivals.get(next).map(|a| (a.at_ns, Event::Arrival)),
+            sim.handoffs.peek().map(|Reverse((at, _))| (*at, Event::Handoff)),
+            step,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match event {
+            None => break,
+            Some((_, Event::Step(e))) => sim.step(e),
+            Some((at, Event::Handoff)) => {
+                if let Some(Reverse((_, r))) = sim.handoffs.pop() {
+                    sim.receive(r, at);
+                }
+            }
+            Some((_, Event::Arrival)) => {
+                // Its own instance's (its group's) prefill instances, or every one that takes new requests.
+                let pin = arrivals[next].source.filter(|&s| s < groups);
+                let takers: Vec<usize> = (0..sim.engines.len())
+                    .filter(|&i| sim.engines[i].role != Role::Decode && pin.is_none_or(|g| sim.engines[i].group == g))
+                    .collect();
+                let target = match cfg.routing {
+                    Routing::RoundRobin if pin.is_none() => {
+                        round_robin += 1;
+                        takers
+                            .get((round_robin - 1) % takers.len().max(1))
+                            .copied()
+                            .unwrap_or(0)
+                    }
+                    _ => sim.least_loaded(&takers),
+                };
                 sim.arrive(next, target, cfg.seed);
                 next += 1;
             }
@@ -294,12 +342,33 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
 }
 
 impl Sim<'_> {
+    /// Of `engines`, the one with the fewest running and waiting requests (the first of equals).
+    fn least_loaded(&self, engines: &[usize]) -> usize {
+        engines
+            .iter()
+            .copied()
+            .min_by_key(|&i| (self.engines[i].running.len() + self.engines[i].waiting.len(), i))
+            .unwrap_or(0)
+    }
+
+    /// Wakes engine `e` at `at` if it was idle.
+    fn wake(&mut self, e: usize, at: i64) {
+        let eng = &mut self.engines[e];
+        if !eng.busy {
+            eng.busy = true;
+            eng.clock_ns = eng.clock_ns.max(at);
+        }
+    }
+
     fn arrive(&mut self, index: usize, engine: usize, seed: u64) {
         let a = &self.arrivals[index];
         let label = self.b.labels.intern(&a.id);
         let mut req = Req {
             label,
             source: engine,
+            engine,
+            decode_engine: None,
+            received_ns: None,
             cached: None,
             computed: 0,
             prefill_target: a.input_tokens,
@@ -330,10 +399,8 @@ impl Sim<'_> {
         }
         self.reqs.push(req);
         e.waiting.push_back(self.reqs.len() - 1);
-        if !e.busy {
-            e.busy = true;
-            e.clock_ns = e.clock_ns.max(a.at_ns);
-        }
+        let at = a.at_ns;
+        self.wake(engine, at);
     }
 
     /// Looks the head of the waiting queue up in the prefix cache when it starts a residency.
@@ -376,7 +443,9 @@ impl Sim<'_> {
             let need = blocks_for(req.prefill_target).saturating_sub(req.blocks);
             sim.engines[e].running.len() < cfg.max_num_seqs as usize && sim.engines[e].free_blocks >= need
         };
-        let prefill_first = !cfg.chunked_prefill && head_fits(self);
+        // A decode instance schedules its running decodes first and admits what it received behind them.
+        let decode_only = self.engines[e].role == Role::Decode;
+        let prefill_first = !cfg.chunked_prefill && !decode_only && head_fits(self);
         if !prefill_first {
             let mut i = 0;
             while i < self.engines[e].running.len() && budget > 0 {
@@ -416,11 +485,19 @@ impl Sim<'_> {
             }
         }
         // As vLLM V1: a step that had to preempt admits nobody new.
-        if prefill_first || (cfg.chunked_prefill && preempted == 0) {
+        if prefill_first || ((cfg.chunked_prefill || decode_only) && preempted == 0) {
             while budget > 0 && self.engines[e].running.len() < cfg.max_num_seqs as usize {
                 let Some(r) = self.prepare_head(e) else { break };
                 let req = &self.reqs[r];
                 let remaining = req.prefill_target - req.computed;
+                if remaining == 0 {
+                    // Handed over with its prompt's KV: it joins the decodes.
+                    if !self.admit_received(e, r, now) {
+                        break;
+                    }
+                    budget -= 1;
+                    continue;
+                }
                 let n = if cfg.chunked_prefill {
                     next_chunk(remaining, budget, cfg.prefill_tail)
                 } else {
@@ -558,14 +635,19 @@ impl Sim<'_> {
                         self.engines[e].prefix.insert(&self.arrivals[it.req].prefix_blocks);
                     }
                 }
-                // Tokens leave the engine after sampling and detokenizing: a fraction of a millisecond.
-                let emitted = end + 50_000 + (it.req as i64 % 7) * 20_000;
-                self.emit(e, it.req, iteration, emitted);
+                if self.engines[e].role == Role::Prefill {
+                    self.hand_off(e, it.req, end);
+                } else {
+                    // Tokens leave the engine after sampling and detokenizing: a fraction of a millisecond.
+                    let emitted = end + 50_000 + (it.req as i64 % 7) * 20_000;
+                    self.emit(e, it.req, iteration, emitted);
+                }
             }
         }
         self.items = items;
         let eng = &mut self.engines[e];
-        eng.running.retain(|&r| self.reqs[r].finished_ns.is_none());
+        eng.running
+            .retain(|&r| self.reqs[r].finished_ns.is_none() && self.reqs[r].engine == e);
         eng.step += 1;
         eng.clock_ns = end + STEP_GAP_NS;
         eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
@@ -657,6 +739,7 @@ impl Sim<'_> {
                 server_request_id: NO_STR,
                 spec_drafted_tokens: None,
                 spec_accepted_tokens: None,
+                decode_source: req.decode_engine.map_or(NO_STR, |d| self.engines[d].label),
             };
             self.b.add_request(row, Place::default());
         }
@@ -679,5 +762,6 @@ impl Sim<'_> {
     }
 }
 
+mod handoff;
 #[cfg(test)]
 mod tests;

@@ -352,7 +352,7 @@ pub fn infer_engines(trace: &Trace) -> Vec<InferredEngine> {
         if let (Some(first), Some(end)) = (trace.first_token_ns(row), trace.finish_ns(row))
             && end > first
         {
-            decoding.entry(trace.requests.source[r]).or_default().push((first, end));
+            decoding.entry(trace.decode_source(row)).or_default().push((first, end));
         }
     }
     let with_steps = trace.sources_with_iterations();
@@ -466,6 +466,7 @@ mod tests {
                 server_request_id: NO_STR,
                 spec_drafted_tokens: None,
                 spec_accepted_tokens: None,
+                decode_source: NO_STR,
             };
             b.add_request(row, Place::default());
         }

@@ -13,6 +13,7 @@
 pub mod arrivals;
 pub mod choice;
 pub mod cost;
+pub mod disagg;
 pub mod engine;
 pub mod fit;
 pub mod from_trace;
@@ -178,8 +179,28 @@ pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, S
             scenarios::replay(seed, arrivals, options.sources)
         }
     };
-    flag_overrides(options).then(set).apply(&mut config.engines);
+    configure(&mut config, &flag_overrides(options).then(set))?;
     simulate(&config, arrivals, options.plant)
+}
+
+/// Applies `overrides` to the engines of `config`, and its disaggregation, if any.
+///
+/// # Errors
+/// A transfer key without a disaggregation, or more instances than the simulator serves.
+fn configure(config: &mut SimConfig, overrides: &Overrides) -> Result<(), SynthError> {
+    overrides.apply(&mut config.engines);
+    config.disaggregation = overrides.disaggregation().map_err(SynthError::BadOption)?;
+    let per_instance = config.disaggregation.map_or(1, |d| (d.prefill + d.decode) as usize);
+    let total = config.engines.len() * per_instance;
+    if total > overrides::MAX_INSTANCES {
+        return Err(SynthError::BadOption(format!(
+            "{total} instances ({} x {per_instance}): the simulator serves at most {}; give fewer with --set \
+             instances=N or a smaller disaggregation",
+            config.engines.len(),
+            overrides::MAX_INSTANCES
+        )));
+    }
+    Ok(())
 }
 
 /// A tokenscope trace served again: the new trace and what the replay assumed.
@@ -206,9 +227,9 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
     check_time_scale(options)?;
     let inferred = from_trace::infer_engines(source);
     let overrides = flag_overrides(options).then(set);
-    let mut engines: Vec<_> = inferred.iter().map(|e| e.config.clone()).collect();
-    overrides.apply(&mut engines);
-    if engines.len() > overrides::MAX_INSTANCES {
+    let mut config = scenarios::config(inferred.iter().map(|e| e.config.clone()).collect(), options.seed);
+    let engines = &config.engines;
+    if engines.len() > overrides::MAX_INSTANCES && overrides.instances.is_none() {
         return Err(SynthError::BadOption(format!(
             "the trace has {} sources, and the simulator serves at most {} instances: give --set instances=N to \
              route its requests over fewer",
@@ -216,7 +237,8 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
             overrides::MAX_INSTANCES
         )));
     }
-    let pinned = engines.len() == inferred.len();
+    configure(&mut config, &overrides)?;
+    let pinned = config.engines.len() == inferred.len();
     let pins: Vec<u32> = inferred.iter().map(|e| e.source).collect();
     let (arrivals, clamped) = from_trace::arrivals(source, pinned.then_some(&pins[..]), replay_options(options));
     if arrivals.is_empty() {
@@ -237,11 +259,13 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
     if !pinned {
         notes.push(format!(
             "requests routed least-loaded over {} instances (the trace has {})",
-            engines.len(),
+            config.engines.len(),
             inferred.len()
         ));
     }
-    let mut config = scenarios::config(engines, options.seed);
+    if let Some(d) = &config.disaggregation {
+        notes.push(d.describe());
+    }
     if let Some(model) = &source.meta.model {
         config.model.clone_from(model);
     }

@@ -4,6 +4,7 @@
 
 use super::arrivals::PREFIX_BLOCK_TOKENS;
 use super::choice::ProfileChoice;
+use super::disagg::{self, Disaggregation, TransferCost};
 use super::engine::EngineConfig;
 
 pub use super::engine::{MAX_BATCHED_TOKENS, MAX_SEQS};
@@ -27,6 +28,14 @@ pub enum Setting {
     PrefixCacheTokens(u64),
     /// `profile=h100-8b|l4-8b|cpu-270m|FILE`.
     Profile(ProfileChoice),
+    /// `disaggregation=NpMd`: N prefill and M decode instances in place of each instance.
+    Disaggregation(u32, u32),
+    /// `transfer_gb_per_s=X`: a KV transfer's bandwidth, GB/s.
+    TransferGbPerS(f64),
+    /// `transfer_latency_ms=X`: a KV transfer's set-up time, ms.
+    TransferLatencyMs(f64),
+    /// `kv_bytes_per_token=N`: the KV bytes a transfer moves per prompt token.
+    KvBytesPerToken(u64),
 }
 
 /// What to change on every instance; `None`: as the scenario or the replayed trace sets it.
@@ -44,6 +53,14 @@ pub struct Overrides {
     pub prefix_cache_tokens: Option<u64>,
     /// The hardware and model every instance stands for (its step costs and KV cache).
     pub profile: Option<ProfileChoice>,
+    /// Prefill and decode instances in place of each instance.
+    pub disaggregation: Option<(u32, u32)>,
+    /// A KV transfer's bandwidth, GB/s.
+    pub transfer_gb_per_s: Option<f64>,
+    /// A KV transfer's set-up time, ms.
+    pub transfer_latency_ms: Option<f64>,
+    /// KV bytes per prompt token.
+    pub kv_bytes_per_token: Option<u64>,
 }
 
 impl Overrides {
@@ -65,6 +82,10 @@ impl Overrides {
             Setting::Instances(n) => self.instances = Some(n),
             Setting::PrefixCacheTokens(n) => self.prefix_cache_tokens = Some(n),
             Setting::Profile(p) => self.profile = Some(p),
+            Setting::Disaggregation(p, d) => self.disaggregation = Some((p, d)),
+            Setting::TransferGbPerS(x) => self.transfer_gb_per_s = Some(x),
+            Setting::TransferLatencyMs(x) => self.transfer_latency_ms = Some(x),
+            Setting::KvBytesPerToken(n) => self.kv_bytes_per_token = Some(n),
         }
     }
 
@@ -79,6 +100,10 @@ impl Overrides {
             instances: later.instances.or(self.instances),
             prefix_cache_tokens: later.prefix_cache_tokens.or(self.prefix_cache_tokens),
             profile,
+            disaggregation: later.disaggregation.or(self.disaggregation),
+            transfer_gb_per_s: later.transfer_gb_per_s.or(self.transfer_gb_per_s),
+            transfer_latency_ms: later.transfer_latency_ms.or(self.transfer_latency_ms),
+            kv_bytes_per_token: later.kv_bytes_per_token.or(self.kv_bytes_per_token),
         }
     }
 
@@ -125,6 +150,46 @@ impl Overrides {
         }
     }
 
+    /// The disaggregated deployment asked for, its transfer's figures defaulted from the documented constants and
+    /// the profile's model ([`super::disagg`]).
+    ///
+    /// # Errors
+    /// A transfer key given without `disaggregation=NpMd` (it would change nothing).
+    pub fn disaggregation(&self) -> Result<Option<Disaggregation>, String> {
+        let Some((prefill, decode)) = self.disaggregation else {
+            let given: Vec<&str> = [
+                self.transfer_gb_per_s.map(|_| "transfer_gb_per_s"),
+                self.transfer_latency_ms.map(|_| "transfer_latency_ms"),
+                self.kv_bytes_per_token.map(|_| "kv_bytes_per_token"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            return if given.is_empty() {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "--set {}: a KV transfer's cost applies to a disaggregated deployment; add --set \
+                     disaggregation=1p1d (or NpMd)",
+                    given.join(", ")
+                ))
+            };
+        };
+        let gb_per_s = self.transfer_gb_per_s.unwrap_or(disagg::DEFAULT_TRANSFER_GB_PER_S);
+        let latency_ms = self.transfer_latency_ms.unwrap_or(disagg::DEFAULT_TRANSFER_LATENCY_MS);
+        Ok(Some(Disaggregation {
+            prefill,
+            decode,
+            transfer: TransferCost {
+                bytes_per_token: self
+                    .kv_bytes_per_token
+                    .unwrap_or_else(|| disagg::kv_bytes_per_token(self.profile.as_ref())),
+                bytes_per_s: gb_per_s * 1e9,
+                latency_ns: (latency_ms * 1e6).round() as i64,
+            },
+        }))
+    }
+
     /// The overrides as `key=value` words, in a fixed order (empty when nothing is changed).
     pub fn describe(&self) -> Vec<String> {
         let on_off = |on: bool| if on { "on" } else { "off" };
@@ -136,6 +201,10 @@ impl Overrides {
             self.instances.map(|n| format!("instances={n}")),
             self.prefix_cache_tokens.map(|n| format!("prefix_cache_tokens={n}")),
             self.profile.as_ref().map(|p| format!("profile={}", p.name())),
+            self.disaggregation.map(|(p, d)| format!("disaggregation={p}p{d}d")),
+            self.transfer_gb_per_s.map(|x| format!("transfer_gb_per_s={x}")),
+            self.transfer_latency_ms.map(|x| format!("transfer_latency_ms={x}")),
+            self.kv_bytes_per_token.map(|n| format!("kv_bytes_per_token={n}")),
         ]
         .into_iter()
         .flatten()
@@ -213,5 +282,40 @@ mod tests {
         Overrides::from_settings(&[Setting::Instances(1)]).apply(&mut engines);
         assert_eq!(engines.len(), 1);
         assert_eq!(engines[0].name, "vllm-0");
+    }
+
+    #[test]
+    fn a_disaggregation_takes_its_transfer_from_the_keys_or_the_profile() {
+        // The 8 B model's 131,072 bytes a token at 25 GB/s after 1 ms, unless given; the cpu profile's model has
+        // 18 layers of one 256-wide KV head: 18 x 256 x 2 x 2 = 18,432 bytes.
+        let d = Overrides::from_settings(&[Setting::Disaggregation(1, 2)])
+            .disaggregation()
+            .unwrap()
+            .unwrap();
+        assert_eq!((d.prefill, d.decode), (1, 2));
+        assert_eq!(d.transfer.bytes_per_token, 131_072);
+        assert_eq!(d.transfer.bytes_per_s, 25e9);
+        assert_eq!(d.transfer.latency_ns, 1_000_000);
+        let d = Overrides::from_settings(&[
+            Setting::Profile(super::super::Profile::Cpu.into()),
+            Setting::Disaggregation(1, 1),
+            Setting::TransferGbPerS(2.5),
+            Setting::TransferLatencyMs(0.25),
+        ])
+        .disaggregation()
+        .unwrap()
+        .unwrap();
+        assert_eq!(d.transfer.bytes_per_token, 18_432);
+        assert_eq!(d.transfer.bytes_per_s, 2.5e9);
+        assert_eq!(d.transfer.latency_ns, 250_000);
+        // A transfer key alone would change nothing: an error that says what to add.
+        let e = Overrides::from_settings(&[Setting::TransferGbPerS(10.0)])
+            .disaggregation()
+            .unwrap_err();
+        assert!(
+            e.contains("transfer_gb_per_s") && e.contains("disaggregation=1p1d"),
+            "{e}"
+        );
+        assert_eq!(Overrides::default().disaggregation(), Ok(None));
     }
 }

@@ -192,6 +192,7 @@ pub fn config(engines: Vec<EngineConfig>, seed: u64) -> SimConfig {
         model: "synthetic-8b".to_owned(),
         seed,
         first_iteration: 0,
+        disaggregation: None,
     }
 }
 

@@ -8,7 +8,8 @@ use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
 use super::tables::{
-    Candidate, Candidates, Iteration, Iterations, Request, Requests, Sample, Samples, Stage, Stages, Token, Tokens,
+    Candidate, Candidates, Iteration, Iterations, Request, Requests, Sample, Samples, Stage, StageKind, Stages, Token,
+    Tokens,
 };
 use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, NULL_U32, Trace};
 use crate::trace::strings::{Interner, NO_STR};
@@ -582,7 +583,11 @@ impl TraceBuilder {
             };
             self.stages.request[i] = row;
             if let Some(n) = self.stages.iteration[i] {
-                let source = self.requests.source[row as usize];
+                // A disaggregated request's decode steps are its decode instance's.
+                let source = match (self.stages.kind[i], self.requests.decode_source[row as usize]) {
+                    (StageKind::Decode, d) if d != NO_STR => d,
+                    _ => self.requests.source[row as usize],
+                };
                 self.stages.iter_row[i] = iteration_row.get(&(source, n)).copied();
                 if has_iterations && self.stages.iter_row[i].is_none() {
                     *missing_iterations.entry(row).or_default() += 1;
@@ -650,7 +655,11 @@ impl TraceBuilder {
         for i in 0..self.tokens.len() {
             let n = self.tokens.iteration[i];
             if n != NULL_I64 {
-                let source = self.requests.source[self.tokens.request[i] as usize];
+                let r = self.tokens.request[i] as usize;
+                let source = match self.requests.decode_source[r] {
+                    NO_STR => self.requests.source[r],
+                    d => d,
+                };
                 let it = &self.iterations;
                 let next = [last_row.wrapping_add(1), last_row].into_iter().find(|&g| {
                     let g = g as usize;

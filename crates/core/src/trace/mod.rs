@@ -5,6 +5,7 @@
 
 mod builder;
 pub mod emission;
+pub mod instances;
 pub mod report;
 pub mod slice;
 mod stages;
@@ -164,6 +165,21 @@ impl Trace {
     /// A label (source, model, ...) by id; `None` for [`NO_STR`].
     pub fn label(&self, id: u32) -> Option<&str> {
         self.labels.get(id)
+    }
+
+    /// The instance a request decoded on: its `decode_source` when it was handed over after its prefill
+    /// (disaggregated serving), else its `source`.
+    pub fn decode_source(&self, request: u32) -> u32 {
+        let r = request as usize;
+        match self.requests.decode_source[r] {
+            NO_STR => self.requests.source[r],
+            d => d,
+        }
+    }
+
+    /// True when some request decoded on another instance than the one that prefilled it.
+    pub fn is_disaggregated(&self) -> bool {
+        self.requests.decode_source.iter().any(|&d| d != NO_STR)
     }
 
     /// The token rows of a request, in index order.

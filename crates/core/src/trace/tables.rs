@@ -206,6 +206,10 @@ table! {
         spec_drafted_tokens: Option<u32>,
         /// Speculative decoding: of those, the ones verification accepted.
         spec_accepted_tokens: Option<u32>,
+        /// Disaggregated serving: the instance that decoded the request when it is not `source` (which then is the
+        /// instance that queued and prefilled it); [`NO_STR`] when the request decoded where it prefilled. Its
+        /// tokens and decode stages name steps of this instance; its `kv_transfer` stages move its KV cache here.
+        decode_source: u32,
     }
 }
 
@@ -312,6 +316,7 @@ impl Request {
             &mut self.error_code,
             &mut self.prompt_hash,
             &mut self.server_request_id,
+            &mut self.decode_source,
         ] {
             *field = f(*field);
         }

@@ -9,6 +9,7 @@ use super::layout::{self, TrackFilter, TrackOrder};
 use super::lod::Span;
 use super::step_summary::{StepSummary, counter_values};
 use super::viewport::Viewport;
+use crate::trace::instances::InstanceRole;
 use crate::trace::{NO_STR, Trace};
 
 /// Per-trace data the view draws from, computed once per trace (and per order or filter for `rows`).
@@ -50,6 +51,8 @@ pub struct EngineTrack {
     pub present: [bool; 4],
     /// Its steps in time buckets, for zoomed-out views.
     pub summary: StepSummary,
+    /// What it did: prefill or decode only in a disaggregated deployment, else both.
+    pub role: InstanceRole,
 }
 
 /// A source's counter samples, drawn as steps that hold each reading until the next.
@@ -152,7 +155,8 @@ impl TraceView {
             .chain(t.tokens.emitted_ns.iter())
             .chain(t.requests.arrival_ns.iter());
         let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
-        let engines = t
+        let roles = t.instance_roles();
+        let mut engines: Vec<EngineTrack> = t
             .sources_with_iterations()
             .iter()
             .map(|&(source, ref range)| {
@@ -173,9 +177,12 @@ impl TraceView {
                     max_counters,
                     present,
                     summary: StepSummary::build(t, range.start as usize..range.end as usize, t0_ns, t1_ns),
+                    role: roles.get(&source).copied().unwrap_or(InstanceRole::Both),
                 }
             })
             .collect();
+        // Grouped by role: prefill instances, then decode instances, then ordinary ones, each in the trace's order.
+        engines.sort_by_key(|e| e.role);
         let rows = layout::track_rows(t, order, filter);
         let sampled = sample_tracks(t);
         let q = &t.requests;

@@ -308,7 +308,7 @@ impl Steps {
         };
         cx.tokens.visit(false, &mut |rt| {
             let r = rt.request;
-            let source = trace.requests.source[r as usize];
+            let source = trace.decode_source(r);
             let (Some(rows), Some(&base)) = (self.of.get(&source), self.base.get(&source)) else {
                 return;
             };

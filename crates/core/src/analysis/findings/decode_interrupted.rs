@@ -65,7 +65,7 @@ impl Detector for DecodeInterrupted {
             if tokens.len() < 3 {
                 continue;
             }
-            let source = trace.requests.source[r as usize];
+            let source = trace.decode_source(r);
             let Some(rows) = rows_of.get(&source) else { continue };
             gaps.clear();
             gaps.extend(crate::analysis::metrics::itl_ns(trace, r));

@@ -18,6 +18,7 @@ mod preemption_burst;
 mod prefill_monopoly;
 mod repetition_loop;
 mod slo_violations;
+mod slow_transfer;
 mod thresholds;
 mod token_mismatch;
 mod tokens;
@@ -61,7 +62,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 12] = [
+pub const DETECTORS: [&dyn Detector; 13] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -74,6 +75,7 @@ pub const DETECTORS: [&dyn Detector; 12] = [
     &overload::Overload,
     &chronic_interference::ChronicInterference,
     &acceptance_collapse::AcceptanceCollapse,
+    &slow_transfer::SlowKvTransfer,
 ];
 
 /// What a finding is about.
@@ -104,11 +106,13 @@ pub enum Kind {
     ChronicInterference,
     /// Speculative decoding's drafts stopped being accepted, for some requests or for a stretch of time.
     AcceptanceCollapse,
+    /// Disaggregated serving: requests spent most of their time to first token moving their KV cache.
+    SlowKvTransfer,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -121,6 +125,7 @@ impl Kind {
         Kind::Overload,
         Kind::ChronicInterference,
         Kind::AcceptanceCollapse,
+        Kind::SlowKvTransfer,
     ];
 
     /// The kebab-case name (command line, JSON).
@@ -138,6 +143,7 @@ impl Kind {
             Kind::Overload => "overload",
             Kind::ChronicInterference => "chronic-interference",
             Kind::AcceptanceCollapse => "acceptance-collapse",
+            Kind::SlowKvTransfer => "slow-kv-transfer",
         }
     }
 
@@ -161,6 +167,7 @@ impl Kind {
             Kind::Overload => "Overload: the queue kept growing",
             Kind::ChronicInterference => "Decodes chronically slowed by prefill",
             Kind::AcceptanceCollapse => "Speculative acceptance collapse",
+            Kind::SlowKvTransfer => "Slow KV transfer (disaggregated serving)",
         }
     }
 }
@@ -229,7 +236,7 @@ impl Finding {
 /// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
 /// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
 /// the candidates.
-pub const STREAMABLE: [Kind; 8] = [
+pub const STREAMABLE: [Kind; 9] = [
     Kind::KvSaturation,
     Kind::SloViolations,
     Kind::RepetitionLoop,
@@ -238,6 +245,7 @@ pub const STREAMABLE: [Kind; 8] = [
     Kind::Overload,
     Kind::ChronicInterference,
     Kind::AcceptanceCollapse,
+    Kind::SlowKvTransfer,
 ];
 
 /// Every finding, sorted by severity, then `from_ns`, then kind.

@@ -11,6 +11,9 @@ pub use super::range_index::STALL_FACTOR;
 use super::range_index::{RangeIndex, is_stall};
 use crate::trace::{StageKind, Trace};
 
+pub mod transfers;
+pub use transfers::{Transfer, Transfers};
+
 /// The engine steps overlapping the range, all sources together.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Steps {
@@ -98,6 +101,8 @@ pub struct Interference {
     pub holders: Vec<Holder>,
     /// How many requests prefilled (and held the engine), decoded, stalled, and waited, in all.
     pub counts: Counts,
+    /// KV transfers between instances overlapping the range (disaggregated serving), longest first.
+    pub transfers: Transfers,
 }
 
 /// How many requests each list would hold without [`LIST_LIMIT`].
@@ -347,6 +352,7 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
             (Prefilling { request, tokens, steps }, holder)
         })
         .unzip();
+    out.transfers = transfers::in_range(trace, from_ns, to_ns);
     out.keep_first(LIST_LIMIT);
 
     // Whom the largest holders delayed: other requests of their instance that waited, or stalled in decode,
@@ -596,6 +602,7 @@ pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interfer
     out.decoding
         .sort_by(|a, b| b.stalled.cmp(&a.stalled).then(b.max_itl_ms.total_cmp(&a.max_itl_ms)));
     out.waiting.sort_by(|a, b| b.waited_ms.total_cmp(&a.waited_ms));
+    out.transfers = transfers::in_range(trace, from_ns, to_ns);
     out.keep_first(LIST_LIMIT);
     out
 }
@@ -670,6 +677,21 @@ impl Interference {
         let _ = writeln!(t, "waiting: {} requests", self.counts.waiting);
         for w in self.waiting.iter().take(20) {
             let _ = writeln!(t, "  {}  {:.1} ms", trace.request_id(w.request), w.waited_ms);
+        }
+        let x = &self.transfers;
+        if !x.list.is_empty() {
+            let tokens = x
+                .tokens
+                .map_or_else(|| "tokens not in the trace".to_owned(), |n| format!("{n} tokens"));
+            let _ = writeln!(
+                t,
+                "KV transfers: {} ({:.1} ms in range, {tokens})",
+                x.list.len(),
+                x.in_range_ms
+            );
+            for m in x.list.iter().take(20) {
+                let _ = writeln!(t, "  {}  {:.1} ms", trace.request_id(m.request), m.ms);
+            }
         }
         t
     }

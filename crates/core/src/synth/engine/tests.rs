@@ -30,6 +30,7 @@ fn small_engine(kv_blocks: u32) -> SimConfig {
         model: "m".into(),
         seed: 1,
         first_iteration: 0,
+        disaggregation: None,
     }
 }
 
@@ -145,5 +146,122 @@ fn two_requests_on_one_engine_step_as_worked_out_by_hand() {
     assert_eq!(
         crate::analysis::metrics::request_metrics(&t, b).ttft_ns,
         Some(42_720_000)
+    );
+}
+
+#[test]
+fn a_disaggregated_pair_prefills_transfers_and_decodes_as_worked_out_by_hand() {
+    // The engine of the test above (10 ms a step, 0.125 ms a prompt token, 1 ms a decoding sequence, a 64-token
+    // budget), as one prefill and one decode instance; a transfer costs 0.5 ms plus 10,000 bytes a token at 1 GB/s
+    // (10 µs a token).
+    let transfer = super::super::disagg::TransferCost {
+        bytes_per_token: 10_000,
+        bytes_per_s: 1e9,
+        latency_ns: 500_000,
+    };
+    let cfg = SimConfig {
+        engines: vec![EngineConfig {
+            max_num_batched_tokens: 64,
+            kv_blocks: 1_000,
+            prefix_cache_blocks: 0,
+            cost: StepCost {
+                base_ms: 10.0,
+                prefill_token_ms: 0.125,
+                decode_seq_ms: 1.0,
+                ..StepCost::ONE_REGIME
+            },
+            ..EngineConfig::new("e")
+        }],
+        disaggregation: Some(Disaggregation {
+            prefill: 1,
+            decode: 1,
+            transfer,
+        }),
+        ..small_engine(1_000)
+    };
+    // a: 100 prompt tokens, 3 out, at 0 ms; b: 30 prompt tokens, 2 out, at 5 ms.
+    let t = simulate(&cfg, &[arrival("a", 0, 100, 3), arrival("b", 5, 30, 2)]);
+    // Prefill instance: step 0 at 0 ms, a's first 64 tokens, 18 ms; step 1 at 18.2 ms, a's other 36 and b's first
+    //   28, 18 ms: a's prompt is done at 36.2 ms and its 100 tokens' KV moves in 0.5 + 1.0 = 1.5 ms, to 37.7 ms;
+    //   step 2 at 36.4 ms, b's last 2 tokens, 10.25 ms: b's 30 tokens' KV moves 46.65 -> 47.45 ms (0.5 + 0.3).
+    // Decode instance: step 0 at 37.7 ms, a alone, 11 ms (a's token 0 leaves 0.05 ms after its end); b arrives at
+    //   47.45 ms and waits for step 1 at 48.9 ms: a and b, 12 ms (b's token leaves 0.02 ms after a's); step 2 at
+    //   61.1 ms, the same two, 12 ms, their last tokens.
+    let ms = |x: f64| T0 + (x * 1e6).round() as i64;
+    let (prefill, decode) = (
+        t.labels.lookup("e-prefill").unwrap(),
+        t.labels.lookup("e-decode").unwrap(),
+    );
+    let it = &t.iterations;
+    let steps_of = |source: u32| -> Vec<(i64, i64)> {
+        (0..it.len())
+            .filter(|&i| it.source[i] == source)
+            .map(|i| (it.start_ns[i], it.end_ns[i]))
+            .collect()
+    };
+    assert_eq!(
+        steps_of(prefill),
+        [(ms(0.0), ms(18.0)), (ms(18.2), ms(36.2)), (ms(36.4), ms(46.65))]
+    );
+    assert_eq!(
+        steps_of(decode),
+        [(ms(37.7), ms(48.7)), (ms(48.9), ms(60.9)), (ms(61.1), ms(73.1))]
+    );
+    let (a, b) = (t.request_row("a").unwrap(), t.request_row("b").unwrap());
+    for r in [a, b] {
+        assert_eq!(t.requests.source[r as usize], prefill);
+        assert_eq!(t.requests.decode_source[r as usize], decode);
+        assert_eq!(t.decode_source(r), decode);
+    }
+    let emitted = |r: u32| t.tokens.emitted_ns[t.tokens_of(r)].to_vec();
+    assert_eq!(emitted(a), [ms(48.75), ms(60.95), ms(73.15)]);
+    assert_eq!(emitted(b), [ms(60.97), ms(73.17)]);
+    // Every token names a step of the decode instance, numbered from 0 there as on the prefill instance.
+    for r in [a, b] {
+        for k in t.tokens_of(r) {
+            let row = t.tokens.iter_row[k] as usize;
+            assert_eq!(it.source[row], decode, "token {k}");
+            assert_eq!(it.iteration[row], t.tokens.iteration[k]);
+        }
+    }
+    assert_eq!(t.tokens.iteration[t.tokens_of(b)].to_vec(), [1, 2]);
+    // The explicit spans: prefill chunks on the prefill instance, the transfer, and b's queues on each instance
+    // (5 -> 18.2 ms on the first, 47.45 -> 48.9 ms on the second).
+    let spans = |r: u32| -> Vec<(StageKind, i64, i64, Option<u32>)> {
+        t.explicit_stages_of(r)
+            .map(|s| {
+                let st = &t.stages;
+                (st.kind[s], st.start_ns[s], st.end_ns[s], st.tokens[s])
+            })
+            .collect()
+    };
+    assert_eq!(
+        spans(a),
+        [
+            (StageKind::Prefill, ms(0.0), ms(18.0), Some(64)),
+            (StageKind::Prefill, ms(18.2), ms(36.2), Some(36)),
+            (StageKind::KvTransfer, ms(36.2), ms(37.7), Some(100)),
+        ]
+    );
+    assert_eq!(
+        spans(b),
+        [
+            (StageKind::Queue, ms(5.0), ms(18.2), None),
+            (StageKind::Prefill, ms(18.2), ms(36.2), Some(28)),
+            (StageKind::Prefill, ms(36.4), ms(46.65), Some(2)),
+            (StageKind::KvTransfer, ms(46.65), ms(47.45), Some(30)),
+            (StageKind::Queue, ms(47.45), ms(48.9), None),
+        ]
+    );
+    // The prefill chunks name the prefill instance's steps.
+    for s in t.explicit_stages_of(b) {
+        if t.stages.kind[s] == StageKind::Prefill {
+            assert_eq!(it.source[t.stages.iter_row[s].unwrap() as usize], prefill);
+        }
+    }
+    // TTFT: a 48.75 ms; b 60.97 - 5 = 55.97 ms.
+    assert_eq!(
+        crate::analysis::metrics::request_metrics(&t, b).ttft_ns,
+        Some(55_970_000)
     );
 }

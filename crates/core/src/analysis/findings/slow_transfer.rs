@@ -1,0 +1,133 @@
+//! Slow KV transfer (disaggregated serving): requests whose KV cache took most of their time to first token to move
+//! from the instance that prefilled them to the one that decoded them. It reads the requests, their stages and each
+//! request's first token: it runs on a streamed trace too.
+
+use super::words::{names, row_u32};
+use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
+use crate::analysis::metrics::ms;
+use crate::analysis::stats::thousands;
+use crate::trace::StageKind;
+
+/// A transfer this share of its request's TTFT or more dominates it.
+pub const DOMINANT_SHARE: f64 = 0.5;
+/// A transfer shorter than this (ms) is no incident, whatever its share: a short prompt's TTFT is short too.
+pub const MIN_TRANSFER_MS: f64 = 50.0;
+
+/// The detector of [`Kind::SlowKvTransfer`].
+pub(super) struct SlowKvTransfer;
+
+/// A request's transfers: their total time, tokens moved and span.
+struct Moved {
+    request: u32,
+    ns: i64,
+    tokens: Option<u64>,
+    from_ns: i64,
+    to_ns: i64,
+    ttft_ns: i64,
+}
+
+impl Detector for SlowKvTransfer {
+    fn kind(&self) -> Kind {
+        Kind::SlowKvTransfer
+    }
+
+    /// The requests whose `kv_transfer` stages took [`DOMINANT_SHARE`] of their TTFT or more, and
+    /// [`MIN_TRANSFER_MS`] or more, as one finding: the slowest first, with its tokens and their rate. Critical when
+    /// the slowest took a second or more.
+    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
+        let trace = cx.trace;
+        let st = &trace.stages;
+        let mut moved: Vec<Moved> = Vec::new();
+        let mut transferred = 0usize;
+        for r in 0..row_u32(trace.request_count()) {
+            let rows: Vec<usize> = trace
+                .explicit_stages_of(r)
+                .filter(|&s| st.kind[s] == StageKind::KvTransfer)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            transferred += 1;
+            let ns: i64 = rows.iter().map(|&s| (st.end_ns[s] - st.start_ns[s]).max(0)).sum();
+            let Some(ttft_ns) = cx.metrics(r).ttft_ns.filter(|&t| t > 0) else {
+                continue;
+            };
+            if ms(ns) < MIN_TRANSFER_MS || (ns as f64) < DOMINANT_SHARE * ttft_ns as f64 {
+                continue;
+            }
+            let tokens = rows.iter().map(|&s| st.tokens[s].map(u64::from)).sum::<Option<u64>>();
+            moved.push(Moved {
+                request: r,
+                ns,
+                tokens,
+                from_ns: rows.iter().map(|&s| st.start_ns[s]).min().unwrap_or(0),
+                to_ns: rows.iter().map(|&s| st.end_ns[s]).max().unwrap_or(0),
+                ttft_ns,
+            });
+        }
+        if moved.is_empty() {
+            return Vec::new();
+        }
+        moved.sort_by_key(|m| (std::cmp::Reverse(m.ns), m.request));
+        let worst = &moved[0];
+        let from_ns = moved.iter().map(|m| m.from_ns).min().unwrap_or(worst.from_ns);
+        let to_ns = moved
+            .iter()
+            .map(|m| m.to_ns)
+            .max()
+            .unwrap_or(worst.to_ns)
+            .max(from_ns + 1);
+        let route = format!(
+            "{} -> {}",
+            trace
+                .label(trace.requests.source[worst.request as usize])
+                .unwrap_or("?"),
+            trace.label(trace.decode_source(worst.request)).unwrap_or("?")
+        );
+        let what = match worst.tokens {
+            Some(t) => format!(
+                "moving the KV of {} tokens ({} tokens/s)",
+                thousands(t),
+                thousands((t as f64 / (worst.ns as f64 / 1e9)).round() as u64)
+            ),
+            None => "moving its KV (tokens not in the trace)".to_owned(),
+        };
+        let mut requests: Vec<u32> = moved.iter().map(|m| m.request).collect();
+        let summary = format!(
+            "{} of {transferred} requests handed from prefill to decode spent {:.0} % or more of their TTFT in the KV \
+             transfer: {}; the slowest, {} ({route}), {:.1} ms of its {:.1} ms TTFT {what}",
+            moved.len(),
+            DOMINANT_SHARE * 100.0,
+            names(trace, &requests),
+            trace.request_id(worst.request),
+            ms(worst.ns),
+            ms(worst.ttft_ns),
+        );
+        let severity = if ms(worst.ns) >= CRITICAL_DELAY_MS {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        requests.truncate(MAX_LISTED_REQUESTS);
+        let mut tokens: Vec<usize> = requests
+            .iter()
+            .filter_map(|&r| {
+                let t = cx.tokens.rows(r);
+                (!t.is_empty()).then_some(t.start)
+            })
+            .collect();
+        if let Some(rest) = tokens.get_mut(1..) {
+            rest.sort_unstable();
+        }
+        vec![Finding {
+            kind: Kind::SlowKvTransfer,
+            severity,
+            summary,
+            from_ns,
+            to_ns,
+            requests,
+            steps: Vec::new(),
+            tokens,
+        }]
+    }
+}

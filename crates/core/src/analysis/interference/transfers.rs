@@ -1,0 +1,88 @@
+//! The KV transfers of a range (disaggregated serving): the moves of requests' KV caches from the instance that
+//! prefilled them to the one that decodes them, that overlap it.
+
+use crate::trace::{StageKind, Trace};
+
+/// One request's transfer in the range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    /// Request row.
+    pub request: u32,
+    /// The transfer's whole time, ms.
+    pub ms: f64,
+    /// Of it, the part inside the range, ms.
+    pub in_range_ms: f64,
+    /// Tokens whose KV moved, where the trace says.
+    pub tokens: Option<u32>,
+}
+
+/// The transfers overlapping a range, longest first.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Transfers {
+    /// Every transfer overlapping the range (a request's several transfers each).
+    pub list: Vec<Transfer>,
+    /// Their time inside the range, summed, ms.
+    pub in_range_ms: f64,
+    /// The tokens they moved, summed; `None` when a transfer does not say.
+    pub tokens: Option<u64>,
+}
+
+/// The `kv_transfer` stages overlapping `[from_ns, to_ns]`.
+pub fn in_range(trace: &Trace, from_ns: i64, to_ns: i64) -> Transfers {
+    let st = &trace.stages;
+    let mut list: Vec<Transfer> = (0..st.len())
+        .filter(|&s| st.kind[s] == StageKind::KvTransfer && st.start_ns[s] <= to_ns && st.end_ns[s] >= from_ns)
+        .map(|s| {
+            let inside = (st.end_ns[s].min(to_ns) - st.start_ns[s].max(from_ns)).max(0);
+            Transfer {
+                request: st.request[s],
+                ms: super::ms(st.end_ns[s] - st.start_ns[s]),
+                in_range_ms: super::ms(inside),
+                tokens: st.tokens[s],
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| b.ms.total_cmp(&a.ms).then(a.request.cmp(&b.request)));
+    Transfers {
+        in_range_ms: list.iter().map(|t| t.in_range_ms).sum(),
+        tokens: list.iter().map(|t| t.tokens.map(u64::from)).sum(),
+        list,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::trace_of;
+
+    /// 2025-11-29 08:00:00 UTC, ns.
+    const T0: i64 = 1_764_403_200_000_000_000;
+
+    #[test]
+    fn a_range_counts_the_transfers_it_overlaps_and_their_time_inside_it() {
+        // r1 moves 2,000 tokens over 10-40 ms, r2 500 tokens over 50-55 ms, r3 over 90-100 ms (tokens unknown).
+        let t = trace_of(
+            r#"{"kind":"request","request_id":"r1","source":"p","decode_source":"d","arrival_ns":1764403200000000000}
+{"kind":"request","request_id":"r2","source":"p","decode_source":"d","arrival_ns":1764403200000000001}
+{"kind":"request","request_id":"r3","source":"p","decode_source":"d","arrival_ns":1764403200000000002}
+{"kind":"stage","request_id":"r1","stage":"kv_transfer","start_ns":1764403200010000000,"end_ns":1764403200040000000,"tokens":2000}
+{"kind":"stage","request_id":"r2","stage":"kv_transfer","start_ns":1764403200050000000,"end_ns":1764403200055000000,"tokens":500}
+{"kind":"stage","request_id":"r3","stage":"kv_transfer","start_ns":1764403200090000000,"end_ns":1764403200100000000}
+"#,
+        );
+        // 30-60 ms: r1's last 10 ms and r2's whole 5 ms; 2,500 tokens.
+        let x = in_range(&t, T0 + 30_000_000, T0 + 60_000_000);
+        let got: Vec<(&str, f64, f64)> = x
+            .list
+            .iter()
+            .map(|m| (t.request_id(m.request), m.ms, m.in_range_ms))
+            .collect();
+        assert_eq!(got, [("r1", 30.0, 10.0), ("r2", 5.0, 5.0)]);
+        assert_eq!((x.in_range_ms, x.tokens), (15.0, Some(2_500)));
+        // With r3, whose tokens are not in the trace: the sum of tokens is absent, not r1's and r2's alone.
+        let x = in_range(&t, T0, T0 + 200_000_000);
+        assert_eq!(x.list.len(), 3);
+        assert_eq!((x.in_range_ms, x.tokens), (45.0, None));
+        assert!(in_range(&t, T0 + 60_000_000, T0 + 80_000_000).list.is_empty());
+    }
+}

@@ -1,0 +1,198 @@
+//! Disaggregated serving (issue 49): a request prefilled on one instance and decoded on another, its KV transfer
+//! between them, as a trace says it and as the simulator's what-if makes it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::tokenscope;
+
+fn load(path: &str) -> tokenscope::trace::Trace {
+    tokenscope::load::load(Path::new(path), &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .trace
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// One request, prefilled on `p0` in its steps 7 and 8 and decoded on `d0` in its steps 7, 8 and 9 (the same numbers:
+/// each instance counts its own), with a 3 ms transfer of its 2,000 prompt tokens between.
+const HAND_BUILT: &str = r#"{"kind":"meta","format":"tokenscope","version":1}
+{"kind":"iteration","source":"p0","iteration":7,"start_ns":1764403201000000000,"end_ns":1764403201020000000,"num_prefill_tokens":1024}
+{"kind":"iteration","source":"p0","iteration":8,"start_ns":1764403201020000000,"end_ns":1764403201035000000,"num_prefill_tokens":976}
+{"kind":"iteration","source":"d0","iteration":7,"start_ns":1764403201038000000,"end_ns":1764403201048000000,"num_decode_tokens":1}
+{"kind":"iteration","source":"d0","iteration":8,"start_ns":1764403201048000000,"end_ns":1764403201058000000,"num_decode_tokens":1}
+{"kind":"iteration","source":"d0","iteration":9,"start_ns":1764403201058000000,"end_ns":1764403201068000000,"num_decode_tokens":1}
+{"kind":"request","request_id":"r1","source":"p0","decode_source":"d0","arrival_ns":1764403200995000000,"scheduled_ns":1764403201000000000,"first_token_ns":1764403201048000000,"finished_ns":1764403201068000000,"input_tokens":2000,"output_tokens":3}
+{"kind":"stage","request_id":"r1","stage":"prefill","start_ns":1764403201000000000,"end_ns":1764403201020000000,"iteration":7,"tokens":1024}
+{"kind":"stage","request_id":"r1","stage":"prefill","start_ns":1764403201020000000,"end_ns":1764403201035000000,"iteration":8,"tokens":976}
+{"kind":"stage","request_id":"r1","stage":"kv_transfer","start_ns":1764403201035000000,"end_ns":1764403201038000000,"tokens":2000}
+{"kind":"token","request_id":"r1","index":0,"emitted_ns":1764403201048000000,"iteration":7}
+{"kind":"token","request_id":"r1","index":1,"emitted_ns":1764403201058000000,"iteration":8}
+{"kind":"token","request_id":"r1","index":2,"emitted_ns":1764403201068000000,"iteration":9}
+"#;
+
+#[test]
+fn a_hand_built_two_instance_trace_keeps_the_request_whole_across_instances() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("pd.jsonl");
+    std::fs::write(&path, HAND_BUILT).unwrap_or_else(|e| panic!("{e}"));
+    let path = path.to_string_lossy().into_owned();
+    let t = load(&path);
+    assert_eq!(t.request_count(), 1);
+    let (p0, d0) = (
+        t.labels.lookup("p0").unwrap_or(u32::MAX),
+        t.labels.lookup("d0").unwrap_or(u32::MAX),
+    );
+    assert_eq!((t.requests.source[0], t.decode_source(0)), (p0, d0));
+    // The tokens' steps 7, 8, 9 are the decode instance's, not the prefill instance's 7 and 8.
+    for k in t.tokens_of(0) {
+        let row = t.tokens.iter_row[k] as usize;
+        assert_eq!(t.iterations.source[row], d0, "token {k}");
+    }
+    // The prefill chunks' steps are the prefill instance's.
+    for s in t.explicit_stages_of(0) {
+        if let Some(row) = t.stages.iter_row[s] {
+            assert_eq!(t.iterations.source[row as usize], p0);
+        }
+    }
+    // Its TTFT, 1,048 - 995 = 53 ms, holds the 3 ms transfer; TPOT (1,068 - 1,048) / 2 = 10 ms.
+    let (code, out, err) = tokenscope(&["summary", "--json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["ttft_ms"]["p50"], 53.0, "{out}");
+    assert_eq!(v["tpot_ms"]["p50"], 10.0, "{out}");
+    let (code, out, err) = tokenscope(&["findings", "--json", &path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(json(&out)["findings"].as_array().is_some(), "{out}");
+    #[cfg(feature = "query")]
+    {
+        let sql = "SELECT request_id, from_source, to_source, start_ns, end_ns, duration_ms, tokens FROM transfers";
+        let (code, out, err) = tokenscope(&["query", &path, sql, "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let rows = json(&out);
+        assert_eq!(rows.as_array().map(Vec::len), Some(1), "{out}");
+        let row = &rows[0];
+        assert_eq!(
+            (&row["request_id"], &row["from_source"], &row["to_source"]),
+            (&Value::from("r1"), &Value::from("p0"), &Value::from("d0"))
+        );
+        assert_eq!(
+            (&row["start_ns"], &row["end_ns"]),
+            (
+                &Value::from(1_764_403_201_035_000_000_i64),
+                &Value::from(1_764_403_201_038_000_000_i64)
+            )
+        );
+        assert_eq!(
+            (&row["duration_ms"], &row["tokens"]),
+            (&Value::from(3.0), &Value::from(2000))
+        );
+        let (_, out, _) = tokenscope(&["query", &path, "SELECT decode_source FROM requests", "--format", "csv"]);
+        assert_eq!(out, "decode_source\nd0\n");
+    }
+}
+
+#[test]
+fn a_one_prefill_one_decode_replay_removes_the_interruption_and_prices_the_transfer() {
+    // The incident: chunked prefill off, long prompts stall a decoding request (scenario prefill-interrupts-decode).
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let a = dir.path().join("incident.parquet").to_string_lossy().into_owned();
+    let b = dir.path().join("1p1d.parquet").to_string_lossy().into_owned();
+    let (code, _, err) = tokenscope(&["synth", "--scenario", "prefill-interrupts-decode", "-o", &a]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = tokenscope(&[
+        "synth",
+        "--scenario",
+        "replay",
+        "--from-trace",
+        &a,
+        "--set",
+        "disaggregation=1p1d",
+        "-o",
+        &b,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("overrides: disaggregation=1p1d"), "{out}");
+    assert!(
+        out.contains("each instance became 1 prefill and 1 decode instance(s)")
+            && out.contains("at 25 GB/s after 1 ms"),
+        "{out}"
+    );
+    let kinds = |path: &str| -> Vec<String> {
+        let (code, out, err) = tokenscope(&["findings", "--json", path]);
+        assert_eq!(code, 0, "{err}");
+        json(&out)["findings"]
+            .as_array()
+            .map(|l| l.iter().map(|f| f["kind"].as_str().unwrap_or("").to_owned()).collect())
+            .unwrap_or_default()
+    };
+    assert!(kinds(&a).iter().any(|k| k == "decode-interrupted"), "{:?}", kinds(&a));
+    assert!(!kinds(&b).iter().any(|k| k == "decode-interrupted"), "{:?}", kinds(&b));
+
+    let (ta, tb) = (load(&a), load(&b));
+    assert_eq!(ta.request_count(), tb.request_count());
+    let name = |t: &tokenscope::trace::Trace, id: u32| t.label(id).unwrap_or("").to_owned();
+    let mut transfers = 0;
+    for r in 0..tb.request_count() as u32 {
+        let ri = r as usize;
+        let Some(input) = tb.requests.input_tokens[ri] else {
+            continue;
+        };
+        if tb.tokens_of(r).is_empty() {
+            continue;
+        }
+        // Prefilled on the trace's instance's prefill twin, decoded on its decode twin.
+        let source = name(
+            &ta,
+            ta.requests.source[ta.request_row(tb.request_id(r)).unwrap_or(0) as usize],
+        );
+        assert_eq!(name(&tb, tb.requests.source[ri]), format!("{source}-prefill"));
+        assert_eq!(name(&tb, tb.decode_source(r)), format!("{source}-decode"));
+        // One transfer of the whole prompt, after its last prefill chunk and before its first token: 1 ms plus its
+        // bytes (131,072 a token, the 8 B model's KV in bf16) at 25 GB/s.
+        let st = &tb.stages;
+        let spans: Vec<usize> = tb.explicit_stages_of(r).collect();
+        let moved: Vec<usize> = spans
+            .iter()
+            .copied()
+            .filter(|&s| st.kind[s] == tokenscope::trace::StageKind::KvTransfer)
+            .collect();
+        assert_eq!(moved.len(), 1, "{}", tb.request_id(r));
+        let s = moved[0];
+        let bytes = f64::from(input) * 131_072.0;
+        let want_ns = 1_000_000 + (bytes / 25e9 * 1e9).round() as i64;
+        assert_eq!(st.end_ns[s] - st.start_ns[s], want_ns, "{}", tb.request_id(r));
+        assert_eq!(st.tokens[s], Some(input));
+        let last_prefill = spans
+            .iter()
+            .filter(|&&p| st.kind[p] == tokenscope::trace::StageKind::Prefill)
+            .map(|&p| st.end_ns[p])
+            .max();
+        assert_eq!(last_prefill, Some(st.start_ns[s]));
+        assert!(tb.tokens.emitted_ns[tb.tokens_of(r).start] > st.end_ns[s]);
+        transfers += 1;
+    }
+    assert!(transfers > 0);
+    #[cfg(feature = "query")]
+    {
+        let (code, out, err) = tokenscope(&["query", &b, "SELECT count(*) AS n FROM transfers", "--format", "csv"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, format!("n\n{transfers}\n"));
+    }
+    // The diff says what the remedy does to TPOT p99 (lower) and what the transfer adds to TTFT.
+    let (code, out, err) = tokenscope(&["diff", &a, &b, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let figure = |key: &str| -> (f64, f64) {
+        let f = v["figures"]
+            .as_array()
+            .and_then(|l| l.iter().find(|f| f["key"] == key))
+            .unwrap_or_else(|| panic!("{key} in {out}"));
+        (f["a"].as_f64().unwrap_or(f64::NAN), f["b"].as_f64().unwrap_or(f64::NAN))
+    };
+    let (tpot_a, tpot_b) = figure("tpot_p99_ms");
+    assert!(tpot_b < tpot_a, "TPOT p99 {tpot_a} -> {tpot_b}");
+}
