@@ -196,3 +196,59 @@ fn a_one_prefill_one_decode_replay_removes_the_interruption_and_prices_the_trans
     let (tpot_a, tpot_b) = figure("tpot_p99_ms");
     assert!(tpot_b < tpot_a, "TPOT p99 {tpot_a} -> {tpot_b}");
 }
+
+#[test]
+fn gui_the_instances_are_grouped_by_role_and_a_dragged_range_lists_its_transfers() {
+    use eframe::egui::pos2;
+    use egui_kittest::kittest::Queryable;
+    use tokenscope::trace::instances::InstanceRole;
+    use tokenscope::ui::{App, TraceSource};
+
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.path().join("pd.jsonl");
+    std::fs::write(&path, HAND_BUILT).unwrap_or_else(|e| panic!("{e}"));
+    let mut app = App::new(TraceSource::Path(path), None);
+    app.wait_loaded();
+    let mut h = crate::gui::harness(app);
+    // The prefill instance's track above the decode instance's, though "d0" sorts before "p0".
+    let roles: Vec<(String, InstanceRole)> = {
+        let view = &h.state().session().unwrap_or_else(|| panic!("opened")).view;
+        view.engines
+            .iter()
+            .map(|e| (view.trace.label(e.source).unwrap_or("").to_owned(), e.role))
+            .collect()
+    };
+    assert_eq!(
+        roles,
+        [
+            ("p0".to_owned(), InstanceRole::Prefill),
+            ("d0".to_owned(), InstanceRole::Decode)
+        ]
+    );
+    // A drag from 1,030 to 1,045 ms (the trace starts at the arrival, 995 ms) holds the whole 3 ms transfer.
+    const MS: i64 = 1_000_000;
+    let base = crate::gui::t0(&h);
+    let y = h
+        .state()
+        .session()
+        .and_then(|s| s.waterfall.requests_rect)
+        .map_or(0.0, |r| r.center().y);
+    let (from, to) = (
+        pos2(crate::gui::x_of(&h, base + 35 * MS), y),
+        pos2(crate::gui::x_of(&h, base + 50 * MS), y),
+    );
+    crate::gui::drag_then_step(&mut h, from, to);
+    if let Some(s) = h.state_mut().session_mut() {
+        s.wait_interference();
+    }
+    h.run_steps(10);
+    let moved = h
+        .state()
+        .session()
+        .and_then(|s| s.interference.as_ref())
+        .map(|x| x.transfers.clone())
+        .unwrap_or_default();
+    assert_eq!(moved.list.len(), 1, "{moved:?}");
+    assert_eq!((moved.in_range_ms, moved.tokens), (3.0, Some(2_000)));
+    h.get_by_label("KV transfers: 1 (3.0 ms in range, 2000 tokens)");
+}

@@ -71,7 +71,7 @@ fn the_app_opens_the_demo() {
 }
 
 /// A drag that ends with one frame, for when the drop starts work that shows a spinner until it is done.
-fn drag_then_step(h: &mut Harness<'_, App>, from: Pos2, to: Pos2) {
+pub(crate) fn drag_then_step(h: &mut Harness<'_, App>, from: Pos2, to: Pos2) {
     h.hover_at(from);
     h.run();
     h.drag_at(from);

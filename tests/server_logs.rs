@@ -381,3 +381,54 @@ fn a_file_that_mixes_three_servers_logs_keeps_each_servers_readings_apart() {
         assert!(mine > 0, "{name}");
     }
 }
+
+#[test]
+fn a_starved_data_parallel_rank_is_named_and_a_balanced_pair_is_not() {
+    use tokenscope::analysis::findings::{Kind, Thresholds, find_kinds};
+    use tokenscope::analysis::summary::Slo;
+    let open = |log: &Path| {
+        let options = LoadOptions {
+            log_clock: LogClock {
+                date: chrono::NaiveDate::from_ymd_opt(2025, 1, 1),
+                utc_offset_s: None,
+            },
+            ..LoadOptions::default()
+        };
+        // A log with no stats line (dp2-default) is no trace.
+        load_with(log, &tokenscope::load::Progress::default(), options)
+            .ok()
+            .map(|l| l.trace)
+    };
+    for log in logs("vllm") {
+        let name = log
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Some(trace) = open(&log) else { continue };
+        let found = find_kinds(&trace, &Slo::default(), &Thresholds::default(), &[Kind::RankImbalance]);
+        if !name.contains("dp2-skew") {
+            assert!(found.is_empty(), "{name}: {found:#?}");
+            continue;
+        }
+        // The scenario (scripts/engines/engine-logs/vllm_log.py, dp2-skew): every request goes to engine 0 for the
+        // four 10-s intervals read at 18:01:23, :33, :43 and :53 (its queue 6, 14, 22, 9) while engine 1 reads
+        // "Running: 0 reqs, Waiting: 0 reqs" at 18:01:23 and then, idle, logs nothing until 18:02:03.
+        let [f] = found.as_slice() else {
+            panic!("{name}: {found:#?}")
+        };
+        assert_eq!(
+            f.summary,
+            "engine had requests waiting (up to 22) in 4 readings over 40 s while instance engine-001 of the same \
+             server was idle (nothing running or waiting): the load was not spread over its ranks",
+            "{name}"
+        );
+        let at = |hms: &str| {
+            chrono::NaiveDateTime::parse_from_str(&format!("2025-11-03 {hms}"), "%Y-%m-%d %H:%M:%S")
+                .unwrap_or_else(|e| panic!("{e}"))
+                .and_utc()
+                .timestamp_nanos_opt()
+                .unwrap_or(0)
+        };
+        assert_eq!((f.from_ns, f.to_ns), (at("18:01:13"), at("18:01:53")), "{name}");
+    }
+}

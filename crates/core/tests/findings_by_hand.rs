@@ -711,3 +711,41 @@ fn a_kv_transfer_that_dominates_its_ttft_is_named_with_its_rate() {
     let plain: Vec<String> = lines.iter().filter(|l| !l.contains("kv_transfer")).cloned().collect();
     assert!(find_kinds(&trace_of(&plain), &Slo::default(), &th(), &[Kind::SlowKvTransfer]).is_empty());
 }
+
+/// Two instances of one server read every 10 s: `a` has requests waiting at 20 and 30 s (3, then 5) while `b` read
+/// idle at 20 s and then logged nothing (an idle vLLM engine's lines go to DEBUG); at 50 s one more reading of `a`
+/// with 2 waiting, alone.
+pub(crate) fn imbalanced() -> Trace {
+    let sample = |source: &str, s: i64, running: u32, waiting: u32| {
+        format!(
+            r#"{{"kind":"sample","source":"{source}","time_ns":{},"interval_ns":10000000000,"num_running":{running},"num_waiting":{waiting}}}"#,
+            at(s * 1000)
+        )
+    };
+    trace_of(&[
+        sample("a", 10, 4, 0),
+        sample("b", 10, 3, 0),
+        sample("a", 20, 8, 3),
+        sample("b", 20, 0, 0),
+        sample("a", 30, 8, 5),
+        sample("a", 40, 6, 0),
+        sample("a", 50, 6, 2),
+        sample("a", 60, 6, 0),
+    ])
+}
+
+#[test]
+fn requests_waiting_beside_an_idle_instance_for_two_readings_are_a_rank_imbalance() {
+    let t = imbalanced();
+    let found = find_kinds(&t, &Slo::default(), &th(), &[Kind::RankImbalance]);
+    // 20 s and 30 s make the episode: from the start of the 20 s reading's interval (10 s) to 30 s. The 50 s
+    // reading is one reading alone: a moment, not a condition.
+    let [f] = found.as_slice() else { panic!("{found:#?}") };
+    assert_eq!(
+        f.summary,
+        "a had requests waiting (up to 5) in 2 readings over 20 s while instance b of the same server was idle \
+         (nothing running or waiting): the load was not spread over its ranks"
+    );
+    assert_eq!((f.from_ns, f.to_ns), (at(10_000), at(30_000)));
+    assert_eq!(f.severity, Severity::Warning);
+}

@@ -21,7 +21,7 @@ use tokenscope_core::load::{Progress, load};
 use tokenscope_core::trace::Trace;
 
 use crate::findings::{sample, th};
-use crate::findings_by_hand::{at, collapsed_speculation, request, step, token, trace_of};
+use crate::findings_by_hand::{at, collapsed_speculation, imbalanced, request, step, token, trace_of};
 use crate::findings_windowed::{chronically_chunked, overloaded};
 
 /// KV saturation with a preemption: steps of `e` at 96 % for 2 s, one preempting at 1.2 s; request `a` (a 100-token
@@ -105,6 +105,7 @@ fn streamed_findings_are_the_loaded_ones_in_row_groups_of_every_size() {
         ("saturated", saturated_with_a_preemption(), &[1, 4, 1 << 20]),
         ("collapsed", collapsed_speculation(), &[1, 5, 1 << 20]),
         ("transfer", slow_transfer(), &[1, 1 << 20]),
+        ("imbalanced", imbalanced(), &[1, 1 << 20]),
     ];
     let mut kinds: BTreeSet<Kind> = BTreeSet::new();
     for (name, trace, sizes) in traces {

@@ -40,7 +40,7 @@ mkdir -p "$out"
 for v in $VLLM_VERSIONS; do
   py=$vcache/venv-$v/bin/python
   [ -x "$py" ] || { echo "no venv for vllm $v ($py): run scripts/engines/vllm-trace/make.sh $v first" >&2; exit 1; }
-  scenarios=(single spec dp2 dp2-agg dp2-default dp2-spec overload)
+  scenarios=(single spec dp2 dp2-agg dp2-default dp2-spec dp2-skew overload)
   # 0.15-style process prefix (written into sys.stdout, ANSI-coloured unless NO_COLOR): also without colour
   if ! grep -q set_vllm_process_name "$("$py" -c 'import importlib.util as u; print(u.find_spec("vllm").submodule_search_locations[0])')/logger.py"; then
     scenarios+=(single-nocolor)

@@ -15,6 +15,9 @@ writes OUT_BASE.log and OUT_BASE.truth.json. Scenarios:
   dp2-spec     dp2 with speculative decoding: each "Engine 00N: ..." line is followed by that
                engine's own SpecDecoding line (which names no engine); engine 0 accepts ~70 %
                of the drafted tokens, engine 1 ~30 %
+  dp2-skew     dp2 where the load stops reaching engine 1 for 40 s while engine 0's queue grows
+               to 22 (a starved rank); engine 1's idle lines go to DEBUG, as vLLM logs an idle
+               engine, so its log falls silent after its first idle reading
 
 What runs is vLLM's: vllm.logger (its dictConfig, NewLineFormatter, the 0.33 process
 name record factory), vllm.utils.system_utils.decorate_logs (0.15: the
@@ -72,6 +75,7 @@ START = {
     "dp2-default": 1767225540.0,
     "dp2-spec": 1762189200.0,  # 2025-11-03 17:00:00 UTC
     "overload": 1762185600.0,  # 2025-11-03 16:00:00 UTC
+    "dp2-skew": 1762192800.0,  # 2025-11-03 18:00:00 UTC
 }[SCENARIO]
 SPEC = SCENARIO in ("spec", "dp2-spec")  # served with an EAGLE3 draft model
 clock = VirtualClock(START)
@@ -595,6 +599,28 @@ def traffic(engines, mgr, created_mono, base_port=41230):
         # served with --no-enable-prefix-caching: no prefix-cache queries are ever recorded
         for _, d, _ in plan:
             d.pop("prefix", None)
+    if SCENARIO == "dp2-skew":
+        # Balanced for 20 s, then every request goes to engine 0 for 40 s (its queue: 6, 14, 22, 9) while engine 1
+        # runs nothing, then balanced again.
+        def load(**k):
+            return dict(dict(prompt=0, gen=0, running=0, waiting=0, kv=0.0, spec=None), **k)
+
+        skew = [
+            (load(prompt=8192, gen=1530, running=12, kv=0.2113), load(prompt=7680, gen=1490, running=11, kv=0.1987),
+             acc(4)),
+            (load(prompt=6144, gen=1710, running=13, kv=0.2405), load(prompt=6656, gen=1650, running=12, kv=0.2291),
+             acc(5)),
+            (load(prompt=16384, gen=2450, running=48, waiting=6, kv=0.8127), load(), acc(7)),
+            (load(prompt=12288, gen=2610, running=48, waiting=14, kv=0.9302), load(), acc(8)),
+            (load(prompt=10240, gen=2580, running=48, waiting=22, kv=0.9714, preempted=1), load(), acc(8)),
+            (load(prompt=14336, gen=2700, running=48, waiting=9, kv=0.9455), load(), acc(6)),
+            (load(prompt=4096, gen=2200, running=24, kv=0.5121), load(prompt=5120, gen=1100, running=20, kv=0.3342),
+             acc(3)),
+            (load(gen=640, running=2, kv=0.0311), load(gen=410, running=1, kv=0.0207), acc(2)),
+        ]
+        for d0, d1, accesses in skew:
+            run.interval(10.0, {0: d0, 1: d1}, accesses)
+        return
     for i, (secs, d, accesses) in enumerate(plan):
         if i == 3 and SCENARIO in ("single", "single-nocolor", "spec"):
             # a client sends an unknown field: a WARNING in the API server

@@ -16,6 +16,7 @@ mod kv_saturation;
 mod overload;
 mod preemption_burst;
 mod prefill_monopoly;
+mod rank_imbalance;
 mod repetition_loop;
 mod slo_violations;
 mod slow_transfer;
@@ -62,7 +63,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 13] = [
+pub const DETECTORS: [&dyn Detector; 14] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -76,6 +77,7 @@ pub const DETECTORS: [&dyn Detector; 13] = [
     &chronic_interference::ChronicInterference,
     &acceptance_collapse::AcceptanceCollapse,
     &slow_transfer::SlowKvTransfer,
+    &rank_imbalance::RankImbalance,
 ];
 
 /// What a finding is about.
@@ -108,11 +110,13 @@ pub enum Kind {
     AcceptanceCollapse,
     /// Disaggregated serving: requests spent most of their time to first token moving their KV cache.
     SlowKvTransfer,
+    /// Requests waited on one instance of a server (a data-parallel rank) while another ran none.
+    RankImbalance,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -126,6 +130,7 @@ impl Kind {
         Kind::ChronicInterference,
         Kind::AcceptanceCollapse,
         Kind::SlowKvTransfer,
+        Kind::RankImbalance,
     ];
 
     /// The kebab-case name (command line, JSON).
@@ -144,6 +149,7 @@ impl Kind {
             Kind::ChronicInterference => "chronic-interference",
             Kind::AcceptanceCollapse => "acceptance-collapse",
             Kind::SlowKvTransfer => "slow-kv-transfer",
+            Kind::RankImbalance => "rank-imbalance",
         }
     }
 
@@ -168,6 +174,7 @@ impl Kind {
             Kind::ChronicInterference => "Decodes chronically slowed by prefill",
             Kind::AcceptanceCollapse => "Speculative acceptance collapse",
             Kind::SlowKvTransfer => "Slow KV transfer (disaggregated serving)",
+            Kind::RankImbalance => "Rank imbalance: requests waited beside an idle instance",
         }
     }
 }
@@ -236,7 +243,7 @@ impl Finding {
 /// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
 /// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
 /// the candidates.
-pub const STREAMABLE: [Kind; 9] = [
+pub const STREAMABLE: [Kind; 10] = [
     Kind::KvSaturation,
     Kind::SloViolations,
     Kind::RepetitionLoop,
@@ -246,6 +253,7 @@ pub const STREAMABLE: [Kind; 9] = [
     Kind::ChronicInterference,
     Kind::AcceptanceCollapse,
     Kind::SlowKvTransfer,
+    Kind::RankImbalance,
 ];
 
 /// Every finding, sorted by severity, then `from_ns`, then kind.
