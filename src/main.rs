@@ -34,6 +34,9 @@ enum Command {
     /// Record a token-level trace, with candidates, from an OpenAI-compatible server: real prompts sent in a
     /// closed or open loop, every streamed token with its client-side arrival time, id, logprob and candidates.
     Record(cli::record::RecordArgs),
+    /// Follow what a server already writes (its log), sending it nothing: each incident said once as it happens
+    /// (--json: one line each), and the minutes around it kept as a trace (--incidents DIR).
+    Watch(cli::watch::WatchArgs),
     /// Export the slice of a trace around an incident: a trace file (.parquet, .jsonl) or Chrome Trace Event JSON
     /// (.json, for Perfetto UI). Times are ms after the trace's start (the waterfall ruler's 0).
     Export(cli::export::ExportArgs),
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Some(Command::Fit(a)) => a.run(),
         Some(Command::Corpus(a)) => a.run(),
         Some(Command::Record(a)) => a.run(),
+        Some(Command::Watch(a)) => a.run(),
         Some(Command::Convert(a)) => {
             let from = a.reading.from;
             a.run(from)
@@ -153,7 +157,7 @@ impl Command {
                 log: a.log.clone(),
                 ..cli::globals::GlobalArgs::default()
             },
-            Self::Corpus(_) => cli::globals::GlobalArgs::default(),
+            Self::Corpus(_) | Self::Watch(_) => cli::globals::GlobalArgs::default(),
         }
     }
 }

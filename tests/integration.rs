@@ -58,3 +58,5 @@ mod streamed;
 mod streams;
 #[path = "synth.rs"]
 mod synth;
+#[path = "watch.rs"]
+mod watch;

@@ -19,6 +19,7 @@ pub mod synth;
 #[cfg(feature = "query")]
 pub mod timeline;
 pub mod validate;
+pub mod watch;
 
 use std::path::Path;
 

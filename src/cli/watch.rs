@@ -1,0 +1,239 @@
+//! `tokenscope watch --log FILE [--json] [--incidents DIR] [--before-s S] [--after-s S] [--on-finding CMD]
+//! [--interval-s S] [--idle-exit S]`: follows what a server already writes, sending it nothing, and says each
+//! incident once, as it happens; with `--incidents`, keeps the minutes around it as a trace of its own.
+//!
+//! The log is read as it grows ([`crate::record::server_tail::ServerLogTail`]: a llama-server log line by line, from
+//! where the last look stopped, a restarted server's rewritten log from its start; another server's log read again
+//! whole when it grew). At each look the findings run on what was read; a finding not seen before (its kind and its
+//! subject: first request, else start; the grouped checks by kind) is printed at once, and, unless it is only
+//! information, its incident file written: the range from
+//! `--before-s` before it to now, every request alive in it whole, with the finding in the trace's note. The file is
+//! written again, with what followed, until `--after-s` after the finding, so a Ctrl-C loses nothing said.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::Output;
+use super::findings::finding_json;
+use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::summary::Slo;
+use crate::record::server_tail::ServerLogTail;
+use crate::trace::Trace;
+
+/// The arguments of `watch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchArgs {
+    /// The server's log to follow: llama-server's `--log-file` (at `-lv 5` every step and token), or a vLLM or SGLang
+    /// log (read again whole when it grows). It need not exist yet.
+    #[arg(long, value_name = "FILE")]
+    pub log: PathBuf,
+    /// Print each finding as one JSON line (the fields of `findings --json`, and `incident`: its file) instead of
+    /// text.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the minutes around each critical or warning finding in this folder, as a trace with the finding in its
+    /// note (`incident-NNN-KIND.parquet`).
+    #[arg(long, value_name = "DIR")]
+    pub incidents: Option<PathBuf>,
+    /// Seconds of the log kept before a finding's start in its incident file.
+    #[arg(long, value_name = "S", default_value_t = 120.0)]
+    pub before_s: f64,
+    /// Seconds after a finding during which its incident file is written again with what followed.
+    #[arg(long, value_name = "S", default_value_t = 30.0)]
+    pub after_s: f64,
+    /// Run this command for each new finding, with its incident file (or "-") and the finding as JSON as its two
+    /// arguments (for a pager or a chat hook).
+    #[arg(long, value_name = "CMD")]
+    pub on_finding: Option<String>,
+    /// Look at the log every this many seconds.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub interval_s: f64,
+    /// Stop when the log has not grown for this many seconds (default: until interrupted).
+    #[arg(long, value_name = "S")]
+    pub idle_exit: Option<f64>,
+}
+
+/// A finding said, and its incident file while it is still written again.
+struct Said {
+    number: usize,
+    file: Option<PathBuf>,
+    first_seen: Instant,
+}
+
+impl WatchArgs {
+    /// Runs `watch` until the log stays still for `--idle-exit` seconds (or forever).
+    pub fn run(&self) -> Output {
+        for (name, v) in [
+            ("--interval-s", self.interval_s),
+            ("--before-s", self.before_s),
+            ("--after-s", self.after_s),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Output::error(format!("{name} {v}: give a number of seconds, 0 or more"), 2);
+            }
+        }
+        if let Some(dir) = &self.incidents
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            return Output::error(format!("{}: cannot make the incidents folder: {e}", dir.display()), 1);
+        }
+        let interval = Duration::from_secs_f64(self.interval_s.max(0.05));
+        let mut tail = ServerLogTail::new(&self.log);
+        let mut said: HashMap<(String, String), Said> = HashMap::new();
+        let mut last_growth = Instant::now();
+        let mut seen_len: Option<u64> = None;
+        eprintln!("watching {} (nothing is sent to the server)", self.log.display());
+        loop {
+            let len = std::fs::metadata(&self.log).ok().map(|m| m.len());
+            if len != seen_len {
+                seen_len = len;
+                last_growth = Instant::now();
+            }
+            if let Err(e) = tail.poll() {
+                eprintln!("watch: {e}");
+            }
+            if let Some(loaded) = tail.loaded() {
+                self.look(&loaded.trace, &mut said);
+            }
+            if let Some(idle) = self.idle_exit
+                && last_growth.elapsed().as_secs_f64() >= idle
+            {
+                break;
+            }
+            std::thread::sleep(interval);
+        }
+        let requests = tail.loaded().map_or(0, |l| l.trace.request_count());
+        Output {
+            stdout: String::new(),
+            stderr: format!(
+                "watched {}: {requests} requests read, {} finding(s)\n",
+                self.log.display(),
+                said.len()
+            ),
+            code: 0,
+        }
+    }
+
+    /// Runs the findings on what was read; says the new ones and writes their incident files (again, while within
+    /// `--after-s` of them).
+    fn look(&self, trace: &Trace, said: &mut HashMap<(String, String), Said>) {
+        let origin = trace.start_ns();
+        let latest = latest_ns(trace);
+        for f in find(trace, &Slo::DEFAULT, &Thresholds::default()) {
+            let key = (f.kind.name().to_owned(), subject(trace, &f));
+            let next = said.len() + 1;
+            let entry = said.entry(key);
+            let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+            let s = entry.or_insert_with(|| Said {
+                number: next,
+                // An information (a truncation) is said, not kept.
+                file: self
+                    .incidents
+                    .as_ref()
+                    .filter(|_| f.severity != Severity::Info)
+                    .map(|dir| dir.join(format!("incident-{next:03}-{}.parquet", f.kind.name()))),
+                first_seen: Instant::now(),
+            });
+            let keep_writing = s.first_seen.elapsed().as_secs_f64() <= self.after_s;
+            if let Some(file) = &s.file
+                && (new || keep_writing)
+                && let Err(e) = write_incident(trace, &f, self.before_s, latest, file)
+            {
+                eprintln!("watch: {}: {e}", file.display());
+            }
+            if !new {
+                continue;
+            }
+            let mut v = finding_json(trace, origin, &f);
+            v["incident"] = s
+                .file
+                .as_ref()
+                .map_or(serde_json::Value::Null, |p| json!(p.display().to_string()));
+            let line = if self.json {
+                v.to_string()
+            } else {
+                let place = s
+                    .file
+                    .as_ref()
+                    .map_or_else(String::new, |p| format!("\n  kept in {}", p.display()));
+                format!(
+                    "{}  {}  [{}]  {}{place}",
+                    f.severity.name().to_uppercase(),
+                    f.kind.title(),
+                    f.kind.name(),
+                    f.summary
+                )
+            };
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+            eprintln!(
+                "watch: finding {}: {} ({})",
+                s.number,
+                f.kind.title(),
+                f.severity.name()
+            );
+            if let Some(cmd) = &self.on_finding {
+                let file = s
+                    .file
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+                match std::process::Command::new(cmd).arg(&file).arg(v.to_string()).status() {
+                    Ok(status) if !status.success() => eprintln!("watch: {cmd} exited with {status}"),
+                    Ok(_) => {}
+                    Err(e) => eprintln!("watch: cannot run {cmd}: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// What makes a finding the same one at the next look, when more of the log has been read. The grouped checks are
+/// one finding however many requests join them (truncations, token-count mismatches) or one per objective (SLO
+/// violations); an incident is its subject request and token (a victim stalls at several tokens, one finding
+/// each); a condition without a request is its start.
+fn subject(trace: &Trace, f: &Finding) -> String {
+    match f.kind {
+        Kind::Truncation | Kind::TokenMismatch => String::new(),
+        Kind::SloViolations if f.summary.contains("TTFT objective") => "ttft".to_owned(),
+        Kind::SloViolations => "tpot".to_owned(),
+        _ => match (f.requests.first(), f.tokens.first()) {
+            (Some(&r), Some(&t)) => format!("{}[{}]", trace.request_id(r), trace.tokens.index[t]),
+            (Some(&r), None) => trace.request_id(r).to_owned(),
+            (None, _) => f.from_ns.to_string(),
+        },
+    }
+}
+
+/// The latest time the trace knows of.
+fn latest_ns(trace: &Trace) -> i64 {
+    let r = &trace.requests;
+    r.arrival_ns
+        .iter()
+        .copied()
+        .chain(r.finished_ns.iter().flatten().copied())
+        .chain(trace.iterations.end_ns.iter().copied())
+        .chain(trace.tokens.emitted_ns.iter().copied())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Writes the part of `trace` from `before_s` before the finding to `latest_ns` to `file` (through a temporary
+/// file, so a reader never sees half of it), with the finding in the note.
+fn write_incident(trace: &Trace, f: &Finding, before_s: f64, latest_ns: i64, file: &Path) -> Result<(), String> {
+    let from_ns = f.from_ns.saturating_sub((before_s * 1e9) as i64);
+    let mut part = crate::trace::slice::slice(trace, from_ns, latest_ns.max(f.to_ns), None);
+    part.meta.note = Some(format!(
+        "incident kept by tokenscope watch: {} [{}]: {}",
+        f.kind.title(),
+        f.kind.name(),
+        f.summary
+    ));
+    let tmp = file.with_extension("tmp.parquet");
+    crate::format::write(&part, &tmp).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, file).map_err(|e| e.to_string())
+}
