@@ -147,3 +147,75 @@ fn watch_says_each_incident_of_a_growing_log_once_and_keeps_the_minutes_around_i
         "{names:?}"
     );
 }
+
+/// Runs `tokenscope watch` on a log written whole, with `--metrics URL`, until it stops by itself.
+fn watch_with_metrics(log: &Path, kept: &Path, url: &str) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args([
+            "watch",
+            "--json",
+            "--interval-s",
+            "0.2",
+            "--idle-exit",
+            "1",
+            "--metrics",
+            url,
+            "--log",
+        ])
+        .arg(log)
+        .arg("--incidents")
+        .arg(kept)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+#[test]
+fn watch_reads_the_servers_metrics_into_its_incidents_and_counts_a_metrics_page_it_cannot_read() {
+    use crate::record::replay::{Behavior, start};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("server.log");
+    std::fs::write(&log, incident_log()).unwrap_or_else(|e| panic!("{e}"));
+    // A real llama-server's /metrics with two requests running and two deferred (tests/data/record/PROVENANCE.md).
+    let page = std::fs::read_to_string("tests/data/record/llamacpp-metrics-busy.txt").unwrap_or_else(|e| panic!("{e}"));
+    let server = start(Behavior::Page(page));
+    let kept = dir.path().join("incidents");
+    let (stdout, stderr) = watch_with_metrics(&log, &kept, &format!("{}/metrics", server.url));
+    assert!(stderr.contains("metrics reading(s), 0 failed"), "{stderr}");
+    let file = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|f| f["kind"] == "prefill-monopoly")
+        .and_then(|f| f["incident"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let trace = tokenscope::load::load(Path::new(&file), &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+        .trace;
+    assert!(trace.request_row("task-54").is_some());
+    // A reading at each look (every 0.2 s for the second the log stays still, and before): read and parsed, none
+    // failed. (Their times are the watch's, today; the log's are the run's, a week ago: a live log's incident file
+    // holds both, this one the log's alone.)
+    let readings: u64 = stderr
+        .split(" metrics reading(s)")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(readings >= 3, "{stderr}");
+    // Nothing listens there: each read fails, is counted, and the watch goes on to say the incidents.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let closed = format!(
+        "http://{}/metrics",
+        listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+    );
+    drop(listener);
+    let (stdout, stderr) = watch_with_metrics(&log, &dir.path().join("again"), &closed);
+    assert!(
+        stderr.contains("watch: metrics: ") && stderr.contains("counted; watch goes on"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("0 metrics reading(s)"), "{stderr}");
+    assert!(stdout.contains("\"prefill-monopoly\""), "{stdout}");
+}

@@ -11,6 +11,7 @@
 #   healthy-c4    the same 12, four at a time (they batch; every Gemma prompt is prefilled in two or three pieces)
 #   healthy-c4b   the next 12 prompts, four at a time, another seed
 #   incident      scripts/llamacpp/incident_prompts.jsonl: three answers decoding when a 2,574-token prompt arrives
+#   watch         the same incident sent by record while `tokenscope watch` follows only the log and /metrics
 #   spec          the 12 of healthy-c4 with speculative decoding: the model drafts for itself (-md, draft-simple,
 #                 4 drafts a step), sampling at temperature 0.7 so that some drafts are rejected
 #   spec-greedy   the same at temperature 0: the target agrees with its own greedy drafts more often
@@ -83,6 +84,19 @@ for run in "${runs[@]}"; do
       serve "$run"
       "$ts" record --url "http://127.0.0.1:$port" --prompts scripts/llamacpp/incident_prompts.jsonl --requests 5 \
         --concurrency 5 --top-logprobs 5 --temperature 0.7 --sampling-seed 7 -o "$out/$run.client.parquet" ;;
+    watch)
+      # tokenscope watch follows the server's log and /metrics only; a separate client (record) sends the scripted
+      # incident; watch stops 5 s after the log stops growing, its findings in watch.findings.jsonl and each kept
+      # incident in watch-incidents/.
+      serve "$run"
+      rm -rf "$out/watch-incidents"
+      "$ts" watch --log "$out/$run.server.log" --metrics "http://127.0.0.1:$port/metrics" --incidents \
+        "$out/watch-incidents" --json --idle-exit 5 >"$out/watch.findings.jsonl" 2>"$out/watch.stderr" &
+      watcher=$!
+      "$ts" record --url "http://127.0.0.1:$port" --prompts scripts/llamacpp/incident_prompts.jsonl --requests 5 \
+        --concurrency 5 --top-logprobs 5 --temperature 0.7 --sampling-seed 7 -o "$out/$run.client.parquet"
+      wait "$watcher"
+      cat "$out/watch.stderr" ;;
     spec)
       serve "$run" -md "$model" --spec-type draft-simple --spec-draft-n-max 4
       record "$run" "$out/prompts-a.jsonl" 4 --temperature 0.7 --sampling-seed 7 ;;

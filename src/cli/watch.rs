@@ -1,6 +1,7 @@
-//! `tokenscope watch --log FILE [--json] [--incidents DIR] [--before-s S] [--after-s S] [--on-finding CMD]
-//! [--interval-s S] [--idle-exit S]`: follows what a server already writes, sending it nothing, and says each
-//! incident once, as it happens; with `--incidents`, keeps the minutes around it as a trace of its own.
+//! `tokenscope watch --log FILE [--metrics URL] [--json] [--incidents DIR] [--before-s S] [--after-s S]
+//! [--on-finding CMD] [--interval-s S] [--idle-exit S]`: follows what a server already writes, sending it nothing
+//! but a read of its `/metrics`, and says each incident once, as it happens; with `--incidents`, keeps the minutes
+//! around it as a trace of its own.
 //!
 //! The log is read as it grows ([`crate::record::server_tail::ServerLogTail`]: a llama-server log line by line, from
 //! where the last look stopped, a restarted server's rewritten log from its start; another server's log read again
@@ -21,6 +22,7 @@ use super::Output;
 use super::findings::finding_json;
 use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
 use crate::analysis::summary::Slo;
+use crate::record::metrics::{Reading, Scraper, reading};
 use crate::record::server_tail::ServerLogTail;
 use crate::trace::Trace;
 
@@ -31,6 +33,11 @@ pub struct WatchArgs {
     /// log (read again whole when it grows). It need not exist yet.
     #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
+    /// Also read the server's Prometheus metrics at each look (llama-server started with --metrics:
+    /// http://HOST:PORT/metrics; vLLM's, SGLang's): requests running and waiting, KV use and throughputs, as the
+    /// samples of source `metrics` (what a server does not export stays absent).
+    #[arg(long, value_name = "URL")]
+    pub metrics: Option<String>,
     /// Print each finding as one JSON line (the fields of `findings --json`, and `incident`: its file) instead of
     /// text.
     #[arg(long)]
@@ -83,6 +90,13 @@ impl WatchArgs {
         }
         let interval = Duration::from_secs_f64(self.interval_s.max(0.05));
         let mut tail = ServerLogTail::new(&self.log);
+        let mut metrics = match &self.metrics {
+            Some(url) => match Metrics::new(url, interval) {
+                Ok(m) => Some(m),
+                Err(e) => return Output::error(format!("--metrics {url}: {e}"), 1),
+            },
+            None => None,
+        };
         let mut said: HashMap<(String, String), Said> = HashMap::new();
         let mut last_growth = Instant::now();
         let mut seen_len: Option<u64> = None;
@@ -96,8 +110,15 @@ impl WatchArgs {
             if let Err(e) = tail.poll() {
                 eprintln!("watch: {e}");
             }
-            if let Some(loaded) = tail.loaded() {
-                self.look(&loaded.trace, &mut said);
+            if let Some(m) = &mut metrics {
+                m.scrape();
+            }
+            match (tail.loaded(), &metrics) {
+                (Some(loaded), Some(m)) if !m.samples.is_empty() => {
+                    self.look(&m.joined(&loaded.trace), &mut said);
+                }
+                (Some(loaded), _) => self.look(&loaded.trace, &mut said),
+                (None, _) => {}
             }
             if let Some(idle) = self.idle_exit
                 && last_growth.elapsed().as_secs_f64() >= idle
@@ -107,10 +128,13 @@ impl WatchArgs {
             std::thread::sleep(interval);
         }
         let requests = tail.loaded().map_or(0, |l| l.trace.request_count());
+        let scraped = metrics.as_ref().map_or_else(String::new, |m| {
+            format!("; {} metrics reading(s), {} failed", m.samples.len(), m.failed)
+        });
         Output {
             stdout: String::new(),
             stderr: format!(
-                "watched {}: {requests} requests read, {} finding(s)\n",
+                "watched {}: {requests} requests read{scraped}, {} finding(s)\n",
                 self.log.display(),
                 said.len()
             ),
@@ -189,6 +213,77 @@ impl WatchArgs {
                 }
             }
         }
+    }
+}
+
+/// The server's metrics, read at each look: its readings so far, and how many reads failed (counted, never fatal).
+struct Metrics {
+    url: String,
+    scraper: Scraper,
+    interval_ns: i64,
+    samples: Vec<Reading>,
+    times: Vec<i64>,
+    failed: u64,
+}
+
+impl Metrics {
+    fn new(url: &str, interval: Duration) -> Result<Self, String> {
+        Ok(Metrics {
+            url: url.to_owned(),
+            scraper: Scraper::new(Duration::from_secs(2))?,
+            interval_ns: i64::try_from(interval.as_nanos()).unwrap_or(i64::MAX),
+            samples: Vec::new(),
+            times: Vec::new(),
+            failed: 0,
+        })
+    }
+
+    /// Reads the page once; a failure is said on stderr the first time and counted.
+    fn scrape(&mut self) {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        match self.scraper.fetch(&self.url).and_then(|text| reading(&text)) {
+            Ok(r) => {
+                self.samples.push(r);
+                self.times.push(now_ns);
+            }
+            Err(e) => {
+                if self.failed == 0 {
+                    eprintln!("watch: metrics: {e} (counted; watch goes on)");
+                }
+                self.failed += 1;
+            }
+        }
+    }
+
+    /// `trace` with the readings as samples of source `metrics`.
+    fn joined(&self, trace: &Trace) -> Trace {
+        let mut b = crate::trace::TraceBuilder::from_trace(trace.clone());
+        let source = b.labels.intern("metrics");
+        for (r, &time_ns) in self.samples.iter().zip(&self.times) {
+            b.add_sample(crate::trace::Sample {
+                source,
+                time_ns,
+                interval_ns: Some(self.interval_ns),
+                num_running: r.running,
+                num_waiting: r.waiting,
+                num_swapped: None,
+                kv_usage: r.kv_usage,
+                kv_tokens: None,
+                prompt_throughput: r.prompt_throughput,
+                generation_throughput: r.generation_throughput,
+                prefix_hit_rate: None,
+                spec_accept_length: None,
+                spec_accept_rate: None,
+                num_prefill_reqs: None,
+                num_prefill_tokens: None,
+                cached_tokens: None,
+                spec_drafted_tokens: None,
+                spec_accepted_tokens: None,
+            });
+        }
+        b.finish().0
     }
 }
 

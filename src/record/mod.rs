@@ -11,6 +11,7 @@ pub mod client;
 mod finish;
 pub mod fresh;
 pub mod journal;
+pub mod metrics;
 pub mod prompts;
 pub mod rotate;
 pub mod server_tail;

@@ -26,6 +26,8 @@ pub enum Behavior {
     },
     /// Answers with this status and body.
     Status(u16, String),
+    /// Answers every request, GETs included, with this text (a server's `/metrics` page).
+    Page(String),
 }
 
 impl Behavior {
@@ -61,6 +63,17 @@ async fn answer(
             .body(Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed())
             .unwrap()
     };
+    if let Behavior::Page(text) = &behavior {
+        return Ok(Response::builder()
+            .status(200)
+            .header("content-type", "text/plain; version=0.0.4")
+            .body(
+                Full::new(Bytes::from(text.clone()))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+            .unwrap());
+    }
     if req.method() == hyper::Method::GET {
         return Ok(full(404, "{\"error\": \"not here\"}".to_owned()));
     }
@@ -71,6 +84,7 @@ async fn answer(
     let _ = req.into_body().collect().await;
     match behavior {
         Behavior::Status(code, text) => Ok(full(code, text)),
+        Behavior::Page(text) => Ok(full(200, text)),
         Behavior::Stream {
             events,
             gap,
