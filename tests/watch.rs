@@ -7,16 +7,75 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokenscope::trace::StageKind;
 
 /// The real incident run's server log (`tests/data/real/llamacpp/`): three answers decoding when a 2,574-token
 /// prompt arrives; its own findings name a decode interruption of task-0 by task-54 and task-54's prefill monopoly.
 fn incident_log() -> Vec<u8> {
-    let gz = std::fs::read("tests/data/real/llamacpp/incident_server.log.gz").unwrap_or_else(|e| panic!("{e}"));
+    gunzip("tests/data/real/llamacpp/incident_server.log.gz")
+}
+
+fn gunzip(path: &str) -> Vec<u8> {
+    let gz = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut text = Vec::new();
     flate2::read::GzDecoder::new(&gz[..])
         .read_to_end(&mut text)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
     text
+}
+
+/// The ends of `pieces` pieces of `text`, each cut at a line end.
+fn piece_ends(text: &[u8], pieces: usize) -> Vec<usize> {
+    (1..=pieces)
+        .map(|k| {
+            let at = text.len() * k / pieces;
+            text[at..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(text.len(), |p| at + p + 1)
+        })
+        .collect()
+}
+
+/// Appends `bytes` to the file at `path` (made when missing).
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::io::Write::write_all(&mut f, bytes).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Waits for `child` to stop by itself (never a hang) and gives its stdout and stderr.
+fn stopped(child: std::process::Child) -> (String, String) {
+    let mut child = child;
+    let started = Instant::now();
+    while child.try_wait().ok().flatten().is_none() {
+        assert!(started.elapsed() < Duration::from_mins(3), "watch did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// What makes a finding said by `watch --json` the same one: its kind, and its first request and token, or, for
+/// the grouped checks, the objective missed (SLO violations) or nothing (truncations: one for all).
+fn said_as(f: &Value) -> (String, String, Option<u64>) {
+    let kind = f["kind"].as_str().unwrap_or("").to_owned();
+    let summary = f["summary"].as_str().unwrap_or("");
+    match kind.as_str() {
+        "slo-violations" if summary.contains("TTFT objective") => (kind, "ttft".to_owned(), None),
+        "slo-violations" => (kind, "tpot".to_owned(), None),
+        "truncation" => (kind, String::new(), None),
+        _ => (
+            kind,
+            f["requests"][0].as_str().unwrap_or("").to_owned(),
+            f["tokens"][0]["index"].as_u64(),
+        ),
+    }
 }
 
 #[test]
@@ -24,7 +83,7 @@ fn watch_says_each_incident_of_a_growing_log_once_and_keeps_the_minutes_around_i
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("server.log");
     let kept = dir.path().join("incidents");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+    let child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
         .args(["watch", "--json", "--interval-s", "0.2", "--idle-exit", "2", "--log"])
         .arg(&log)
         .arg("--incidents")
@@ -36,38 +95,14 @@ fn watch_says_each_incident_of_a_growing_log_once_and_keeps_the_minutes_around_i
     // The log does not exist yet; then it grows in ten pieces, cut at line ends, 0.3 s apart.
     std::thread::sleep(Duration::from_millis(400));
     let text = incident_log();
-    let ends: Vec<usize> = (1..=10)
-        .map(|k| {
-            let at = text.len() * k / 10;
-            text[at..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(text.len(), |p| at + p + 1)
-        })
-        .collect();
     let mut written = 0;
-    for end in ends {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap_or_else(|e| panic!("{e}"));
-        std::io::Write::write_all(&mut f, &text[written..end]).unwrap_or_else(|e| panic!("{e}"));
+    for end in piece_ends(&text, 10) {
+        append(&log, &text[written..end]);
         written = end;
         std::thread::sleep(Duration::from_millis(300));
     }
-    // It stops by itself 2 s after the log stopped growing; never a hang.
-    let started = Instant::now();
-    while child.try_wait().ok().flatten().is_none() {
-        assert!(started.elapsed() < Duration::from_mins(2), "watch did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(out.status.success(), "{stderr}");
+    // It stops by itself 2 s after the log said nothing new; never a hang.
+    let (stdout, stderr) = stopped(child);
     let said: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -130,13 +165,13 @@ fn watch_says_each_incident_of_a_growing_log_once_and_keeps_the_minutes_around_i
         assert!(!trace.tokens_of(r).is_empty(), "{id}'s tokens kept");
     }
     assert!(!trace.iterations.is_empty(), "the engine's steps kept");
-    // Nothing else was written there: one file per critical or warning finding, no temporary file left.
+    // Nothing else was written there but the ring's folder: one file per critical or warning finding, no temporary
+    // file left.
     let mut names: Vec<String> = std::fs::read_dir(&kept)
         .unwrap_or_else(|e| panic!("{e}"))
-        .map(|e| {
-            e.map(|e| e.file_name().to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     let kept_files = said.iter().filter(|f| !f["incident"].is_null()).count();
@@ -218,4 +253,151 @@ fn watch_reads_the_servers_metrics_into_its_incidents_and_counts_a_metrics_page_
     );
     assert!(stderr.contains("0 metrics reading(s)"), "{stderr}");
     assert!(stdout.contains("\"prefill-monopoly\""), "{stdout}");
+}
+
+/// The real watch run (`tests/data/real/llamacpp-runs/`, `watch`): `tokenscope watch` followed a real llama-server's
+/// log and `/metrics` while a separate `tokenscope record` sent the incident prompts; what it said is
+/// `watch.findings.jsonl`, and the decode interruption's incident file is committed as it wrote it.
+const WATCH_RUN: &str = "tests/data/real/llamacpp-runs/watch";
+
+#[test]
+fn the_real_watch_runs_incident_file_opens_with_the_engines_steps_and_the_requests_stages() {
+    let file = format!("{WATCH_RUN}.incident-002-decode-interrupted.parquet");
+    let trace = tokenscope::load::load(Path::new(&file), &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+        .trace;
+    let note = trace.meta.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("[decode-interrupted]") && note.contains("task-17's token 45 waited"),
+        "{note}"
+    );
+    // The engine's steps, and the 2,583-token prompt's prefill in the five chunks the log's `cached n_tokens`
+    // lines give: 0, 1, 2,046, 2,067 and 2,579 tokens cached before each, 2,583 in all.
+    assert!(trace.iterations.len() > 60, "{} steps", trace.iterations.len());
+    let long = trace.request_row("task-66").unwrap_or_else(|| panic!("task-66 kept"));
+    let chunks: Vec<u32> = trace
+        .stages_of(long)
+        .iter()
+        .filter(|s| s.kind == StageKind::Prefill)
+        .filter_map(|s| s.tokens)
+        .collect();
+    assert_eq!(chunks, [1, 2045, 21, 512, 4]);
+    // The three answers it stalled are kept whole, each with its queue, prefill and decode.
+    for id in ["task-17", "task-11", "task-1"] {
+        let r = trace.request_row(id).unwrap_or_else(|| panic!("{id} kept"));
+        assert!(
+            trace.tokens_of(r).len() >= 60,
+            "{id}: {} tokens",
+            trace.tokens_of(r).len()
+        );
+        let kinds: Vec<StageKind> = trace.stages_of(r).iter().map(|s| s.kind).collect();
+        for k in [StageKind::Queue, StageKind::Prefill, StageKind::Decode] {
+            assert!(kinds.contains(&k), "{id}: {kinds:?}");
+        }
+    }
+    // The finding the live watch said for it names the same file and the same token.
+    let live = std::fs::read_to_string(format!("{WATCH_RUN}.findings.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let it: Value = live
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|f| {
+            f["incident"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("incident-002-decode-interrupted.parquet"))
+        })
+        .unwrap_or_else(|| panic!("{live}"));
+    assert_eq!(
+        said_as(&it),
+        ("decode-interrupted".to_owned(), "task-17".to_owned(), Some(45))
+    );
+}
+
+#[test]
+fn a_log_rotated_emptied_and_restarted_under_watch_loses_nothing_and_says_each_run_once() {
+    let text = gunzip(&format!("{WATCH_RUN}.server.log.gz"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("server.log");
+    let kept = dir.path().join("incidents");
+    let child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args(["watch", "--json", "--interval-s", "0.2", "--idle-exit", "4", "--log"])
+        .arg(&log)
+        .arg("--incidents")
+        .arg(&kept)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rotated = dir.path().join("server.log.1");
+    let mut written = 0;
+    for (k, end) in piece_ends(&text, 9).into_iter().enumerate() {
+        if k == 3 {
+            // Rotated as logrotate does by default: the file renamed away; the server writes this piece to it, the
+            // file it still has open, before it opens a new one at the path. Only the watch's open handle reads it.
+            std::fs::rename(&log, &rotated).unwrap_or_else(|e| panic!("{e}"));
+        }
+        if k == 6 {
+            // Emptied in place (copytruncate, or `> server.log`) once the watch has read it, the server writing on.
+            std::thread::sleep(Duration::from_millis(1500));
+            std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        }
+        append(if k == 3 { &rotated } else { &log }, &text[written..end]);
+        written = end;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Then the server restarts: its log begins again from its start, its clock from 0.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(&log, &text).unwrap_or_else(|e| panic!("{e}"));
+    let (stdout, stderr) = stopped(child);
+    assert!(stderr.contains("the server started again"), "{stderr}");
+    let said: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    // What the live watch said of the run, said here once for the run and once for its restart.
+    let live: Vec<(String, String, Option<u64>)> = std::fs::read_to_string(format!("{WATCH_RUN}.findings.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .lines()
+        .map(|l| said_as(&serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))))
+        .collect();
+    let here: Vec<(String, String, Option<u64>)> = said.iter().map(said_as).collect();
+    for f in &live {
+        let times = here.iter().filter(|&h| h == f).count();
+        assert_eq!(times, 2, "{f:?} said {times} times: {here:?}\n{stderr}");
+    }
+    // Nothing lost or read twice: the first incident file, written again until the restart, holds every request
+    // and token of the whole log read at once.
+    let whole_log = dir.path().join("whole.log");
+    std::fs::write(&whole_log, &text).unwrap_or_else(|e| panic!("{e}"));
+    let whole = tokenscope::load::load(&whole_log, &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trace;
+    let first = said
+        .iter()
+        .find(|f| f["kind"] == "decode-interrupted")
+        .and_then(|f| f["incident"].as_str())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let kept_run = tokenscope::load::load(Path::new(first), &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{first}: {e}"))
+        .trace;
+    assert_eq!(kept_run.request_count(), whole.request_count());
+    for r in 0..whole.request_count() {
+        let id = whole.request_id(r as u32);
+        let k = kept_run.request_row(id).unwrap_or_else(|| panic!("{id} lost"));
+        assert_eq!(
+            kept_run.tokens_of(k).len(),
+            whole.tokens_of(r as u32).len(),
+            "{id}'s tokens"
+        );
+    }
+    assert_eq!(kept_run.iterations.len(), whole.iterations.len(), "steps");
+    // The ring holds the last minutes; no temporary file is left anywhere.
+    let ring: Vec<String> = std::fs::read_dir(kept.join("ring"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !ring.is_empty() && ring.iter().all(|n| n.starts_with("part-") && !n.contains(".tmp")),
+        "{ring:?}"
+    );
 }

@@ -1,15 +1,18 @@
 //! `tokenscope watch --log FILE [--metrics URL] [--json] [--incidents DIR] [--before-s S] [--after-s S]
-//! [--on-finding CMD] [--interval-s S] [--idle-exit S]`: follows what a server already writes, sending it nothing
-//! but a read of its `/metrics`, and says each incident once, as it happens; with `--incidents`, keeps the minutes
-//! around it as a trace of its own.
+//! [--keep-s S] [--ring-bytes SIZE] [--part-s S] [--on-finding CMD] [--interval-s S] [--idle-exit S]`: follows what a
+//! server already writes, sending it nothing but a read of its `/metrics`, and says each incident once, as it
+//! happens; with `--incidents`, keeps the minutes around it as a trace of its own, and the last minutes as a ring.
 //!
 //! The log is read as it grows ([`crate::record::server_tail::ServerLogTail`]: a llama-server log line by line, from
-//! where the last look stopped, a restarted server's rewritten log from its start; another server's log read again
-//! whole when it grew). At each look the findings run on what was read; a finding not seen before (its kind and its
-//! subject: first request, else start; the grouped checks by kind) is printed at once, and, unless it is only
-//! information, its incident file written: the range from
+//! where the last look stopped, across its rotations and emptyings, a restarted server's log afresh; another
+//! server's log read again whole when it grew). What ended more than `--keep-s` before the log's last line is
+//! forgotten, so a day's watch holds minutes. At each look the findings run on what is held; a finding not seen
+//! before (its kind and its subject: first request, else start; the grouped checks by kind; a restarted server's
+//! anew) is printed at once, and, unless it is only information, its incident file written: the range from
 //! `--before-s` before it to now, every request alive in it whole, with the finding in the trace's note. The file is
-//! written again, with what followed, until `--after-s` after the finding, so a Ctrl-C loses nothing said.
+//! written again, with what followed, until `--after-s` after the finding, so a Ctrl-C loses nothing said. The ring
+//! ([`crate::record::ring::Ring`], `DIR/ring/`) holds the last minutes as parts of `--part-s`, within
+//! `--ring-bytes`.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -23,6 +26,7 @@ use super::findings::finding_json;
 use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::record::metrics::{Reading, Scraper, reading};
+use crate::record::ring::Ring;
 use crate::record::server_tail::ServerLogTail;
 use crate::trace::Trace;
 
@@ -59,9 +63,21 @@ pub struct WatchArgs {
     /// Look at the log every this many seconds.
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub interval_s: f64,
-    /// Stop when the log has not grown for this many seconds (default: until interrupted).
+    /// Stop when the log has said nothing new (no request, step, token or counter) for this many seconds, writing
+    /// what is pending first (default: until interrupted). Lines of no request (a scrape of /metrics) are not news.
     #[arg(long, value_name = "S")]
     pub idle_exit: Option<f64>,
+    /// Seconds of the log held in memory and judged by the findings: requests and steps that ended longer before
+    /// the log's last line are forgotten (a request still running is kept).
+    #[arg(long, value_name = "S", default_value_t = 600.0)]
+    pub keep_s: f64,
+    /// With --incidents: the most the ring of the last minutes (DIR/ring/) holds on disk (1GB, 500MB, 2GiB); its
+    /// oldest parts are deleted beyond it, incident files never.
+    #[arg(long, value_name = "SIZE", value_parser = crate::load::budget::parse_size, default_value = "1GB")]
+    pub ring_bytes: u64,
+    /// With --incidents: seconds of the log in each part of the ring.
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub part_s: f64,
 }
 
 /// A finding said, and its incident file while it is still written again.
@@ -69,6 +85,9 @@ struct Said {
     number: usize,
     file: Option<PathBuf>,
     first_seen: Instant,
+    /// The server's run it was seen in (its restarts before): a restarted server's trace never overwrites the
+    /// incident of the run before.
+    run: u32,
 }
 
 impl WatchArgs {
@@ -78,6 +97,8 @@ impl WatchArgs {
             ("--interval-s", self.interval_s),
             ("--before-s", self.before_s),
             ("--after-s", self.after_s),
+            ("--keep-s", self.keep_s),
+            ("--part-s", self.part_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Output::error(format!("{name} {v}: give a number of seconds, 0 or more"), 2);
@@ -88,6 +109,13 @@ impl WatchArgs {
         {
             return Output::error(format!("{}: cannot make the incidents folder: {e}", dir.display()), 1);
         }
+        let mut ring = match &self.incidents {
+            Some(dir) => match Ring::new(&dir.join("ring"), self.ring_bytes, self.part_s) {
+                Ok(r) => Some(r),
+                Err(e) => return Output::error(e, 1),
+            },
+            None => None,
+        };
         let interval = Duration::from_secs_f64(self.interval_s.max(0.05));
         let mut tail = ServerLogTail::new(&self.log);
         let mut metrics = match &self.metrics {
@@ -98,43 +126,74 @@ impl WatchArgs {
             None => None,
         };
         let mut said: HashMap<(String, String), Said> = HashMap::new();
-        let mut last_growth = Instant::now();
-        let mut seen_len: Option<u64> = None;
+        let mut last_news = Instant::now();
+        let mut seen: Option<(i64, u32)> = None;
+        let (mut requests, mut forgotten) = (0usize, 0usize);
         eprintln!("watching {} (nothing is sent to the server)", self.log.display());
         loop {
-            let len = std::fs::metadata(&self.log).ok().map(|m| m.len());
-            if len != seen_len {
-                seen_len = len;
-                last_growth = Instant::now();
-            }
             if let Err(e) = tail.poll() {
                 eprintln!("watch: {e}");
             }
+            let restarts = tail.restarts();
+            // News: a later time in what the log said, or a server started again.
+            let now = tail.loaded().map(|l| (latest_ns(&l.trace), restarts));
+            if now != seen {
+                if seen.is_some_and(|(_, r)| r < restarts) {
+                    eprintln!(
+                        "watch: the server started again (its log's clock went back); its new run is read afresh, \
+                         what was kept of the last stays"
+                    );
+                }
+                seen = now;
+                last_news = Instant::now();
+            }
             if let Some(m) = &mut metrics {
                 m.scrape();
+                m.forget_before(self.keep_s);
             }
-            match (tail.loaded(), &metrics) {
-                (Some(loaded), Some(m)) if !m.samples.is_empty() => {
-                    self.look(&m.joined(&loaded.trace), &mut said);
+            let idle = self
+                .idle_exit
+                .is_some_and(|idle| last_news.elapsed().as_secs_f64() >= idle);
+            if let Some(loaded) = tail.loaded() {
+                let joined = metrics
+                    .as_ref()
+                    .filter(|m| !m.samples.is_empty())
+                    .map(|m| m.joined(&loaded.trace));
+                let trace = joined.as_ref().unwrap_or(&loaded.trace);
+                self.look(trace, restarts, &mut said);
+                if let Some(ring) = &mut ring
+                    && let Err(e) = ring.offer(trace, latest_ns(trace), idle)
+                {
+                    eprintln!("watch: ring: {e}");
                 }
-                (Some(loaded), _) => self.look(&loaded.trace, &mut said),
-                (None, _) => {}
+                requests = requests.max(trace.request_count());
             }
-            if let Some(idle) = self.idle_exit
-                && last_growth.elapsed().as_secs_f64() >= idle
-            {
+            if idle {
                 break;
             }
+            forgotten += tail.forget_older_than(self.keep_s);
             std::thread::sleep(interval);
         }
-        let requests = tail.loaded().map_or(0, |l| l.trace.request_count());
         let scraped = metrics.as_ref().map_or_else(String::new, |m| {
-            format!("; {} metrics reading(s), {} failed", m.samples.len(), m.failed)
+            format!("; {} metrics reading(s), {} failed", m.readings, m.failed)
         });
+        let kept = ring.as_ref().map_or_else(String::new, |r| {
+            format!(
+                "; the ring holds {} part(s), {} bytes ({} deleted)",
+                r.parts().count(),
+                r.bytes(),
+                r.deleted
+            )
+        });
+        let restarted = match tail.restarts() {
+            0 => String::new(),
+            n => format!("; the server started again {n} time(s)"),
+        };
         Output {
             stdout: String::new(),
             stderr: format!(
-                "watched {}: {requests} requests read{scraped}, {} finding(s)\n",
+                "watched {}: {requests} requests held at most, {forgotten} forgotten past --keep-s{scraped}{kept}\
+                 {restarted}, {} finding(s)\n",
                 self.log.display(),
                 said.len()
             ),
@@ -144,11 +203,12 @@ impl WatchArgs {
 
     /// Runs the findings on what was read; says the new ones and writes their incident files (again, while within
     /// `--after-s` of them).
-    fn look(&self, trace: &Trace, said: &mut HashMap<(String, String), Said>) {
+    fn look(&self, trace: &Trace, restarts: u32, said: &mut HashMap<(String, String), Said>) {
         let origin = trace.start_ns();
         let latest = latest_ns(trace);
         for f in find(trace, &Slo::DEFAULT, &Thresholds::default()) {
-            let key = (f.kind.name().to_owned(), subject(trace, &f));
+            // A restarted server's findings are its own: its task ids start again.
+            let key = (f.kind.name().to_owned(), format!("{restarts}:{}", subject(trace, &f)));
             let next = said.len() + 1;
             let entry = said.entry(key);
             let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
@@ -161,8 +221,9 @@ impl WatchArgs {
                     .filter(|_| f.severity != Severity::Info)
                     .map(|dir| dir.join(format!("incident-{next:03}-{}.parquet", f.kind.name()))),
                 first_seen: Instant::now(),
+                run: restarts,
             });
-            let keep_writing = s.first_seen.elapsed().as_secs_f64() <= self.after_s;
+            let keep_writing = s.run == restarts && s.first_seen.elapsed().as_secs_f64() <= self.after_s;
             if let Some(file) = &s.file
                 && (new || keep_writing)
                 && let Err(e) = write_incident(trace, &f, self.before_s, latest, file)
@@ -223,6 +284,8 @@ struct Metrics {
     interval_ns: i64,
     samples: Vec<Reading>,
     times: Vec<i64>,
+    /// Readings made in all (those forgotten past --keep-s included).
+    readings: u64,
     failed: u64,
 }
 
@@ -234,6 +297,7 @@ impl Metrics {
             interval_ns: i64::try_from(interval.as_nanos()).unwrap_or(i64::MAX),
             samples: Vec::new(),
             times: Vec::new(),
+            readings: 0,
             failed: 0,
         })
     }
@@ -247,6 +311,7 @@ impl Metrics {
             Ok(r) => {
                 self.samples.push(r);
                 self.times.push(now_ns);
+                self.readings += 1;
             }
             Err(e) => {
                 if self.failed == 0 {
@@ -255,6 +320,17 @@ impl Metrics {
                 self.failed += 1;
             }
         }
+    }
+
+    /// Forgets the readings made more than `keep_s` before the last.
+    fn forget_before(&mut self, keep_s: f64) {
+        let Some(&last) = self.times.last() else {
+            return;
+        };
+        let cutoff = last - (keep_s * 1e9) as i64;
+        let gone = self.times.partition_point(|&t| t < cutoff);
+        self.times.drain(..gone);
+        self.samples.drain(..gone);
     }
 
     /// `trace` with the readings as samples of source `metrics`.
@@ -304,7 +380,7 @@ fn subject(trace: &Trace, f: &Finding) -> String {
     }
 }
 
-/// The latest time the trace knows of.
+/// The latest time the trace knows of (its counters' samples included).
 fn latest_ns(trace: &Trace) -> i64 {
     let r = &trace.requests;
     r.arrival_ns
@@ -313,6 +389,7 @@ fn latest_ns(trace: &Trace) -> i64 {
         .chain(r.finished_ns.iter().flatten().copied())
         .chain(trace.iterations.end_ns.iter().copied())
         .chain(trace.tokens.emitted_ns.iter().copied())
+        .chain(trace.samples.time_ns.iter().copied())
         .max()
         .unwrap_or(0)
 }

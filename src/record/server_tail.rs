@@ -2,6 +2,12 @@
 //! as it grows, only what was written since the last look ([`tokenscope_core::import::llamacpp_log::Incremental`]):
 //! a snapshot's join costs the records made of what was read, not a read of the whole log, which grows by about 2 KB
 //! a token at `-lv 5`. Another server's log is read whole each time it grew.
+//!
+//! A llama-server log rotated (renamed away and made again) is read to its end before the new file is; a log emptied
+//! in place (an operator's `> log`, logrotate's copytruncate) is read again from its start. Either way the server
+//! goes on, and so does the reading: the new file's first time, later than the last read, says so. A first time
+//! earlier than the last read is a restarted server (its clock starts at its start): its log is read afresh and
+//! the restart counted ([`ServerLogTail::restarts`]).
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +26,7 @@ enum Reading {
     /// Not known yet (the file is empty or not there).
     Unknown,
     /// A llama-server log: line by line as it grows.
-    Llamacpp(Lines, Box<Incremental>),
+    Llamacpp(Lines, Follow),
     /// Another server's: read whole when it grew (its length when last read).
     Whole(Option<u64>),
 }
@@ -32,6 +38,45 @@ pub struct ServerLogTail {
     reading: Reading,
     /// Its trace as last read.
     last: Option<Loaded>,
+}
+
+/// Lines at most held while a made-again llama-server log has given no time yet (a log without timestamps gives
+/// none): then it is taken for the same server's.
+const UNDECIDED_AT_MOST: usize = 10_000;
+
+/// A llama-server log's lines as they are read, across rotations and restarts.
+#[derive(Debug, Default)]
+struct Follow {
+    log: Box<Incremental>,
+    /// The lines of a file made again at the path, held until one says a time: whether the server went on or began
+    /// again.
+    undecided: Option<Vec<Vec<u8>>>,
+    restarts: u32,
+}
+
+impl Follow {
+    fn line(&mut self, raw: &[u8]) {
+        let Some(held) = &mut self.undecided else {
+            self.log.line(raw, 0);
+            return;
+        };
+        held.push(raw.to_vec());
+        let time = llamacpp_log::line_time_us(raw);
+        if time.is_none() && held.len() < UNDECIDED_AT_MOST {
+            return;
+        }
+        let held = std::mem::take(held);
+        self.undecided = None;
+        if let (Some(t), Some(last)) = (time, self.log.last_us())
+            && t < last
+        {
+            *self.log = Incremental::default();
+            self.restarts += 1;
+        }
+        for l in &held {
+            self.log.line(l, 0);
+        }
+    }
 }
 
 impl ServerLogTail {
@@ -54,6 +99,27 @@ impl ServerLogTail {
         self.last.as_ref()
     }
 
+    /// How many times the server was seen to start again (a llama-server log whose clock went back).
+    pub fn restarts(&self) -> u32 {
+        match &self.reading {
+            Reading::Llamacpp(_, follow) => follow.restarts,
+            _ => 0,
+        }
+    }
+
+    /// Forgets what a llama-server log said of requests and steps that ended more than `keep_s` seconds before its
+    /// last line (a task still running is kept): what a long watch holds is the last minutes. The trace is made
+    /// again at the next read. Returns the requests forgotten.
+    pub fn forget_older_than(&mut self, keep_s: f64) -> usize {
+        let Reading::Llamacpp(_, follow) = &mut self.reading else {
+            return 0;
+        };
+        let Some(last) = follow.log.last_us() else {
+            return 0;
+        };
+        follow.log.forget_before(last - (keep_s * 1e6) as i64)
+    }
+
     /// Reads what the log gained and makes its trace again when it did ([`Self::loaded`]).
     ///
     /// # Errors
@@ -71,7 +137,7 @@ impl ServerLogTail {
             self.reading = match head(&self.path) {
                 None => return Ok(None),
                 Some(text) if llamacpp_log::looks_like(&text) => {
-                    Reading::Llamacpp(Lines::new(&self.path), Box::default())
+                    Reading::Llamacpp(Lines::new(&self.path), Follow::default())
                 }
                 Some(_) => Reading::Whole(None),
             };
@@ -79,14 +145,14 @@ impl ServerLogTail {
         let path = self.path.clone();
         match &mut self.reading {
             Reading::Unknown => Ok(None),
-            Reading::Llamacpp(lines, log) => {
-                let got = lines.read(READ_AT_MOST, |line| log.line(line, 0));
+            Reading::Llamacpp(lines, follow) => {
+                let got = lines.read(READ_AT_MOST, |line| follow.line(line));
                 match got.map_err(|e| format!("{}: {e}", path.display()))? {
-                    // Made again from its start (a restarted server writing the same file): read again.
+                    // Made again (rotated, emptied, or a restarted server's): its lines held until one says which.
                     Got::Restarted => {
-                        **log = Incremental::default();
+                        follow.undecided = Some(Vec::new());
                         lines
-                            .read(READ_AT_MOST, |line| log.line(line, 0))
+                            .read(READ_AT_MOST, |line| follow.line(line))
                             .map_err(|e| format!("{}: {e}", path.display()))?;
                     }
                     // Behind (a large log already written): its records are made once it is read to its end, when
@@ -95,7 +161,7 @@ impl ServerLogTail {
                     Got::Lines { read, .. } if read > 0 => {}
                     Got::NotThere | Got::Lines { .. } => return Ok(None),
                 }
-                let (trace, report) = crate::import::llamacpp_live(log, &path);
+                let (trace, report) = crate::import::llamacpp_live(&follow.log, &path);
                 Ok(Some(Loaded { trace, report }))
             }
             Reading::Whole(read_at) => {

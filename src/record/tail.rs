@@ -47,7 +47,13 @@ pub(crate) struct Lines {
     /// Passing over a line longer than the loader's longest ([`MAX_LINE`]) up to its end (a file that is no journal
     /// or log, or a writer gone wrong): memory stays bounded.
     passing: bool,
+    /// The file's first bytes as read (up to [`HEAD`]): a file emptied and written again past what was read, in
+    /// place (an operator's `> log`, logrotate's copytruncate), is told by its start.
+    head: Vec<u8>,
 }
+
+/// Bytes of a file's start kept to tell it was written again in place.
+const HEAD: usize = 64;
 
 use crate::format::jsonl::MAX_LINE_BYTES as MAX_LINE;
 
@@ -89,6 +95,7 @@ impl Lines {
             identity: None,
             held: None,
             passing: false,
+            head: Vec::new(),
         }
     }
 
@@ -104,8 +111,13 @@ impl Lines {
 
     /// Reads at most `at_most` bytes written since the last read and calls `each` with every line they end (without
     /// its newline).
+    ///
+    /// A file replaced at the path (a rename's rotation) is first read to its end through the handle kept open, so
+    /// what was written to it after the last read is not lost; then [`Got::Restarted`] says the next read starts
+    /// the new file. A file emptied in place (shorter than what was read, or its start changed) cannot be read
+    /// further: what was written to it between the last read and its emptying is gone with it.
     pub(crate) fn read(&mut self, at_most: u64, mut each: impl FnMut(&[u8])) -> std::io::Result<Got> {
-        let mut file = match std::fs::File::open(&self.path) {
+        let file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Got::NotThere),
             Err(e) => return Err(e),
@@ -113,15 +125,47 @@ impl Lines {
         let meta = file.metadata()?;
         let (written, now) = (meta.len(), Some(FileId::of(&meta)));
         let replaced = self.identity.is_some() && now != self.identity;
-        if written < self.offset || replaced {
+        if replaced && let Some(old) = self.held.take() {
+            self.take(&old, u64::MAX, &mut each)?;
+            if !self.partial.is_empty() && !self.passing {
+                // The old file's last line, ended by its rotation.
+                each(&std::mem::take(&mut self.partial));
+            }
+        }
+        if written < self.offset || replaced || !self.same_start(&file)? {
             *self = Lines::new(&self.path);
             return Ok(Got::Restarted);
         }
         self.identity = now;
+        let read = self.take(&file, at_most, &mut each)?;
+        self.held = Some(file);
+        Ok(Got::Lines { written, read })
+    }
+
+    /// Whether `file` starts as the file read so far did.
+    fn same_start(&self, file: &std::fs::File) -> std::io::Result<bool> {
+        let want = usize::try_from(self.offset).map_or(HEAD, |o| o.min(HEAD));
+        if self.head.len() >= want {
+            let mut file = file;
+            let mut start = Vec::with_capacity(want);
+            file.seek(SeekFrom::Start(0))?;
+            file.take(want as u64).read_to_end(&mut start)?;
+            return Ok(start == self.head[..want]);
+        }
+        Ok(true)
+    }
+
+    /// Reads at most `at_most` bytes of `file` from the offset, handing on each line they end.
+    fn take(&mut self, file: &std::fs::File, at_most: u64, each: &mut impl FnMut(&[u8])) -> std::io::Result<u64> {
+        let mut file = file;
         file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
-        let read = (&file).take(at_most).read_to_end(&mut bytes)?;
-        self.held = Some(file);
+        let read = file.take(at_most).read_to_end(&mut bytes)?;
+        // The start kept only when this read begins where the kept start ends (not after a skip).
+        if self.head.len() < HEAD && self.offset == self.head.len() as u64 {
+            let more = (HEAD - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..more]);
+        }
         self.offset += read as u64;
         let mut start = 0;
         while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
@@ -145,10 +189,7 @@ impl Lines {
             self.partial = Vec::new();
             self.passing = true;
         }
-        Ok(Got::Lines {
-            written,
-            read: read as u64,
-        })
+        Ok(read as u64)
     }
 
     /// Goes on from `offset`, the end of a whole line of `file` (what another reader has read up to); the file is

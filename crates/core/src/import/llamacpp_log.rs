@@ -174,7 +174,9 @@ struct Step {
 #[derive(Debug, Default, Clone)]
 struct Log {
     tasks: BTreeMap<i64, Task>,
+    /// The steps from `first_step` on (those before were forgotten: [`Incremental::forget_before`]).
     steps: Vec<Step>,
+    first_step: u64,
     /// Tasks whose `slot decode token` (or `generate_draft`) line came in the current pass, before its decode, with
     /// their drafts.
     pending_feeds: Vec<(i64, u32)>,
@@ -193,6 +195,17 @@ struct Log {
 }
 
 impl Log {
+    /// The number the next step gets.
+    fn next_step(&self) -> u64 {
+        self.first_step + self.steps.len() as u64
+    }
+
+    /// Step `i`, unless forgotten.
+    fn step(&self, i: u64) -> Option<&Step> {
+        i.checked_sub(self.first_step)
+            .and_then(|k| self.steps.get(usize::try_from(k).ok()?))
+    }
+
     fn task(&mut self, id: i64, slot: u32, place: Place) -> &mut Task {
         self.tasks.entry(id).or_insert_with(|| Task {
             slot,
@@ -244,8 +257,8 @@ impl Log {
                         end_us: us,
                         decode_tasks,
                     };
+                    self.current_step = Some(self.next_step());
                     self.steps.push(step);
-                    self.current_step = Some(self.steps.len() as u64 - 1);
                 } else if let Some(task) = text
                     .strip_prefix("stop: cancel task, id_task = ")
                     .and_then(|t| t.trim().parse::<i64>().ok())
@@ -283,7 +296,12 @@ impl Log {
     }
 
     fn extend_step(&mut self, us: i64) {
-        if let Some(s) = self.current_step.and_then(|i| self.steps.get_mut(i as usize)) {
+        let first = self.first_step;
+        if let Some(s) = self
+            .current_step
+            .and_then(|i| i.checked_sub(first))
+            .and_then(|k| self.steps.get_mut(usize::try_from(k).ok()?))
+        {
             s.end_us = s.end_us.max(us);
         }
     }
@@ -300,7 +318,7 @@ impl Log {
         } else if text.starts_with("cached n_tokens =") {
             let c = int_after(text, "cached n_tokens =");
             // The chunk goes into the decode this pass makes next: the step after the last one opened.
-            let next = self.steps.len() as u64;
+            let next = self.next_step();
             let t = self.task(task, slot, place);
             if let Some(c) = c {
                 if t.chunks.is_empty() && t.cached_tokens.is_none() {
@@ -310,7 +328,7 @@ impl Log {
             }
         } else if text.starts_with("init sampler") {
             let total = int_after(text, "total =");
-            let next = self.steps.len() as u64;
+            let next = self.next_step();
             let t = self.task(task, slot, place);
             if let Some(total) = total {
                 t.last_chunk = Some((next, total));
@@ -423,10 +441,69 @@ impl Incremental {
         }
     }
 
+    /// The latest time a line said, µs since the server's start; `None` before the first timed line.
+    pub fn last_us(&self) -> Option<i64> {
+        (self.log.last_us > 0).then_some(self.log.last_us)
+    }
+
+    /// Forgets what ended before `cutoff_us` (µs since the server's start): the tasks whose last sign of life (posted,
+    /// launched, a prefill chunk, a token, released) came before it, and the steps before it that no task kept
+    /// refers to. A task that spoke since is kept whole however long it has run; the steps keep their numbers. What a long watch keeps
+    /// in memory is then the last minutes, not the day. Returns the tasks forgotten.
+    pub fn forget_before(&mut self, cutoff_us: i64) -> usize {
+        let log = &mut self.log;
+        let ends: Vec<i64> = log.steps.iter().map(|s| s.end_us).collect();
+        let first = log.first_step;
+        let step_end = |i: u64| {
+            i.checked_sub(first)
+                .and_then(|k| ends.get(usize::try_from(k).ok()?))
+                .copied()
+        };
+        let before = log.tasks.len();
+        log.tasks.retain(|_, t| {
+            let chunk = t.chunks.last().and_then(|&(_, s)| step_end(s));
+            let token = t.tokens.last().map(|k| k.3);
+            [t.posted_us, t.launched_us, t.released_us, chunk, token]
+                .into_iter()
+                .flatten()
+                .max()
+                .is_none_or(|last| last >= cutoff_us)
+        });
+        let referred = log
+            .tasks
+            .values()
+            .flat_map(|t| {
+                let chunks = t.chunks.iter().map(|&(_, s)| s);
+                let last = t.last_chunk.map(|(s, _)| s);
+                let tokens = t.tokens.iter().filter_map(|k| k.4);
+                let verified = t.verified.iter().map(|v| v.0);
+                chunks.chain(last).chain(tokens).chain(verified)
+            })
+            .chain(log.current_step)
+            .min()
+            .unwrap_or(u64::MAX);
+        let gone = log
+            .steps
+            .iter()
+            .enumerate()
+            .take_while(|&(k, s)| first + (k as u64) < referred && s.end_us < cutoff_us)
+            .count();
+        log.steps.drain(..gone);
+        log.first_step += gone as u64;
+        before - log.tasks.len()
+    }
+
     /// Adds the records of the lines fed so far, timed as [`read`] times the file at `path`.
     pub fn place_into(&self, path: &Path, sink: &mut Sink<'_>) {
         place(self.log.clone(), anchor_us(path, self.log.last_us), path, sink);
     }
+}
+
+/// The time a line of a llama-server log says, µs since the server's start; `None` for a line without one.
+pub fn line_time_us(raw: &[u8]) -> Option<i64> {
+    let text = String::from_utf8_lossy(raw.trim_ascii());
+    let line = strip_ansi(&text);
+    parse_line(&line).and_then(|(time, _, _)| time)
 }
 
 /// The wall-clock time of the process's start, µs since the Unix epoch: the file's last change less the last
@@ -498,11 +575,7 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         r.source = text(SOURCE);
         let arrival = t.posted_us.unwrap_or(launched).min(launched);
         r.arrival_ns = ok(ns(arrival));
-        let first_chunk_step = t
-            .chunks
-            .first()
-            .map(|&(_, s)| s)
-            .and_then(|s| log.steps.get(s as usize));
+        let first_chunk_step = t.chunks.first().map(|&(_, s)| s).and_then(|s| log.step(s));
         let scheduled = first_chunk_step.map_or(launched, |s| s.start_us).max(arrival);
         // Without the posting (the default level logs none) nor a step, the arrival is the launch itself: the time
         // queued before it is unknown, not zero.
@@ -575,7 +648,7 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             sink.add(&k, t.place.at);
         }
         for &(_, step) in &t.chunks {
-            let Some(s) = log.steps.get(step as usize) else {
+            let Some(s) = log.step(step) else {
                 continue;
             };
             let Some(&(_, tokens)) = prefill.get(&step).and_then(|v| v.iter().find(|(task, _)| *task == id)) else {
@@ -585,26 +658,27 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             st.request_id = text(rid.clone());
             st.stage = text("prefill");
             st.start_ns = ok(ns(s.start_us));
-            st.end_ns = ok(ns(ends[step as usize]));
+            st.end_ns = ok(ns(ends[(step - log.first_step) as usize]));
             st.iteration = ok(step as i64);
             st.tokens = ok(tokens);
             sink.add(&st, s.place.at);
         }
     }
-    for (i, s) in log.steps.iter().enumerate() {
+    for (k, s) in log.steps.iter().enumerate() {
         let i64_of = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        let chunks = prefill.get(&(i as u64)).map_or(&[][..], Vec::as_slice);
+        let i = log.first_step + k as u64;
+        let chunks = prefill.get(&i).map_or(&[][..], Vec::as_slice);
         let mut it = record("iteration");
         it.source = text(SOURCE);
-        it.iteration = ok(i64_of(i));
+        it.iteration = ok(i64::try_from(i).unwrap_or(i64::MAX));
         it.start_ns = ok(ns(s.start_us));
-        it.end_ns = ok(ns(ends[i]));
+        it.end_ns = ok(ns(ends[k]));
         // A speculating slot feeds its own token and its drafts: all are decode tokens the step computes.
         let fed: u64 = s.decode_tasks.iter().map(|&(_, d)| 1 + u64::from(d)).sum();
         it.num_decode_reqs = ok(i64_of(s.decode_tasks.len()));
         it.num_decode_tokens = ok(i64::try_from(fed).unwrap_or(i64::MAX));
         if log.speculative {
-            let (drafted, accepted) = step_spec.get(&(i as u64)).copied().unwrap_or_default();
+            let (drafted, accepted) = step_spec.get(&i).copied().unwrap_or_default();
             it.spec_drafted_tokens = ok(i64::from(drafted));
             it.spec_accepted_tokens = ok(i64::from(accepted));
         }
@@ -792,6 +866,58 @@ mod tests {
         // Each verify step's drafts on its first token only.
         let drafted: Vec<Option<u8>> = t.tokens.spec_drafted.iter().map(|&d| crate::trace::opt_u8(d)).collect();
         assert_eq!(drafted, [None, Some(4), None, None, Some(4), None, None, None, None]);
+    }
+
+    /// A second task after the speculative one: launched at 1 s, prefilled in step 3, decoding one token a step
+    /// (steps 4 and 5, at 1.02 s and 12 s), still running at the log's end.
+    const LONG_RUNNING: &str = "\
+0.01.000.000 I slot launch_slot_: id  1 | task 6 | processing task, is_child = 0
+0.01.000.010 D que    start_loop: update slots
+0.01.000.020 I slot   operator(): id  1 | task 6 | new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 3
+0.01.000.030 I slot   operator(): id  1 | task 6 | cached n_tokens = 0, memory_seq_rm [0, end)
+0.01.000.040 I slot init_sampler: id  1 | task 6 | init sampler, took 0.01 ms, tokens: text = 3, total = 3
+0.01.000.050 D srv        decode: n_batch (effective) = 2048, off = 0
+0.01.010.000 D slot process_toke: id  1 | task 6 | n_gen = 1, n_remaining = 63, next token:   603 ' the'
+0.01.020.000 D que    start_loop: update slots
+0.01.020.010 D slot handle_last_: id  1 | task 6 | slot decode token, id=603, n_ctx = 4096, n_tokens = 4, truncated = 0
+0.01.020.020 D srv        decode: n_batch (effective) = 2048, off = 0
+0.01.030.000 D slot process_toke: id  1 | task 6 | n_gen = 2, n_remaining = 62, next token:   604 ' cat'
+0.12.000.000 D que    start_loop: update slots
+0.12.000.010 D slot handle_last_: id  1 | task 6 | slot decode token, id=604, n_ctx = 4096, n_tokens = 5, truncated = 0
+0.12.000.020 D srv        decode: n_batch (effective) = 2048, off = 0
+0.12.010.000 D slot process_toke: id  1 | task 6 | n_gen = 3, n_remaining = 61, next token:   605 ' sat'
+";
+
+    #[test]
+    fn a_long_watch_forgets_what_ended_before_its_window_and_keeps_step_numbers() {
+        let mut log = Incremental::default();
+        for line in SPECULATIVE.lines().chain(LONG_RUNNING.lines()) {
+            log.line(line.as_bytes(), 0);
+        }
+        assert_eq!(log.last_us(), Some(12_010_000));
+        // Before 5 s: task 5 ended at 0.1604 s (forgotten); task 6 last spoke at 12.01 s (kept, with the steps it
+        // was in: 3, 4 and 5). Steps 0 to 2 were task 5's alone and ended by 0.16 s: gone.
+        assert_eq!(log.forget_before(5_000_000), 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("llama-server.log");
+        std::fs::write(&path, "").unwrap();
+        let t = crate::import::llamacpp_live(&log, &path).0;
+        assert_eq!(t.request_count(), 1);
+        assert_eq!(t.request_id(0), "task-6");
+        assert_eq!(t.token_count(), 3);
+        assert_eq!(t.iterations.iteration, [3, 4, 5]);
+        assert_eq!(t.tokens.iteration, [3, 4, 5]);
+        // Its prefill stage still names step 3, its 3 prompt tokens.
+        let prefill: Vec<(Option<i64>, Option<u32>)> = t
+            .stages_of(0)
+            .iter()
+            .filter(|s| s.kind == crate::trace::StageKind::Prefill)
+            .map(|s| (s.iteration, s.tokens))
+            .collect();
+        assert_eq!(prefill, [(Some(3), Some(3))]);
+        // Forgetting again forgets nothing; past task 6's last word (12.01 s), everything.
+        assert_eq!(log.forget_before(5_000_000), 0);
+        assert_eq!(log.forget_before(12_010_001), 1);
     }
 
     #[test]
