@@ -6,8 +6,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
 use serde_json::Value;
+use tokenscope::analysis::findings::Kind;
+use tokenscope::record::watcher::WatchOptions;
 use tokenscope::trace::StageKind;
+use tokenscope::ui::{App, TraceSource};
 
 /// The real incident run's server log (`tests/data/real/llamacpp/`): three answers decoding when a 2,574-token
 /// prompt arrives; its own findings name a decode interruption of task-0 by task-54 and task-54's prefill monopoly.
@@ -398,6 +404,97 @@ fn a_log_rotated_emptied_and_restarted_under_watch_loses_nothing_and_says_each_r
         .collect();
     assert!(
         !ring.is_empty() && ring.iter().all(|n| n.starts_with("part-") && !n.contains(".tmp")),
-        "{ring:?}"
+        "{ring:?}\n{stderr}"
+    );
+}
+
+/// Steps frames, 50 ms apart, until `done` (at most 60 s: the watch runs in real time).
+fn step_until(h: &mut Harness<'static, App>, what: &str, mut done: impl FnMut(&App) -> bool) {
+    let start = Instant::now();
+    while !done(h.state()) {
+        assert!(start.elapsed() < Duration::from_mins(1), "waited a minute for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+        h.step();
+    }
+}
+
+#[test]
+fn the_app_watching_a_growing_log_shows_its_requests_and_findings_and_says_where_each_incident_was_kept() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("server.log");
+    let kept = dir.path().join("incidents");
+    let options = WatchOptions {
+        incidents: Some(kept.clone()),
+        interval: Duration::from_millis(100),
+        ..WatchOptions::of(&log)
+    };
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), App::watching_in(options, None, None));
+    h.step();
+    h.get_by_label_contains("nothing is sent to the server");
+    // The real incident run's log, written in five pieces while the window runs.
+    let text = incident_log();
+    let mut written = 0;
+    for end in piece_ends(&text, 5) {
+        append(&log, &text[written..end]);
+        written = end;
+        std::thread::sleep(Duration::from_millis(200));
+        h.step();
+    }
+    let whole_log = dir.path().join("whole.log");
+    std::fs::write(&whole_log, &text).unwrap_or_else(|e| panic!("{e}"));
+    let whole = tokenscope::load::load(&whole_log, &tokenscope::ingest::Progress::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trace;
+    // The watch's trace on screen grows to the whole log's requests and tokens, with its findings: task-0's stall
+    // behind task-54's prefill among them.
+    step_until(&mut h, "every request and token of the log", |a| {
+        a.session().is_some_and(|s| {
+            s.view.trace.request_count() == whole.request_count() && s.view.trace.token_count() == whole.token_count()
+        })
+    });
+    step_until(&mut h, "the interruption among the findings", |a| {
+        a.session()
+            .and_then(|s| s.findings.findings.as_ref())
+            .is_some_and(|f| f.iter().any(|f| f.kind == Kind::DecodeInterrupted))
+    });
+    let s = h.state().session().unwrap_or_else(|| panic!("a session"));
+    assert_eq!(s.source, TraceSource::Watch { log: log.clone() });
+    // The bar says each finding once, with the file it was kept in, and the file is there.
+    step_until(&mut h, "the bar to say the interruption", |a| {
+        a.watching().is_some_and(|w| {
+            w.said
+                .iter()
+                .any(|l| l.contains("Decode interrupted by prefill (critical), kept in"))
+        })
+    });
+    let w = h.state().watching().unwrap_or_else(|| panic!("watching"));
+    let monopolies = w.said.iter().filter(|l| l.contains("Prefill monopoly")).count();
+    assert_eq!(monopolies, 1, "{:?}", w.said);
+    let file = w
+        .said
+        .iter()
+        .find_map(|l| {
+            l.split_once("Decode interrupted by prefill (critical), kept in ")
+                .map(|(_, f)| f.to_owned())
+        })
+        .unwrap_or_default();
+    assert!(
+        Path::new(&file).starts_with(&kept) && Path::new(&file).exists(),
+        "{file}"
+    );
+    // The bar shows the latest things said.
+    let latest = w.said.last().cloned().unwrap_or_default();
+    h.step();
+    h.get_by_label(&latest);
+    // Stop: the watch's last look, then no more.
+    h.get_by_label("Stop watching").click();
+    step_until(&mut h, "the watch to stop", |a| {
+        a.watching().is_some_and(|w| !w.running())
+    });
+    assert!(
+        kept.join("ring").read_dir().is_ok_and(|mut d| d.next().is_some()),
+        "the ring's part written at the stop"
     );
 }

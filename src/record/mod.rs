@@ -17,6 +17,7 @@ pub mod ring;
 pub mod rotate;
 pub mod server_tail;
 pub mod tail;
+pub mod watcher;
 
 use std::path::PathBuf;
 use std::sync::Arc;

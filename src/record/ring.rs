@@ -65,7 +65,17 @@ impl Ring {
     /// # Errors
     /// The part cannot be written: why (the ring is unchanged).
     pub fn offer(&mut self, trace: &Trace, latest_ns: i64, flush: bool) -> Result<(), String> {
-        let from = *self.next_from.get_or_insert_with(|| trace.start_ns().min(latest_ns));
+        // Nothing read yet (a log of start-up lines only): no part, and no start taken from an empty trace's 0.
+        if !trace.has_records() {
+            return Ok(());
+        }
+        let start = trace.start_ns().min(latest_ns);
+        let mut from = *self.next_from.get_or_insert(start);
+        if latest_ns < from {
+            // A clock gone back (a restarted server's log, placed anew): its parts start at its own start.
+            from = start;
+            self.next_from = Some(start);
+        }
         if latest_ns <= from || (!flush && latest_ns - from < self.part_ns) {
             return Ok(());
         }
@@ -133,6 +143,9 @@ mod tests {
         let t = trace(1, 10);
         // Parts of 3 s: offered at 2.5 s nothing (1.5 s since the start at 1 s), at 4 s the part [1 s, 4 s].
         let mut ring = Ring::new(&dir.path().join("ring"), u64::MAX, 3.0).unwrap_or_else(|e| panic!("{e}"));
+        // A log of start-up lines alone (no record yet), even flushed: no part, and the start is not taken from it.
+        ring.offer(&Trace::default(), at(100.0), true)
+            .unwrap_or_else(|e| panic!("{e}"));
         ring.offer(&t, at(2.5), false).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ring.parts().count(), 0);
         ring.offer(&t, at(4.0), false).unwrap_or_else(|e| panic!("{e}"));
@@ -147,18 +160,25 @@ mod tests {
         // A flush writes what is pending however short: [4 s, 5 s].
         ring.offer(&t, at(5.0), true).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ring.parts().count(), 2);
-        // A budget of one part's bytes: a later watch over the folder counts both parts, and its first part deletes
-        // the two older ones.
+        // A trace whose latest time is before the last part's end (a restarted server's log, its clock placed
+        // anew): its part starts at its own start, 0 s.
+        ring.offer(&trace(0, 2), at(1.5), true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<PathBuf> = ring.parts().map(Path::to_owned).collect();
+        assert_eq!(names.len(), 3);
+        assert!(names[2].ends_with("part-001764403200000.parquet"), "{names:?}");
+        // A budget of one part's bytes: a later watch over the folder counts the three parts, and its first part
+        // deletes them all.
         let one = std::fs::metadata(&first[0]).map_or(0, |m| m.len());
         let mut small = Ring::new(&dir.path().join("ring"), one, 3.0).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(small.parts().count(), 2);
+        assert_eq!(small.parts().count(), 3);
         small
             .offer(&trace(20, 4), at(23.0), false)
             .unwrap_or_else(|e| panic!("{e}"));
         let left: Vec<PathBuf> = small.parts().map(Path::to_owned).collect();
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(left[0].ends_with("part-001764403220000.parquet"), "{left:?}");
-        assert_eq!(small.deleted, 2);
+        assert_eq!(small.deleted, 3);
         assert!(!first[0].exists());
         let names = std::fs::read_dir(dir.path().join("ring")).map_or(0, |d| d.filter_map(Result::ok).count());
         assert_eq!(names, 1, "no temporary file left");

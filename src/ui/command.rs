@@ -60,6 +60,8 @@ pub enum Command {
     },
     /// Open a trace file or directory.
     Open(PathBuf),
+    /// Watch a server's log as it is written (File > Watch a server's log…).
+    Watch(PathBuf),
     /// Open several files of one run as one trace (dropped together).
     OpenMany(Vec<PathBuf>),
     /// Ask for a trace to open through the file dialog.

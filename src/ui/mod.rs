@@ -20,6 +20,7 @@ pub mod stats;
 pub mod theme;
 #[cfg(feature = "query")]
 pub mod timeline;
+pub mod watching;
 pub mod waterfall;
 
 pub use app::App;
@@ -57,6 +58,23 @@ pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
         window("tokenscope: recording"),
         Box::new(move |cc| {
             Ok(Box::new(App::recording_in(
+                options,
+                cc.storage,
+                Some(cc.egui_ctx.clone()),
+            )))
+        }),
+    )
+}
+
+/// Opens the window on a server's log watched as it is written (`tokenscope watch` without `--json`); returns when
+/// the window is closed (the watch then stops).
+pub fn run_watch(options: crate::record::watcher::WatchOptions) -> Result<(), eframe::Error> {
+    let title = format!("tokenscope: watching {}", options.log.display());
+    eframe::run_native(
+        "tokenscope",
+        window(&title),
+        Box::new(move |cc| {
+            Ok(Box::new(App::watching_in(
                 options,
                 cc.storage,
                 Some(cc.egui_ctx.clone()),

@@ -46,6 +46,11 @@ pub enum TraceSource {
         /// The server, as a title may show it.
         url: String,
     },
+    /// A server's log watched as it is written (opened again, it is read whole).
+    Watch {
+        /// The log.
+        log: PathBuf,
+    },
 }
 
 impl TraceSource {
@@ -61,6 +66,7 @@ impl TraceSource {
             TraceSource::Part(p, w) => format!("{} ({})", p.display(), w.describe()),
             TraceSource::Demo => format!("{DEMO_NAME} (the demo, simulated)"),
             TraceSource::Live { url, .. } => format!("recording {url}"),
+            TraceSource::Watch { log } => format!("watching {}", log.display()),
         }
     }
 }

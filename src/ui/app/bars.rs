@@ -33,6 +33,7 @@ impl App {
                 let label = ui.label(match purpose {
                     Purpose::Show => "Path:",
                     Purpose::Compare => "Compare with (B):",
+                    Purpose::Watch => "Server log to watch:",
                 });
                 let r = ui
                     .add(egui::TextEdit::singleline(&mut self.path_input).desired_width(420.0))
@@ -44,6 +45,7 @@ impl App {
                     self.commands.push(match purpose {
                         Purpose::Show => Command::Open(path),
                         Purpose::Compare => Command::CompareWith(path),
+                        Purpose::Watch => Command::Watch(path),
                     });
                     self.path_purpose = None;
                 }
@@ -54,7 +56,7 @@ impl App {
             }
             if let Some(loading) = &self.loading {
                 ui.label(match loading.purpose {
-                    Purpose::Show => format!("Loading {}", loading.source.name()),
+                    Purpose::Show | Purpose::Watch => format!("Loading {}", loading.source.name()),
                     Purpose::Compare => format!("Loading B: {}", loading.source.name()),
                 });
                 ui.add(

@@ -15,6 +15,7 @@ impl App {
         let waker = self.ctx.clone();
         match command {
             Command::Open(path) => self.open(TraceSource::Path(path)),
+            Command::Watch(path) => self.watch(crate::record::watcher::WatchOptions::of(&path)),
             Command::OpenMany(paths) => self.open(TraceSource::Paths(paths)),
             Command::OpenDemo => self.open(TraceSource::Demo),
             Command::SetLogClock(clock) => {

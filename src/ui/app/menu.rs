@@ -55,6 +55,17 @@ impl App {
                     self.path_purpose = Some(Purpose::Show);
                     ui.close();
                 }
+                if ui
+                    .button("Watch a server's log…")
+                    .on_hover_text(
+                        "Follow a server's log as it is written, sending the server nothing: the waterfall, Timeline \
+                         and findings of its last minutes",
+                    )
+                    .clicked()
+                {
+                    self.path_purpose = Some(Purpose::Watch);
+                    ui.close();
+                }
                 ui.separator();
                 let open = self.session.is_some();
                 if ui.add_enabled(open, egui::Button::new("Compare with…")).clicked() {

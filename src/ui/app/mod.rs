@@ -10,6 +10,7 @@ mod live;
 mod log_clock;
 mod menu;
 mod output;
+mod watching;
 mod windows;
 
 use std::path::PathBuf;
@@ -105,6 +106,8 @@ enum Purpose {
     Show,
     /// To be compared with the trace on screen (B).
     Compare,
+    /// A server's log to watch as it is written.
+    Watch,
 }
 
 /// A load in progress; the trace on screen stays usable meanwhile.
@@ -186,6 +189,8 @@ pub struct App {
     ctx: Option<egui::Context>,
     /// A recording shown as it is made.
     live: Option<super::live::Live>,
+    /// A server's log watched (File > Watch a server's log…, `tokenscope watch`).
+    watching: Option<super::watching::Watching>,
 }
 
 impl App {
@@ -271,6 +276,7 @@ impl App {
             commands: Vec::new(),
             ctx: None,
             live: None,
+            watching: None,
         }
     }
 
@@ -289,6 +295,19 @@ impl App {
         let mut app = Self::blank(storage, None, None, crate::import::log_clock::LogClock::default());
         app.ctx = ctx;
         app.record_live(options);
+        app
+    }
+
+    /// An app watching a server's log as it is written (`tokenscope watch` without `--json`), in the window of
+    /// `ctx` (woken by each look with news).
+    pub fn watching_in(
+        options: crate::record::watcher::WatchOptions,
+        storage: Option<&dyn eframe::Storage>,
+        ctx: Option<egui::Context>,
+    ) -> Self {
+        let mut app = Self::blank(storage, None, None, crate::import::log_clock::LogClock::default());
+        app.ctx = ctx;
+        app.watch(options);
         app
     }
 
@@ -414,7 +433,9 @@ impl App {
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
             let result = match source {
-                TraceSource::Path(p) | TraceSource::Live { journal: p, .. } => load::load_with(&p, &progress, options),
+                TraceSource::Path(p) | TraceSource::Live { journal: p, .. } | TraceSource::Watch { log: p } => {
+                    load::load_with(&p, &progress, options)
+                }
                 TraceSource::Part(p, window) => load::load_with(
                     &p,
                     &progress,
@@ -530,7 +551,7 @@ impl App {
                 }
                 if !matches!(e, LoadError::Cancelled) {
                     self.message = Some(match purpose {
-                        Purpose::Show => e.to_string(),
+                        Purpose::Show | Purpose::Watch => e.to_string(),
                         Purpose::Compare => format!("Cannot compare: {e}"),
                     });
                 }
@@ -547,6 +568,7 @@ impl App {
                 match purpose {
                     Purpose::Show => self.open(TraceSource::Path(path)),
                     Purpose::Compare => self.compare_with(TraceSource::Path(path)),
+                    Purpose::Watch => self.watch(crate::record::watcher::WatchOptions::of(&path)),
                 }
             }
             Ok(None) | Err(TryRecvError::Disconnected) => {
@@ -567,12 +589,17 @@ impl App {
         let title = match purpose {
             Purpose::Show => "Open a tokenscope trace",
             Purpose::Compare => "Compare with a trace (B)",
+            Purpose::Watch => "Watch a server's log",
         };
         let spawned = Job::spawn("file-dialog", self.ctx.as_ref(), move || {
-            rfd::FileDialog::new()
-                .set_title(title)
-                .add_filter("trace", &["parquet", "jsonl", "gz", "zst", "ndjson"])
-                .pick_file()
+            let dialog = rfd::FileDialog::new().set_title(title);
+            // A server's log is named as its operator chose.
+            let dialog = if purpose == Purpose::Watch {
+                dialog
+            } else {
+                dialog.add_filter("trace", &["parquet", "jsonl", "gz", "zst", "ndjson"])
+            };
+            dialog.pick_file()
         });
         match spawned {
             Ok(rx) => {
@@ -620,6 +647,7 @@ impl App {
         self.poll_loading();
         self.poll_dialog();
         self.poll_live(&ui.ctx().clone());
+        self.poll_watching(&ui.ctx().clone());
         if let Some(answer) = self.dataset.as_mut().and_then(|d| d.ui(ui.ctx())) {
             self.answer(answer);
         }
@@ -642,6 +670,9 @@ impl App {
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         if self.live.is_some() {
             egui::Panel::top("live").show(ui, |ui| self.live_bar_ui(ui));
+        }
+        if self.watching.is_some() {
+            egui::Panel::top("watch").show(ui, |ui| self.watch_bar_ui(ui));
         }
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
         if self.show_problems

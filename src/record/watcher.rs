@@ -1,0 +1,417 @@
+//! The flight recorder's loop, shared by `tokenscope watch` and the app's File > Watch: a server's log followed as it
+//! is written ([`ServerLogTail`]: a llama-server log line by line, across its rotations and emptyings, a restarted
+//! server's afresh; another server's read again whole when it grew), its `/metrics` read at each look, what ended
+//! more than `keep_s` before the log's last line forgotten, and the findings run on what is held. A finding not seen
+//! before (its kind and subject: [`subject`]) is handed out once, and, unless it is only information, kept as an
+//! incident file: from `before_s` before it to the latest time read, every request alive in it whole, the finding in
+//! the trace's note, written again until `after_s` after it. The ring ([`Ring`], `DIR/ring/`) holds the last minutes
+//! within its budget. Nothing is sent to the server but the read of its metrics.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use crate::analysis::summary::Slo;
+use crate::record::metrics::{Reading, Scraper, reading};
+use crate::record::ring::Ring;
+use crate::record::server_tail::ServerLogTail;
+use crate::trace::Trace;
+
+/// What a watch follows and keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchOptions {
+    /// The server's log.
+    pub log: PathBuf,
+    /// Its Prometheus page, read at each look.
+    pub metrics: Option<String>,
+    /// Where incident files and the ring go.
+    pub incidents: Option<PathBuf>,
+    /// Seconds kept before a finding in its incident file.
+    pub before_s: f64,
+    /// Seconds after a finding during which its file is written again.
+    pub after_s: f64,
+    /// Seconds of the log held and judged.
+    pub keep_s: f64,
+    /// The ring's budget, bytes.
+    pub ring_bytes: u64,
+    /// Seconds of the log in each part of the ring.
+    pub part_s: f64,
+    /// Time between looks.
+    pub interval: Duration,
+    /// The objectives and thresholds the findings are computed with.
+    pub slo: Slo,
+    pub thresholds: Thresholds,
+}
+
+impl WatchOptions {
+    /// A watch of `log` with the defaults of `tokenscope watch`: no metrics, no incident files, 120 s before and 30 s
+    /// after a finding, 600 s held, a ring of 1 GB in parts of 60 s, a look a second.
+    pub fn of(log: &Path) -> Self {
+        WatchOptions {
+            log: log.to_owned(),
+            metrics: None,
+            incidents: None,
+            before_s: 120.0,
+            after_s: 30.0,
+            keep_s: 600.0,
+            ring_bytes: 1_000_000_000,
+            part_s: 60.0,
+            interval: Duration::from_secs(1),
+            slo: Slo::DEFAULT,
+            thresholds: Thresholds::default(),
+        }
+    }
+}
+
+/// A finding handed out for the first time.
+#[derive(Debug, Clone)]
+pub struct New {
+    /// Its number in this watch, from 1.
+    pub number: usize,
+    pub finding: Finding,
+    /// Its incident file (none for information, or without an incidents folder).
+    pub file: Option<PathBuf>,
+}
+
+/// What a look found besides new findings: said on stderr by the command, in the status bar by the app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The server started again (its log's clock went back).
+    Restarted,
+    /// Something could not be read or written (counted, never fatal): what and why.
+    Trouble(String),
+}
+
+/// A finding said, and its incident file while it is still written again.
+#[derive(Debug)]
+struct Said {
+    number: usize,
+    file: Option<PathBuf>,
+    first_seen: Instant,
+    /// The server's run it was seen in (its restarts before): a restarted server's trace never overwrites the
+    /// incident of the run before.
+    run: u32,
+}
+
+/// A watch in progress.
+pub struct Watcher {
+    options: WatchOptions,
+    tail: ServerLogTail,
+    metrics: Option<Metrics>,
+    ring: Option<Ring>,
+    said: HashMap<(String, String), Said>,
+    /// The latest time read and the restarts seen at the last news, and when it came.
+    seen: Option<(i64, u32)>,
+    last_news: Instant,
+    /// The most requests held at once, and how many were forgotten past `keep_s`.
+    pub requests: usize,
+    pub forgotten: usize,
+    /// What the last look judged (the log's trace with the metrics' readings), and its findings.
+    trace: Option<Trace>,
+    findings: Vec<Finding>,
+}
+
+impl Watcher {
+    /// A watch of `options.log` (it need not exist yet).
+    ///
+    /// # Errors
+    /// The incidents folder or its ring cannot be made, or the metrics client cannot start: why.
+    pub fn new(options: WatchOptions) -> Result<Self, String> {
+        let ring = match &options.incidents {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("{}: cannot make the incidents folder: {e}", dir.display()))?;
+                Some(Ring::new(&dir.join("ring"), options.ring_bytes, options.part_s)?)
+            }
+            None => None,
+        };
+        let metrics = match &options.metrics {
+            Some(url) => Some(Metrics::new(url, options.interval).map_err(|e| format!("--metrics {url}: {e}"))?),
+            None => None,
+        };
+        Ok(Watcher {
+            tail: ServerLogTail::new(&options.log),
+            options,
+            metrics,
+            ring,
+            said: HashMap::new(),
+            seen: None,
+            last_news: Instant::now(),
+            requests: 0,
+            forgotten: 0,
+            trace: None,
+            findings: Vec::new(),
+        })
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &WatchOptions {
+        &self.options
+    }
+
+    /// Reads what the log and the metrics gained, runs the findings, writes incident files and the ring's part when
+    /// due, then forgets what is past `keep_s`. `flush`: write the ring's pending part now (the last look).
+    pub fn look(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
+        let mut notes = Vec::new();
+        if let Err(e) = self.tail.poll() {
+            notes.push(Note::Trouble(e));
+        }
+        let restarts = self.tail.restarts();
+        // News: a later time in what the log said, or a server started again.
+        let now = self.tail.loaded().map(|l| (latest_ns(&l.trace), restarts));
+        if now != self.seen {
+            if self.seen.is_some_and(|(_, r)| r < restarts) {
+                notes.push(Note::Restarted);
+            }
+            self.seen = now;
+            self.last_news = Instant::now();
+        }
+        if let Some(m) = &mut self.metrics {
+            if let Some(e) = m.scrape() {
+                notes.push(Note::Trouble(format!("metrics: {e} (counted; watch goes on)")));
+            }
+            m.forget_before(self.options.keep_s);
+        }
+        let mut new = Vec::new();
+        if let Some(loaded) = self.tail.loaded() {
+            let trace = match self.metrics.as_ref().filter(|m| !m.samples.is_empty()) {
+                Some(m) => m.joined(&loaded.trace),
+                None => loaded.trace.clone(),
+            };
+            let findings = find(&trace, &self.options.slo, &self.options.thresholds);
+            new = self.keep(&trace, &findings, restarts, &mut notes);
+            if let Some(ring) = &mut self.ring
+                && let Err(e) = ring.offer(&trace, latest_ns(&trace), flush)
+            {
+                notes.push(Note::Trouble(format!("ring: {e}")));
+            }
+            self.requests = self.requests.max(trace.request_count());
+            self.trace = Some(trace);
+            self.findings = findings;
+        }
+        self.forgotten += self.tail.forget_older_than(self.options.keep_s);
+        (new, notes)
+    }
+
+    /// How long since the log last said something new.
+    pub fn quiet_for(&self) -> Duration {
+        self.last_news.elapsed()
+    }
+
+    /// What reading the log found wrong, and the importer's notes, as of the last read.
+    pub fn report(&self) -> Option<&crate::trace::report::Report> {
+        self.tail.loaded().map(|l| &l.report)
+    }
+
+    /// What the last look judged, and its findings.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    /// Findings said so far.
+    pub fn said(&self) -> usize {
+        self.said.len()
+    }
+
+    /// How the watch goes, in one line after the log's name: requests held and forgotten, metrics read, the ring,
+    /// restarts, findings.
+    pub fn summary(&self) -> String {
+        let scraped = self.metrics.as_ref().map_or_else(String::new, |m| {
+            format!("; {} metrics reading(s), {} failed", m.readings, m.failed)
+        });
+        let kept = self.ring.as_ref().map_or_else(String::new, |r| {
+            format!(
+                "; the ring holds {} part(s), {} bytes ({} deleted)",
+                r.parts().count(),
+                r.bytes(),
+                r.deleted
+            )
+        });
+        let restarted = match self.tail.restarts() {
+            0 => String::new(),
+            n => format!("; the server started again {n} time(s)"),
+        };
+        format!(
+            "{}: {} requests held at most, {} forgotten past --keep-s{scraped}{kept}{restarted}, {} finding(s)",
+            self.options.log.display(),
+            self.requests,
+            self.forgotten,
+            self.said.len()
+        )
+    }
+
+    /// Hands out the findings not said before and writes the incident files due.
+    fn keep(&mut self, trace: &Trace, findings: &[Finding], restarts: u32, notes: &mut Vec<Note>) -> Vec<New> {
+        let latest = latest_ns(trace);
+        let mut out = Vec::new();
+        for f in findings {
+            // A restarted server's findings are its own: its task ids start again.
+            let key = (f.kind.name().to_owned(), format!("{restarts}:{}", subject(trace, f)));
+            let next = self.said.len() + 1;
+            let entry = self.said.entry(key);
+            let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+            let incidents = self.options.incidents.as_ref();
+            let s = entry.or_insert_with(|| Said {
+                number: next,
+                // An information (a truncation) is said, not kept.
+                file: incidents
+                    .filter(|_| f.severity != Severity::Info)
+                    .map(|dir| dir.join(format!("incident-{next:03}-{}.parquet", f.kind.name()))),
+                first_seen: Instant::now(),
+                run: restarts,
+            });
+            let keep_writing = s.run == restarts && s.first_seen.elapsed().as_secs_f64() <= self.options.after_s;
+            if let Some(file) = &s.file
+                && (new || keep_writing)
+                && let Err(e) = write_incident(trace, f, self.options.before_s, latest, file)
+            {
+                notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+            }
+            if new {
+                out.push(New {
+                    number: s.number,
+                    finding: f.clone(),
+                    file: s.file.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The server's metrics, read at each look: its readings so far, and how many reads failed (counted, never fatal).
+struct Metrics {
+    url: String,
+    scraper: Scraper,
+    interval_ns: i64,
+    samples: Vec<Reading>,
+    times: Vec<i64>,
+    /// Readings made in all (those forgotten past --keep-s included).
+    readings: u64,
+    failed: u64,
+}
+
+impl Metrics {
+    fn new(url: &str, interval: Duration) -> Result<Self, String> {
+        Ok(Metrics {
+            url: url.to_owned(),
+            scraper: Scraper::new(Duration::from_secs(2))?,
+            interval_ns: i64::try_from(interval.as_nanos()).unwrap_or(i64::MAX),
+            samples: Vec::new(),
+            times: Vec::new(),
+            readings: 0,
+            failed: 0,
+        })
+    }
+
+    /// Reads the page once; a failure is counted, and given back the first time.
+    fn scrape(&mut self) -> Option<String> {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        match self.scraper.fetch(&self.url).and_then(|text| reading(&text)) {
+            Ok(r) => {
+                self.samples.push(r);
+                self.times.push(now_ns);
+                self.readings += 1;
+            }
+            Err(e) => {
+                self.failed += 1;
+                return (self.failed == 1).then_some(e);
+            }
+        }
+        None
+    }
+
+    /// Forgets the readings made more than `keep_s` before the last.
+    fn forget_before(&mut self, keep_s: f64) {
+        let Some(&last) = self.times.last() else {
+            return;
+        };
+        let cutoff = last - (keep_s * 1e9) as i64;
+        let gone = self.times.partition_point(|&t| t < cutoff);
+        self.times.drain(..gone);
+        self.samples.drain(..gone);
+    }
+
+    /// `trace` with the readings as samples of source `metrics`.
+    fn joined(&self, trace: &Trace) -> Trace {
+        let mut b = crate::trace::TraceBuilder::from_trace(trace.clone());
+        let source = b.labels.intern("metrics");
+        for (r, &time_ns) in self.samples.iter().zip(&self.times) {
+            b.add_sample(crate::trace::Sample {
+                source,
+                time_ns,
+                interval_ns: Some(self.interval_ns),
+                num_running: r.running,
+                num_waiting: r.waiting,
+                num_swapped: None,
+                kv_usage: r.kv_usage,
+                kv_tokens: None,
+                prompt_throughput: r.prompt_throughput,
+                generation_throughput: r.generation_throughput,
+                prefix_hit_rate: None,
+                spec_accept_length: None,
+                spec_accept_rate: None,
+                num_prefill_reqs: None,
+                num_prefill_tokens: None,
+                cached_tokens: None,
+                spec_drafted_tokens: None,
+                spec_accepted_tokens: None,
+            });
+        }
+        b.finish().0
+    }
+}
+
+/// What makes a finding the same one at the next look, when more of the log has been read. The grouped checks are
+/// one finding however many requests join them (truncations, token-count mismatches) or one per objective (SLO
+/// violations); an incident is its subject request and token (a victim stalls at several tokens, one finding
+/// each); a condition without a request is its start.
+fn subject(trace: &Trace, f: &Finding) -> String {
+    match f.kind {
+        Kind::Truncation | Kind::TokenMismatch => String::new(),
+        Kind::SloViolations if f.summary.contains("TTFT objective") => "ttft".to_owned(),
+        Kind::SloViolations => "tpot".to_owned(),
+        _ => match (f.requests.first(), f.tokens.first()) {
+            (Some(&r), Some(&t)) => format!("{}[{}]", trace.request_id(r), trace.tokens.index[t]),
+            (Some(&r), None) => trace.request_id(r).to_owned(),
+            (None, _) => f.from_ns.to_string(),
+        },
+    }
+}
+
+/// The latest time the trace knows of (its counters' samples included).
+pub fn latest_ns(trace: &Trace) -> i64 {
+    let r = &trace.requests;
+    r.arrival_ns
+        .iter()
+        .copied()
+        .chain(r.finished_ns.iter().flatten().copied())
+        .chain(trace.iterations.end_ns.iter().copied())
+        .chain(trace.tokens.emitted_ns.iter().copied())
+        .chain(trace.samples.time_ns.iter().copied())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Writes the part of `trace` from `before_s` before the finding to `latest_ns` to `file` (through a temporary
+/// file, so a reader never sees half of it), with the finding in the note.
+fn write_incident(trace: &Trace, f: &Finding, before_s: f64, latest_ns: i64, file: &Path) -> Result<(), String> {
+    let from_ns = f.from_ns.saturating_sub((before_s * 1e9) as i64);
+    let mut part = crate::trace::slice::slice(trace, from_ns, latest_ns.max(f.to_ns), None);
+    part.meta.note = Some(format!(
+        "incident kept by tokenscope watch: {} [{}]: {}",
+        f.kind.title(),
+        f.kind.name(),
+        f.summary
+    ));
+    let tmp = file.with_extension("tmp.parquet");
+    crate::format::write(&part, &tmp).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, file).map_err(|e| e.to_string())
+}

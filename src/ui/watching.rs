@@ -1,0 +1,167 @@
+//! A server's log watched in the app (File > Watch a server's log…, or `tokenscope watch` without `--json`): the
+//! flight recorder's loop ([`crate::record::watcher`]) runs on a thread of its own, a look every interval, and hands
+//! the window what each look judged when the log said something new: the trace held (the last `keep_s` of the log,
+//! with the `/metrics` readings) and its findings, and the new findings and notes said, for the watch bar. Nothing is
+//! sent to the server; stopping the watch writes the ring's pending part.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+
+use eframe::egui;
+
+use super::job::Job;
+use crate::analysis::findings::Finding;
+use crate::load::Loaded;
+use crate::record::watcher::{Note, WatchOptions, Watcher, latest_ns};
+
+/// The lines said kept for the watch bar's list.
+const SAID_AT_MOST: usize = 200;
+
+/// What one look judged, for the window.
+pub struct Look {
+    /// The trace held, with its report.
+    pub loaded: Loaded,
+    /// Its findings.
+    pub findings: Vec<Finding>,
+    /// The latest time it holds, Unix ns.
+    pub latest_ns: i64,
+    /// What this look said: each new finding ("finding 3: Decode interrupted by prefill (critical), kept in …"),
+    /// a restart, a trouble.
+    pub said: Vec<String>,
+    /// How the watch goes, in one line.
+    pub summary: String,
+}
+
+/// A watch shown in the window.
+pub struct Watching {
+    /// The log watched.
+    pub log: PathBuf,
+    looks: Receiver<Look>,
+    stop: Arc<AtomicBool>,
+    running: Arc<AtomicBool>,
+    /// The watch's thread (it ends on its own once stopped).
+    _job: Job<()>,
+    /// Everything said so far, oldest first (the last [`SAID_AT_MOST`]).
+    pub said: Vec<String>,
+    /// How the watch goes, as of the last look handed over.
+    pub summary: String,
+    /// The view follows the present (off once the user moves it).
+    pub follow: bool,
+    /// The view's time axis as the last follow left it, to tell when the user moved it.
+    pub followed: Option<(i64, u64)>,
+    /// The earliest time of any look shown, Unix ns: the view's zero, kept as the oldest requests are forgotten.
+    pub origin: Option<i64>,
+}
+
+impl Watching {
+    /// Starts watching; each look with news wakes `waker`.
+    ///
+    /// # Errors
+    /// The watch cannot start (its incidents folder, its metrics client, its thread): why.
+    pub fn start(options: WatchOptions, waker: Option<&egui::Context>) -> Result<Self, String> {
+        let log = options.log.clone();
+        let interval = options.interval;
+        let mut watcher = Watcher::new(options)?;
+        let (tx, looks) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicBool::new(true));
+        let (stop_rx, running_tx, waker) = (Arc::clone(&stop), Arc::clone(&running), waker.cloned());
+        let job = Job::spawn("watch", None, move || {
+            let mut shown: Option<(i64, usize)> = None;
+            loop {
+                let last = stop_rx.load(Ordering::Relaxed);
+                let (new, notes) = watcher.look(last);
+                let mut said: Vec<String> = new
+                    .iter()
+                    .map(|n| {
+                        let kept = n
+                            .file
+                            .as_ref()
+                            .map_or_else(String::new, |p| format!(", kept in {}", p.display()));
+                        format!(
+                            "finding {}: {} ({}){kept}",
+                            n.number,
+                            n.finding.kind.title(),
+                            n.finding.severity.name()
+                        )
+                    })
+                    .collect();
+                said.extend(notes.into_iter().map(|n| match n {
+                    Note::Restarted => "the server started again: its new run is read afresh".to_owned(),
+                    Note::Trouble(e) => e,
+                }));
+                let now = watcher.trace().map(|t| (latest_ns(t), t.request_count()));
+                if now != shown || !said.is_empty() {
+                    shown = now;
+                    if let (Some(trace), Some((latest, _))) = (watcher.trace(), now) {
+                        let look = Look {
+                            loaded: Loaded {
+                                trace: trace.clone(),
+                                report: watcher.report().cloned().unwrap_or_default(),
+                            },
+                            findings: watcher.findings().to_vec(),
+                            latest_ns: latest,
+                            said,
+                            summary: format!("watching {}", watcher.summary()),
+                        };
+                        if tx.send(look).is_err() {
+                            break;
+                        }
+                        if let Some(ctx) = &waker {
+                            ctx.request_repaint();
+                        }
+                    }
+                }
+                if last {
+                    break;
+                }
+                std::thread::sleep(interval);
+            }
+            running_tx.store(false, Ordering::Relaxed);
+        })
+        .map_err(|e| format!("cannot start the watch's thread: {e}"))?;
+        Ok(Watching {
+            summary: format!("watching {} (nothing is sent to the server)", log.display()),
+            log,
+            looks,
+            stop,
+            running,
+            _job: job,
+            said: Vec::new(),
+            follow: true,
+            followed: None,
+            origin: None,
+        })
+    }
+
+    /// The latest look handed over since the last call (the ones before it are only said), when there is one.
+    pub fn poll(&mut self) -> Option<Look> {
+        let mut latest = None;
+        while let Ok(look) = self.looks.try_recv() {
+            self.said.extend(look.said.iter().cloned());
+            self.summary.clone_from(&look.summary);
+            latest = Some(look);
+        }
+        let over = self.said.len().saturating_sub(SAID_AT_MOST);
+        self.said.drain(..over);
+        latest
+    }
+
+    /// Stops the watch after one last look (which writes the ring's pending part).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True until the watch's thread ended.
+    pub fn running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
