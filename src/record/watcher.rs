@@ -87,12 +87,20 @@ pub enum Note {
 #[derive(Debug)]
 struct Said {
     number: usize,
+    /// The finding as last seen, to write its file a last time when its run ends.
+    finding: Finding,
     file: Option<PathBuf>,
     first_seen: Instant,
     /// The server's run it was seen in (its restarts before): a restarted server's trace never overwrites the
     /// incident of the run before.
     run: u32,
+    /// When its file was last written, and whether the write after `after_s` was made (the last one).
+    written: Option<Instant>,
+    closed: bool,
 }
+
+/// The least time between two writes of one incident file while what follows it is added.
+const REWRITE_EVERY: Duration = Duration::from_secs(5);
 
 /// A watch in progress.
 pub struct Watcher {
@@ -151,7 +159,8 @@ impl Watcher {
     }
 
     /// Reads what the log and the metrics gained, runs the findings, writes incident files and the ring's part when
-    /// due, then forgets what is past `keep_s`. `flush`: write the ring's pending part now (the last look).
+    /// due, then forgets what is past `keep_s`. `flush` (the last look): the ring's pending part and every incident
+    /// file still open are written now.
     pub fn look(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
         let mut notes = Vec::new();
         if let Err(e) = self.tail.poll() {
@@ -161,7 +170,11 @@ impl Watcher {
         // News: a later time in what the log said, or a server started again.
         let now = self.tail.loaded().map(|l| (latest_ns(&l.trace), restarts));
         if now != self.seen {
-            if self.seen.is_some_and(|(_, r)| r < restarts) {
+            if let Some((_, before)) = self.seen.filter(|&(_, r)| r < restarts) {
+                // The run before ended: its incidents written a last time with all it said.
+                if let Some(trace) = self.trace.take() {
+                    self.close(&trace, before, &mut notes);
+                }
                 notes.push(Note::Restarted);
             }
             self.seen = now;
@@ -181,6 +194,9 @@ impl Watcher {
             };
             let findings = find(&trace, &self.options.slo, &self.options.thresholds);
             new = self.keep(&trace, &findings, restarts, &mut notes);
+            if flush {
+                self.close(&trace, restarts, &mut notes);
+            }
             if let Some(ring) = &mut self.ring
                 && let Err(e) = ring.offer(&trace, latest_ns(&trace), flush)
             {
@@ -245,32 +261,56 @@ impl Watcher {
         )
     }
 
+    /// Writes the incident files of `run` still open a last time, from `trace`.
+    fn close(&mut self, trace: &Trace, run: u32, notes: &mut Vec<Note>) {
+        let latest = latest_ns(trace);
+        for s in self.said.values_mut().filter(|s| s.run == run && !s.closed) {
+            if let Some(file) = &s.file
+                && let Err(e) = write_incident(trace, &s.finding, self.options.before_s, latest, file)
+            {
+                notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+            }
+            s.closed = true;
+        }
+    }
+
     /// Hands out the findings not said before and writes the incident files due.
     fn keep(&mut self, trace: &Trace, findings: &[Finding], restarts: u32, notes: &mut Vec<Note>) -> Vec<New> {
         let latest = latest_ns(trace);
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for f in findings {
             // A restarted server's findings are its own: its task ids start again.
             let key = (f.kind.name().to_owned(), format!("{restarts}:{}", subject(trace, f)));
+            seen.insert(key.clone());
             let next = self.said.len() + 1;
             let entry = self.said.entry(key);
             let new = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
             let incidents = self.options.incidents.as_ref();
             let s = entry.or_insert_with(|| Said {
                 number: next,
+                finding: f.clone(),
                 // An information (a truncation) is said, not kept.
                 file: incidents
                     .filter(|_| f.severity != Severity::Info)
                     .map(|dir| dir.join(format!("incident-{next:03}-{}.parquet", f.kind.name()))),
                 first_seen: Instant::now(),
                 run: restarts,
+                written: None,
+                closed: false,
             });
-            let keep_writing = s.run == restarts && s.first_seen.elapsed().as_secs_f64() <= self.options.after_s;
-            if let Some(file) = &s.file
-                && (new || keep_writing)
-                && let Err(e) = write_incident(trace, f, self.options.before_s, latest, file)
-            {
-                notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+            // Written at once, then again with what followed at most every few seconds, and a last time once
+            // `after_s` passed: a look's cost does not grow with the incidents of the last `after_s`.
+            let after = s.first_seen.elapsed().as_secs_f64() > self.options.after_s;
+            let due = s.written.is_none_or(|w| w.elapsed() >= REWRITE_EVERY);
+            let write = s.run == restarts && !s.closed && (new || due || after);
+            s.finding = f.clone();
+            if write && let Some(file) = &s.file {
+                if let Err(e) = write_incident(trace, f, self.options.before_s, latest, file) {
+                    notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+                }
+                s.written = Some(Instant::now());
+                s.closed = after;
             }
             if new {
                 out.push(New {
@@ -278,6 +318,13 @@ impl Watcher {
                     finding: f.clone(),
                     file: s.file.clone(),
                 });
+            }
+        }
+        // A finding no longer found (its requests forgotten past keep_s, or a stall the rest of the log unsaid) keeps
+        // its file as last written: what is read now would not hold it.
+        for (key, s) in &mut self.said {
+            if s.run == restarts && !seen.contains(key) {
+                s.closed = true;
             }
         }
         out

@@ -60,7 +60,7 @@ mkdir -p "$out"
 for v in $SGLANG_VERSIONS; do
   py=$scache/venv-$v/bin/python
   [ -x "$py" ] || { echo "no venv for sglang $v ($py): run scripts/engines/sglang-trace/make.sh first" >&2; exit 1; }
-  for s in single spec dp2; do
+  for s in single spec dp2 pd; do  # pd: writes $v-pd-prefill.log, $v-pd-decode.log, $v-pd.truth.json
     base=$v; [ "$s" = single ] || base=$v-$s
     "$py" "$here/sglang_log.py" "$s" "$out/$base"
   done

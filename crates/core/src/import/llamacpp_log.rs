@@ -448,8 +448,9 @@ impl Incremental {
 
     /// Forgets what ended before `cutoff_us` (µs since the server's start): the tasks whose last sign of life (posted,
     /// launched, a prefill chunk, a token, released) came before it, and the steps before it that no task kept
-    /// refers to. A task that spoke since is kept whole however long it has run; the steps keep their numbers. What a long watch keeps
-    /// in memory is then the last minutes, not the day. Returns the tasks forgotten.
+    /// refers to. A task that spoke since is kept whole however long it has run; the steps keep their numbers.
+    /// What a long watch keeps in memory is then the last minutes, not the day. Returns the requests forgotten (the
+    /// tasks that were launched; the server's own, a `/metrics` read, are not counted).
     pub fn forget_before(&mut self, cutoff_us: i64) -> usize {
         let log = &mut self.log;
         let ends: Vec<i64> = log.steps.iter().map(|s| s.end_us).collect();
@@ -459,15 +460,18 @@ impl Incremental {
                 .and_then(|k| ends.get(usize::try_from(k).ok()?))
                 .copied()
         };
-        let before = log.tasks.len();
+        let mut forgotten = 0;
         log.tasks.retain(|_, t| {
             let chunk = t.chunks.last().and_then(|&(_, s)| step_end(s));
             let token = t.tokens.last().map(|k| k.3);
-            [t.posted_us, t.launched_us, t.released_us, chunk, token]
+            let keep = [t.posted_us, t.launched_us, t.released_us, chunk, token]
                 .into_iter()
                 .flatten()
                 .max()
-                .is_none_or(|last| last >= cutoff_us)
+                .is_none_or(|last| last >= cutoff_us);
+            // Requests are counted; the server's own tasks (a /metrics read, NEXT_RESPONSE) are not.
+            forgotten += usize::from(!keep && t.launched_us.is_some());
+            keep
         });
         let referred = log
             .tasks
@@ -490,7 +494,7 @@ impl Incremental {
             .count();
         log.steps.drain(..gone);
         log.first_step += gone as u64;
-        before - log.tasks.len()
+        forgotten
     }
 
     /// Adds the records of the lines fed so far, timed as [`read`] times the file at `path`.

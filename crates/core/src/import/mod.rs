@@ -13,6 +13,7 @@ pub mod openai;
 pub mod otlp;
 pub mod server_log;
 pub mod sglang_log;
+pub mod sglang_pd;
 pub mod sse;
 pub mod trtllm;
 pub mod vllm_log;
@@ -224,6 +225,10 @@ pub struct Imported {
     vllm_iterations: Vec<(Vec<vllm_log::Parsed>, i32)>,
     /// Server logs' stats lines, placed in time likewise: with the file's kind and the year of its last change.
     log_samples: Vec<(Vec<server_log::LogSample>, Kind, i32)>,
+    /// SGLang's per-request timing lines of every file (a disaggregated request's two are in two files), with the
+    /// year of the last file's change.
+    sglang_times: Vec<sglang_pd::TimeStats>,
+    sglang_times_year: i32,
     /// TensorRT-LLM statistics and perf metrics, joined once every file is read.
     trtllm: trtllm::Pending,
     /// SGLang's spans, mapped once every file is read (a request's spans are spread over files), and the first
@@ -269,15 +274,33 @@ impl Imported {
                 } else {
                     format!(" in {}", clock.year(year, fallback_year))
                 };
+                let requests = if kind == Kind::SglangLog && !self.sglang_times.is_empty() {
+                    "its batch lines name no request; its request timing lines give the requests"
+                } else {
+                    "it names no request, so it gives no request's latency"
+                };
                 let note = format!(
                     "{engine}'s log: {placed} stats line(s) read as samples; its times (whole seconds, no zone) were \
-                     read{year_text} {}; it names no request, so it gives no request's latency",
+                     read{year_text} {}; {requests}",
                     clock.zone_text()
                 );
                 if !b.report.notes.contains(&note) {
                     b.report.notes.push(note);
                 }
             }
+        }
+        if !self.sglang_times.is_empty() {
+            let y = self.sglang_times_year;
+            let (joined, alone) = sglang_pd::place(&self.sglang_times, &clock, y, b);
+            let mut instances: Vec<&str> = self.sglang_times.iter().map(|s| s.instance.as_str()).collect();
+            instances.sort_unstable();
+            instances.dedup();
+            b.report.notes.push(format!(
+                "SGLang's request timing lines: {joined} request(s) joined across prefill and decode servers by \
+                 bootstrap_room, {alone} on one server only (warm-ups, or the other server's log not given); instances \
+                 named by their log files: {}",
+                instances.join(", ")
+            ));
         }
         if !self.trtllm.is_empty() {
             trtllm::map(self.trtllm, b);
@@ -380,7 +403,7 @@ impl Imported {
             (a, b) => a.or(b),
         };
         self.trtllm.absorb(std::mem::take(&mut sink.trtllm));
-        if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() {
+        if !sink.vllm_iterations.is_empty() || !sink.log_samples.is_empty() || !sink.sglang_times.is_empty() {
             let modified_year = std::fs::metadata(path).and_then(|m| m.modified()).map_or(1970, |t| {
                 use chrono::Datelike;
                 chrono::DateTime::<chrono::Utc>::from(t).year()
@@ -390,6 +413,10 @@ impl Imported {
             }
             if !sink.log_samples.is_empty() {
                 self.log_samples.push((sink.log_samples, kind, modified_year));
+            }
+            if !sink.sglang_times.is_empty() {
+                self.sglang_times.append(&mut sink.sglang_times);
+                self.sglang_times_year = modified_year;
             }
         }
     }
@@ -411,6 +438,8 @@ pub struct Sink<'b> {
     pub vllm_iterations: Vec<vllm_log::Parsed>,
     /// Server logs' stats lines read, to be placed in time when every file is read.
     pub log_samples: Vec<server_log::LogSample>,
+    /// SGLang's per-request timing lines, joined across a disaggregated deployment's logs when every file is read.
+    pub sglang_times: Vec<sglang_pd::TimeStats>,
     /// TensorRT-LLM statistics read, to be joined when every file is read.
     pub trtllm: trtllm::Pending,
 }
@@ -426,6 +455,7 @@ impl<'b> Sink<'b> {
             first_ns: None,
             vllm_iterations: Vec::new(),
             log_samples: Vec::new(),
+            sglang_times: Vec::new(),
             trtllm: trtllm::Pending::default(),
         }
     }

@@ -26,10 +26,12 @@ use crate::trace::report::Place;
 const PREFILL: u8 = 1;
 const DECODE: u8 = 2;
 
-/// True when the text has SGLang's scheduler stats lines.
+/// True when the text has SGLang's scheduler stats lines, or a disaggregated server's request timing lines.
 pub fn looks_like(text: &str) -> bool {
-    text.lines()
-        .any(|l| batch_kind(l).is_some() && l.contains("#running-req"))
+    text.lines().any(|l| {
+        (batch_kind(l).is_some() && l.contains("#running-req"))
+            || (super::sglang_pd::is_time_stats(l) && l.contains("bootstrap_room="))
+    })
 }
 
 /// Where a line's `Prefill batch` or `Decode batch` is, and which.
@@ -47,7 +49,7 @@ pub fn is_batch_line(line: &str) -> bool {
 
 /// `[YYYY-MM-DD HH:MM:SS{ DPn}{ TPn}...]` at the line's start (after any prefix a process manager added): the
 /// time, and the data-parallel rank when named.
-fn prefix(line: &str) -> Option<(LocalTime, Option<u32>)> {
+pub(super) fn prefix(line: &str) -> Option<(LocalTime, Option<u32>)> {
     let open = line.find('[')?;
     let inside = &line[open + 1..];
     let close = inside.find(']')?;

@@ -86,6 +86,8 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     let mut dummies = 0u64;
     let mut skipped = 0u64;
     let mut samples: Vec<LogSample> = Vec::new();
+    let mut times = Vec::new();
+    let instance = super::sglang_pd::instance_name(path);
     for_each_line(input, path, file, sink.b, progress, |line, place, b| {
         let line = String::from_utf8_lossy(line);
         let line = strip_ansi(&line);
@@ -103,6 +105,13 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
             match parse_stats(line, at, main, place) {
                 Ok(s) => add_stats(&mut samples, named(s), main),
                 Err((field, reason)) => reject("vLLM stats line", field, reason),
+            }
+            return;
+        }
+        if super::sglang_pd::is_time_stats(line) {
+            match super::sglang_pd::parse(line, place, &instance) {
+                Ok(t) => times.push(t),
+                Err((field, reason)) => reject("SGLang request timing line", field, reason),
             }
             return;
         }
@@ -127,7 +136,17 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         }
     })?;
     sink.vllm_iterations.extend(parsed);
+    if !times.is_empty() {
+        // A server of a disaggregated deployment: its log file names it, its samples' instance too.
+        for s in &mut samples {
+            s.source = Some(match s.source.take() {
+                Some(rank) => format!("{instance}/{rank}"),
+                None => instance.clone(),
+            });
+        }
+    }
     sink.log_samples.extend(samples);
+    sink.sglang_times.extend(times);
     if skipped > 0 {
         sink.note(format!(
             "{skipped} line(s) of {} are not stats or iteration lines (requests, warnings, start-up) and were skipped",

@@ -1,0 +1,214 @@
+//! `tokenscope watch` over a long run (issue 50's targets): a llama-server log at `-lv 5` written at 2,000 lines/s for
+//! a simulated hour, watched as `watch --json --incidents` watches it (the flight recorder's loop, a look per second
+//! of log), its lines made from the real watch run's (`tests/data/real/llamacpp-runs/watch.server.log.gz`: five
+//! requests, one a 2,583-token prompt stalling the others), repeated with their times moved on and their task ids
+//! renumbered, so that every request, step and token is one llama-server wrote.
+//!
+//! Printed: resident memory (now and peak) and the ring's bytes against its budget at each simulated ten minutes; a
+//! look's time (p50, p99, max) at the steady state, in frames of 60 Hz, beside the time to read the same second of
+//! log alone (the reference: what any reader pays), measured in the same run. The log is written a second of it at
+//! a time, as fast as the look allows: the hour takes what its looks take.
+//!
+//! `cargo bench --bench watch [-- --minutes 60 --lines-per-s 2000 --keep-s 600 --ring-mb 256]`
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::time::Instant;
+
+use tokenscope::record::watcher::{WatchOptions, Watcher};
+
+const FRAME_MS: f64 = 1000.0 / 60.0;
+
+fn arg(name: &str, default: f64) -> f64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The real run's lines from its first request to its last release, each split into its time (µs since the
+/// server's start) and the rest.
+fn real_lines() -> Vec<(i64, String)> {
+    let gz = std::fs::read("tests/data/real/llamacpp-runs/watch.server.log.gz").unwrap_or_else(|e| panic!("{e}"));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lines: Vec<(i64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let time = tokenscope::import::llamacpp_log::line_time_us(l.as_bytes())?;
+            Some((time, l.split_once(' ')?.1.to_owned()))
+        })
+        .collect();
+    let first = lines
+        .iter()
+        .position(|(_, l)| l.contains("processing task, is_child"))
+        .unwrap_or(0);
+    let last = lines
+        .iter()
+        .rposition(|(_, l)| l.contains("stop processing"))
+        .unwrap_or(lines.len() - 1);
+    lines[first..=last].to_vec()
+}
+
+/// `M.SS.mmm.uuu` of `us`.
+fn stamp(us: i64) -> String {
+    let (m, rest) = (us / 60_000_000, us % 60_000_000);
+    format!(
+        "{m}.{:02}.{:03}.{:03}",
+        rest / 1_000_000,
+        rest / 1_000 % 1_000,
+        rest % 1_000
+    )
+}
+
+/// `line` with every task id in it moved on by `by` (`task 17`, `id = 17`, `id_task = 17`, `task id = 17`).
+fn renumber(line: &str, by: i64) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    let mut rest = line;
+    while let Some(at) = ["task ", "id = ", "id_task = ", "task id = "]
+        .iter()
+        .filter_map(|k| rest.find(k).map(|i| (i, k.len())))
+        .min()
+    {
+        let (i, klen) = at;
+        out.push_str(&rest[..i + klen]);
+        rest = &rest[i + klen..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<i64>() {
+            Ok(n) if digits > 0 => out.push_str(&(n + by).to_string()),
+            _ => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn main() {
+    let minutes = arg("--minutes", 60.0);
+    let rate = arg("--lines-per-s", 2000.0);
+    let keep_s = arg("--keep-s", 600.0);
+    let ring_mb = arg("--ring-mb", 256.0);
+    let lines = real_lines();
+    let (t0, t1) = (lines[0].0, lines[lines.len() - 1].0);
+    // The cycle's lines at the chosen rate: its times scaled so that its lines come at `rate` a second.
+    let cycle_us = (lines.len() as f64 / rate * 1e6) as i64;
+    let scale = cycle_us as f64 / (t1 - t0).max(1) as f64;
+    eprintln!(
+        "a cycle of {} real lines (5 requests, {:.1} s as written), replayed in {:.2} s: {rate} lines/s for {minutes} \
+         min",
+        lines.len(),
+        (t1 - t0) as f64 / 1e6,
+        cycle_us as f64 / 1e6
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.path().join("server.log");
+    let incidents = dir.path().join("incidents");
+    let mut watcher = Watcher::new(WatchOptions {
+        incidents: Some(incidents.clone()),
+        keep_s,
+        ring_bytes: (ring_mb * 1e6) as u64,
+        ..WatchOptions::of(&log)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+    // The server's start-up lines, then the cycles.
+    writeln!(file, "0.00.000.100 I srv          main: starting the main loop").unwrap_or_else(|e| panic!("{e}"));
+    let total_s = (minutes * 60.0) as i64;
+    let (mut cycle, mut next) = (0i64, 0usize);
+    let (mut looks, mut reads): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    for second in 1..=total_s {
+        // Every line of this second of log.
+        let until_us = second * 1_000_000;
+        let mut text = String::new();
+        loop {
+            let (t, l) = &lines[next];
+            let at = 1_000_000 + cycle * cycle_us + ((t - t0) as f64 * scale) as i64;
+            if at >= until_us {
+                break;
+            }
+            text.push_str(&stamp(at));
+            text.push(' ');
+            text.push_str(&renumber(l, cycle * 1000));
+            text.push('\n');
+            next += 1;
+            if next == lines.len() {
+                next = 0;
+                cycle += 1;
+            }
+        }
+        file.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        // The reference: this second's lines read by the log's own reader, alone.
+        let r = Instant::now();
+        let mut alone = tokenscope::import::llamacpp_log::Incremental::default();
+        for l in text.lines() {
+            alone.line(l.as_bytes(), 0);
+        }
+        reads.push(r.elapsed().as_secs_f64() * 1e3);
+        let l = Instant::now();
+        let _ = watcher.look(second == total_s);
+        looks.push(l.elapsed().as_secs_f64() * 1e3);
+        if second % 600 == 0 || second == total_s {
+            let ring: u64 = std::fs::read_dir(incidents.join("ring")).map_or(0, |d| {
+                d.filter_map(Result::ok)
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            });
+            eprintln!(
+                "{:>3} min of log ({:.0} s to run): {} requests held, {} forgotten; RSS {:.0} MiB (peak {:.0}); ring \
+                 {:.1} MB of {ring_mb} MB; log {:.0} MB",
+                second / 60,
+                started.elapsed().as_secs_f64(),
+                watcher.trace().map_or(0, tokenscope::trace::Trace::request_count),
+                watcher.forgotten,
+                common::status_mib("VmRSS:"),
+                common::status_mib("VmHWM:"),
+                ring as f64 / 1e6,
+                common::size_mib(&log) * 1.048_576
+            );
+        }
+    }
+    // The steady state: the looks after the first keep_s of log (the window full).
+    let steady = |v: &[f64]| -> Vec<f64> {
+        let mut s: Vec<f64> = v.iter().copied().skip(keep_s as usize).collect();
+        s.sort_by(f64::total_cmp);
+        s
+    };
+    let q = |s: &[f64], p: f64| {
+        s.get(((s.len() as f64 * p).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (l, r) = (steady(&looks), steady(&reads));
+    let slowest = looks
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i + 1);
+    println!("the slowest look: at {slowest} s of log of {total_s}");
+    println!(
+        "a look at the steady state: p50 {:.1} ms ({:.2} frames), p99 {:.1} ms ({:.2} frames), max {:.1} ms; \
+         reading its second of log alone: p50 {:.1} ms, p99 {:.1} ms (look / read at p99: {:.1}x)",
+        q(&l, 0.5),
+        q(&l, 0.5) / FRAME_MS,
+        q(&l, 0.99),
+        q(&l, 0.99) / FRAME_MS,
+        l.last().copied().unwrap_or(0.0),
+        q(&r, 0.5),
+        q(&r, 0.99),
+        q(&l, 0.99) / q(&r, 0.99).max(1e-9)
+    );
+    println!(
+        "after {minutes} min at {rate} lines/s: peak resident {:.0} MiB, now {:.0} MiB; {} incident file(s)",
+        common::status_mib("VmHWM:"),
+        common::status_mib("VmRSS:"),
+        std::fs::read_dir(&incidents).map_or(0, |d| d.filter_map(Result::ok).filter(|e| e.path().is_file()).count())
+    );
+}
