@@ -83,7 +83,7 @@ pub fn load_whole(path: &Path) -> Trace {
 }
 
 /// A flag's value from the command line, or its default.
-pub fn flag(name: &str, default: usize) -> usize {
+pub fn flag<T: std::str::FromStr>(name: &str, default: T) -> T {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
         .position(|a| a == name)

@@ -20,15 +20,6 @@ use tokenscope::record::watcher::{WatchOptions, Watcher};
 
 const FRAME_MS: f64 = 1000.0 / 60.0;
 
-fn arg(name: &str, default: f64) -> f64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The real run's lines from its first request to its last release, each split into its time (µs since the
 /// server's start) and the rest.
 fn real_lines() -> Vec<(i64, String)> {
@@ -90,10 +81,10 @@ fn renumber(line: &str, by: i64) -> String {
 }
 
 fn main() {
-    let minutes = arg("--minutes", 60.0);
-    let rate = arg("--lines-per-s", 2000.0);
-    let keep_s = arg("--keep-s", 600.0);
-    let ring_mb = arg("--ring-mb", 256.0);
+    let minutes = common::flag("--minutes", 60.0);
+    let rate = common::flag("--lines-per-s", 2000.0);
+    let keep_s = common::flag("--keep-s", 600.0);
+    let ring_mb = common::flag("--ring-mb", 256.0);
     let lines = real_lines();
     let (t0, t1) = (lines[0].0, lines[lines.len() - 1].0);
     // The cycle's lines at the chosen rate: its times scaled so that its lines come at `rate` a second.

@@ -345,7 +345,7 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
     live_again(&mut h);
 
     // Scrolled back before the requests in memory: the part the view reaches into is offered, and opens.
-    h.state_mut().live_mut().unwrap().follow = false;
+    h.state_mut().live_mut().unwrap().follow.on = false;
     let t0 = h.state().session().unwrap().view.t0_ns;
     h.state_mut().session_mut().unwrap().waterfall.fit = Some((t0 - 5_000_000_000, t0 - 1_000_000));
     h.step();

@@ -53,6 +53,28 @@ fn append(path: &Path, bytes: &[u8]) {
     std::io::Write::write_all(&mut f, bytes).unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Starts `watch --json` on `log`, a look every 0.2 s, its incidents in `kept`, stopping after `idle_exit` seconds
+/// without news.
+fn spawn_watch(log: &Path, kept: &Path, idle_exit: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args([
+            "watch",
+            "--json",
+            "--interval-s",
+            "0.2",
+            "--idle-exit",
+            idle_exit,
+            "--log",
+        ])
+        .arg(log)
+        .arg("--incidents")
+        .arg(kept)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Waits for `child` to stop by itself (never a hang) and gives its stdout and stderr.
 fn stopped(child: std::process::Child) -> (String, String) {
     let mut child = child;
@@ -89,15 +111,7 @@ fn watch_says_each_incident_of_a_growing_log_once_and_keeps_the_minutes_around_i
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("server.log");
     let kept = dir.path().join("incidents");
-    let child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(["watch", "--json", "--interval-s", "0.2", "--idle-exit", "2", "--log"])
-        .arg(&log)
-        .arg("--incidents")
-        .arg(&kept)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = spawn_watch(&log, &kept, "2");
     // The log does not exist yet; then it grows in ten pieces, cut at line ends, 0.3 s apart.
     std::thread::sleep(Duration::from_millis(400));
     let text = incident_log();
@@ -324,15 +338,7 @@ fn a_log_rotated_emptied_and_restarted_under_watch_loses_nothing_and_says_each_r
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("server.log");
     let kept = dir.path().join("incidents");
-    let child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
-        .args(["watch", "--json", "--interval-s", "0.2", "--idle-exit", "4", "--log"])
-        .arg(&log)
-        .arg("--incidents")
-        .arg(&kept)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let child = spawn_watch(&log, &kept, "4");
     let rotated = dir.path().join("server.log.1");
     let mut written = 0;
     for (k, end) in piece_ends(&text, 9).into_iter().enumerate() {
@@ -488,6 +494,22 @@ fn the_app_watching_a_growing_log_shows_its_requests_and_findings_and_says_where
     let latest = w.said.last().cloned().unwrap_or_default();
     h.step();
     h.get_by_label(&latest);
+    // Another trace opened over the watch stays on screen as the watch goes on; Show the watch brings it back.
+    let other = TraceSource::Path(whole_log.clone());
+    h.state_mut().open(other.clone());
+    step_until(&mut h, "the other trace on screen", |a| {
+        a.session().is_some_and(|s| s.source == other)
+    });
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(120));
+        h.step();
+    }
+    assert!(h.state().session().is_some_and(|s| s.source == other));
+    h.get_by_label("Show the watch").click();
+    step_until(&mut h, "the watch on screen again", |a| {
+        a.session()
+            .is_some_and(|s| matches!(s.source, TraceSource::Watch { .. }))
+    });
     // Stop: the watch's last look, then no more.
     h.get_by_label("Stop watching").click();
     step_until(&mut h, "the watch to stop", |a| {

@@ -204,7 +204,7 @@ pub struct Live {
     /// How far the journal's reading was at the last snapshot.
     pub progress: tail::Progress,
     /// The view follows the present (off once the user moves it).
-    pub follow: bool,
+    pub follow: super::follow::Follow,
     /// New snapshots are not shown (the recording goes on).
     pub paused: bool,
     /// Snapshots made while paused, not shown.
@@ -213,8 +213,6 @@ pub struct Live {
     pub started: Instant,
     /// The chunk arrival the view last showed, Unix ns; the earliest send still streaming.
     pub shown: (Option<i64>, Option<i64>),
-    /// The view's time axis as the last follow left it, to tell when the user moved it.
-    pub followed: Option<(i64, u64)>,
     /// Show the next snapshot over another trace opened meanwhile, and make it even if nothing new was read.
     pub show_again: bool,
     /// Why the view stopped updating, when it did.
@@ -303,12 +301,11 @@ impl Live {
             build_took: Duration::ZERO,
             phase: Phase::Recording,
             progress: tail::Progress::default(),
-            follow: true,
+            follow: super::follow::Follow::default(),
             paused: false,
             unseen: 0,
             started: Instant::now(),
             shown: (None, None),
-            followed: None,
             show_again: false,
             failed: None,
             spilled: Arc::default(),

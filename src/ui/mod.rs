@@ -6,6 +6,7 @@ pub mod command;
 pub mod compare;
 pub mod dataset;
 pub mod findings;
+pub mod follow;
 pub mod job;
 pub mod live;
 pub mod microscope;

@@ -41,6 +41,8 @@ pub struct Watching {
     looks: Receiver<Look>,
     stop: Arc<AtomicBool>,
     running: Arc<AtomicBool>,
+    /// Asks the watch's thread for its next look even when nothing is new.
+    resend: Arc<AtomicBool>,
     /// The watch's thread (it ends on its own once stopped).
     _job: Job<()>,
     /// Everything said so far, oldest first (the last [`SAID_AT_MOST`]).
@@ -48,9 +50,11 @@ pub struct Watching {
     /// How the watch goes, as of the last look handed over.
     pub summary: String,
     /// The view follows the present (off once the user moves it).
-    pub follow: bool,
-    /// The view's time axis as the last follow left it, to tell when the user moved it.
-    pub followed: Option<(i64, u64)>,
+    pub follow: super::follow::Follow,
+    /// A look was shown: another trace opened since stays on screen until the watch is asked for again.
+    pub shown: bool,
+    /// Show the next look over another trace opened meanwhile.
+    pub show_again: bool,
     /// The earliest time of any look shown, Unix ns: the view's zero, kept as the oldest requests are forgotten.
     pub origin: Option<i64>,
 }
@@ -67,7 +71,9 @@ impl Watching {
         let (tx, looks) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicBool::new(true));
+        let resend = Arc::new(AtomicBool::new(false));
         let (stop_rx, running_tx, waker) = (Arc::clone(&stop), Arc::clone(&running), waker.cloned());
+        let resend_rx = Arc::clone(&resend);
         let job = Job::spawn("watch", None, move || {
             let mut shown: Option<(i64, usize)> = None;
             loop {
@@ -93,7 +99,7 @@ impl Watching {
                     Note::Trouble(e) => e,
                 }));
                 let now = watcher.trace().map(|t| (latest_ns(t), t.request_count()));
-                if now != shown || !said.is_empty() {
+                if now != shown || !said.is_empty() || resend_rx.swap(false, Ordering::Relaxed) {
                     shown = now;
                     if let (Some(trace), Some((latest, _))) = (watcher.trace(), now) {
                         let look = Look {
@@ -128,10 +134,12 @@ impl Watching {
             looks,
             stop,
             running,
+            resend,
             _job: job,
             said: Vec::new(),
-            follow: true,
-            followed: None,
+            follow: super::follow::Follow::default(),
+            shown: false,
+            show_again: false,
             origin: None,
         })
     }
@@ -147,6 +155,13 @@ impl Watching {
         let over = self.said.len().saturating_sub(SAID_AT_MOST);
         self.said.drain(..over);
         latest
+    }
+
+    /// Shows the next look over another trace opened meanwhile, made at the next look even if nothing is new.
+    pub fn show_again(&mut self) {
+        self.show_again = true;
+        self.follow.again();
+        self.resend.store(true, Ordering::Relaxed);
     }
 
     /// Stops the watch after one last look (which writes the ring's pending part).

@@ -12,8 +12,6 @@ use crate::ui::live::{Live, LiveOptions, Phase, Snapshot, SpilledPart};
 use crate::ui::session::{Session, TraceSource};
 use crate::ui::waterfall::PendingRow;
 
-/// The span the view follows: the last minute of the run, or all of it when shorter.
-const FOLLOW_SPAN_NS: i64 = 60_000_000_000;
 /// How often the window looks at the recording while it runs, besides when the journal grows (`ui::live` wakes it
 /// then, so a token shows the frame after its chunk is written).
 const LOOK_EVERY: Duration = Duration::from_millis(100);
@@ -49,18 +47,8 @@ impl App {
         let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
         let Some(live) = &mut self.live else { return };
         // The user moved the view the follow set: it stops following.
-        if let Some(s) = &self.session
-            && s.source == Self::live_source(live)
-            && live.follow
-            && s.waterfall.fit.is_none()
-            && let Some(vp) = s.waterfall.viewport
-        {
-            let now = (vp.start_ns, vp.ns_per_point.to_bits());
-            match live.followed {
-                None => live.followed = Some(now),
-                Some(f) if f != now => live.follow = false,
-                Some(_) => {}
-            }
+        if let Some(s) = self.session.as_ref().filter(|s| s.source == Self::live_source(live)) {
+            live.follow.notice(s);
         }
         if let Some(snapshot) = live.poll(Some(ctx), slo, thresholds) {
             self.show_snapshot(snapshot);
@@ -202,14 +190,9 @@ impl App {
             // present is the latest time read (requests sent since are drawn open up to it).
             s.waterfall.open_until_ns = latest_ns.filter(|_| !is_final);
         }
-        if live.follow
-            && let (Some(s), Some(latest)) = (&mut self.session, latest_ns)
-        {
+        if let (Some(s), Some(latest)) = (&mut self.session, latest_ns) {
             // From what is in memory: a rotating recording's earlier requests are in its parts.
-            let from = live.in_memory_from.unwrap_or(s.view.t0_ns).max(latest - FOLLOW_SPAN_NS);
-            let pad = ((latest - from) / 20).max(50_000_000);
-            s.waterfall.fit = Some((from, latest + pad));
-            live.followed = None;
+            live.follow.fit(s, live.in_memory_from.unwrap_or(s.view.t0_ns), latest);
         }
     }
 
@@ -223,7 +206,7 @@ impl App {
             return;
         }
         live.show_again = true;
-        live.follow = true;
+        live.follow.on = true;
         live.paused = false;
     }
 
@@ -268,7 +251,7 @@ impl App {
         let before = self
             .session
             .as_ref()
-            .filter(|_| on_screen && !live.follow)
+            .filter(|_| on_screen && !live.follow.on)
             .and_then(|s| {
                 let from = live.in_memory_from?;
                 s.waterfall.viewport.filter(|vp| vp.start_ns < from)
@@ -345,7 +328,7 @@ impl App {
             }
             ui.separator();
             if on_screen {
-                ui.checkbox(&mut live.follow, "Follow")
+                ui.checkbox(&mut live.follow.on, "Follow")
                     .on_hover_text("Keep the present in view (moving the view turns it off)");
                 let pause = if live.paused { "Resume view" } else { "Pause view" };
                 if ui

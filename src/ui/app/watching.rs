@@ -12,8 +12,6 @@ use crate::record::watcher::WatchOptions;
 use crate::ui::session::{Session, TraceSource};
 use crate::ui::watching::{Look, Watching};
 
-/// The span the view follows: the last minute, or all of it when shorter.
-const FOLLOW_SPAN_NS: i64 = 60_000_000_000;
 /// How often the window looks for the watch's next look, besides being woken by it.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
 
@@ -40,18 +38,8 @@ impl App {
     pub(super) fn poll_watching(&mut self, ctx: &egui::Context) {
         let Some(w) = &mut self.watching else { return };
         // The user moved the view the follow set: it stops following.
-        if let Some(s) = &self.session
-            && s.source == Self::watch_source(w)
-            && w.follow
-            && s.waterfall.fit.is_none()
-            && let Some(vp) = s.waterfall.viewport
-        {
-            let now = (vp.start_ns, vp.ns_per_point.to_bits());
-            match w.followed {
-                None => w.followed = Some(now),
-                Some(f) if f != now => w.follow = false,
-                Some(_) => {}
-            }
+        if let Some(s) = self.session.as_ref().filter(|s| s.source == Self::watch_source(w)) {
+            w.follow.notice(s);
         }
         if let Some(look) = w.poll() {
             self.show_look(look);
@@ -90,7 +78,7 @@ impl App {
                     waker.as_ref(),
                 );
             }
-            Some(_) if w.followed.is_some() || !w.follow => return,
+            Some(_) if w.shown && !w.show_again => return,
             _ => {
                 let previous = self.session.take();
                 self.preview = None;
@@ -101,19 +89,20 @@ impl App {
                 self.session = Some(s);
             }
         }
+        (w.shown, w.show_again) = (true, false);
         if let Some(s) = &mut self.session {
             s.waterfall.open_until_ns = Some(latest_ns);
-            if w.follow {
-                let from = s.view.t0_ns.max(latest_ns - FOLLOW_SPAN_NS);
-                let pad = ((latest_ns - from) / 20).max(50_000_000);
-                s.waterfall.fit = Some((from, latest_ns + pad));
-                w.followed = None;
-            }
+            w.follow.fit(s, s.view.t0_ns, latest_ns);
         }
     }
 
     /// The watch bar: what is watched and how it goes, the last things said, Follow and Stop.
     pub(super) fn watch_bar_ui(&mut self, ui: &mut Ui) {
+        let on_screen = self.session.as_ref().is_some_and(|s| {
+            self.watching
+                .as_ref()
+                .is_some_and(|w| s.source == Self::watch_source(w))
+        });
         let Some(w) = &mut self.watching else { return };
         let mut follow_again = false;
         ui.horizontal_wrapped(|ui| {
@@ -123,7 +112,10 @@ impl App {
                 ui.label(RichText::new("■"));
             }
             ui.label(&w.summary);
-            if !w.follow && ui.button("Follow").on_hover_text("Follow the present again").clicked() {
+            if !on_screen && ui.button("Show the watch").clicked() {
+                w.show_again();
+            }
+            if on_screen && !w.follow.on && ui.button("Follow").on_hover_text("Follow the present again").clicked() {
                 follow_again = true;
             }
             if w.running() && ui.button("Stop watching").clicked() {
@@ -135,8 +127,7 @@ impl App {
             ui.label(RichText::new(line).small());
         }
         if follow_again {
-            w.follow = true;
-            w.followed = None;
+            w.follow.again();
         }
     }
 }
