@@ -712,6 +712,52 @@ fn a_kv_transfer_that_dominates_its_ttft_is_named_with_its_rate() {
     assert!(find_kinds(&trace_of(&plain), &Slo::default(), &th(), &[Kind::SlowKvTransfer]).is_empty());
 }
 
+#[test]
+fn a_wait_on_the_prefill_instance_that_dominates_its_ttft_is_named_with_its_instance() {
+    // Requests prefilled on p and decoded on d (r4 on one instance, not disaggregated), each arriving at 0 ms:
+    // r1 queued 0 -> 700 ms, prefilled 700 -> 900, first token at 1,000: 700 ms of 1,000 (70 %);
+    // r2 queued 0 -> 80 ms, first token at 150: 53 %, but 80 ms, under the 100 ms that make an incident;
+    // r3 queued 0 -> 200 ms, first token at 1,000: 20 %;
+    // r4 queued 0 -> 900 ms on one instance: a plain queue, not this finding's.
+    let mut lines = Vec::new();
+    for (id, decode, queue_ms, prefill_ms, first_ms) in [
+        ("r1", Some("d"), 700, 900, 1_000),
+        ("r2", Some("d"), 80, 100, 150),
+        ("r3", Some("d"), 200, 800, 1_000),
+        ("r4", None, 900, 950, 1_000),
+    ] {
+        let decode = decode.map_or_else(String::new, |d| format!(r#","decode_source":"{d}""#));
+        lines.push(format!(
+            r#"{{"kind":"request","request_id":"{id}","source":"p"{decode},"arrival_ns":{},"first_token_ns":{},"finished_ns":{}}}"#,
+            at(0),
+            at(first_ms),
+            at(first_ms + 100)
+        ));
+        for (stage, from, to) in [("queue", 0, queue_ms), ("prefill", queue_ms, prefill_ms)] {
+            lines.push(format!(
+                r#"{{"kind":"stage","request_id":"{id}","stage":"{stage}","start_ns":{},"end_ns":{}}}"#,
+                at(from),
+                at(to)
+            ));
+        }
+    }
+    let t = trace_of(&lines);
+    let found = find_kinds(&t, &Slo::default(), &th(), &[Kind::PrefillQueueing]);
+    let [f] = found.as_slice() else { panic!("{found:#?}") };
+    assert_eq!(f.severity, Severity::Warning, "700 ms, under a second");
+    assert_eq!(ids(&t, &f.requests), ["r1"]);
+    assert_eq!(
+        f.summary,
+        "1 of 3 requests handed from prefill to decode waited on their prefill instance for 50 % or more of their TTFT \
+         before their prefill began: r1; the longest, r1 on p, 700.0 ms of its 1000.0 ms TTFT (more prefill \
+         instances, or a larger prefill budget per step, would take it)"
+    );
+    assert_eq!((f.from_ns, f.to_ns), (at(0), at(700)));
+    // The same requests on one instance each: nothing to say.
+    let single: Vec<String> = lines.iter().map(|l| l.replace(r#","decode_source":"d""#, "")).collect();
+    assert!(find_kinds(&trace_of(&single), &Slo::default(), &th(), &[Kind::PrefillQueueing]).is_empty());
+}
+
 /// Two instances of one server read every 10 s: `a` has requests waiting at 20 and 30 s (3, then 5) while `b` read
 /// idle at 20 s and then logged nothing (an idle vLLM engine's lines go to DEBUG); at 50 s one more reading of `a`
 /// with 2 waiting, alone.

@@ -55,9 +55,27 @@ fn saturated_with_a_preemption() -> Trace {
     trace_of(&l)
 }
 
-/// A request prefilled on p and decoded on d whose KV transfer took 600 ms of its 1,000 ms TTFT.
+/// Requests prefilled on p and decoded on d: r1's KV transfer took 600 ms of its 1,000 ms TTFT, r2 queued on p for
+/// 700 ms of its 1,000.
 fn slow_transfer() -> Trace {
     trace_of(&[
+        format!(
+            r#"{{"kind":"request","request_id":"r2","source":"p","decode_source":"d","arrival_ns":{},"finished_ns":{}}}"#,
+            at(0),
+            at(1100)
+        ),
+        format!(
+            r#"{{"kind":"stage","request_id":"r2","stage":"queue","start_ns":{},"end_ns":{}}}"#,
+            at(0),
+            at(700)
+        ),
+        format!(
+            r#"{{"kind":"stage","request_id":"r2","stage":"prefill","start_ns":{},"end_ns":{}}}"#,
+            at(700),
+            at(900)
+        ),
+        token("r2", 0, 1000, ""),
+        token("r2", 1, 1100, ""),
         format!(
             r#"{{"kind":"request","request_id":"r1","source":"p","decode_source":"d","arrival_ns":{},"finished_ns":{}}}"#,
             at(0),

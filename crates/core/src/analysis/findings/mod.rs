@@ -16,6 +16,7 @@ mod kv_saturation;
 mod overload;
 mod preemption_burst;
 mod prefill_monopoly;
+mod prefill_queueing;
 mod rank_imbalance;
 mod repetition_loop;
 mod slo_violations;
@@ -63,7 +64,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 14] = [
+pub const DETECTORS: [&dyn Detector; 15] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -77,6 +78,7 @@ pub const DETECTORS: [&dyn Detector; 14] = [
     &chronic_interference::ChronicInterference,
     &acceptance_collapse::AcceptanceCollapse,
     &slow_transfer::SlowKvTransfer,
+    &prefill_queueing::PrefillQueueing,
     &rank_imbalance::RankImbalance,
 ];
 
@@ -110,13 +112,15 @@ pub enum Kind {
     AcceptanceCollapse,
     /// Disaggregated serving: requests spent most of their time to first token moving their KV cache.
     SlowKvTransfer,
+    /// Disaggregated serving: requests waited on their prefill instance for most of their time to first token.
+    PrefillQueueing,
     /// Requests waited on one instance of a server (a data-parallel rank) while another ran none.
     RankImbalance,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -130,6 +134,7 @@ impl Kind {
         Kind::ChronicInterference,
         Kind::AcceptanceCollapse,
         Kind::SlowKvTransfer,
+        Kind::PrefillQueueing,
         Kind::RankImbalance,
     ];
 
@@ -149,6 +154,7 @@ impl Kind {
             Kind::ChronicInterference => "chronic-interference",
             Kind::AcceptanceCollapse => "acceptance-collapse",
             Kind::SlowKvTransfer => "slow-kv-transfer",
+            Kind::PrefillQueueing => "prefill-queueing",
             Kind::RankImbalance => "rank-imbalance",
         }
     }
@@ -174,6 +180,7 @@ impl Kind {
             Kind::ChronicInterference => "Decodes chronically slowed by prefill",
             Kind::AcceptanceCollapse => "Speculative acceptance collapse",
             Kind::SlowKvTransfer => "Slow KV transfer (disaggregated serving)",
+            Kind::PrefillQueueing => "Queueing on the prefill instance (disaggregated serving)",
             Kind::RankImbalance => "Rank imbalance: requests waited beside an idle instance",
         }
     }
@@ -243,7 +250,7 @@ impl Finding {
 /// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
 /// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
 /// the candidates.
-pub const STREAMABLE: [Kind; 10] = [
+pub const STREAMABLE: [Kind; 11] = [
     Kind::KvSaturation,
     Kind::SloViolations,
     Kind::RepetitionLoop,
@@ -253,6 +260,7 @@ pub const STREAMABLE: [Kind; 10] = [
     Kind::ChronicInterference,
     Kind::AcceptanceCollapse,
     Kind::SlowKvTransfer,
+    Kind::PrefillQueueing,
     Kind::RankImbalance,
 ];
 

@@ -16,14 +16,64 @@ pub const MIN_TRANSFER_MS: f64 = 50.0;
 /// The detector of [`Kind::SlowKvTransfer`].
 pub(super) struct SlowKvTransfer;
 
-/// A request's transfers: their total time, tokens moved and span.
-struct Moved {
-    request: u32,
-    ns: i64,
-    tokens: Option<u64>,
-    from_ns: i64,
-    to_ns: i64,
-    ttft_ns: i64,
+/// A request's time in some of its stages: their total, tokens and span, against its TTFT.
+pub(super) struct Spent {
+    pub request: u32,
+    pub ns: i64,
+    pub tokens: Option<u64>,
+    pub from_ns: i64,
+    pub to_ns: i64,
+    pub ttft_ns: i64,
+}
+
+/// The requests whose stages that `pick` chooses (rows of the request's explicit stages) took [`DOMINANT_SHARE`] of
+/// their TTFT or more and `min_ms` or more, the longest first; and how many requests had such stages at all.
+pub(super) fn dominating(cx: &Context<'_>, min_ms: f64, pick: impl Fn(u32) -> Vec<usize>) -> (Vec<Spent>, usize) {
+    let st = &cx.trace.stages;
+    let mut spent: Vec<Spent> = Vec::new();
+    let mut having = 0usize;
+    for r in 0..row_u32(cx.trace.request_count()) {
+        let rows = pick(r);
+        if rows.is_empty() {
+            continue;
+        }
+        having += 1;
+        let ns: i64 = rows.iter().map(|&s| (st.end_ns[s] - st.start_ns[s]).max(0)).sum();
+        let Some(ttft_ns) = cx.metrics(r).ttft_ns.filter(|&t| t > 0) else {
+            continue;
+        };
+        if ms(ns) < min_ms || (ns as f64) < DOMINANT_SHARE * ttft_ns as f64 {
+            continue;
+        }
+        spent.push(Spent {
+            request: r,
+            ns,
+            tokens: rows.iter().map(|&s| st.tokens[s].map(u64::from)).sum::<Option<u64>>(),
+            from_ns: rows.iter().map(|&s| st.start_ns[s]).min().unwrap_or(0),
+            to_ns: rows.iter().map(|&s| st.end_ns[s]).max().unwrap_or(0),
+            ttft_ns,
+        });
+    }
+    spent.sort_by_key(|m| (std::cmp::Reverse(m.ns), m.request));
+    (spent, having)
+}
+
+/// The span of `spent` (at least a ns), and the first token of each of its first requests (the longest's first, the
+/// others' in order): a finding's range and tokens.
+pub(super) fn span_and_tokens(cx: &Context<'_>, spent: &[Spent], requests: &[u32]) -> (i64, i64, Vec<usize>) {
+    let from_ns = spent.iter().map(|m| m.from_ns).min().unwrap_or(0);
+    let to_ns = spent.iter().map(|m| m.to_ns).max().unwrap_or(0).max(from_ns + 1);
+    let mut tokens: Vec<usize> = requests
+        .iter()
+        .filter_map(|&r| {
+            let t = cx.tokens.rows(r);
+            (!t.is_empty()).then_some(t.start)
+        })
+        .collect();
+    if let Some(rest) = tokens.get_mut(1..) {
+        rest.sort_unstable();
+    }
+    (from_ns, to_ns, tokens)
 }
 
 impl Detector for SlowKvTransfer {
@@ -37,46 +87,15 @@ impl Detector for SlowKvTransfer {
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let trace = cx.trace;
         let st = &trace.stages;
-        let mut moved: Vec<Moved> = Vec::new();
-        let mut transferred = 0usize;
-        for r in 0..row_u32(trace.request_count()) {
-            let rows: Vec<usize> = trace
+        let (moved, transferred) = dominating(cx, MIN_TRANSFER_MS, |r| {
+            trace
                 .explicit_stages_of(r)
                 .filter(|&s| st.kind[s] == StageKind::KvTransfer)
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            transferred += 1;
-            let ns: i64 = rows.iter().map(|&s| (st.end_ns[s] - st.start_ns[s]).max(0)).sum();
-            let Some(ttft_ns) = cx.metrics(r).ttft_ns.filter(|&t| t > 0) else {
-                continue;
-            };
-            if ms(ns) < MIN_TRANSFER_MS || (ns as f64) < DOMINANT_SHARE * ttft_ns as f64 {
-                continue;
-            }
-            let tokens = rows.iter().map(|&s| st.tokens[s].map(u64::from)).sum::<Option<u64>>();
-            moved.push(Moved {
-                request: r,
-                ns,
-                tokens,
-                from_ns: rows.iter().map(|&s| st.start_ns[s]).min().unwrap_or(0),
-                to_ns: rows.iter().map(|&s| st.end_ns[s]).max().unwrap_or(0),
-                ttft_ns,
-            });
-        }
-        if moved.is_empty() {
+                .collect()
+        });
+        let Some(worst) = moved.first() else {
             return Vec::new();
-        }
-        moved.sort_by_key(|m| (std::cmp::Reverse(m.ns), m.request));
-        let worst = &moved[0];
-        let from_ns = moved.iter().map(|m| m.from_ns).min().unwrap_or(worst.from_ns);
-        let to_ns = moved
-            .iter()
-            .map(|m| m.to_ns)
-            .max()
-            .unwrap_or(worst.to_ns)
-            .max(from_ns + 1);
+        };
         let route = format!(
             "{} -> {}",
             trace
@@ -109,16 +128,7 @@ impl Detector for SlowKvTransfer {
             Severity::Warning
         };
         requests.truncate(MAX_LISTED_REQUESTS);
-        let mut tokens: Vec<usize> = requests
-            .iter()
-            .filter_map(|&r| {
-                let t = cx.tokens.rows(r);
-                (!t.is_empty()).then_some(t.start)
-            })
-            .collect();
-        if let Some(rest) = tokens.get_mut(1..) {
-            rest.sort_unstable();
-        }
+        let (from_ns, to_ns, tokens) = span_and_tokens(cx, &moved, &requests);
         vec![Finding {
             kind: Kind::SlowKvTransfer,
             severity,
