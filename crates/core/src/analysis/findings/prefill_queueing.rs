@@ -3,9 +3,9 @@
 //! too small) for the traffic, whatever the decode instances do. It reads the requests and their stages: it runs on a
 //! streamed trace too.
 
-use super::slow_transfer::{DOMINANT_SHARE, dominating, span_and_tokens};
+use super::slow_transfer::{DOMINANT_SHARE, dominant_finding, dominating};
 use super::words::names;
-use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
+use super::{Context, Detector, Finding, Kind};
 use crate::analysis::metrics::ms;
 use crate::trace::StageKind;
 
@@ -46,7 +46,7 @@ impl Detector for PrefillQueueing {
         let Some(worst) = waited.first() else {
             return Vec::new();
         };
-        let mut requests: Vec<u32> = waited.iter().map(|m| m.request).collect();
+        let requests: Vec<u32> = waited.iter().map(|m| m.request).collect();
         let summary = format!(
             "{} of {handed} requests handed from prefill to decode waited on their prefill instance for {:.0} % or \
              more of their TTFT before their prefill began: {}; the longest, {} on {}, {:.1} ms of its {:.1} ms TTFT \
@@ -61,22 +61,6 @@ impl Detector for PrefillQueueing {
             ms(worst.ns),
             ms(worst.ttft_ns),
         );
-        let severity = if ms(worst.ns) >= CRITICAL_DELAY_MS {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
-        requests.truncate(MAX_LISTED_REQUESTS);
-        let (from_ns, to_ns, tokens) = span_and_tokens(cx, &waited, &requests);
-        vec![Finding {
-            kind: Kind::PrefillQueueing,
-            severity,
-            summary,
-            from_ns,
-            to_ns,
-            requests,
-            steps: Vec::new(),
-            tokens,
-        }]
+        vec![dominant_finding(cx, Kind::PrefillQueueing, &waited, summary)]
     }
 }

@@ -58,9 +58,18 @@ pub(super) fn dominating(cx: &Context<'_>, min_ms: f64, pick: impl Fn(u32) -> Ve
     (spent, having)
 }
 
-/// The span of `spent` (at least a ns), and the first token of each of its first requests (the longest's first, the
-/// others' in order): a finding's range and tokens.
-pub(super) fn span_and_tokens(cx: &Context<'_>, spent: &[Spent], requests: &[u32]) -> (i64, i64, Vec<usize>) {
+/// The finding of `kind` over `spent` (the longest first) with `summary`: critical when the longest took a second or
+/// more; its range the span of `spent` (at least a ns); the first listed requests, and the first token of each (the
+/// longest's first, the others' in order).
+pub(super) fn dominant_finding(cx: &Context<'_>, kind: Kind, spent: &[Spent], summary: String) -> Finding {
+    let longest = spent.first().map_or(0, |m| m.ns);
+    let severity = if ms(longest) >= CRITICAL_DELAY_MS {
+        Severity::Critical
+    } else {
+        Severity::Warning
+    };
+    let mut requests: Vec<u32> = spent.iter().map(|m| m.request).collect();
+    requests.truncate(MAX_LISTED_REQUESTS);
     let from_ns = spent.iter().map(|m| m.from_ns).min().unwrap_or(0);
     let to_ns = spent.iter().map(|m| m.to_ns).max().unwrap_or(0).max(from_ns + 1);
     let mut tokens: Vec<usize> = requests
@@ -73,7 +82,16 @@ pub(super) fn span_and_tokens(cx: &Context<'_>, spent: &[Spent], requests: &[u32
     if let Some(rest) = tokens.get_mut(1..) {
         rest.sort_unstable();
     }
-    (from_ns, to_ns, tokens)
+    Finding {
+        kind,
+        severity,
+        summary,
+        from_ns,
+        to_ns,
+        requests,
+        steps: Vec::new(),
+        tokens,
+    }
 }
 
 impl Detector for SlowKvTransfer {
@@ -111,7 +129,7 @@ impl Detector for SlowKvTransfer {
             ),
             None => "moving its KV (tokens not in the trace)".to_owned(),
         };
-        let mut requests: Vec<u32> = moved.iter().map(|m| m.request).collect();
+        let requests: Vec<u32> = moved.iter().map(|m| m.request).collect();
         let summary = format!(
             "{} of {transferred} requests handed from prefill to decode spent {:.0} % or more of their TTFT in the KV \
              transfer: {}; the slowest, {} ({route}), {:.1} ms of its {:.1} ms TTFT {what}",
@@ -122,22 +140,6 @@ impl Detector for SlowKvTransfer {
             ms(worst.ns),
             ms(worst.ttft_ns),
         );
-        let severity = if ms(worst.ns) >= CRITICAL_DELAY_MS {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        };
-        requests.truncate(MAX_LISTED_REQUESTS);
-        let (from_ns, to_ns, tokens) = span_and_tokens(cx, &moved, &requests);
-        vec![Finding {
-            kind: Kind::SlowKvTransfer,
-            severity,
-            summary,
-            from_ns,
-            to_ns,
-            requests,
-            steps: Vec::new(),
-            tokens,
-        }]
+        vec![dominant_finding(cx, Kind::SlowKvTransfer, &moved, summary)]
     }
 }
