@@ -131,3 +131,34 @@ fn llama_cpp_plain_probabilities_are_read_as_logs() {
     assert!((lyon.logprob - 0.25f64.ln()).abs() < 1e-12);
     assert_eq!(t.label(t.requests.finish_reason[0]), Some("length"));
 }
+
+#[test]
+fn the_servers_own_draft_counts_are_kept_per_request() {
+    // llama.cpp's final chat chunk carries `timings.draft_n`/`draft_n_accepted` (its shape as a real server writes
+    // it: usage and timings on an empty-choices chunk); vLLM with `--per-request-spec-decode-metrics` carries
+    // `metrics.speculative_decoding`; a third response says nothing of drafts.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.sse");
+    std::fs::write(
+        &path,
+        "data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n\
+         data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+         data: {\"id\":\"a\",\"choices\":[],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":9},\"timings\":{\"cache_n\":0,\"prompt_n\":9,\"predicted_n\":1,\"draft_n\":604,\"draft_n_accepted\":515}}\n\n\
+         data: [DONE]\n\n\
+         data: {\"id\":\"b\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Yo\"}}]}\n\n\
+         data: {\"id\":\"b\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":4},\"metrics\":{\"speculative_decoding\":{\"mean_acceptance_length\":1.2325581395348837,\"draft_acceptance_rate\":0.07751937984496124,\"acceptance_histogram\":[39,1,0,3],\"num_spec_steps\":43,\"num_accepted_draft_tokens\":10,\"num_draft_tokens\":129,\"num_spec_tokens\":3}}}\n\n\
+         data: [DONE]\n\n\
+         data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Ok\"},\"finish_reason\":\"stop\"}],\"timings\":{\"prompt_n\":3,\"predicted_n\":1}}\n\n\
+         data: [DONE]\n",
+    )
+    .unwrap();
+    let t = load_with(&path, &Progress::default(), LoadOptions::default())
+        .unwrap()
+        .trace;
+    assert_eq!(t.request_count(), 3);
+    let spec: Vec<(Option<u32>, Option<u32>)> = (0..3)
+        .map(|r| (t.requests.spec_drafted_tokens[r], t.requests.spec_accepted_tokens[r]))
+        .collect();
+    // vLLM's histogram agrees with its counts: 1x1 + 3x3 = 10 accepted over 43 steps of 3 drafts (129).
+    assert_eq!(spec, [(Some(604), Some(515)), (Some(129), Some(10)), (None, None)]);
+}

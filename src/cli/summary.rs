@@ -218,9 +218,8 @@ pub fn summary_text(trace: &Trace, s: &Summary, rejected: u64, currency: &str) -
     if let Some(f) = &samples {
         head.push(vec!["engine samples".to_owned(), samples_text(f)]);
     }
-    let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
-    if let Some(f) = crate::analysis::spec::spec_figures(trace, &all) {
-        head.push(vec!["speculative".to_owned(), spec_text(&f)]);
+    if let Some(f) = &s.spec {
+        head.push(vec!["speculative".to_owned(), spec_text(f)]);
     }
     if let Some(t) = slo_text(s) {
         head.push(vec!["SLO".to_owned(), t]);
@@ -449,8 +448,7 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
         // The counters of the engine's samples; null without samples (not zeros).
         v["samples"] = json!(sample_figures(trace));
         // Speculative decoding: null where nothing in the trace says (not zeros).
-        let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
-        let spec = crate::analysis::spec::spec_figures(trace, &all);
+        let spec = &s.spec;
         v["spec_drafted_tokens"] = json!(spec.as_ref().map(|f| f.drafted_tokens));
         v["spec_accepted_tokens"] = json!(spec.as_ref().map(|f| f.accepted_tokens));
         v["spec"] = json!(spec);

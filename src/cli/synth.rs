@@ -47,7 +47,10 @@ pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (al
                             instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m|FILE, \
                             disaggregation=NpMd (1p1d: one prefill and one decode instance in place of each), \
                             transfer_gb_per_s=X (default 25), transfer_latency_ms=X (default 1), kv_bytes_per_token=N \
-                            (default: the profile's model's, 131072 for the 8 B GPU profiles)";
+                            (default: the profile's model's, 131072 for the 8 B GPU profiles), spec_draft_tokens=N \
+                            (speculative decoding, N drafts a step; 0: off), spec_acceptance=A1,A2,... (acceptance by \
+                            draft position) or =P (each draft's chance after the one before; default 0.7), \
+                            spec_draft_ms=X (the drafter's cost per draft position, default 1)";
 
 /// Parses `KEY=VALUE` for `--set`: a change to every simulated instance's configuration. An unknown key, a value of
 /// the wrong form or out of range is an error naming the key, the value and what is accepted.
@@ -115,6 +118,22 @@ pub fn parse_setting(s: &str) -> Result<Setting, String> {
         "transfer_gb_per_s" => positive(0.001, 1e6).map(Setting::TransferGbPerS),
         "transfer_latency_ms" => positive(0.0, 60_000.0).map(Setting::TransferLatencyMs),
         "kv_bytes_per_token" => number(1..=1 << 30).map(Setting::KvBytesPerToken),
+        "spec_draft_tokens" => number(0..=u64::from(crate::synth::speculation::MAX_DRAFT_TOKENS))
+            .map(|n| Setting::SpecDraftTokens(small(n))),
+        "spec_acceptance" => {
+            let shares: Result<Vec<f64>, String> = value
+                .split(',')
+                .map(|v| match v.trim().parse::<f64>() {
+                    Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+                    _ => Err(format!(
+                        "--set spec_acceptance={value:?}: {v:?} is not a share from 0 to 1; give one per draft \
+                         position (0.8,0.6,0.4) or one for each draft after the one before (0.7)"
+                    )),
+                })
+                .collect();
+            shares.map(Setting::SpecAcceptance)
+        }
+        "spec_draft_ms" => positive(0.0, 10_000.0).map(Setting::SpecDraftMs),
         "profile" => ProfileChoice::parse(value)
             .map(Setting::Profile)
             .map_err(|e| format!("--set profile={value:?}: {e}")),
@@ -481,6 +500,13 @@ mod tests {
             parse_setting("kv_bytes_per_token=18432"),
             Ok(Setting::KvBytesPerToken(18_432))
         );
+        assert_eq!(
+            parse_setting("spec_acceptance=0.8, 0.6,0.4"),
+            Ok(Setting::SpecAcceptance(vec![0.8, 0.6, 0.4]))
+        );
+        assert_eq!(parse_setting("spec_draft_tokens=0"), Ok(Setting::SpecDraftTokens(0)));
+        assert!(err("spec_draft_tokens=33").contains("from 0 to 32"));
+        assert!(err("spec_acceptance=0.8,x").contains("\"x\" is not a share"));
         let e = err("disaggregation=1p");
         assert!(e.contains("NpMd") && e.contains("1p1d"), "{e}");
         assert!(err("transfer_gb_per_s=0").contains("from 0.001"));

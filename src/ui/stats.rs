@@ -52,19 +52,27 @@ pub struct Samples {
     pub ttft_ms: Vec<f64>,
     /// TPOT of each request that has one, ms, ascending.
     pub tpot_ms: Vec<f64>,
+    /// Speculative decoding's acceptance at draft position 1, 2, ... over the requests' verify steps (empty where
+    /// their tokens do not say).
+    pub acceptance_by_position: Vec<f64>,
 }
 
 impl Samples {
     /// The samples of the requests for which `keep` is true.
     pub fn of(trace: &Trace, keep: impl Fn(u32) -> bool) -> Self {
         let mut s = Samples::default();
+        let mut kept = Vec::new();
         for r in 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX) {
             if keep(r) {
                 let m = request_metrics(trace, r);
                 s.ttft_ms.extend(m.ttft_ns.map(ms));
                 s.tpot_ms.extend(m.tpot_ns.map(|t| t / 1e6));
+                kept.push(r);
             }
         }
+        let steps = crate::analysis::spec::verify_steps_of(trace, &kept);
+        s.acceptance_by_position =
+            crate::analysis::spec::acceptance_by_position(steps.iter().map(|v| (v.drafted, v.accepted)));
         s.ttft_ms.sort_by(f64::total_cmp);
         s.tpot_ms.sort_by(f64::total_cmp);
         s
@@ -365,6 +373,30 @@ fn histogram(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], limit: Option<f
     });
 }
 
+/// A bar per draft position: the share of the verify steps proposing it that accepted it.
+fn acceptance_bars(ui: &mut Ui, by_position: &[f64]) {
+    ui.vertical(|ui| {
+        ui.label(RichText::new("Draft acceptance by position").strong());
+        #[expect(clippy::cast_precision_loss, reason = "a few draft positions")]
+        let bars = by_position
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                Bar::new((i + 1) as f64, a * 100.0)
+                    .width(0.8)
+                    .name(format!("draft {}", i + 1))
+            })
+            .collect();
+        plot("spec-positions".to_owned())
+            .y_axis_label("% accepted")
+            .x_axis_label("draft position")
+            .include_y(100.0)
+            .show(ui, |p| {
+                p.bar_chart(BarChart::new("accepted", bars).color(theme::SPEC_DRAFT));
+            });
+    });
+}
+
 /// Points of an empirical CDF on the log10 ms axis: at most 2,000, the last value always among them.
 #[expect(clippy::cast_precision_loss, reason = "ranks far below 2^53")]
 pub fn cdf_points(sorted: &[f64]) -> Vec<[f64; 2]> {
@@ -551,7 +583,11 @@ pub fn stats_ui(
         ui.label(format!(
             "Distributions of {whose} (click a row to choose a group, again for all)"
         ));
-        ui.columns(4, |cols| {
+        let speculative = !c.samples.acceptance_by_position.is_empty();
+        ui.columns(if speculative { 5 } else { 4 }, |cols| {
+            if speculative {
+                acceptance_bars(&mut cols[4], &c.samples.acceptance_by_position);
+            }
             histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
             let b = |f: fn(&Samples) -> &[f64]| other.map(f);
             cdf(

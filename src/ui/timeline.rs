@@ -40,49 +40,65 @@ pub struct Metric {
     pub columns: &'static [&'static str],
     /// The column drawn per label value.
     pub per_label: &'static str,
+    /// Further columns drawn for the whole trace when the rows have them: those whose name starts so.
+    pub more: Option<&'static str>,
 }
 
 /// The plots the panel can show, in order.
-pub const METRICS: [Metric; 8] = [
+pub const METRICS: [Metric; 9] = [
     Metric {
         title: "output tok/s",
         columns: &["output_tok_s", "goodput_tok_s"],
         per_label: "output_tok_s",
+        more: None,
     },
     Metric {
         title: "TTFT ms",
         columns: &["ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms"],
         per_label: "ttft_p99_ms",
+        more: None,
     },
     Metric {
         title: "TPOT ms",
         columns: &["tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms"],
         per_label: "tpot_p99_ms",
+        more: None,
     },
     Metric {
         title: "requests/s",
         columns: &["request_rate"],
         per_label: "request_rate",
+        more: None,
     },
     Metric {
         title: "queue",
         columns: &["queue_len"],
         per_label: "queue_len",
+        more: None,
     },
     Metric {
         title: "KV use",
         columns: &["kv_usage"],
         per_label: "kv_usage",
+        more: None,
     },
     Metric {
         title: "preemptions",
         columns: &["preemptions"],
         per_label: "preemptions",
+        more: None,
     },
     Metric {
         title: "draft acceptance",
         columns: &["accept_rate"],
         per_label: "accept_rate",
+        more: Some(crate::query::timeline::ACCEPT_POS),
+    },
+    Metric {
+        title: "tokens per verify step",
+        columns: &["accept_length"],
+        per_label: "accept_length",
+        more: None,
     },
 ];
 
@@ -101,6 +117,7 @@ pub fn series_name(column: &str) -> &str {
         "queue_len" => "waiting",
         "kv_usage" => "KV use",
         "accept_rate" => "accepted drafts",
+        "accept_length" => "tokens per step",
         other => other,
     }
 }
@@ -136,7 +153,7 @@ impl Default for TimelineState {
         TimelineState {
             every_ns: None,
             by: None,
-            shown: [true, true, true, false, true, true, false, false],
+            shown: [true, true, true, false, true, true, false, false, false],
             current: None,
             job: None,
             drag_from: None,
@@ -277,36 +294,48 @@ pub fn lines(rows: &Rows, metric: &Metric, by: Option<GroupBy>, every_ns: i64) -
     #[expect(clippy::cast_precision_loss, reason = "bucket widths far below 2^53 ns")]
     let half = every_ns as f64 / 2e9;
     let point = |row: &Vec<crate::query::Cell>, c: usize| Some([row[t].as_f64()? + half, row[c].as_f64()?]);
-    let out = match by.and_then(|b| rows.column(b.name())) {
-        Some(label) => {
-            let Some(c) = rows.column(metric.per_label) else {
-                return Vec::new();
-            };
-            // Rows come sorted by label, then time.
-            let mut out: Vec<Series> = Vec::new();
-            for row in &rows.rows {
-                let name = row[label].display();
-                if out.last().is_none_or(|s| s.name != name) {
-                    out.push(Series::new(name));
-                }
-                if let Some(s) = out.last_mut() {
-                    s.push(point(row, c));
-                }
+    let out = if let Some(label) = by.and_then(|b| rows.column(b.name())) {
+        let Some(c) = rows.column(metric.per_label) else {
+            return Vec::new();
+        };
+        // Rows come sorted by label, then time.
+        let mut out: Vec<Series> = Vec::new();
+        for row in &rows.rows {
+            let name = row[label].display();
+            if out.last().is_none_or(|s| s.name != name) {
+                out.push(Series::new(name));
             }
-            out
+            if let Some(s) = out.last_mut() {
+                s.push(point(row, c));
+            }
         }
-        None => metric
+        out
+    } else {
+        let more = metric.more.map_or_else(Vec::new, |prefix| {
+            rows.columns
+                .iter()
+                .filter(|c| c.starts_with(prefix))
+                .map(String::as_str)
+                .collect()
+        });
+        metric
             .columns
             .iter()
+            .copied()
+            .chain(more)
             .filter_map(|name| {
                 let c = rows.column(name)?;
-                let mut s = Series::new(series_name(name).to_owned());
+                // A draft position's acceptance: "draft 2".
+                let legend = name
+                    .strip_prefix(crate::query::timeline::ACCEPT_POS)
+                    .map_or_else(|| series_name(name).to_owned(), |k| format!("draft {k}"));
+                let mut s = Series::new(legend);
                 for row in &rows.rows {
                     s.push(point(row, c));
                 }
                 Some(s)
             })
-            .collect(),
+            .collect()
     };
     out.into_iter().map(Series::finish).collect()
 }

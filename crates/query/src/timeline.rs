@@ -61,8 +61,9 @@ pub fn auto_every(span_ns: i64, buckets: u32) -> i64 {
         .unwrap_or_else(|| (wanted + HOUR - 1) / HOUR * HOUR)
 }
 
-/// The series' column names, in order (after `t_s` and the label column).
-pub const SERIES: [&str; 14] = [
+/// The series' column names, in order (after `t_s` and the label column); a trace whose tokens name their verify
+/// steps adds `accept_pos_1` ... `accept_pos_K` after them, its acceptance at each draft position.
+pub const SERIES: [&str; 15] = [
     "requests",
     "request_rate",
     "output_tok_s",
@@ -77,7 +78,11 @@ pub const SERIES: [&str; 14] = [
     "kv_usage",
     "preemptions",
     "accept_rate",
+    "accept_length",
 ];
+
+/// The prefix of the per-position acceptance columns (`accept_pos_1` for the first draft).
+pub const ACCEPT_POS: &str = "accept_pos_";
 
 /// The timeline of `trace`: one row per bucket (per label value with `by`), sorted by label then time. Columns:
 /// `t_s` (bucket start, seconds since the trace's start), the label (named as `by`), then [`SERIES`].
@@ -110,8 +115,14 @@ pub(crate) struct Frames {
     /// objective); a row per token, or per label and bucket already counted (`emitted_ns` the bucket's start).
     pub tokens: LazyFrame,
     /// A row per step: `g` (its source, or "" for the whole trace), `start_ns`, `num_waiting`, `kv_usage`,
-    /// `num_preempted`, `spec_drafted` and `spec_accepted` (speculative decoding's draft tokens).
+    /// `num_preempted`, `spec_drafted` and `spec_accepted` (speculative decoding's draft tokens), `spec_length` (a
+    /// counter sample's mean acceptance length; null for a step).
     pub steps: LazyFrame,
+    /// A row per verify step of a request, read from its tokens: `g` (the request's label), `at_ns` (its first
+    /// token), `drafted`, `accepted`, `emitted`.
+    pub verify: LazyFrame,
+    /// The longest draft of a verify step (0 without any): the per-position columns computed.
+    pub positions: u32,
     /// The trace's start (first arrival, step or token) and last event, ns.
     pub start: i64,
     pub last: i64,
@@ -252,6 +263,7 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     let mut preempted = it.num_preempted.clone();
     let mut drafted = it.spec_drafted_tokens.clone();
     let mut accepted = it.spec_accepted_tokens.clone();
+    let mut spec_length: Vec<Option<f64>> = vec![None; it.len()];
     for &i in &sampled {
         step_g.push(group(sa.source[i]));
         step_start.push(sa.time_ns[i]);
@@ -260,6 +272,7 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
         preempted.push(None);
         drafted.push(sa.spec_drafted_tokens[i]);
         accepted.push(sa.spec_accepted_tokens[i]);
+        spec_length.push(sa.spec_accept_length[i]);
     }
     if steps_apply(by)
         && let Some(&t) = step_start.iter().max()
@@ -274,8 +287,10 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
         Column::new("num_preempted".into(), preempted),
         Column::new("spec_drafted".into(), drafted),
         Column::new("spec_accepted".into(), accepted),
+        Column::new("spec_length".into(), spec_length),
     ])?
     .lazy();
+    let (verify, positions) = verify_frame(trace, by)?;
 
     let mut labels: Vec<String> = (0..n).map(|r| label_of(trace, by, r).to_owned()).collect();
     if by == Some(GroupBy::Source) {
@@ -291,11 +306,49 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
         requests,
         tokens,
         steps,
+        verify,
+        positions,
         start,
         last,
         labels,
         has_tokens: !trace.tokens.is_empty(),
     })
+}
+
+/// The verify steps of `trace`'s requests ([`Frames::verify`]), and the longest draft among them.
+fn verify_frame(trace: &Trace, by: Option<GroupBy>) -> PolarsResult<(LazyFrame, u32)> {
+    let (mut g, mut at, mut drafted, mut accepted, mut emitted) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..trace.request_count() {
+        #[expect(clippy::cast_possible_truncation, reason = "request rows are u32")]
+        for v in tokenscope_core::analysis::spec::verify_steps_of(trace, &[r as u32]) {
+            g.push(label_of(trace, by, r));
+            at.push(trace.tokens.emitted_ns[v.first]);
+            drafted.push(v.drafted);
+            accepted.push(v.accepted);
+            emitted.push(v.emitted);
+        }
+    }
+    let positions = drafted.iter().copied().max().unwrap_or(0);
+    Ok((verify_columns(g, at, drafted, accepted, emitted)?, positions))
+}
+
+/// A verify frame ([`Frames::verify`]) of these columns.
+pub(crate) fn verify_columns(
+    g: Vec<&str>,
+    at: Vec<i64>,
+    drafted: Vec<u32>,
+    accepted: Vec<u32>,
+    emitted: Vec<u32>,
+) -> PolarsResult<LazyFrame> {
+    Ok(DataFrame::new_infer_height(vec![
+        Column::new("g".into(), g),
+        Column::new("at_ns".into(), at),
+        Column::new("drafted".into(), drafted),
+        Column::new("accepted".into(), accepted),
+        Column::new("emitted".into(), emitted),
+    ])?
+    .lazy())
 }
 
 /// The most rows a timeline gives (buckets times label values).
@@ -309,6 +362,8 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
         requests,
         tokens,
         steps,
+        verify,
+        positions,
         start,
         last,
         mut labels,
@@ -364,7 +419,22 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
             )
             .otherwise(lit(NULL))
             .alias("accept_rate"),
+        col("spec_length").mean().alias("sampled_length"),
     ]);
+    // Verify steps read from tokens: tokens per verify step, and the share of the steps proposing draft k that
+    // accepted it.
+    let mut per_step =
+        vec![(col("emitted").sum().cast(DataType::Float64) / len().cast(DataType::Float64)).alias("verified_length")];
+    per_step.extend((1..=positions).map(|k| {
+        let proposed = col("drafted").gt_eq(lit(k));
+        let taken = proposed.clone().and(col("accepted").gt_eq(lit(k)));
+        let n = proposed.cast(DataType::UInt32).sum();
+        when(n.clone().gt(lit(0)))
+            .then(taken.cast(DataType::UInt32).sum().cast(DataType::Float64) / n.cast(DataType::Float64))
+            .otherwise(lit(NULL))
+            .alias(format!("{ACCEPT_POS}{k}"))
+    }));
+    let verified = verify.group_by(keys("at_ns")).agg(per_step);
 
     // Every bucket of every label, so that a quiet bucket shows as zero rather than as a gap.
     let buckets = last.saturating_sub(start) / every + 1;
@@ -408,6 +478,7 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
     lf = join(lf, done(firsts)?);
     lf = join(lf, done(finishes)?);
     lf = join(lf, done(emitted)?);
+    lf = join(lf, done(verified)?);
     if steps_apply(by) {
         lf = join(lf, done(stepped)?);
     } else {
@@ -416,6 +487,7 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
             lit(NULL).cast(DataType::Float64).alias("kv_usage"),
             lit(NULL).cast(DataType::UInt32).alias("preemptions"),
             lit(NULL).cast(DataType::Float64).alias("accept_rate"),
+            lit(NULL).cast(DataType::Float64).alias("sampled_length"),
         ]);
     }
     // Output tokens from token records when the trace has them, else from the usage of the requests finishing.
@@ -448,7 +520,13 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
         col("kv_usage"),
         col("preemptions").cast(DataType::UInt64),
         col("accept_rate").cast(DataType::Float64),
+        // The tokens' verify steps where they say, else the engine's counters' mean.
+        col("verified_length")
+            .fill_null(col("sampled_length"))
+            .cast(DataType::Float64)
+            .alias("accept_length"),
     ]);
+    select.extend((1..=positions).map(|k| col(format!("{ACCEPT_POS}{k}")).cast(DataType::Float64)));
     let mut df = lf
         .sort(["g", "bucket"], SortMultipleOptions::default())
         .select(select)

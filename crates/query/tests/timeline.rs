@@ -317,3 +317,41 @@ fn draft_acceptance_per_bucket_is_accepted_over_drafted_of_its_steps() {
     let r = rows(&trace, 1_000_000_000, None);
     assert_eq!(column(&r, "accept_rate"), [Some(0.5), Some(1.0), None]);
 }
+
+#[test]
+fn tokens_per_verify_step_and_acceptance_by_draft_position_per_bucket() {
+    // One request's verify steps read from its tokens (each step's first token names its drafts; accepted drafts
+    // then the bonus). First second: step A proposed 3 and accepted 2 (3 tokens), step B proposed 3 and accepted 0
+    // (1 token). Second second: step C proposed 2 and accepted 2 (3 tokens).
+    // Tokens per verify step: (3 + 1) / 2 = 2.0, then 3.0. Draft 1: A of A, B (0.5), then C (1.0); draft 2: A of
+    // A, B (0.5), then C (1.0); draft 3: neither A nor B (0.0), then none proposed (null).
+    let t0 = 1_764_403_200_000_000_000_i64;
+    let token = |i: u32, at_ms: i64, spec: &str, drafted: Option<u32>| {
+        let drafted = drafted.map_or_else(String::new, |d| format!(r#","spec_drafted_tokens":{d}"#));
+        format!(
+            r#"{{"kind":"token","request_id":"r","index":{i},"emitted_ns":{},"spec":"{spec}"{drafted}}}"#,
+            t0 + at_ms * 1_000_000
+        )
+    };
+    let lines = [
+        format!(r#"{{"kind":"request","request_id":"r","arrival_ns":{t0}}}"#),
+        token(0, 100, "plain", None),
+        token(1, 200, "draft", Some(3)),
+        token(2, 200, "draft", None),
+        token(3, 200, "bonus", None),
+        token(4, 600, "bonus", Some(3)),
+        token(5, 1_300, "draft", Some(2)),
+        token(6, 1_300, "draft", None),
+        token(7, 1_300, "bonus", None),
+    ];
+    let text: &'static str = Box::leak(lines.join("\n").into_boxed_str());
+    let trace = load_bytes("verify.jsonl", text.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trace;
+    let r = rows(&trace, 1_000_000_000, None);
+    assert_eq!(column(&r, "accept_length"), [Some(2.0), Some(3.0)]);
+    assert_eq!(column(&r, "accept_pos_1"), [Some(0.5), Some(1.0)]);
+    assert_eq!(column(&r, "accept_pos_2"), [Some(0.5), Some(1.0)]);
+    assert_eq!(column(&r, "accept_pos_3"), [Some(0.0), None]);
+    assert!(r.column("accept_pos_4").is_none(), "no step proposed a fourth draft");
+}

@@ -40,27 +40,44 @@ pub struct SpecFigures {
     pub acceptance_by_position: Vec<f64>,
 }
 
-/// The verify steps of request rows `requests`, from their tokens: (drafts proposed, drafts accepted, tokens
-/// emitted) of each (the tokens from one that names its step's drafts up to the next such, or the next token of
-/// another role).
-pub fn verify_steps(trace: &Trace, requests: &[u32]) -> Vec<(u32, u32, u32)> {
+/// One verify step of one request, read from its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyStep {
+    /// The token row that names the step's drafts (the first it emitted).
+    pub first: usize,
+    /// Drafts proposed.
+    pub drafted: u32,
+    /// Drafts accepted.
+    pub accepted: u32,
+    /// Tokens emitted: the accepted drafts and the bonus.
+    pub emitted: u32,
+}
+
+/// The verify steps of request rows `requests`, from their tokens (the tokens from one that names its step's drafts
+/// up to the next such, or the next token of another role), by request then time.
+pub fn verify_steps_of(trace: &Trace, requests: &[u32]) -> Vec<VerifyStep> {
     let tk = &trace.tokens;
     let mut out = Vec::new();
     for &r in requests {
         let rows = trace.tokens_of(r);
-        let mut current: Option<(u32, u32, u32)> = None;
+        let mut current: Option<VerifyStep> = None;
         for t in rows {
             if let Some(drafted) = opt_u8(tk.spec_drafted[t]) {
                 out.extend(current.take());
-                current = Some((u32::from(drafted), 0, 0));
+                current = Some(VerifyStep {
+                    first: t,
+                    drafted: u32::from(drafted),
+                    accepted: 0,
+                    emitted: 0,
+                });
             }
             match (tk.spec[t], current.as_mut()) {
                 (SpecRole::Draft, Some(c)) => {
-                    c.1 += 1;
-                    c.2 += 1;
+                    c.accepted += 1;
+                    c.emitted += 1;
                 }
                 (SpecRole::Bonus, Some(c)) => {
-                    c.2 += 1;
+                    c.emitted += 1;
                     out.extend(current.take());
                 }
                 _ => out.extend(current.take()),
@@ -69,6 +86,28 @@ pub fn verify_steps(trace: &Trace, requests: &[u32]) -> Vec<(u32, u32, u32)> {
         out.extend(current);
     }
     out
+}
+
+/// The verify steps of request rows `requests` as (drafts proposed, drafts accepted, tokens emitted).
+pub fn verify_steps(trace: &Trace, requests: &[u32]) -> Vec<(u32, u32, u32)> {
+    verify_steps_of(trace, requests)
+        .into_iter()
+        .map(|v| (v.drafted, v.accepted, v.emitted))
+        .collect()
+}
+
+/// Acceptance at draft position k = 1, 2, ... of `steps` (drafts proposed, accepted): among those that proposed k
+/// drafts or more, the share that accepted k or more.
+#[expect(clippy::cast_precision_loss, reason = "step counts far below 2^53")]
+pub fn acceptance_by_position(steps: impl Iterator<Item = (u32, u32)> + Clone) -> Vec<f64> {
+    let longest = steps.clone().map(|s| s.0).max().unwrap_or(0);
+    (1..=longest)
+        .map(|k| {
+            let proposed = steps.clone().filter(|s| s.0 >= k).count();
+            let accepted = steps.clone().filter(|s| s.0 >= k && s.1 >= k).count();
+            accepted as f64 / proposed as f64
+        })
+        .collect()
 }
 
 /// Speculative decoding's figures of request rows `requests` (their steps and samples when the requests do not
@@ -117,14 +156,7 @@ pub fn spec_figures(trace: &Trace, requests: &[u32]) -> Option<SpecFigures> {
     };
     let n = steps.len() as u64;
     let emitted: u64 = steps.iter().map(|s| u64::from(s.2)).sum();
-    let longest = steps.iter().map(|s| s.0).max().unwrap_or(0);
-    let acceptance_by_position = (1..=longest)
-        .map(|k| {
-            let proposed = steps.iter().filter(|s| s.0 >= k).count();
-            let accepted = steps.iter().filter(|s| s.0 >= k && s.1 >= k).count();
-            accepted as f64 / proposed as f64
-        })
-        .collect();
+    let acceptance_by_position = acceptance_by_position(steps.iter().map(|s| (s.0, s.1)));
     Some(SpecFigures {
         from,
         drafted_tokens: drafted,

@@ -16,6 +16,8 @@ pub enum Unit {
     Rate,
     /// Money in the price table's currency, four decimals.
     Money,
+    /// A mean of small counts (tokens per verify step), two decimals.
+    Mean,
 }
 
 /// A column of the statistics table.
@@ -41,7 +43,7 @@ fn count(v: u64) -> Option<f64> {
 }
 
 /// Every column, in display order.
-pub const COLUMNS: [Column; 18] = [
+pub const COLUMNS: [Column; 20] = [
     Column {
         key: "requests",
         header: "requests",
@@ -127,6 +129,18 @@ pub const COLUMNS: [Column; 18] = [
         get: |s| s.e2e_ms.p99,
     },
     Column {
+        key: "spec_acceptance_rate",
+        header: "drafts accepted",
+        unit: Unit::Share,
+        get: |s| s.spec.as_ref().and_then(|f| f.acceptance_rate),
+    },
+    Column {
+        key: "spec_acceptance_length",
+        header: "tok/verify step",
+        unit: Unit::Mean,
+        get: |s| s.spec.as_ref().and_then(|f| f.acceptance_length),
+    },
+    Column {
         key: "slo_attainment",
         header: "SLO met",
         unit: Unit::Share,
@@ -203,18 +217,22 @@ impl Unit {
             Unit::Ms | Unit::Rate => format!("{v:.1}"),
             Unit::Share => format!("{:.1} %", v * 100.0),
             Unit::Money => money(v),
+            Unit::Mean => format!("{v:.2}"),
         }
     }
 }
 
-/// The columns to show: the cost columns only with a price table, the SLO columns only with objectives.
+/// The columns to show: the cost columns only with a price table, the SLO columns only with objectives, the
+/// speculative ones only where a group speculated.
 pub fn columns_for(groups: &[(String, Summary)]) -> Vec<Column> {
     let has_cost = groups.iter().any(|(_, s)| s.cost.is_some());
     let has_slo = groups.iter().any(|(_, s)| s.slo.is_some());
+    let has_spec = groups.iter().any(|(_, s)| s.spec.is_some());
     COLUMNS
         .into_iter()
         .filter(|c| match c.unit {
             Unit::Money => has_cost,
+            _ if c.key.starts_with("spec") => has_spec,
             _ if c.key.starts_with("slo") || c.key.starts_with("goodput") => has_slo,
             _ => true,
         })

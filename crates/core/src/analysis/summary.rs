@@ -104,6 +104,9 @@ pub struct Summary {
     /// Present when requests have both halves (a joined trace): the client's view against the server's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery: Option<super::delivery::Delivery>,
+    /// Speculative decoding's figures, present when the source says anything of drafts (`docs/SPECULATIVE.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<super::spec::SpecFigures>,
 }
 
 /// The label a request is grouped by.
@@ -176,6 +179,7 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
     let mut s = totals.finish(Distribution::of(&mut itl));
     s.cost = prices.map(|_| cost);
     s.delivery = super::delivery::delivery(trace, requests);
+    s.spec = super::spec::spec_figures(trace, requests);
     s
 }
 
@@ -299,6 +303,7 @@ impl Totals {
             token_mismatches: self.token_mismatches,
             cost: None,
             delivery: None,
+            spec: None,
         }
     }
 }

@@ -506,6 +506,17 @@ pub fn add_exchange(
     r.server_decode_ns = ms(metrics, "generation_time_ms")
         .or_else(|| ms(timings, "predicted_ms"))
         .map(Val::Ok);
+    // Speculative decoding, where the server says it per request: llama.cpp's `timings.draft_n` and
+    // `draft_n_accepted` (tools/server/server-common.cpp), vLLM's `metrics.speculative_decoding` with
+    // `--per-request-spec-decode-metrics` (`num_draft_tokens`, `num_accepted_draft_tokens`).
+    let count = |v: Option<&Value>, key: &str| v.and_then(|m| m.get(key)).and_then(Value::as_i64).filter(|n| *n >= 0);
+    let vllm_spec = metrics.and_then(|m| m.get("speculative_decoding"));
+    r.spec_drafted_tokens = count(vllm_spec, "num_draft_tokens")
+        .or_else(|| count(timings, "draft_n"))
+        .map(Val::Ok);
+    r.spec_accepted_tokens = count(vllm_spec, "num_accepted_draft_tokens")
+        .or_else(|| count(timings, "draft_n_accepted"))
+        .map(Val::Ok);
     sink.add(&r, at);
     for m in &stream.malformed {
         sink.reject(

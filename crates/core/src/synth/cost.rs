@@ -31,6 +31,10 @@ pub struct StepCost {
     pub prefill_chunk_ms: f64,
     /// Per decoding sequence, ms.
     pub decode_seq_ms: f64,
+    /// Per draft token a speculative verify step checks beyond its sequence's own token, ms: the verify pass
+    /// computes them as a prompt's tokens are computed, so the named profiles take their prompt token's cost, and
+    /// a profile fitted on a run without speculation does too (`docs/SIMULATOR.md`).
+    pub verify_token_ms: f64,
     /// Per context token read by a decoding sequence, ms.
     pub context_token_ms: f64,
     /// Per (new token, earlier token) attention pair of a prefill chunk, ms.
@@ -56,6 +60,7 @@ impl Default for StepCost {
             base_ms: 10.0,
             prefill_token_ms: 0.065,
             decode_seq_ms: 0.06,
+            verify_token_ms: 0.065,
             context_token_ms: 4e-5,
             attention_pair_ms: 9.5e-7,
             noise: 0.03,
@@ -105,6 +110,7 @@ impl Profile {
                 base_ms: 55.0,
                 prefill_token_ms: 0.4,
                 decode_seq_ms: 0.2,
+                verify_token_ms: 0.4,
                 context_token_ms: 4.4e-4,
                 attention_pair_ms: 4.3e-6,
                 noise: 0.03,
@@ -114,6 +120,7 @@ impl Profile {
                 base_ms: 25.0,
                 prefill_token_ms: 0.7,
                 decode_seq_ms: 10.0,
+                verify_token_ms: 0.7,
                 context_token_ms: 1e-4,
                 attention_pair_ms: 2e-6,
                 noise: 0.05,
@@ -163,6 +170,9 @@ pub struct StepWork {
     pub prefill_chunks: u64,
     /// Sequences decoding one token each.
     pub decode_seqs: u64,
+    /// Draft tokens verified beyond the decoding sequences' own tokens (speculative decoding: a sequence that
+    /// drafted k tokens is one decoding sequence and k verify tokens).
+    pub verify_tokens: u64,
     /// Context tokens the decoding sequences attend to.
     pub decode_context_tokens: u64,
     /// Attention pairs of the prefill chunks: for a chunk of n tokens after p computed ones, n·p + n(n+1)/2.
@@ -186,9 +196,15 @@ impl StepWork {
         self.decode_context_tokens += context;
     }
 
-    /// The tokens the step's batch holds: its prompt tokens and one per decoding sequence.
+    /// Adds a decoding sequence with `context` tokens of context that verifies `drafts` draft tokens.
+    pub fn add_verify(&mut self, context: u64, drafts: u64) {
+        self.add_decode(context);
+        self.verify_tokens += drafts;
+    }
+
+    /// The tokens the step's batch holds: its prompt tokens, one per decoding sequence and the drafts verified.
     pub fn batch_tokens(&self) -> u64 {
-        self.prefill_tokens + self.decode_seqs
+        self.prefill_tokens + self.decode_seqs + self.verify_tokens
     }
 
     /// The step's passes under `r`: how many, how many in the large-batch regime, and the tokens of the others.
@@ -211,7 +227,7 @@ impl StepWork {
             if self.chunk_tokens.is_empty() {
                 add(self.prefill_tokens);
             }
-            add(self.decode_seqs);
+            add(self.decode_seqs + self.verify_tokens);
         } else {
             add(self.batch_tokens());
         }
@@ -227,6 +243,7 @@ impl StepCost {
         prefill_token_ms: 0.0,
         prefill_chunk_ms: 0.0,
         decode_seq_ms: 0.0,
+        verify_token_ms: 0.0,
         context_token_ms: 0.0,
         attention_pair_ms: 0.0,
         noise: 0.0,
@@ -253,6 +270,7 @@ impl StepCost {
             + self.prefill_token_ms * w.prefill_tokens as f64
             + self.prefill_chunk_ms * w.prefill_chunks as f64
             + self.decode_seq_ms * w.decode_seqs as f64
+            + self.verify_token_ms * w.verify_tokens as f64
             + self.context_token_ms * w.decode_context_tokens as f64
             + self.attention_pair_ms * w.attention_pairs as f64
             + regime
@@ -281,6 +299,18 @@ mod tests {
         }
         let ms = StepCost::default().expected_ms(&w);
         assert!((ms - 11.12).abs() < 1e-9, "{ms}");
+    }
+
+    #[test]
+    fn a_verify_step_pays_its_drafts_as_prompt_tokens() {
+        // The 8 sequences above, each verifying 4 drafts: 11.12 + 32 × 0.065 = 13.2 ms; the batch holds 8 + 32.
+        let mut w = StepWork::default();
+        for _ in 0..8 {
+            w.add_verify(2000, 4);
+        }
+        assert_eq!((w.decode_seqs, w.verify_tokens, w.batch_tokens()), (8, 32, 40));
+        let ms = StepCost::default().expected_ms(&w);
+        assert!((ms - 13.2).abs() < 1e-9, "{ms}");
     }
 
     #[test]

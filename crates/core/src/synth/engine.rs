@@ -18,9 +18,10 @@ use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
 use super::cost::{StepCost, StepWork};
 use super::disagg::{Disaggregation, Role};
 use super::sampler::{Intent, STOP_IDS, Sampler, vocab};
+use super::speculation::Speculation;
 use crate::trace::report::Place;
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_U32, Request, Stage, StageKind, Token, Trace, TraceBuilder,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_U32, Request, SpecRole, Stage, StageKind, Token, Trace, TraceBuilder,
 };
 
 /// The wait between two back-to-back steps of an engine, ns: the CPU's turn (scheduling the next batch).
@@ -58,6 +59,8 @@ pub struct EngineConfig {
     /// A prompt's last this many tokens run in a step of their own, after the rest (llama.cpp saves a checkpoint
     /// of a sliding-window model's cache there); 0: none.
     pub prefill_tail: u32,
+    /// Speculative decoding: every decoding sequence drafts and a step verifies; `None`: one token per step.
+    pub speculation: Option<Speculation>,
 }
 
 impl EngineConfig {
@@ -74,6 +77,7 @@ impl EngineConfig {
             prefix_cache_blocks: 26_000 * KV_BLOCK_TOKENS as usize / PREFIX_BLOCK_TOKENS as usize,
             cost: StepCost::default(),
             prefill_tail: 0,
+            speculation: None,
         }
     }
 }
@@ -148,6 +152,8 @@ struct Req {
     preemptions: u32,
     preempted_at: Option<i64>,
     prefix_cached: bool,
+    /// Drafts proposed for it and accepted, over its verify steps (`None` until it speculates).
+    spec: Option<(u32, u32)>,
     rng: Pcg64Mcg,
 }
 
@@ -225,8 +231,12 @@ struct Engine {
 #[derive(Clone, Copy)]
 struct Item {
     req: usize,
+    /// Tokens computed: a prefill chunk's, or a decode's own token and its drafts.
     tokens: u32,
     prefill: bool,
+    /// Drafts a decode verifies, and how many of them the step accepts (drawn when the step runs).
+    drafts: u32,
+    accepted: u32,
 }
 
 struct Sim<'a> {
@@ -384,6 +394,7 @@ impl Sim<'_> {
             preemptions: 0,
             preempted_at: None,
             prefix_cached: false,
+            spec: None,
             rng: Pcg64Mcg::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         };
         let e = &mut self.engines[engine];
@@ -451,10 +462,15 @@ impl Sim<'_> {
             while i < self.engines[e].running.len() && budget > 0 {
                 let r = self.engines[e].running[i];
                 let req = &self.reqs[r];
+                // A speculating decode verifies its drafts with its own token, within the step's budget.
+                let drafts = match &cfg.speculation {
+                    Some(sp) if !req.in_prefill => sp.draft_tokens.min(budget - 1),
+                    _ => 0,
+                };
                 let n = if req.in_prefill {
                     next_chunk(req.prefill_target - req.computed, budget, cfg.prefill_tail)
                 } else {
-                    1
+                    1 + drafts
                 };
                 let need = blocks_for(req.computed + n).saturating_sub(req.blocks);
                 let mut self_preempted = false;
@@ -479,6 +495,8 @@ impl Sim<'_> {
                     req: r,
                     tokens: n,
                     prefill: req.in_prefill,
+                    drafts,
+                    accepted: 0,
                 });
                 budget -= n;
                 i += 1;
@@ -537,6 +555,8 @@ impl Sim<'_> {
                     req: r,
                     tokens: n,
                     prefill: true,
+                    drafts: 0,
+                    accepted: 0,
                 });
                 budget = budget.saturating_sub(n);
             }
@@ -566,16 +586,29 @@ impl Sim<'_> {
             return;
         }
         let mut work = StepWork::default();
-        for it in &self.items {
-            let req = &self.reqs[it.req];
+        let speculation = self.engines[e].cfg.speculation.clone();
+        let (mut drafted, mut accepted, mut draft_passes) = (0u32, 0u32, 0u32);
+        for it in &mut self.items {
+            let req = &mut self.reqs[it.req];
             if it.prefill {
                 work.add_prefill(u64::from(it.tokens), u64::from(req.computed));
             } else {
-                work.add_decode(u64::from(req.computed));
+                work.add_verify(u64::from(req.computed), u64::from(it.drafts));
+                if let Some(sp) = speculation.as_ref().filter(|_| it.drafts > 0) {
+                    it.accepted = sp.accepted(&mut req.rng).min(it.drafts);
+                    drafted += it.drafts;
+                    accepted += it.accepted;
+                    draft_passes = draft_passes.max(it.drafts);
+                }
             }
         }
         let eng = &self.engines[e];
-        let duration = eng.cfg.cost.sample_ns(&work, &mut self.step_rng);
+        // The drafter runs a pass per draft position over the batch before the verify pass.
+        #[expect(clippy::cast_possible_truncation, reason = "a drafter's ms, far below 2^63 ns")]
+        let drafting_ns = speculation
+            .as_ref()
+            .map_or(0, |sp| (sp.draft_ms * f64::from(draft_passes) * 1e6).round() as i64);
+        let duration = eng.cfg.cost.sample_ns(&work, &mut self.step_rng) + drafting_ns;
         let (start, end) = (now, now + duration);
         let n_items = self.items.len() as i64;
         let schedule_ns = (200_000 + 2_000 * n_items).min(duration / 4);
@@ -599,8 +632,8 @@ impl Sim<'_> {
                 num_waiting: u32::try_from(waiting_at_start).ok(),
                 kv_usage: Some(f64::from(used) / f64::from(eng.cfg.kv_blocks.max(1))),
                 num_preempted: Some(preempted),
-                spec_drafted_tokens: None,
-                spec_accepted_tokens: None,
+                spec_drafted_tokens: speculation.as_ref().map(|_| drafted),
+                spec_accepted_tokens: speculation.as_ref().map(|_| accepted),
             },
             Place::default(),
         );
@@ -609,7 +642,8 @@ impl Sim<'_> {
         for it in &items {
             let label = self.reqs[it.req].label;
             let req = &mut self.reqs[it.req];
-            req.computed += it.tokens;
+            // A verify step keeps the KV of what it accepted; the rejected drafts' is dropped.
+            req.computed += if it.prefill { it.tokens } else { 1 + it.accepted };
             let emits = if it.prefill {
                 self.b.add_stage(
                     Stage {
@@ -640,7 +674,30 @@ impl Sim<'_> {
                 } else {
                     // Tokens leave the engine after sampling and detokenizing: a fraction of a millisecond.
                     let emitted = end + 50_000 + (it.req as i64 % 7) * 20_000;
-                    self.emit(e, it.req, iteration, emitted);
+                    if it.drafts == 0 {
+                        let role = if speculation.is_some() {
+                            SpecRole::Plain
+                        } else {
+                            SpecRole::Unknown
+                        };
+                        self.emit(e, it.req, iteration, emitted, (role, None));
+                    } else {
+                        let req = &mut self.reqs[it.req];
+                        let (d, a) = req.spec.unwrap_or((0, 0));
+                        req.spec = Some((d + it.drafts, a + it.accepted));
+                        // The accepted drafts, then the step's own token; the rest of a burst that stopped is dropped.
+                        for k in 0..=it.accepted {
+                            let role = if k < it.accepted {
+                                SpecRole::Draft
+                            } else {
+                                SpecRole::Bonus
+                            };
+                            let drafted = (k == 0).then_some(it.drafts);
+                            if !self.emit(e, it.req, iteration, emitted, (role, drafted)) {
+                                break;
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -653,7 +710,12 @@ impl Sim<'_> {
         eng.busy = !(eng.running.is_empty() && eng.waiting.is_empty());
     }
 
-    fn emit(&mut self, e: usize, r: usize, iteration: i64, emitted_ns: i64) {
+    /// Emits request `r`'s next token, with its speculative role and, on a verify step's first token, the drafts
+    /// the step proposed; false when the request is finished.
+    fn emit(&mut self, e: usize, r: usize, iteration: i64, emitted_ns: i64, spec: (SpecRole, Option<u32>)) -> bool {
+        if self.reqs[r].finished_ns.is_some() {
+            return false;
+        }
         let a = &self.arrivals[r];
         let req = &mut self.reqs[r];
         let index = req.generated;
@@ -686,8 +748,11 @@ impl Sim<'_> {
             logprob: s.logprob,
             rank: s.rank,
             received_ns: crate::trace::NULL_I64,
-            spec: crate::trace::SpecRole::Unknown,
-            spec_drafted: crate::trace::NULL_U8,
+            spec: spec.0,
+            spec_drafted: spec
+                .1
+                .and_then(|d| u8::try_from(d).ok())
+                .unwrap_or(crate::trace::NULL_U8),
         };
         self.b.add_token(token, self.candidates.drain(..), Place::default());
         req.generated += 1;
@@ -699,6 +764,7 @@ impl Sim<'_> {
             self.engines[e].free_blocks += req.blocks;
             req.blocks = 0;
         }
+        req.finished_ns.is_none()
     }
 
     fn finish(mut self, cfg: &SimConfig) -> Trace {
@@ -737,8 +803,8 @@ impl Sim<'_> {
                 server_decode_ns: None,
                 sent_ns: None,
                 server_request_id: NO_STR,
-                spec_drafted_tokens: None,
-                spec_accepted_tokens: None,
+                spec_drafted_tokens: req.spec.map(|s| s.0),
+                spec_accepted_tokens: req.spec.map(|s| s.1),
                 decode_source: req.decode_engine.map_or(NO_STR, |d| self.engines[d].label),
             };
             self.b.add_request(row, Place::default());

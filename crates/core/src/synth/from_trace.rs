@@ -344,7 +344,43 @@ fn engine_of(name: &str, source: u32, ev: &StepEvidence) -> InferredEngine {
 ///   steps give no token counts.
 /// - The sequence cap is the largest step's `num_reqs`, at least [`DEFAULT_MAX_SEQS`].
 /// - The KV cache and the step costs are the default profile's: a trace does not say what hardware served it.
+/// - Speculative decoding, when the trace's tokens name verify steps ([`infer_speculation`]), on every instance.
 pub fn infer_engines(trace: &Trace) -> Vec<InferredEngine> {
+    let mut engines = infer_schedulers(trace);
+    if let Some((spec, why)) = infer_speculation(trace) {
+        for e in &mut engines {
+            e.config.speculation = Some(spec.clone());
+            e.why.push_str(&why);
+        }
+    }
+    engines
+}
+
+/// The speculative decoding of a trace whose tokens name their verify steps: its longest draft, its acceptance by
+/// draft position (made non-increasing: a share measured over fewer steps may exceed the one before), the
+/// drafter's default cost; and the words saying so.
+pub fn infer_speculation(trace: &Trace) -> Option<(super::speculation::Speculation, String)> {
+    let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
+    let figures = crate::analysis::spec::spec_figures(trace, &all)?;
+    let mut acceptance = figures.acceptance_by_position;
+    for k in 1..acceptance.len() {
+        acceptance[k] = acceptance[k].min(acceptance[k - 1]);
+    }
+    let k = u32::try_from(acceptance.len())
+        .ok()?
+        .min(super::speculation::MAX_DRAFT_TOKENS);
+    acceptance.truncate(k as usize);
+    let spec = super::speculation::Speculation::new(k, Some(&acceptance), super::speculation::DEFAULT_DRAFT_MS).ok()?;
+    let why = format!(
+        "; speculative decoding as its {} verify steps: {} (the drafter's cost assumed)",
+        thousands(figures.verify_steps.unwrap_or(0)),
+        spec.describe()
+    );
+    Some((spec, why))
+}
+
+/// The scheduler of each instance (see [`infer_engines`]).
+fn infer_schedulers(trace: &Trace) -> Vec<InferredEngine> {
     let mut decoding: HashMap<u32, Vec<(i64, i64)>> = HashMap::default();
     for r in 0..trace.requests.len() {
         #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]

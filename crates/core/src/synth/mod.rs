@@ -8,6 +8,7 @@
 //! - [`from_trace`]: a replay of any tokenscope trace, with the engine configuration inferred from its steps;
 //! - [`overrides`]: changes to the engines' configuration (`--set KEY=VALUE`), applied after the scenario's;
 //! - [`engine`]: the scheduler (vLLM-like), the KV and prefix caches, several instances;
+//! - [`speculation`]: speculative decoding (drafts, verify steps, acceptance by position);
 //! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline.
 
 pub mod arrivals;
@@ -21,6 +22,7 @@ pub mod overrides;
 pub mod sampler;
 pub mod scenarios;
 pub mod sglang_otlp;
+pub mod speculation;
 pub mod xlarge;
 
 use std::path::PathBuf;
@@ -188,7 +190,7 @@ pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, S
 /// # Errors
 /// A transfer key without a disaggregation, or more instances than the simulator serves.
 fn configure(config: &mut SimConfig, overrides: &Overrides) -> Result<(), SynthError> {
-    overrides.apply(&mut config.engines);
+    overrides.apply(&mut config.engines).map_err(SynthError::BadOption)?;
     config.disaggregation = overrides.disaggregation().map_err(SynthError::BadOption)?;
     let per_instance = config.disaggregation.map_or(1, |d| (d.prefill + d.decode) as usize);
     let total = config.engines.len() * per_instance;

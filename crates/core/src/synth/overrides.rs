@@ -6,6 +6,7 @@ use super::arrivals::PREFIX_BLOCK_TOKENS;
 use super::choice::ProfileChoice;
 use super::disagg::{self, Disaggregation, TransferCost};
 use super::engine::EngineConfig;
+use super::speculation::{self, Speculation};
 
 pub use super::engine::{MAX_BATCHED_TOKENS, MAX_SEQS};
 /// The most instances `--set` accepts (the simulator looks at every instance for every event).
@@ -36,6 +37,12 @@ pub enum Setting {
     TransferLatencyMs(f64),
     /// `kv_bytes_per_token=N`: the KV bytes a transfer moves per prompt token.
     KvBytesPerToken(u64),
+    /// `spec_draft_tokens=N`: speculative decoding with N drafts a step (0: none).
+    SpecDraftTokens(u32),
+    /// `spec_acceptance=A1,A2,...` (one per draft position) or `=P` (each draft's chance after the one before).
+    SpecAcceptance(Vec<f64>),
+    /// `spec_draft_ms=X`: the drafter's cost per draft position and step, ms.
+    SpecDraftMs(f64),
 }
 
 /// What to change on every instance; `None`: as the scenario or the replayed trace sets it.
@@ -61,6 +68,12 @@ pub struct Overrides {
     pub transfer_latency_ms: Option<f64>,
     /// KV bytes per prompt token.
     pub kv_bytes_per_token: Option<u64>,
+    /// Drafts per step (0: speculation off).
+    pub spec_draft_tokens: Option<u32>,
+    /// Acceptance by draft position, or one conditional chance.
+    pub spec_acceptance: Option<Vec<f64>>,
+    /// The drafter's cost per draft position, ms.
+    pub spec_draft_ms: Option<f64>,
 }
 
 impl Overrides {
@@ -86,6 +99,9 @@ impl Overrides {
             Setting::TransferGbPerS(x) => self.transfer_gb_per_s = Some(x),
             Setting::TransferLatencyMs(x) => self.transfer_latency_ms = Some(x),
             Setting::KvBytesPerToken(n) => self.kv_bytes_per_token = Some(n),
+            Setting::SpecDraftTokens(n) => self.spec_draft_tokens = Some(n),
+            Setting::SpecAcceptance(a) => self.spec_acceptance = Some(a),
+            Setting::SpecDraftMs(x) => self.spec_draft_ms = Some(x),
         }
     }
 
@@ -104,6 +120,9 @@ impl Overrides {
             transfer_gb_per_s: later.transfer_gb_per_s.or(self.transfer_gb_per_s),
             transfer_latency_ms: later.transfer_latency_ms.or(self.transfer_latency_ms),
             kv_bytes_per_token: later.kv_bytes_per_token.or(self.kv_bytes_per_token),
+            spec_draft_tokens: later.spec_draft_tokens.or(self.spec_draft_tokens),
+            spec_acceptance: later.spec_acceptance.clone().or(self.spec_acceptance),
+            spec_draft_ms: later.spec_draft_ms.or(self.spec_draft_ms),
         }
     }
 
@@ -116,7 +135,10 @@ impl Overrides {
     /// sequence cap and a prefix cache as large as the KV cache), then each key given. With `instances`, the
     /// instance list is cut or grown; instance `i` beyond the current ones is a copy of instance `i mod n`, named
     /// `instance-{i}`.
-    pub fn apply(&self, engines: &mut Vec<EngineConfig>) {
+    ///
+    /// # Errors
+    /// A speculative setting that cannot be (see [`Overrides::speculation`]).
+    pub fn apply(&self, engines: &mut Vec<EngineConfig>) -> Result<(), String> {
         if let Some(n) = self.instances {
             let n = n.max(1);
             let current = engines.len();
@@ -147,7 +169,47 @@ impl Overrides {
             if let Some(tokens) = self.prefix_cache_tokens {
                 e.prefix_cache_blocks = usize::try_from(tokens / u64::from(PREFIX_BLOCK_TOKENS)).unwrap_or(usize::MAX);
             }
+            e.speculation = self.speculation(e.speculation.as_ref())?;
         }
+        Ok(())
+    }
+
+    /// An instance's speculative decoding under these overrides, from what it had (`base`: the scenario's, or
+    /// what a replayed trace's verify steps say). `spec_draft_tokens=0` turns it off; otherwise each key given
+    /// replaces the base's figure: the draft length is the one given, else the acceptance list's length, else the
+    /// base's; the acceptance is the one given, else the base's if the length is unchanged, else 0.7 per draft
+    /// after the one before; the drafter's cost the one given, else the base's, else 1 ms.
+    ///
+    /// # Errors
+    /// A drafter's cost or an acceptance with no draft length to apply to, or a combination [`Speculation::new`]
+    /// refuses.
+    pub fn speculation(&self, base: Option<&Speculation>) -> Result<Option<Speculation>, String> {
+        if self.spec_draft_tokens == Some(0) {
+            return Ok(None);
+        }
+        let listed = self.spec_acceptance.as_ref().filter(|a| a.len() > 1).map(Vec::len);
+        let Some(k) = self
+            .spec_draft_tokens
+            .or_else(|| listed.and_then(|n| u32::try_from(n).ok()))
+            .or(base.map(|b| b.draft_tokens))
+        else {
+            return match (&self.spec_acceptance, self.spec_draft_ms) {
+                (None, None) => Ok(None),
+                _ => Err("--set spec_acceptance and spec_draft_ms apply to speculative decoding: add --set                           spec_draft_tokens=N (the drafts a step proposes)"
+                    .to_owned()),
+            };
+        };
+        let acceptance = self
+            .spec_acceptance
+            .clone()
+            .or_else(|| base.filter(|b| b.draft_tokens == k).map(|b| b.acceptance.clone()));
+        let draft_ms = self
+            .spec_draft_ms
+            .or(base.map(|b| b.draft_ms))
+            .unwrap_or(speculation::DEFAULT_DRAFT_MS);
+        Speculation::new(k, acceptance.as_deref(), draft_ms)
+            .map(Some)
+            .map_err(|e| format!("--set {e}"))
     }
 
     /// The disaggregated deployment asked for, its transfer's figures defaulted from the documented constants and
@@ -205,6 +267,12 @@ impl Overrides {
             self.transfer_gb_per_s.map(|x| format!("transfer_gb_per_s={x}")),
             self.transfer_latency_ms.map(|x| format!("transfer_latency_ms={x}")),
             self.kv_bytes_per_token.map(|n| format!("kv_bytes_per_token={n}")),
+            self.spec_draft_tokens.map(|n| format!("spec_draft_tokens={n}")),
+            self.spec_acceptance.as_ref().map(|a| {
+                let a: Vec<String> = a.iter().map(f64::to_string).collect();
+                format!("spec_acceptance={}", a.join(","))
+            }),
+            self.spec_draft_ms.map(|x| format!("spec_draft_ms={x}")),
         ]
         .into_iter()
         .flatten()
@@ -226,7 +294,7 @@ mod tests {
         assert_eq!(o.max_num_batched_tokens, Some(2048));
         assert_eq!(o.describe(), ["chunked_prefill=off", "max_num_batched_tokens=2048"]);
         let mut engines = vec![EngineConfig::new("a"), EngineConfig::new("b")];
-        o.apply(&mut engines);
+        o.apply(&mut engines).unwrap();
         assert!(
             engines
                 .iter()
@@ -252,7 +320,7 @@ mod tests {
             Setting::Profile(super::super::Profile::Cpu.into()),
         ]);
         let mut engines = vec![EngineConfig::new("a")];
-        o.apply(&mut engines);
+        o.apply(&mut engines).unwrap();
         assert_eq!(
             (
                 engines[0].max_num_seqs,
@@ -261,7 +329,9 @@ mod tests {
             ),
             (32, 2_048, 64)
         );
-        Overrides::from_settings(&[Setting::PrefixCacheTokens(5_000)]).apply(&mut engines);
+        Overrides::from_settings(&[Setting::PrefixCacheTokens(5_000)])
+            .apply(&mut engines)
+            .unwrap();
         assert_eq!(engines[0].prefix_cache_blocks, 9);
     }
 
@@ -274,14 +344,50 @@ mod tests {
             },
             EngineConfig::new("vllm-1"),
         ];
-        Overrides::from_settings(&[Setting::Instances(5)]).apply(&mut engines);
+        Overrides::from_settings(&[Setting::Instances(5)])
+            .apply(&mut engines)
+            .unwrap();
         let names: Vec<&str> = engines.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["vllm-0", "vllm-1", "instance-2", "instance-3", "instance-4"]);
         let chunked: Vec<bool> = engines.iter().map(|e| e.chunked_prefill).collect();
         assert_eq!(chunked, [false, true, false, true, false]);
-        Overrides::from_settings(&[Setting::Instances(1)]).apply(&mut engines);
+        Overrides::from_settings(&[Setting::Instances(1)])
+            .apply(&mut engines)
+            .unwrap();
         assert_eq!(engines.len(), 1);
         assert_eq!(engines[0].name, "vllm-0");
+    }
+
+    #[test]
+    fn speculation_is_set_turned_off_or_taken_from_the_trace() {
+        let mut engines = vec![EngineConfig::new("a")];
+        // A draft length alone: 0.7 per draft after the one before, the drafter 1 ms.
+        Overrides::from_settings(&[Setting::SpecDraftTokens(2)])
+            .apply(&mut engines)
+            .unwrap();
+        let s = engines[0].speculation.clone().unwrap();
+        assert_eq!((s.draft_tokens, s.draft_ms), (2, 1.0));
+        assert!((s.acceptance[0] - 0.7).abs() < 1e-12 && (s.acceptance[1] - 0.49).abs() < 1e-12);
+        // A list gives the length; the cost of the base is kept.
+        Overrides::from_settings(&[Setting::SpecAcceptance(vec![0.9, 0.8, 0.5])])
+            .apply(&mut engines)
+            .unwrap();
+        let s = engines[0].speculation.clone().unwrap();
+        assert_eq!((s.draft_tokens, s.acceptance.clone()), (3, vec![0.9, 0.8, 0.5]));
+        // Off.
+        Overrides::from_settings(&[Setting::SpecDraftTokens(0)])
+            .apply(&mut engines)
+            .unwrap();
+        assert!(engines[0].speculation.is_none());
+        // A cost with nothing to speculate: the error says what to add.
+        let e = Overrides::from_settings(&[Setting::SpecDraftMs(2.0)])
+            .apply(&mut engines)
+            .unwrap_err();
+        assert!(e.contains("spec_draft_tokens=N"), "{e}");
+        let e = Overrides::from_settings(&[Setting::SpecDraftTokens(3), Setting::SpecAcceptance(vec![0.5, 0.4])])
+            .apply(&mut engines)
+            .unwrap_err();
+        assert!(e.contains("2 values for 3 draft tokens"), "{e}");
     }
 
     #[test]

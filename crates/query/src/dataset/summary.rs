@@ -97,6 +97,8 @@ fn summarize_units(
             cost: None,
             // The views read no client-side column: a joined dataset's delivery figures come from a full load.
             delivery: None,
+            // Nor a token's speculative role: a dataset's speculative figures come from a full load too.
+            spec: None,
         },
         first_arrival: None,
         last_end: None,

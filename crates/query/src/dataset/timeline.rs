@@ -11,7 +11,7 @@ use tokenscope_core::format::window::Window;
 use tokenscope_core::load::stream::{StreamError, Streamed};
 
 use crate::sql::QueryError;
-use crate::timeline::{Frames, RequestRows, TimelineOptions, auto_every, check, compute, steps_apply};
+use crate::timeline::{Frames, RequestRows, TimelineOptions, auto_every, check, compute, steps_apply, verify_columns};
 
 fn failed(what: &str) -> impl Fn(PolarsError) -> QueryError + '_ {
     move |e| QueryError(format!("{what}: {e}"))
@@ -163,12 +163,18 @@ pub fn timeline_files(
             "spec_accepted".into(),
             s.steps.iter().map(|st| st.spec.1).collect::<Vec<_>>(),
         ),
+        Column::new("spec_length".into(), vec![None::<f64>; s.steps.len()]),
     ])
     .map_err(failed("the steps"))?;
+    // A dataset's tokens are counted per bucket, not read one by one: its verify steps are not known.
+    let verify = verify_columns(Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new())
+        .map_err(failed("the verify steps"))?;
     let frames = Frames {
         requests: requests.lazy(),
         tokens: tokens.lazy(),
         steps: steps.lazy(),
+        verify,
+        positions: 0,
         start,
         last,
         labels,

@@ -84,10 +84,13 @@ impl Sim<'_> {
                 self.b.add_stage(stage, Place::default());
             }
         }
+        // Its first step on the decode instance samples one token (drafting starts once it runs).
         self.items.push(Item {
             req: r,
             tokens: 1,
             prefill: false,
+            drafts: 0,
+            accepted: 0,
         });
         true
     }

@@ -265,3 +265,69 @@ fn a_disaggregated_pair_prefills_transfers_and_decodes_as_worked_out_by_hand() {
         Some(55_970_000)
     );
 }
+
+#[test]
+fn a_speculating_engine_verifies_drafts_as_worked_out_by_hand() {
+    // 10 ms a step, 0.125 ms a prompt token, 1 ms a decoding sequence, 0.5 ms a draft verified, no noise; two
+    // drafts a step, both always accepted, the drafter 1 ms a draft position.
+    let cfg = SimConfig {
+        engines: vec![EngineConfig {
+            prefix_cache_blocks: 0,
+            cost: StepCost {
+                base_ms: 10.0,
+                prefill_token_ms: 0.125,
+                decode_seq_ms: 1.0,
+                verify_token_ms: 0.5,
+                ..StepCost::ONE_REGIME
+            },
+            speculation: Some(Speculation::new(2, Some(&[1.0, 1.0]), 1.0).unwrap()),
+            ..EngineConfig::new("e")
+        }],
+        ..small_engine(1_000)
+    };
+    // One request: 10 prompt tokens, 5 out.
+    let t = simulate(&cfg, &[arrival("a", 0, 10, 5)]);
+    // Step 0 at 0 ms: the prompt, 10 + 10 × 0.125 = 11.25 ms; token 0 leaves at 11.30, a plain token.
+    // Step 1 at 11.45 ms: one decode verifying 2 drafts: 10 + 1 + 2 × 0.5 = 12 ms, then the drafter's 2 × 1 ms:
+    //   14 ms; tokens 1 and 2 (the accepted drafts) and 3 (the bonus) leave together at 25.50.
+    // Step 2 at 25.65 ms: the same 14 ms; token 4, a draft, is the stop token: the rest of the burst is dropped.
+    let ms = |x: f64| T0 + (x * 1e6).round() as i64;
+    let it = &t.iterations;
+    assert_eq!(it.start_ns, [ms(0.0), ms(11.45), ms(25.65)]);
+    assert_eq!(it.end_ns, [ms(11.25), ms(25.45), ms(39.65)]);
+    assert_eq!(it.spec_drafted_tokens, [Some(0), Some(2), Some(2)]);
+    assert_eq!(it.spec_accepted_tokens, [Some(0), Some(2), Some(2)]);
+    let rows = t.tokens_of(0);
+    assert_eq!(
+        t.tokens.emitted_ns[rows.clone()],
+        [ms(11.30), ms(25.50), ms(25.50), ms(25.50), ms(39.70)]
+    );
+    assert_eq!(
+        t.tokens.spec[rows.clone()],
+        [
+            SpecRole::Plain,
+            SpecRole::Draft,
+            SpecRole::Draft,
+            SpecRole::Bonus,
+            SpecRole::Draft
+        ]
+    );
+    assert_eq!(
+        t.tokens.spec_drafted[rows],
+        [
+            crate::trace::NULL_U8,
+            2,
+            crate::trace::NULL_U8,
+            crate::trace::NULL_U8,
+            2
+        ]
+    );
+    assert_eq!(
+        (t.requests.spec_drafted_tokens[0], t.requests.spec_accepted_tokens[0]),
+        (Some(4), Some(4))
+    );
+    assert_eq!(t.label(t.requests.finish_reason[0]), Some("stop"));
+    // TPOT per token: (39.70 - 11.30) / 4 = 7.1 ms, though each verify step took 14 ms.
+    let m = crate::analysis::metrics::request_metrics(&t, 0);
+    assert!((m.tpot_ns.unwrap() - 7_100_000.0).abs() < 1e-6, "{:?}", m.tpot_ns);
+}

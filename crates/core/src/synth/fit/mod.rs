@@ -89,6 +89,7 @@ pub fn fit(traces: &[(String, &Trace)], name: &str) -> Result<FittedProfile, Fit
             Term::PrefillTokenMs,
             Term::PrefillChunkMs,
             Term::DecodeSeqMs,
+            Term::VerifyTokenMs,
             Term::LargeBatchMs,
             Term::SmallBatchTokenMs,
         ],
@@ -493,6 +494,13 @@ pub fn report(p: &FittedProfile) -> String {
     for c in &p.coefficients {
         let (value, interval) = match (c.status, c.ci95) {
             (regress::Status::Fitted, Some((lo, hi))) => (sig(c.value), format!("{} .. {}", sig(lo), sig(hi))),
+            (regress::Status::InDecode, _) => (
+                "-".to_owned(),
+                "in decode_seq_ms: every step verified as many drafts".to_owned(),
+            ),
+            (regress::Status::NotInData, _) if c.term == Term::VerifyTokenMs => {
+                ("-".to_owned(), "no drafts: a prompt token's".to_owned())
+            }
             (regress::Status::NotInData, _) => ("-".to_owned(), "not in the data".to_owned()),
             (regress::Status::Negative, _) => ("0".to_owned(), "negative estimate, dropped".to_owned()),
             (_, None) => ("-".to_owned(), String::new()),
@@ -609,6 +617,52 @@ mod tests {
         // The simulator leaves 0.2 ms between back-to-back steps (the CPU's turn).
         assert!((p.step_gap_ms - 0.2).abs() < 1e-9, "{}", p.step_gap_ms);
         assert!(p.scheduler.chunked_prefill);
+    }
+
+    #[test]
+    fn the_fit_learns_a_verify_steps_cost_from_speculative_runs() {
+        // The l4-8b steps verify drafts at 0.4 ms each (a prompt token's cost). One run drafting 2 tokens a step,
+        // one drafting 4 (the drafter free, so that every millisecond of a step is the model's): the two draft
+        // lengths tell a draft's cost from a sequence's. On the first run alone they cannot be told apart, and
+        // the fit says the drafts' cost is inside the decode's.
+        let run = |drafts: u32, seed: u64| {
+            let options = SynthOptions {
+                scenario: Scenario::EosMistrigger,
+                seed,
+                requests: Some(100),
+                profile: ProfileChoice::Named(Profile::L4),
+                ..SynthOptions::replay_defaults()
+            };
+            let set = Overrides::from_settings(&[
+                crate::synth::Setting::SpecDraftTokens(drafts),
+                crate::synth::Setting::SpecAcceptance(vec![0.6]),
+                crate::synth::Setting::SpecDraftMs(0.0),
+            ]);
+            generate_with(&options, &set).unwrap()
+        };
+        let (two, four) = (run(2, 3), run(4, 4));
+        let p = fit(&[("k2".to_owned(), &two), ("k4".to_owned(), &four)], "spec").unwrap();
+        let c = p.coefficients.iter().find(|c| c.term == Term::VerifyTokenMs).unwrap();
+        assert_eq!(c.status, Status::Fitted);
+        let (lo, hi) = c.ci95.unwrap();
+        assert!(
+            lo <= 0.4 && 0.4 <= hi,
+            "0.4 outside {lo} .. {hi} (estimate {})",
+            c.value
+        );
+        assert!((p.cost().verify_token_ms - c.value).abs() < 1e-12);
+        let alone = fit(&[("k2".to_owned(), &two)], "k2").unwrap();
+        assert_eq!(alone.status(Term::VerifyTokenMs), Some(Status::InDecode));
+        assert!(report(&alone).contains("in decode_seq_ms"), "{}", report(&alone));
+        assert!(alone.cost().verify_token_ms.abs() < 1e-12);
+        // Its decode term carries a sequence's own cost and its 2 drafts': 0.2 + 2 × 0.4 = 1.0 ms.
+        let d = alone.coefficients.iter().find(|c| c.term == Term::DecodeSeqMs).unwrap();
+        let (lo, hi) = d.ci95.unwrap();
+        assert!(
+            lo <= 1.0 && 1.0 <= hi,
+            "1.0 outside {lo} .. {hi} (estimate {})",
+            d.value
+        );
     }
 
     #[test]

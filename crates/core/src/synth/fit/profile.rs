@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::regress::{Coefficient, Term};
+use super::regress::{Coefficient, Status, Term};
 use super::work::{Linkage, StepKind};
 use crate::analysis::fidelity::Fidelity;
 use crate::synth::cost::StepCost;
@@ -132,6 +132,13 @@ impl FittedProfile {
             prefill_token_ms: value(Term::PrefillTokenMs),
             prefill_chunk_ms: value(Term::PrefillChunkMs),
             decode_seq_ms: value(Term::DecodeSeqMs),
+            // A run without speculation says nothing of a verify token: it costs what a prompt token costs. A run
+            // whose decodes all drafted alike has it inside the decode's cost.
+            verify_token_ms: match self.status(Term::VerifyTokenMs) {
+                Some(Status::Fitted) => value(Term::VerifyTokenMs),
+                Some(Status::InDecode) => 0.0,
+                _ => value(Term::PrefillTokenMs),
+            },
             context_token_ms: value(Term::ContextTokenMs),
             attention_pair_ms: value(Term::AttentionPairMs),
             noise: self.noise,
@@ -140,6 +147,11 @@ impl FittedProfile {
             small_batch_token_ms: value(Term::SmallBatchTokenMs),
             split_passes: self.split_passes,
         }
+    }
+
+    /// How `term` was fitted, when the profile names it.
+    pub fn status(&self, term: Term) -> Option<Status> {
+        self.coefficients.iter().find(|c| c.term == term).map(|c| c.status)
     }
 
     /// The largest error, in % of the real figure, over every held-out figure; `None` when never validated.

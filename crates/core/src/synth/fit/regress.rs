@@ -20,6 +20,8 @@ pub enum Term {
     PrefillChunkMs,
     /// Per decoding sequence, ms.
     DecodeSeqMs,
+    /// Per draft token a speculative verify step checks, ms.
+    VerifyTokenMs,
     /// Per context token a decoding sequence reads, ms.
     ContextTokenMs,
     /// Per attention pair of a prefill chunk, ms.
@@ -32,11 +34,12 @@ pub enum Term {
 
 impl Term {
     /// Every term, in the model's order.
-    pub const ALL: [Term; 8] = [
+    pub const ALL: [Term; 9] = [
         Term::BaseMs,
         Term::PrefillTokenMs,
         Term::PrefillChunkMs,
         Term::DecodeSeqMs,
+        Term::VerifyTokenMs,
         Term::ContextTokenMs,
         Term::AttentionPairMs,
         Term::LargeBatchMs,
@@ -50,6 +53,7 @@ impl Term {
             Term::PrefillTokenMs => "prefill_token_ms",
             Term::PrefillChunkMs => "prefill_chunk_ms",
             Term::DecodeSeqMs => "decode_seq_ms",
+            Term::VerifyTokenMs => "verify_token_ms",
             Term::ContextTokenMs => "context_token_ms",
             Term::AttentionPairMs => "attention_pair_ms",
             Term::LargeBatchMs => "large_batch_ms",
@@ -64,6 +68,7 @@ impl Term {
             Term::PrefillTokenMs => "per prompt token",
             Term::PrefillChunkMs => "per prefill chunk",
             Term::DecodeSeqMs => "per decoding sequence",
+            Term::VerifyTokenMs => "per draft token verified",
             Term::ContextTokenMs => "per context token read by a decode",
             Term::AttentionPairMs => "per attention pair of a prefill chunk",
             Term::LargeBatchMs => "per pass of the large-batch regime",
@@ -81,6 +86,7 @@ impl Term {
             Term::PrefillTokenMs => w.prefill_tokens as f64,
             Term::PrefillChunkMs => w.prefill_chunks as f64,
             Term::DecodeSeqMs => w.decode_seqs as f64,
+            Term::VerifyTokenMs => w.verify_tokens as f64,
             Term::ContextTokenMs => w.decode_context_tokens as f64,
             Term::AttentionPairMs => w.attention_pairs as f64,
         }
@@ -97,6 +103,9 @@ pub enum Status {
     NotInData,
     /// Its estimate was negative, which no real work can be: taken as 0 and the rest refitted.
     Negative,
+    /// Every decoding sequence verified the same number of drafts: their cost cannot be told from the sequence's
+    /// own and is inside `decode_seq_ms` (right for a simulation with that draft length).
+    InDecode,
 }
 
 /// One coefficient of the fit.
@@ -167,6 +176,17 @@ pub const STEPS_PER_TERM: usize = 5;
 /// The fewest steps a fit takes at all.
 pub const MIN_STEPS: usize = 20;
 
+/// True when every step verified the same number of drafts per decoding sequence: the verify tokens are then a
+/// multiple of the decoding sequences, and the two terms cannot be told apart.
+fn fixed_drafts(steps: &[StepSample]) -> bool {
+    let mut ratio: Option<(u64, u64)> = None;
+    steps.iter().filter(|s| s.work.decode_seqs > 0).all(|s| {
+        let (v, d) = (s.work.verify_tokens, s.work.decode_seqs);
+        let (v0, d0) = *ratio.get_or_insert((v, d));
+        u128::from(v) * u128::from(d0) == u128::from(v0) * u128::from(d)
+    })
+}
+
 /// Fits the terms the steps exercise (`allowed` says which the source can measure at all).
 ///
 /// # Errors
@@ -187,7 +207,9 @@ pub fn fit(steps: &[StepSample], allowed: &[Term], regimes: Regimes) -> Result<R
                 }
                 _ => some,
             };
-            if allowed.contains(t) && exercised {
+            if *t == Term::VerifyTokenMs && exercised && fixed_drafts(steps) {
+                Status::InDecode
+            } else if allowed.contains(t) && exercised {
                 Status::Fitted
             } else {
                 Status::NotInData

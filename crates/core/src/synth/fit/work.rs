@@ -3,7 +3,7 @@
 //! simulator's own traces), else from the steps' counts alone.
 
 use crate::synth::cost::StepWork;
-use crate::trace::{StageKind, Trace, opt_u32};
+use crate::trace::{StageKind, Trace, opt_u8, opt_u32};
 
 /// How a step's work was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,8 +73,9 @@ pub struct TraceSteps {
 /// The steps of `trace` with the work each did. When any token of the trace is linked to a step, the work is read
 /// from the links: a prefill chunk of `n` tokens after `p` already computed tokens of its request (its cached
 /// tokens and earlier chunks) adds `n` prompt tokens and `n·p + n(n+1)/2` attention pairs; a token sampled by a
-/// step in which its request did not prefill is a decode over `input_tokens + index` context tokens. Otherwise the
-/// step's own counts give the prompt tokens and the decoding requests.
+/// step in which its request did not prefill is a decode over `input_tokens + index` context tokens, and the drafts
+/// it names are verify tokens (a verify step's further tokens of that request add nothing: they came out of the same
+/// pass). Otherwise the step's own counts give the prompt tokens, the decoding requests and the drafts verified.
 pub fn trace_steps(trace: &Trace) -> TraceSteps {
     let n = trace.iterations.len();
     let linked = trace.tokens.iter_row.iter().any(|&r| opt_u32(r).is_some());
@@ -103,15 +104,20 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
                 prefill_rows.push(step);
             }
             let input = u64::from(trace.requests.input_tokens[r].unwrap_or(0));
+            let mut last_step = None;
             for t in trace.tokens_of(row) {
                 let Some(step) = opt_u32(trace.tokens.iter_row[t]) else {
                     continue;
                 };
-                if prefill_rows.contains(&step) {
+                // A verify step's other tokens came out of the same pass: one decoding sequence, its drafts
+                // verified beside it (named on the step's first token of the request).
+                let again = last_step.replace(step) == Some(step);
+                if again || prefill_rows.contains(&step) {
                     continue; // the first token, sampled by the step that finished the prompt
                 }
                 if let Some(w) = work.get_mut(step as usize) {
-                    w.add_decode(input + u64::from(trace.tokens.index[t]));
+                    let drafts = opt_u8(trace.tokens.spec_drafted[t]).map_or(0, u64::from);
+                    w.add_verify(input + u64::from(trace.tokens.index[t]), drafts);
                     known[step as usize] = true;
                 }
             }
@@ -127,6 +133,7 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
             work[i].prefill_tokens = u64::from(prefill.unwrap_or(0));
             work[i].prefill_chunks = u64::from(it.num_prefill_reqs[i].unwrap_or(u32::from(prefill.is_some())));
             work[i].decode_seqs = u64::from(decode.unwrap_or(0));
+            work[i].verify_tokens = u64::from(it.spec_drafted_tokens[i].unwrap_or(0));
             known[i] = work[i].prefill_tokens + work[i].decode_seqs > 0;
         }
     }
