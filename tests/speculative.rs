@@ -221,3 +221,55 @@ fn the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it_rej
         .expect("a step that rejected all 4 drafts");
     h.get_all_by_label("✗1").next().expect("a step that rejected 1 of 4");
 }
+
+#[test]
+fn the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tokens_per_step() {
+    // 120 of 320 drafts accepted (each residue of (r + s) % 4 on 20 of the 80 verify steps: 20 × (0+1+2+3)),
+    // (120 + 80) / 80 = 2.50 tokens a step; positions 1-4 accepted on 3/4, 2/4, 1/4 and none of the steps.
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), false);
+    let mut app = App::new(TraceSource::Path(path.into()), None);
+    app.wait_loaded();
+    app.show_findings = false;
+    app.show_stats = true;
+    app.session_mut().unwrap().stats.grouping = tokenscope::ui::stats::Grouping::All;
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1500.0, 1000.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.step();
+    h.state_mut().session_mut().unwrap().stats.wait();
+    h.run();
+    h.get_by_label("drafts accepted");
+    h.get_by_label("37.5 %");
+    h.get_by_label("2.50");
+    h.get_by_label("Draft acceptance by position");
+    let trace = h.state().session().unwrap().view.trace.clone();
+    // The Timeline's plots, one bucket of a second holding every verify step (the run spans 330 ms).
+    let options = tokenscope::query::TimelineOptions {
+        every_ns: 1_000_000_000,
+        by: None,
+        slo: tokenscope::analysis::summary::Slo::default(),
+    };
+    let rows = tokenscope::query::Rows::of(&tokenscope::query::timeline(&trace, &options).unwrap());
+    let plotted = |title: &str| {
+        let metric = tokenscope::ui::timeline::METRICS
+            .iter()
+            .find(|m| m.title == title)
+            .unwrap();
+        tokenscope::ui::timeline::lines(&rows, metric, None, options.every_ns)
+            .into_iter()
+            .map(|s| (s.name, s.runs[0][0][1]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(plotted("tokens per verify step"), [("tokens per step".to_owned(), 2.5)]);
+    let acceptance = plotted("draft acceptance");
+    let names: Vec<&str> = acceptance.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["accepted drafts", "draft 1", "draft 2", "draft 3", "draft 4"],
+        "{acceptance:?}"
+    );
+    // The steps give no draft counts here: the rate is the tokens' verify steps', 120 of 320.
+    let values: Vec<f64> = acceptance.iter().map(|(_, v)| *v).collect();
+    assert_eq!(values, [0.375, 0.75, 0.5, 0.25, 0.0]);
+}

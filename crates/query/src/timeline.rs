@@ -423,8 +423,13 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
     ]);
     // Verify steps read from tokens: tokens per verify step, and the share of the steps proposing draft k that
     // accepted it.
-    let mut per_step =
-        vec![(col("emitted").sum().cast(DataType::Float64) / len().cast(DataType::Float64)).alias("verified_length")];
+    let mut per_step = vec![
+        (col("emitted").sum().cast(DataType::Float64) / len().cast(DataType::Float64)).alias("verified_length"),
+        when(col("drafted").sum().gt(lit(0)))
+            .then(col("accepted").sum().cast(DataType::Float64) / col("drafted").sum().cast(DataType::Float64))
+            .otherwise(lit(NULL))
+            .alias("verified_rate"),
+    ];
     per_step.extend((1..=positions).map(|k| {
         let proposed = col("drafted").gt_eq(lit(k));
         let taken = proposed.clone().and(col("accepted").gt_eq(lit(k)));
@@ -519,7 +524,11 @@ pub(crate) fn compute(frames: Frames, options: &TimelineOptions) -> PolarsResult
         col("queue_len"),
         col("kv_usage"),
         col("preemptions").cast(DataType::UInt64),
-        col("accept_rate").cast(DataType::Float64),
+        // The steps' counts where they say, else the tokens' verify steps.
+        col("accept_rate")
+            .cast(DataType::Float64)
+            .fill_null(col("verified_rate"))
+            .alias("accept_rate"),
         // The tokens' verify steps where they say, else the engine's counters' mean.
         col("verified_length")
             .fill_null(col("sampled_length"))
