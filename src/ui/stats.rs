@@ -52,27 +52,19 @@ pub struct Samples {
     pub ttft_ms: Vec<f64>,
     /// TPOT of each request that has one, ms, ascending.
     pub tpot_ms: Vec<f64>,
-    /// Speculative decoding's acceptance at draft position 1, 2, ... over the requests' verify steps (empty where
-    /// their tokens do not say).
-    pub acceptance_by_position: Vec<f64>,
 }
 
 impl Samples {
     /// The samples of the requests for which `keep` is true.
     pub fn of(trace: &Trace, keep: impl Fn(u32) -> bool) -> Self {
         let mut s = Samples::default();
-        let mut kept = Vec::new();
         for r in 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX) {
             if keep(r) {
                 let m = request_metrics(trace, r);
                 s.ttft_ms.extend(m.ttft_ns.map(ms));
                 s.tpot_ms.extend(m.tpot_ns.map(|t| t / 1e6));
-                kept.push(r);
             }
         }
-        let steps = crate::analysis::spec::verify_steps_of(trace, &kept);
-        s.acceptance_by_position =
-            crate::analysis::spec::acceptance_by_position(steps.iter().map(|v| (v.drafted, v.accepted)));
         s.ttft_ms.sort_by(f64::total_cmp);
         s.tpot_ms.sort_by(f64::total_cmp);
         s
@@ -96,6 +88,9 @@ struct Computed {
     /// The sort `groups` is in (`None`: by group, as computed).
     sorted_by: Option<(&'static str, bool)>,
     samples: Samples,
+    /// Speculative decoding's acceptance at draft position 1, 2, ... of the plotted requests (empty where their
+    /// tokens do not say).
+    acceptance_by_position: Vec<f64>,
 }
 
 /// The window's state.
@@ -143,11 +138,21 @@ fn compute(trace: &Trace, key: Key) -> Computed {
         }
         _ => Samples::of(trace, |_| true),
     };
+    // The group's figures are in its row; the whole trace's, grouped by a label, are computed once more.
+    let spec = match (&key.group, key.grouping) {
+        (Some(g), Grouping::By(_)) => groups.iter().find(|(k, _)| k == g).and_then(|(_, s)| s.spec.clone()),
+        (_, Grouping::All) => groups.first().and_then(|(_, s)| s.spec.clone()),
+        (None, Grouping::By(_)) => {
+            let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
+            crate::analysis::spec::spec_figures(trace, &all)
+        }
+    };
     Computed {
         key,
         groups,
         sorted_by: None,
         samples,
+        acceptance_by_position: spec.map(|f| f.acceptance_by_position).unwrap_or_default(),
     }
 }
 
@@ -583,10 +588,10 @@ pub fn stats_ui(
         ui.label(format!(
             "Distributions of {whose} (click a row to choose a group, again for all)"
         ));
-        let speculative = !c.samples.acceptance_by_position.is_empty();
+        let speculative = !c.acceptance_by_position.is_empty();
         ui.columns(if speculative { 5 } else { 4 }, |cols| {
             if speculative {
-                acceptance_bars(&mut cols[4], &c.samples.acceptance_by_position);
+                acceptance_bars(&mut cols[4], &c.acceptance_by_position);
             }
             histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
             let b = |f: fn(&Samples) -> &[f64]| other.map(f);

@@ -586,7 +586,8 @@ impl Sim<'_> {
             return;
         }
         let mut work = StepWork::default();
-        let speculation = self.engines[e].cfg.speculation.clone();
+        let speculation = self.engines[e].cfg.speculation.as_ref();
+        let speculating = speculation.is_some();
         let (mut drafted, mut accepted, mut draft_passes) = (0u32, 0u32, 0u32);
         for it in &mut self.items {
             let req = &mut self.reqs[it.req];
@@ -594,7 +595,7 @@ impl Sim<'_> {
                 work.add_prefill(u64::from(it.tokens), u64::from(req.computed));
             } else {
                 work.add_verify(u64::from(req.computed), u64::from(it.drafts));
-                if let Some(sp) = speculation.as_ref().filter(|_| it.drafts > 0) {
+                if let Some(sp) = speculation.filter(|_| it.drafts > 0) {
                     it.accepted = sp.accepted(&mut req.rng).min(it.drafts);
                     drafted += it.drafts;
                     accepted += it.accepted;
@@ -605,9 +606,7 @@ impl Sim<'_> {
         let eng = &self.engines[e];
         // The drafter runs a pass per draft position over the batch before the verify pass.
         #[expect(clippy::cast_possible_truncation, reason = "a drafter's ms, far below 2^63 ns")]
-        let drafting_ns = speculation
-            .as_ref()
-            .map_or(0, |sp| (sp.draft_ms * f64::from(draft_passes) * 1e6).round() as i64);
+        let drafting_ns = speculation.map_or(0, |sp| (sp.draft_ms * f64::from(draft_passes) * 1e6).round() as i64);
         let duration = eng.cfg.cost.sample_ns(&work, &mut self.step_rng) + drafting_ns;
         let (start, end) = (now, now + duration);
         let n_items = self.items.len() as i64;
@@ -632,8 +631,8 @@ impl Sim<'_> {
                 num_waiting: u32::try_from(waiting_at_start).ok(),
                 kv_usage: Some(f64::from(used) / f64::from(eng.cfg.kv_blocks.max(1))),
                 num_preempted: Some(preempted),
-                spec_drafted_tokens: speculation.as_ref().map(|_| drafted),
-                spec_accepted_tokens: speculation.as_ref().map(|_| accepted),
+                spec_drafted_tokens: speculating.then_some(drafted),
+                spec_accepted_tokens: speculating.then_some(accepted),
             },
             Place::default(),
         );
@@ -675,7 +674,7 @@ impl Sim<'_> {
                     // Tokens leave the engine after sampling and detokenizing: a fraction of a millisecond.
                     let emitted = end + 50_000 + (it.req as i64 % 7) * 20_000;
                     if it.drafts == 0 {
-                        let role = if speculation.is_some() {
+                        let role = if speculating {
                             SpecRole::Plain
                         } else {
                             SpecRole::Unknown
