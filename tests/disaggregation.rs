@@ -28,7 +28,7 @@ const HAND_BUILT: &str = r#"{"kind":"meta","format":"tokenscope","version":1}
 {"kind":"request","request_id":"r1","source":"p0","decode_source":"d0","arrival_ns":1764403200995000000,"scheduled_ns":1764403201000000000,"first_token_ns":1764403201048000000,"finished_ns":1764403201068000000,"input_tokens":2000,"output_tokens":3}
 {"kind":"stage","request_id":"r1","stage":"prefill","start_ns":1764403201000000000,"end_ns":1764403201020000000,"iteration":7,"tokens":1024}
 {"kind":"stage","request_id":"r1","stage":"prefill","start_ns":1764403201020000000,"end_ns":1764403201035000000,"iteration":8,"tokens":976}
-{"kind":"stage","request_id":"r1","stage":"kv_transfer","start_ns":1764403201035000000,"end_ns":1764403201038000000,"tokens":2000}
+{"kind":"stage","request_id":"r1","stage":"kv_transfer","start_ns":1764403201035000000,"end_ns":1764403201038000000,"tokens":2000,"bytes":262144000}
 {"kind":"token","request_id":"r1","index":0,"emitted_ns":1764403201048000000,"iteration":7}
 {"kind":"token","request_id":"r1","index":1,"emitted_ns":1764403201058000000,"iteration":8}
 {"kind":"token","request_id":"r1","index":2,"emitted_ns":1764403201068000000,"iteration":9}
@@ -69,7 +69,8 @@ fn a_hand_built_two_instance_trace_keeps_the_request_whole_across_instances() {
     assert!(json(&out)["findings"].as_array().is_some(), "{out}");
     #[cfg(feature = "query")]
     {
-        let sql = "SELECT request_id, from_source, to_source, start_ns, end_ns, duration_ms, tokens FROM transfers";
+        let sql = "SELECT request_id, from_source, to_source, start_ns, end_ns, duration_ms, tokens, bytes, retries \
+                   FROM transfers";
         let (code, out, err) = tokenscope(&["query", &path, sql, "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let rows = json(&out);
@@ -86,9 +87,15 @@ fn a_hand_built_two_instance_trace_keeps_the_request_whole_across_instances() {
                 &Value::from(1_764_403_201_038_000_000_i64)
             )
         );
+        // 2,000 tokens of 131,072 bytes (an 8 B model's KV); the retries not in the trace, absent.
         assert_eq!(
-            (&row["duration_ms"], &row["tokens"]),
-            (&Value::from(3.0), &Value::from(2000))
+            (&row["duration_ms"], &row["tokens"], &row["bytes"], &row["retries"]),
+            (
+                &Value::from(3.0),
+                &Value::from(2000),
+                &Value::from(262_144_000),
+                &Value::Null
+            )
         );
         let (_, out, _) = tokenscope(&["query", &path, "SELECT decode_source FROM requests", "--format", "csv"]);
         assert_eq!(out, "decode_source\nd0\n");
@@ -250,5 +257,136 @@ fn gui_the_instances_are_grouped_by_role_and_a_dragged_range_lists_its_transfers
         .unwrap_or_default();
     assert_eq!(moved.list.len(), 1, "{moved:?}");
     assert_eq!((moved.in_range_ms, moved.tokens), (3.0, Some(2_000)));
-    h.get_by_label("KV transfers: 1 (3.0 ms in range, 2000 tokens)");
+    // 262,144,000 bytes moved in 3 ms: 87.38 GB/s.
+    h.get_by_label("KV transfers: 1 (3.0 ms in range, 2000 tokens, 262.1 MB moved, 262.1 MB of it in range)");
+    h.get_by_label("3.0 ms, 2000 tokens, 262.1 MB at 87.38 GB/s");
+}
+
+#[test]
+fn gui_a_starved_rank_reads_idle_beside_a_queueing_one_in_the_load_strip() {
+    use egui_kittest::kittest::Queryable;
+    // vLLM 0.33.0's own logging code, two data-parallel ranks: the load stops reaching engine 1, whose log falls
+    // silent after its idle reading, while engine 0's queue grows.
+    let log = "tests/data/import/vllm/logs/0.33.0-dp2-skew.log";
+    let truth = json(
+        &std::fs::read_to_string("tests/data/import/vllm/logs/0.33.0-dp2-skew.truth.json")
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let stats: Vec<&Value> = truth["lines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["kind"] == "stats" && l["emitted"] == true)
+        .collect();
+    let count = |l: &Value, k: &str| u32::try_from(l[k].as_u64().unwrap_or(0)).unwrap_or(0);
+    let scale = stats
+        .iter()
+        .map(|l| count(l, "running") + count(l, "waiting"))
+        .max()
+        .unwrap_or(0);
+    // The reading where engine 0's queue is longest, and engine 1's last reading by then; their times from the
+    // first line's, as printed (whole seconds of one day).
+    let second = |l: &Value| -> i64 {
+        let printed = l["time_printed"].as_str().unwrap_or_default();
+        let hms: Vec<i64> = printed[6..].split(':').filter_map(|v| v.parse().ok()).collect();
+        hms[0] * 3600 + hms[1] * 60 + hms[2]
+    };
+    let busiest = stats
+        .iter()
+        .filter(|l| l["engine"] == 0)
+        .max_by_key(|l| count(l, "waiting"))
+        .unwrap_or_else(|| panic!("engine 0"));
+    let starved = stats
+        .iter()
+        .rfind(|l| l["engine"] == 1 && second(l) <= second(busiest))
+        .unwrap_or_else(|| panic!("engine 1"));
+    let at_s = second(busiest) - second(stats[0]);
+    let want = (
+        (count(busiest, "running"), count(busiest, "waiting")),
+        (count(starved, "running"), count(starved, "waiting")),
+    );
+    assert!(want.0.1 > 0 && want.1 == (0, 0), "{want:?}");
+    let mut h = crate::gui::harness_on(log);
+    crate::gui::settle(&mut h);
+    let view = &h.state().session().unwrap_or_else(|| panic!("opened")).view;
+    let strip = view.load.as_ref().unwrap_or_else(|| panic!("a load strip"));
+    let names: Vec<&str> = strip
+        .rows
+        .iter()
+        .map(|r| view.trace.label(r.source).unwrap_or(""))
+        .collect();
+    assert_eq!(names, ["engine", "engine-001"]);
+    assert_eq!(strip.max, scale);
+    // Half a second after engine 0's longest queue: it queues, engine 1 holds its idle reading.
+    const MS: i64 = 1_000_000;
+    let t = view.t0_ns + at_s * 1_000 * MS + 500 * MS;
+    let vp = tokenscope::view::viewport::Viewport::fit(t, t + MS, 1.0);
+    let (r0, r1) = (strip.rows[0].columns(&vp, 1)[0], strip.rows[1].columns(&vp, 1)[0]);
+    assert_eq!((r0, r1), (Some(want.0), Some(want.1)));
+    // Hovering engine 1's row there says so.
+    let top = h
+        .state()
+        .session()
+        .and_then(|s| s.waterfall.load_rows_top)
+        .unwrap_or(0.0);
+    let p = eframe::egui::pos2(
+        crate::gui::x_of(&h, t),
+        top + tokenscope::ui::waterfall::LOAD_ROW_HEIGHT * 1.5,
+    );
+    h.hover_at(p);
+    h.run();
+    h.hover_at(eframe::egui::pos2(p.x + 1.0, p.y));
+    for _ in 0..40 {
+        h.step();
+    }
+    h.get_by_label("engine-001");
+    h.get_by_label("0 running, 0 waiting (the most in this column)");
+}
+
+#[test]
+fn gui_a_what_if_replays_the_trace_on_screen_as_a_disaggregated_deployment_beside_it() {
+    use egui_kittest::kittest::Queryable;
+    use tokenscope::analysis::findings::Kind;
+    use tokenscope::trace::instances::InstanceRole;
+    // The incident: chunked prefill off, long prompts stall a decoding request.
+    let mut h = crate::gui::harness_on("sample_traces/prefill_interrupts_decode.jsonl");
+    crate::gui::settle(&mut h);
+    // File > Compare with a what-if…, the preset, Replay and compare.
+    h.get_by_label("File").click();
+    h.run();
+    h.get_by_label("Compare with a what-if…").click();
+    h.run();
+    h.get_by_label("1 prefill + 1 decode").click();
+    h.run();
+    h.get_by_label("Replay and compare").click();
+    h.step();
+    h.state_mut().wait_compared();
+    h.run_steps(10);
+    let c = h.state().comparing().unwrap_or_else(|| panic!("comparing"));
+    // B is A replayed: vllm-0 became a prefill and a decode instance, every request handed from one to the other.
+    let b = &c.other.view.trace;
+    let mut roles: Vec<InstanceRole> = b.instance_roles().into_values().collect();
+    roles.sort();
+    assert_eq!(roles, [InstanceRole::Prefill, InstanceRole::Decode]);
+    assert_eq!(
+        b.request_count(),
+        c.other
+            .view
+            .trace
+            .requests
+            .decode_source
+            .iter()
+            .filter(|&&d| d != tokenscope::trace::NO_STR)
+            .count()
+    );
+    let cmp = c.comparison.as_ref().unwrap_or_else(|| panic!("compared"));
+    let kinds =
+        |f: &[tokenscope::analysis::findings::Finding]| f.iter().filter(|f| f.kind == Kind::DecodeInterrupted).count();
+    assert!(kinds(&cmp.findings_a) > 0, "A's interruption");
+    assert_eq!(kinds(&cmp.findings_b), 0, "gone in B");
+    assert!(
+        h.query_all_by_label_contains("what-if: disaggregation=1p1d (A replayed by the simulator)")
+            .next()
+            .is_some()
+    );
 }

@@ -119,6 +119,10 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
                 put("running", f(line, "running_req"), 0.0);
                 put("waiting", f(line, "queue_req"), 0.0);
                 put("prompt_throughput", f(line, "input_throughput"), 0.0051);
+                // A disaggregated prefill server's queues: KV caches being sent, handshakes (and 0.5.3's prealloc).
+                put("num_inflight", f(line, "inflight_req"), 0.0);
+                put("num_bootstrapping", f(line, "bootstrap_req"), 0.0);
+                put("num_prealloc", f(line, "prealloc_req"), 0.0);
             }
             "decode" => {
                 put("running", f(line, "running_req"), 0.0);
@@ -128,6 +132,10 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
                 put("waiting", f(line, "queue_req"), 0.0);
                 put("spec_accept_length", f(line, "accept_len"), 0.0051);
                 put("spec_accept_rate", f(line, "accept_rate"), 0.0051);
+                // A disaggregated decode server's queues: waiting for room, receiving their KV cache, retracted.
+                put("num_prealloc", f(line, "prealloc_req"), 0.0);
+                put("num_transferring", f(line, "transfer_req"), 0.0);
+                put("num_retracted", f(line, "retracted_req"), 0.0);
             }
             _ => continue,
         }
@@ -173,6 +181,17 @@ fn value(s: &Sample, name: &str) -> Option<f64> {
         "num_prefill_reqs" => s.num_prefill_reqs.map(f64::from),
         "num_prefill_tokens" => s.num_prefill_tokens.map(f64::from),
         "cached_tokens" => s.cached_tokens.map(f64::from),
+        "num_inflight" => s.num_inflight.map(f64::from),
+        "num_bootstrapping" => s.num_bootstrapping.map(f64::from),
+        "num_prealloc" => s.num_prealloc.map(f64::from),
+        "num_transferring" => s.num_transferring.map(f64::from),
+        "num_retracted" => s.num_retracted.map(f64::from),
+        "kv_transfers" => s.kv_transfers.map(f64::from),
+        "kv_transfers_failed" => s.kv_transfers_failed.map(f64::from),
+        "kv_transfer_ms" => s.kv_transfer_ms,
+        "kv_transfer_p90_ms" => s.kv_transfer_p90_ms,
+        #[expect(clippy::cast_precision_loss, reason = "bytes compared within a tolerance")]
+        "kv_transfer_bytes" => s.kv_transfer_bytes.map(|b| b as f64),
         other => panic!("no counter {other}"),
     }
 }
@@ -511,6 +530,11 @@ fn a_disaggregated_sglang_deployments_two_logs_open_as_each_request_whole_across
                 .filter(|s| s.kind == StageKind::KvTransfer)
                 .map(|s| (s.start_ns - shift, s.end_ns - shift, s.tokens))
                 .collect();
+            let sizes: Vec<(Option<u64>, Option<u32>)> = t
+                .explicit_stages_of(row)
+                .filter(|&i| t.stages.kind[i] == StageKind::KvTransfer)
+                .map(|i| (t.stages.bytes[i], t.stages.retries[i]))
+                .collect();
             if transfer_printed {
                 // transfer_total / transfer_speed, the speed printed to 2 decimals: within 1 % and 1 ms.
                 let (start, end) = (
@@ -525,6 +549,17 @@ fn a_disaggregated_sglang_deployments_two_logs_open_as_each_request_whole_across
                     "{v} {id}: {transfers:?} vs {start}..{end}"
                 );
                 assert_eq!(tokens.map(i64::from), r["prompt_tokens"].as_i64(), "{v} {id}");
+                // Its bytes: transfer_total, MB of 2^20 bytes printed to 2 decimals (within 0.005 MB); its retries
+                // where the prefill's line prints them.
+                let bytes = r["kv_transfer"]["bytes"].as_i64().unwrap_or(-1);
+                let (got, retries) = sizes[0];
+                let got = got.and_then(|b| i64::try_from(b).ok()).unwrap_or(0);
+                assert!((got - bytes).abs() <= 5_243, "{v} {id}: {got} bytes for {bytes}");
+                let printed = r["prefill"]["printed"].as_str().unwrap_or_default();
+                let want = printed
+                    .split_once("#retries=")
+                    .and_then(|(_, n)| n.trim().parse::<u32>().ok());
+                assert_eq!(retries, want, "{v} {id}: retries of {printed}");
             } else {
                 assert!(
                     transfers.is_empty(),

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::{Output, thousands};
 use crate::format;
 use crate::load::LoadOptions;
-use crate::synth::overrides::{MAX_BATCHED_TOKENS, MAX_INSTANCES, MAX_PREFIX_CACHE_TOKENS, MAX_SEQS};
-use crate::synth::{Overrides, ProfileChoice, Setting, SynthOptions, generate_with, replay_trace};
+pub use crate::synth::overrides::{SET_KEYS, parse_setting};
+use crate::synth::{Overrides, Setting, SynthOptions, generate_with, replay_trace};
 use crate::trace::Trace;
 
 /// Parses `on` or `off` for `--chunked-prefill`.
@@ -40,105 +40,6 @@ pub fn parse_plant(s: &str) -> Result<(crate::synth::Incident, f64), String> {
         return Err(format!("--plant {s:?}: give a time of 0 s or more"));
     }
     Ok((incident, at))
-}
-
-/// The keys `--set` accepts, with their values, for error messages and help.
-pub const SET_KEYS: &str = "chunked_prefill=on|off, max_num_batched_tokens=N (alias prefill_budget), max_num_seqs=N, \
-                            instances=N, prefix_cache_tokens=N (0: no prefix cache), profile=h100-8b|l4-8b|cpu-270m|FILE, \
-                            disaggregation=NpMd (1p1d: one prefill and one decode instance in place of each), \
-                            transfer_gb_per_s=X (default 25), transfer_latency_ms=X (default 1), kv_bytes_per_token=N \
-                            (default: the profile's model's, 131072 for the 8 B GPU profiles), spec_draft_tokens=N \
-                            (speculative decoding, N drafts a step; 0: off), spec_acceptance=A1,A2,... (acceptance by \
-                            draft position) or =P (each draft's chance after the one before; default 0.7), \
-                            spec_draft_ms=X (the drafter's cost per draft position, default 1)";
-
-/// Parses `KEY=VALUE` for `--set`: a change to every simulated instance's configuration. An unknown key, a value of
-/// the wrong form or out of range is an error naming the key, the value and what is accepted.
-///
-/// # Errors
-/// The message for the command line, as above.
-pub fn parse_setting(s: &str) -> Result<Setting, String> {
-    let Some((key, value)) = s.split_once('=') else {
-        return Err(format!("--set {s:?}: expected KEY=VALUE; keys: {SET_KEYS}"));
-    };
-    let (key, value) = (key.trim(), value.trim());
-    // A whole number in `range`; `_` may group digits (8_192).
-    let number = |range: std::ops::RangeInclusive<u64>| -> Result<u64, String> {
-        let n: u64 = value.replace('_', "").parse().map_err(|_| {
-            format!(
-                "--set {key}={value:?}: not a whole number; give {key}=N with N from {} to {}",
-                thousands(*range.start()),
-                thousands(*range.end())
-            )
-        })?;
-        if range.contains(&n) {
-            Ok(n)
-        } else {
-            Err(format!(
-                "--set {key}={value}: out of range; give {key}=N with N from {} to {}",
-                thousands(*range.start()),
-                thousands(*range.end())
-            ))
-        }
-    };
-    // A number of GB/s or ms in `lo..=hi`.
-    let positive = |lo: f64, hi: f64| -> Result<f64, String> {
-        match value.parse::<f64>() {
-            Ok(x) if (lo..=hi).contains(&x) => Ok(x),
-            _ => Err(format!("--set {key}={value:?}: give a number from {lo} to {hi}")),
-        }
-    };
-    // The ranges fit the target types (u32 and usize), so the conversions below cannot fail.
-    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    match key {
-        "chunked_prefill" => match value {
-            "on" => Ok(Setting::ChunkedPrefill(true)),
-            "off" => Ok(Setting::ChunkedPrefill(false)),
-            _ => Err(format!(
-                "--set chunked_prefill={value:?}: give chunked_prefill=on or chunked_prefill=off"
-            )),
-        },
-        "max_num_batched_tokens" | "prefill_budget" => {
-            number(16..=u64::from(MAX_BATCHED_TOKENS)).map(|n| Setting::MaxNumBatchedTokens(small(n)))
-        }
-        "max_num_seqs" => number(1..=u64::from(MAX_SEQS)).map(|n| Setting::MaxNumSeqs(small(n))),
-        "instances" => {
-            number(1..=MAX_INSTANCES as u64).map(|n| Setting::Instances(usize::try_from(n).unwrap_or(MAX_INSTANCES)))
-        }
-        "prefix_cache_tokens" => number(0..=MAX_PREFIX_CACHE_TOKENS).map(Setting::PrefixCacheTokens),
-        "disaggregation" => crate::synth::disagg::parse_shape(value)
-            .map(|(p, d)| Setting::Disaggregation(p, d))
-            .ok_or_else(|| {
-                format!(
-                    "--set disaggregation={value:?}: give NpMd, N prefill and M decode instances in place of each \
-                     instance, each from 1 to {} (1p1d, 2p4d)",
-                    crate::synth::disagg::MAX_PER_ROLE
-                )
-            }),
-        "transfer_gb_per_s" => positive(0.001, 1e6).map(Setting::TransferGbPerS),
-        "transfer_latency_ms" => positive(0.0, 60_000.0).map(Setting::TransferLatencyMs),
-        "kv_bytes_per_token" => number(1..=1 << 30).map(Setting::KvBytesPerToken),
-        "spec_draft_tokens" => number(0..=u64::from(crate::synth::speculation::MAX_DRAFT_TOKENS))
-            .map(|n| Setting::SpecDraftTokens(small(n))),
-        "spec_acceptance" => {
-            let shares: Result<Vec<f64>, String> = value
-                .split(',')
-                .map(|v| match v.trim().parse::<f64>() {
-                    Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-                    _ => Err(format!(
-                        "--set spec_acceptance={value:?}: {v:?} is not a share from 0 to 1; give one per draft \
-                         position (0.8,0.6,0.4) or one for each draft after the one before (0.7)"
-                    )),
-                })
-                .collect();
-            shares.map(Setting::SpecAcceptance)
-        }
-        "spec_draft_ms" => positive(0.0, 10_000.0).map(Setting::SpecDraftMs),
-        "profile" => ProfileChoice::parse(value)
-            .map(Setting::Profile)
-            .map_err(|e| format!("--set profile={value:?}: {e}")),
-        _ => Err(format!("--set {s:?}: unknown key {key:?}; keys: {SET_KEYS}")),
-    }
 }
 
 /// Parses `A..B` (seconds) for `--window`.

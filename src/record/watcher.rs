@@ -392,24 +392,13 @@ impl Metrics {
         let source = b.labels.intern("metrics");
         for (r, &time_ns) in self.samples.iter().zip(&self.times) {
             b.add_sample(crate::trace::Sample {
-                source,
-                time_ns,
                 interval_ns: Some(self.interval_ns),
                 num_running: r.running,
                 num_waiting: r.waiting,
-                num_swapped: None,
                 kv_usage: r.kv_usage,
-                kv_tokens: None,
                 prompt_throughput: r.prompt_throughput,
                 generation_throughput: r.generation_throughput,
-                prefix_hit_rate: None,
-                spec_accept_length: None,
-                spec_accept_rate: None,
-                num_prefill_reqs: None,
-                num_prefill_tokens: None,
-                cached_tokens: None,
-                spec_drafted_tokens: None,
-                spec_accepted_tokens: None,
+                ..crate::trace::Sample::at(source, time_ns)
             });
         }
         b.finish().0

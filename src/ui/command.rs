@@ -78,6 +78,9 @@ pub enum Command {
     CompareDialog,
     /// Compare the trace on screen (A) with this one (B).
     CompareWith(PathBuf),
+    /// Compare the trace on screen (A) with itself replayed by the simulator with these changes (`synth --set`
+    /// keys separated by spaces) as B.
+    CompareWhatIf(String),
     /// Close the comparison.
     StopComparing,
     /// Select a paired request in both traces and bring both tracks into view.

@@ -303,8 +303,14 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
         let tokens = moved
             .tokens
             .map_or_else(|| "tokens not in the trace".to_owned(), |n| format!("{n} tokens"));
+        let bytes = moved
+            .in_range_bytes
+            .zip(moved.bytes)
+            .map_or_else(String::new, |(inside, all)| {
+                format!(", {} moved, {} of it in range", mb(all), mb(inside))
+            });
         ui.strong(format!(
-            "KV transfers: {} ({:.1} ms in range, {tokens})",
+            "KV transfers: {} ({:.1} ms in range, {tokens}{bytes})",
             moved.list.len(),
             moved.in_range_ms
         ));
@@ -317,8 +323,24 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
                     });
                 }
                 let what = m.tokens.map_or_else(String::new, |n| format!(", {n} tokens"));
-                ui.label(format!("{:.1} ms{what}", m.ms));
+                let size = m.bytes.map_or_else(String::new, |b| {
+                    // Its rate over its whole time: what a slow link shows.
+                    #[expect(clippy::cast_precision_loss, reason = "bytes to a rate")]
+                    let rate = if m.ms > 0.0 {
+                        format!(" at {:.2} GB/s", b as f64 / m.ms / 1e6)
+                    } else {
+                        String::new()
+                    };
+                    format!(", {}{rate}", mb(b))
+                });
+                ui.label(format!("{:.1} ms{what}{size}", m.ms));
             });
         }
     }
+}
+
+/// Bytes as MB (10^6), one decimal.
+#[expect(clippy::cast_precision_loss, reason = "bytes shown to a tenth of a MB")]
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
 }

@@ -46,6 +46,12 @@ pub enum TraceSource {
         /// The server, as a title may show it.
         url: String,
     },
+    /// The trace on screen replayed by the simulator with changes (`synth --set` keys separated by spaces): a
+    /// what-if to compare it with.
+    WhatIf {
+        /// The changes, as given.
+        settings: String,
+    },
     /// A server's log watched as it is written (opened again, it is read whole).
     Watch {
         /// The log.
@@ -67,6 +73,7 @@ impl TraceSource {
             TraceSource::Demo => format!("{DEMO_NAME} (the demo, simulated)"),
             TraceSource::Live { url, .. } => format!("recording {url}"),
             TraceSource::Watch { log } => format!("watching {}", log.display()),
+            TraceSource::WhatIf { settings } => format!("what-if: {settings} (A replayed by the simulator)"),
         }
     }
 }

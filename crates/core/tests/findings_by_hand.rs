@@ -707,6 +707,26 @@ fn a_kv_transfer_that_dominates_its_ttft_is_named_with_its_rate() {
     );
     assert_eq!((f.from_ns, f.to_ns), (at(300), at(900)));
     assert_eq!(f.tokens, [t.tokens_of(t.request_row("r1").unwrap()).start]);
+    // With r1's bytes (8,000 tokens of 131,072 bytes: 1,048,576,000 bytes, 1,048.6 MB) the rate of the link too:
+    // 1,048,576,000 bytes / 0.6 s = 1.75 GB/s.
+    let sized: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            if l.contains(r#""request_id":"r1","stage":"kv_transfer""#) {
+                l.replace(r#""tokens":8000"#, r#""tokens":8000,"bytes":1048576000"#)
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    let found = find_kinds(&trace_of(&sized), &Slo::default(), &th(), &[Kind::SlowKvTransfer]);
+    let [f] = found.as_slice() else { panic!("{found:#?}") };
+    assert!(
+        f.summary
+            .ends_with("moving the KV of 8,000 tokens (13,333 tokens/s, 1048.6 MB at 1.75 GB/s)"),
+        "{}",
+        f.summary
+    );
     // The same trace with no transfer: nothing to say.
     let plain: Vec<String> = lines.iter().filter(|l| !l.contains("kv_transfer")).cloned().collect();
     assert!(find_kinds(&trace_of(&plain), &Slo::default(), &th(), &[Kind::SlowKvTransfer]).is_empty());

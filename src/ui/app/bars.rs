@@ -7,6 +7,7 @@ use std::sync::Arc;
 use eframe::egui::{self, Ui};
 
 use super::log_clock::log_clock_ui;
+use super::what_if::what_if_ui;
 use super::{App, Purpose};
 use crate::ui::command::Command;
 use crate::ui::panels;
@@ -21,6 +22,13 @@ impl App {
     }
 
     pub(super) fn toolbar_ui(&mut self, ui: &mut Ui) {
+        if let Some(input) = &mut self.what_if_input {
+            let mut keep = true;
+            ui.horizontal(|ui| keep = what_if_ui(ui, input, &mut self.commands));
+            if !keep {
+                self.what_if_input = None;
+            }
+        }
         if let Some(input) = &mut self.log_clock_input {
             let mut keep = true;
             ui.horizontal(|ui| keep = log_clock_ui(ui, input, &mut self.commands));

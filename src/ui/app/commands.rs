@@ -27,6 +27,7 @@ impl App {
             Command::OpenDialog => self.open_dialog(Purpose::Show),
             Command::CompareDialog => self.open_dialog(Purpose::Compare),
             Command::CompareWith(path) => self.compare_with(TraceSource::Path(path)),
+            Command::CompareWhatIf(settings) => self.compare_with(TraceSource::WhatIf { settings }),
             Command::StopComparing => {
                 self.compare = None;
                 self.compare_next = None;

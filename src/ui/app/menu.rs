@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use eframe::egui::{self, Ui};
 
 use super::log_clock::LogClockInput;
+use super::what_if;
 use super::{App, Purpose};
 use crate::load;
 use crate::ui::capture;
@@ -74,6 +75,18 @@ impl App {
                 }
                 if ui.add_enabled(open, egui::Button::new("Compare with path…")).clicked() {
                     self.path_purpose = Some(Purpose::Compare);
+                    ui.close();
+                }
+                if ui
+                    .add_enabled(open, egui::Button::new("Compare with a what-if…"))
+                    .on_hover_text(
+                        "The trace on screen served again by the simulator with a change (a disaggregated \
+                         deployment, chunked prefill, speculative decoding, ...) beside it: a remedy tried before it \
+                         is deployed",
+                    )
+                    .clicked()
+                {
+                    self.what_if_input = Some(what_if::WhatIfInput::default());
                     ui.close();
                 }
                 if self.compare.is_some() && ui.button("Stop comparing").clicked() {

@@ -11,6 +11,7 @@ mod log_clock;
 mod menu;
 mod output;
 mod watching;
+mod what_if;
 mod windows;
 
 use std::path::PathBuf;
@@ -141,6 +142,8 @@ pub struct App {
     log_clock: crate::import::log_clock::LogClock,
     /// File > Server log times…: the row asking for them, when open.
     log_clock_input: Option<log_clock::LogClockInput>,
+    /// File > Compare with a what-if…'s row, while it is open.
+    what_if_input: Option<what_if::WhatIfInput>,
     /// The trace on screen and everything that belongs to it.
     session: Option<Session>,
     /// The trace it is compared with, and the comparison.
@@ -261,6 +264,7 @@ impl App {
             importer: from,
             log_clock,
             log_clock_input: None,
+            what_if_input: None,
             show_problems: false,
             show_findings: true,
             show_stats: false,
@@ -429,6 +433,8 @@ impl App {
             log_clock: self.log_clock,
             ..load::LoadOptions::default()
         };
+        // A what-if replays the trace on screen.
+        let shown = self.session.as_ref().map(|s| Arc::clone(&s.view.trace));
         let worker = (Arc::clone(&progress), source.clone());
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
@@ -447,6 +453,7 @@ impl App {
                 TraceSource::Paths(ps) => {
                     load::load_many(&ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &progress, options)
                 }
+                TraceSource::WhatIf { settings } => what_if::replay(shown.as_deref(), &settings),
                 TraceSource::Demo => Ok(load::Loaded {
                     trace: crate::synth::demo(),
                     report: crate::trace::report::Report::default(),

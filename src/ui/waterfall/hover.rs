@@ -55,6 +55,11 @@ pub(super) fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
             }
         }
         Hover::Request { request } => request_ui(ui, trace, request),
+        Hover::Load { row, t_ns, counts } => {
+            if let Some(strip) = view.load.as_ref() {
+                super::load::hover_ui(ui, view, strip, row, t_ns, counts);
+            }
+        }
         Hover::Stage { request, item, spans } => {
             ui.strong(trace.request_id(request));
             match item {

@@ -13,6 +13,9 @@
 mod engines;
 mod hover;
 mod lanes;
+mod load;
+
+pub use self::load::ROW as LOAD_ROW_HEIGHT;
 
 use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
 
@@ -58,6 +61,8 @@ pub struct WaterfallState {
     pub time_rect: Option<Rect>,
     /// Where the request tracks were drawn, screen points (regenerated each frame).
     pub requests_rect: Option<Rect>,
+    /// Where the load strip's first instance row starts (its rows follow, [`LOAD_ROW_HEIGHT`] apart), when drawn.
+    pub load_rows_top: Option<f32>,
     /// One track per request, or lanes (set by the app from its settings).
     pub layout: TrackLayout,
     /// The height of a request row in the last frame, points (0 before the first).
@@ -164,6 +169,12 @@ enum Hover {
     Ruler {
         t_ns: i64,
     },
+    /// An instance's row of the load strip at a time, with its counts in the column there.
+    Load {
+        row: usize,
+        t_ns: i64,
+        counts: Option<(u32, u32)>,
+    },
 }
 
 /// Geometry of one frame.
@@ -211,7 +222,8 @@ pub fn waterfall_ui(
     let painter = ui.painter_at(rect);
     let time = Rect::from_min_max(pos2(rect.left() + theme::LABEL_WIDTH, rect.top()), rect.max);
     let ruler_rect = Rect::from_min_size(time.min, vec2(time.width(), theme::RULER_HEIGHT));
-    let engines_top = ruler_rect.bottom();
+    let load_top = ruler_rect.bottom();
+    let engines_top = load_top + load::block_height(view);
     let engines_height = match (view.engines.is_empty(), view.sampled.is_empty()) {
         (false, _) => engine_block_height() * view.engines.len() as f32,
         // A line saying there is no engine track, unless sampled counters stand in for one.
@@ -388,6 +400,7 @@ pub fn waterfall_ui(
         pointer,
     };
     draw_ruler(&paint, &ticks, step, &mut hover);
+    state.load_rows_top = load::draw(&paint, load_top, &mut hover);
     draw_engines(&paint, &mut hover);
     sample_rows::draw(ui, &painter, frame.time, frame.labels_x, sampled_top, &vp, view);
     let rows_at = RowsAt {

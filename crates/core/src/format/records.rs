@@ -39,6 +39,10 @@ fn count(v: Option<u32>) -> Field<i64> {
     v.map(|n| Val::Ok(i64::from(n)))
 }
 
+fn bytes(v: Option<u64>) -> Field<i64> {
+    v.and_then(|n| i64::try_from(n).ok()).map(Val::Ok)
+}
+
 fn float(v: Option<f64>) -> Field<f64> {
     v.map(Val::Ok)
 }
@@ -158,6 +162,16 @@ pub fn sample_record(trace: &Trace, i: usize) -> RawRecord<'_> {
         cached_tokens: count(sa.cached_tokens),
         spec_drafted_tokens: count(sa.spec_drafted_tokens),
         spec_accepted_tokens: count(sa.spec_accepted_tokens),
+        kv_transfers: count(sa.kv_transfers),
+        kv_transfers_failed: count(sa.kv_transfers_failed),
+        kv_transfer_ms: float(sa.kv_transfer_ms),
+        kv_transfer_p90_ms: float(sa.kv_transfer_p90_ms),
+        kv_transfer_bytes: bytes(sa.kv_transfer_bytes),
+        num_bootstrapping: count(sa.num_bootstrapping),
+        num_prealloc: count(sa.num_prealloc),
+        num_transferring: count(sa.num_transferring),
+        num_inflight: count(sa.num_inflight),
+        num_retracted: count(sa.num_retracted),
         ..RawRecord::default()
     }
 }
@@ -173,6 +187,8 @@ pub fn stage_record(trace: &Trace, i: usize) -> RawRecord<'_> {
         end_ns: Some(Val::Ok(st.end_ns)),
         iteration: int(st.iteration),
         tokens: count(st.tokens),
+        bytes: bytes(st.bytes),
+        retries: count(st.retries),
         ..RawRecord::default()
     }
 }

@@ -71,14 +71,16 @@ macro_rules! scalar_fields {
             (num_prefill_tokens, Int), (num_decode_tokens, Int), (num_waiting, Int), (kv_usage, Float),
             (num_preempted, Int),
             // stage
-            (stage, Str), (tokens, Int),
+            (stage, Str), (tokens, Int), (bytes, Int), (retries, Int),
             // token
             (index, Int), (emitted_ns, Int), (token_id, Int), (text, Str), (special, Bool), (logprob, Float),
             (rank, Int), (received_ns, Int), (spec, Str),
             // sample
             (time_ns, Int), (interval_ns, Int), (num_running, Int), (num_swapped, Int), (kv_tokens, Int),
             (prompt_throughput, Float), (generation_throughput, Float), (prefix_hit_rate, Float),
-            (spec_accept_length, Float), (spec_accept_rate, Float)
+            (spec_accept_length, Float), (spec_accept_rate, Float), (kv_transfers, Int), (kv_transfers_failed, Int),
+            (kv_transfer_ms, Float), (kv_transfer_p90_ms, Float), (kv_transfer_bytes, Int), (num_bootstrapping, Int),
+            (num_prealloc, Int), (num_transferring, Int), (num_inflight, Int), (num_retracted, Int)
         }
     };
 }
@@ -171,6 +173,8 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "end_ns",
             "iteration",
             "tokens",
+            "bytes",
+            "retries",
         ],
         "token" => &[
             "kind",
@@ -207,6 +211,16 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "cached_tokens",
             "spec_drafted_tokens",
             "spec_accepted_tokens",
+            "kv_transfers",
+            "kv_transfers_failed",
+            "kv_transfer_ms",
+            "kv_transfer_p90_ms",
+            "kv_transfer_bytes",
+            "num_bootstrapping",
+            "num_prealloc",
+            "num_transferring",
+            "num_inflight",
+            "num_retracted",
         ],
         _ => &[],
     }
@@ -274,10 +288,10 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 7 meta + 32 request + 14 iteration + 2 stage + 9 token + 10 sample scalar fields (the iteration's,
+        // 1 kind + 7 meta + 32 request + 14 iteration + 4 stage + 9 token + 20 sample scalar fields (the iteration's,
         // the token's and the sample's `spec_drafted_tokens`/`spec_accepted_tokens` are the request's columns).
-        assert_eq!(SCALAR_FIELDS.len(), 75);
-        assert_eq!(arrow_schema().fields().len(), 77);
+        assert_eq!(SCALAR_FIELDS.len(), 87);
+        assert_eq!(arrow_schema().fields().len(), 89);
         for kind in ["request", "iteration", "stage", "token", "sample"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");

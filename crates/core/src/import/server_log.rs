@@ -43,6 +43,16 @@ pub struct Counters {
     pub num_prefill_reqs: Option<i64>,
     pub num_prefill_tokens: Option<i64>,
     pub cached_tokens: Option<i64>,
+    pub kv_transfers: Option<i64>,
+    pub kv_transfers_failed: Option<i64>,
+    pub kv_transfer_ms: Option<f64>,
+    pub kv_transfer_p90_ms: Option<f64>,
+    pub kv_transfer_bytes: Option<i64>,
+    pub num_bootstrapping: Option<i64>,
+    pub num_prealloc: Option<i64>,
+    pub num_transferring: Option<i64>,
+    pub num_inflight: Option<i64>,
+    pub num_retracted: Option<i64>,
 }
 
 impl Counters {
@@ -66,7 +76,17 @@ impl Counters {
             spec_accepted_tokens,
             num_prefill_reqs,
             num_prefill_tokens,
-            cached_tokens
+            cached_tokens,
+            kv_transfers,
+            kv_transfers_failed,
+            kv_transfer_ms,
+            kv_transfer_p90_ms,
+            kv_transfer_bytes,
+            num_bootstrapping,
+            num_prealloc,
+            num_transferring,
+            num_inflight,
+            num_retracted
         );
     }
 }
@@ -187,6 +207,16 @@ fn sample_record(s: &LogSample, ns: i64, interval: Option<i64>) -> RawRecord<'st
     r.num_prefill_reqs = c.num_prefill_reqs.and_then(ok);
     r.num_prefill_tokens = c.num_prefill_tokens.and_then(ok);
     r.cached_tokens = c.cached_tokens.and_then(ok);
+    r.kv_transfers = c.kv_transfers.and_then(ok);
+    r.kv_transfers_failed = c.kv_transfers_failed.and_then(ok);
+    r.kv_transfer_ms = c.kv_transfer_ms.and_then(ok);
+    r.kv_transfer_p90_ms = c.kv_transfer_p90_ms.and_then(ok);
+    r.kv_transfer_bytes = c.kv_transfer_bytes.and_then(ok);
+    r.num_bootstrapping = c.num_bootstrapping.and_then(ok);
+    r.num_prealloc = c.num_prealloc.and_then(ok);
+    r.num_transferring = c.num_transferring.and_then(ok);
+    r.num_inflight = c.num_inflight.and_then(ok);
+    r.num_retracted = c.num_retracted.and_then(ok);
     r
 }
 

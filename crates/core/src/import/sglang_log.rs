@@ -96,6 +96,13 @@ pub fn parse(line: &str, place: Place) -> Result<LogSample, (&'static str, Strin
             "input throughput (token/s)" => c.prompt_throughput = number(value).map(|n| n.0),
             "accept len" => c.spec_accept_length = number(value).map(|n| n.0),
             "accept rate" => c.spec_accept_rate = fraction(value),
+            // A disaggregated deployment's queues: the prefill instance's handshakes and KV caches being sent, the
+            // decode instance's requests waiting for room, receiving their KV cache, or retracted.
+            "#bootstrap-req" => c.num_bootstrapping = count(value),
+            "#inflight-req" => c.num_inflight = count(value),
+            "#prealloc-req" => c.num_prealloc = count(value),
+            "#transfer-req" => c.num_transferring = count(value),
+            "#retracted-req" => c.num_retracted = count(value),
             // SGLang 0.3 and 0.4's prefill line, in percent.
             "cache hit rate" => c.prefix_hit_rate = fraction(value),
             _ => continue,

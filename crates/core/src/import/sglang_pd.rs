@@ -74,6 +74,10 @@ pub struct TimeStats {
     pub forward_s: f64,
     /// The KV transfer's time, from its size and speed, where the release prints them (and they are not zero).
     pub transfer_s: Option<f64>,
+    /// The KV transfer's bytes (`transfer_total` MB, binary), where printed and not zero.
+    pub transfer_bytes: Option<u64>,
+    /// The prefill server's retries of the transfer (`#retries`), where printed.
+    pub retries: Option<u32>,
     /// The file the line is in (its instance).
     pub instance: String,
 }
@@ -200,6 +204,16 @@ pub fn parse(line: &str, place: Place, instance: &str) -> Result<TimeStats, (&'s
         .filter(|&(mb, gbs)| mb > 0.0 && gbs > 0.0)
         .map(|(mb, gbs)| mb / 1024.0 / gbs)
         .filter(|&s| s <= forward_s + 1e-3);
+    #[expect(clippy::cast_possible_truncation, reason = "a log's MB, checked positive and finite")]
+    #[expect(clippy::cast_sign_loss, reason = "checked positive")]
+    let transfer_bytes = number_after(body, "transfer_total=")
+        .filter(|mb| *mb > 0.0 && mb.is_finite() && *mb < 1e12)
+        .map(|mb| (mb * 1_048_576.0).round() as u64);
+    #[expect(clippy::cast_possible_truncation, reason = "checked whole and in range")]
+    #[expect(clippy::cast_sign_loss, reason = "checked in range")]
+    let retries = number_after(body, "#retries=")
+        .filter(|n| n.fract() == 0.0 && (0.0..1e6).contains(n))
+        .map(|n| n as u32);
     Ok(TimeStats {
         place,
         local,
@@ -215,6 +229,8 @@ pub fn parse(line: &str, place: Place, instance: &str) -> Result<TimeStats, (&'s
         queue_s,
         forward_s,
         transfer_s,
+        transfer_bytes,
+        retries,
         instance: instance.to_owned(),
     })
 }
@@ -332,6 +348,7 @@ fn add_request(p: Option<(&TimeStats, f64)>, d: Option<(&TimeStats, f64)>, b: &m
     r.input_tokens = first.input_len.map(super::Val::Ok);
     r.cached_tokens = p.and_then(|(s, _)| s.cached_len).map(super::Val::Ok);
     let mut stages: Vec<(&str, f64, f64, Option<i64>)> = Vec::new();
+    let mut transfer = None;
     if let Some((s, entry)) = p {
         let forward = entry + s.before_forward_s;
         let done = forward + s.forward_s;
@@ -342,6 +359,7 @@ fn add_request(p: Option<(&TimeStats, f64)>, d: Option<(&TimeStats, f64)>, b: &m
             Some(t) => {
                 stages.push(("prefill", forward, done - t, computed));
                 stages.push(("kv_transfer", done - t, done, s.input_len));
+                transfer = Some((s.transfer_bytes, s.retries));
             }
             None => stages.push(("prefill", forward, done, computed)),
         }
@@ -377,6 +395,12 @@ fn add_request(p: Option<(&TimeStats, f64)>, d: Option<(&TimeStats, f64)>, b: &m
         st.start_ns = ok(ns(start));
         st.end_ns = ok(ns(end.max(start)));
         st.tokens = tokens.map(super::Val::Ok);
+        if name == "kv_transfer"
+            && let Some((bytes, retries)) = transfer
+        {
+            st.bytes = bytes.and_then(|n| i64::try_from(n).ok()).map(super::Val::Ok);
+            st.retries = retries.map(|n| super::Val::Ok(i64::from(n)));
+        }
         crate::ingest::validate::ingest(&st, place, b);
     }
 }

@@ -48,6 +48,7 @@ pub fn looks_like(text: &str) -> bool {
     text.lines().any(|line| {
         (line.contains("Avg prompt throughput:") && line.contains("Avg generation throughput:"))
             || line.contains("SpecDecoding metrics: ")
+            || line.contains(KV_TRANSFER)
     }) || text.lines().any(|line| {
         line.split_once("Iteration(")
             .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()))
@@ -184,7 +185,7 @@ fn stats_at(line: &str) -> Option<(usize, bool)> {
     if let Some(at) = line.find("Avg prompt throughput:") {
         return Some((at, true));
     }
-    for opener in ["SpecDecoding metrics: ", "Speculative metrics: "] {
+    for opener in ["SpecDecoding metrics: ", "Speculative metrics: ", KV_TRANSFER] {
         if let Some(at) = line.find(opener) {
             return Some((at + opener.len(), false));
         }
@@ -200,6 +201,9 @@ fn parse_stats(line: &str, at: usize, main: bool, place: Place) -> Result<LogSam
         .rfind("Engine ")
         .and_then(|e| line[e + 7..at].trim().trim_end_matches(':').trim().parse().ok());
     let mut c = Counters::default();
+    if line[..at].ends_with(KV_TRANSFER) {
+        c = kv_transfer(&line[at..]);
+    }
     for (label, value) in pieces(&line[at..]) {
         match label {
             "Avg prompt throughput" => c.prompt_throughput = number(value).map(|n| n.0),
@@ -247,6 +251,47 @@ fn parse_stats(line: &str, at: usize, main: bool, place: Place) -> Result<LogSam
         series: 0,
         counters: c,
     })
+}
+
+/// What opens a KV connector's line (`vllm/distributed/kv_transfer/kv_connector/v1/metrics.py`,
+/// `KVConnectorLogging.log`), written after its engine's stats line.
+const KV_TRANSFER: &str = "KV Transfer metrics: ";
+
+/// The counters of a KV connector's line: `key=value` pairs, the keys its stats' `reduce()` chose. NIXL's, Mooncake's
+/// and MoRIIO's: `Num successful transfers=3, Avg xfer time (ms)=25.1, P90 xfer time (ms)=31.0, Avg MB per
+/// transfer=96.0, Throughput (MB/s)=3824.7, ..., Num failed transfers=0`; NIXL's first release wrote
+/// `num_successful_transfers=3` alone. An interval without a successful transfer prints its times and sizes as 0:
+/// they are absent, not zero.
+fn kv_transfer(message: &str) -> Counters {
+    let mut c = Counters::default();
+    let mut avg_mb = None;
+    for pair in message.split(", ") {
+        let Some((key, value)) = pair.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_end_matches(['.', ',']);
+        match key.trim() {
+            "Num successful transfers" | "num_successful_transfers" => c.kv_transfers = count(value),
+            "Num failed transfers" | "num_failed_transfers" => c.kv_transfers_failed = count(value),
+            "Avg xfer time (ms)" => c.kv_transfer_ms = number(value).map(|n| n.0),
+            "P90 xfer time (ms)" => c.kv_transfer_p90_ms = number(value).map(|n| n.0),
+            "Avg MB per transfer" => avg_mb = number(value).map(|n| n.0),
+            _ => {}
+        }
+    }
+    match c.kv_transfers {
+        Some(n) if n > 0 => {
+            #[expect(clippy::cast_possible_truncation, reason = "bytes of a log's MB, well inside i64")]
+            #[expect(clippy::cast_precision_loss, reason = "a count of transfers")]
+            let bytes = avg_mb.map(|mb| (mb * n as f64 * 1_048_576.0).round() as i64);
+            c.kv_transfer_bytes = bytes;
+        }
+        _ => {
+            c.kv_transfer_ms = None;
+            c.kv_transfer_p90_ms = None;
+        }
+    }
+    c
 }
 
 /// The server a reading's source names (`vllm-b` of `vllm-b/engine-001`, a compose log's service): `None` for a

@@ -123,6 +123,12 @@ pub enum LoadError {
         /// What is wrong and what the dataset has.
         message: String,
     },
+    /// A trace made by the simulator (a what-if replay of the trace on screen) that could not be made.
+    #[error("the what-if replay: {message}")]
+    Simulated {
+        /// Why.
+        message: String,
+    },
 }
 
 /// Shared between a loading thread and the UI: bytes done of bytes total, a cancel flag, and, when asked for,

@@ -200,6 +200,10 @@ pub struct RawRecord<'a> {
     pub stage: Field<Cow<'a, str>>,
     #[serde(default)]
     pub tokens: Field<i64>,
+    #[serde(default)]
+    pub bytes: Field<i64>,
+    #[serde(default)]
+    pub retries: Field<i64>,
     // token
     #[serde(default)]
     pub index: Field<i64>,
@@ -240,6 +244,26 @@ pub struct RawRecord<'a> {
     pub spec_accept_length: Field<f64>,
     #[serde(default)]
     pub spec_accept_rate: Field<f64>,
+    #[serde(default)]
+    pub kv_transfers: Field<i64>,
+    #[serde(default)]
+    pub kv_transfers_failed: Field<i64>,
+    #[serde(default)]
+    pub kv_transfer_ms: Field<f64>,
+    #[serde(default)]
+    pub kv_transfer_p90_ms: Field<f64>,
+    #[serde(default)]
+    pub kv_transfer_bytes: Field<i64>,
+    #[serde(default)]
+    pub num_bootstrapping: Field<i64>,
+    #[serde(default)]
+    pub num_prealloc: Field<i64>,
+    #[serde(default)]
+    pub num_transferring: Field<i64>,
+    #[serde(default)]
+    pub num_inflight: Field<i64>,
+    #[serde(default)]
+    pub num_retracted: Field<i64>,
     #[serde(default, borrow)]
     pub candidates: Field<Vec<RawCandidate<'a>>>,
 }

@@ -164,6 +164,16 @@ fn opt_count(field: &'static str, v: &Field<i64>) -> Check<Option<u32>> {
     }
 }
 
+/// A size in bytes: a non-negative integer.
+fn opt_bytes(field: &'static str, v: &Field<i64>) -> Check<Option<u64>> {
+    match opt_int(field, v)? {
+        None => Ok(None),
+        Some(n) => u64::try_from(n)
+            .map(Some)
+            .map_err(|_| out_of_range(field, format!("{field} = {n} is negative; sizes are bytes, >= 0"))),
+    }
+}
+
 /// A token id: an integer in `0..u32::MAX`.
 fn opt_token_id(field: &'static str, v: &Field<i64>) -> Check<Option<u32>> {
     match opt_int(field, v)? {
@@ -442,6 +452,8 @@ fn stage(r: &RawRecord<'_>, request: u32) -> Check<Stage> {
         iteration: opt_int("iteration", &r.iteration)?,
         iter_row: None,
         tokens: opt_count("tokens", &r.tokens)?,
+        bytes: opt_bytes("bytes", &r.bytes)?,
+        retries: opt_count("retries", &r.retries)?,
     })
 }
 
@@ -594,6 +606,16 @@ fn sample(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Sample> {
         cached_tokens: opt_count("cached_tokens", &r.cached_tokens)?,
         spec_drafted_tokens,
         spec_accepted_tokens,
+        kv_transfers: opt_count("kv_transfers", &r.kv_transfers)?,
+        kv_transfers_failed: opt_count("kv_transfers_failed", &r.kv_transfers_failed)?,
+        kv_transfer_ms: opt_nonnegative("kv_transfer_ms", &r.kv_transfer_ms)?,
+        kv_transfer_p90_ms: opt_nonnegative("kv_transfer_p90_ms", &r.kv_transfer_p90_ms)?,
+        kv_transfer_bytes: opt_bytes("kv_transfer_bytes", &r.kv_transfer_bytes)?,
+        num_bootstrapping: opt_count("num_bootstrapping", &r.num_bootstrapping)?,
+        num_prealloc: opt_count("num_prealloc", &r.num_prealloc)?,
+        num_transferring: opt_count("num_transferring", &r.num_transferring)?,
+        num_inflight: opt_count("num_inflight", &r.num_inflight)?,
+        num_retracted: opt_count("num_retracted", &r.num_retracted)?,
     })
 }
 

@@ -547,6 +547,8 @@ impl Sim<'_> {
                             iteration: None,
                             iter_row: None,
                             tokens: None,
+                            bytes: None,
+                            retries: None,
                         },
                         Place::default(),
                     );
@@ -653,6 +655,8 @@ impl Sim<'_> {
                         iteration: Some(iteration),
                         iter_row: None,
                         tokens: Some(it.tokens),
+                        bytes: None,
+                        retries: None,
                     },
                     Place::default(),
                 );

@@ -297,6 +297,62 @@ table! {
         spec_drafted_tokens: Option<u32>,
         /// Speculative decoding: of those, the ones accepted (vLLM's `Accepted: N tokens`).
         spec_accepted_tokens: Option<u32>,
+        /// KV transfers that succeeded over the interval (vLLM's `KV Transfer metrics`: `Num successful transfers`).
+        kv_transfers: Option<u32>,
+        /// KV transfers that failed over the interval (`Num failed transfers`).
+        kv_transfers_failed: Option<u32>,
+        /// Mean time of a KV transfer over the interval, ms (`Avg xfer time (ms)`).
+        kv_transfer_ms: Option<f64>,
+        /// 90th percentile of a KV transfer's time over the interval, ms (`P90 xfer time (ms)`).
+        kv_transfer_p90_ms: Option<f64>,
+        /// Bytes moved by the interval's KV transfers (`Avg MB per transfer` times their number, MB of 2^20 bytes).
+        kv_transfer_bytes: Option<u64>,
+        /// Disaggregated prefill instance: requests in their bootstrap handshake (SGLang's `#bootstrap-req`).
+        num_bootstrapping: Option<u32>,
+        /// Disaggregated decode instance: requests waiting for their KV cache's room (SGLang's `#prealloc-req`).
+        num_prealloc: Option<u32>,
+        /// Disaggregated decode instance: requests receiving their KV cache (SGLang's `#transfer-req`).
+        num_transferring: Option<u32>,
+        /// Disaggregated prefill instance: requests whose KV cache is being sent (SGLang's `#inflight-req`).
+        num_inflight: Option<u32>,
+        /// Requests retracted (their KV cache given back) to make room (SGLang's `#retracted-req`).
+        num_retracted: Option<u32>,
+    }
+}
+
+impl Sample {
+    /// A reading of `source` at `time_ns` that says nothing yet: every counter absent.
+    pub fn at(source: u32, time_ns: i64) -> Self {
+        Sample {
+            source,
+            time_ns,
+            interval_ns: None,
+            num_running: None,
+            num_waiting: None,
+            num_swapped: None,
+            kv_usage: None,
+            kv_tokens: None,
+            prompt_throughput: None,
+            generation_throughput: None,
+            prefix_hit_rate: None,
+            spec_accept_length: None,
+            spec_accept_rate: None,
+            num_prefill_reqs: None,
+            num_prefill_tokens: None,
+            cached_tokens: None,
+            spec_drafted_tokens: None,
+            spec_accepted_tokens: None,
+            kv_transfers: None,
+            kv_transfers_failed: None,
+            kv_transfer_ms: None,
+            kv_transfer_p90_ms: None,
+            kv_transfer_bytes: None,
+            num_bootstrapping: None,
+            num_prealloc: None,
+            num_transferring: None,
+            num_inflight: None,
+            num_retracted: None,
+        }
     }
 }
 
@@ -435,8 +491,12 @@ table! {
         iteration: Option<i64>,
         /// Row of that step in `Trace::iterations`, when it is in the trace.
         iter_row: Option<u32>,
-        /// Tokens computed for the request in the span.
+        /// Tokens computed for the request in the span (a KV transfer: the tokens whose cache it moved).
         tokens: Option<u32>,
+        /// A KV transfer's bytes, where the engine says.
+        bytes: Option<u64>,
+        /// A KV transfer's retries, where the engine says.
+        retries: Option<u32>,
     }
 }
 

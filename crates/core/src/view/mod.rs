@@ -3,6 +3,7 @@
 
 pub mod lanes;
 pub mod layout;
+pub mod load;
 pub mod lod;
 pub mod ruler;
 pub mod step_summary;

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::lanes::Lanes;
 use super::layout::{self, TrackFilter, TrackOrder};
+use super::load::LoadStrip;
 use super::lod::Span;
 use super::step_summary::{StepSummary, counter_values};
 use super::viewport::Viewport;
@@ -25,6 +26,8 @@ pub struct TraceView {
     pub engines: Vec<EngineTrack>,
     /// One track of sampled counters per source with samples but no steps (a server log's stats lines).
     pub sampled: Vec<SampleTrack>,
+    /// Every instance's load on one scale, when the trace has two instances or more.
+    pub load: Option<LoadStrip>,
     /// The request rows shown, in order ([`TraceView::set_rows`] changes them).
     pub rows: Vec<u32>,
     /// The rows packed into lanes, when first asked for.
@@ -185,6 +188,7 @@ impl TraceView {
         engines.sort_by_key(|e| e.role);
         let rows = layout::track_rows(t, order, filter);
         let sampled = sample_tracks(t);
+        let load = LoadStrip::of(t);
         let q = &t.requests;
         let filter_labels = [&q.model, &q.app_id, &q.user_id, &q.finish_reason].map(|c| distinct_labels(c));
         TraceView {
@@ -193,6 +197,7 @@ impl TraceView {
             t1_ns,
             engines,
             sampled,
+            load,
             rows,
             lanes: OnceLock::new(),
             open_ends: origin.is_some(),

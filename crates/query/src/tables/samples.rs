@@ -106,4 +106,61 @@ pub(super) static SAMPLES: &[Col] = &[
         "a prefill batch's prompt tokens from the prefix cache",
         |s| { Series::new("cached_tokens".into(), &s.trace.samples.cached_tokens) }
     ),
+    col!(
+        "kv_transfers",
+        "u32",
+        "KV transfers that succeeded over the interval (vLLM's KV connector line)",
+        |s| { Series::new("kv_transfers".into(), &s.trace.samples.kv_transfers) }
+    ),
+    col!(
+        "kv_transfers_failed",
+        "u32",
+        "KV transfers that failed over the interval",
+        |s| { Series::new("kv_transfers_failed".into(), &s.trace.samples.kv_transfers_failed) }
+    ),
+    col!(
+        "kv_transfer_ms",
+        "f64",
+        "mean time of a KV transfer over the interval, ms; null without one",
+        |s| { Series::new("kv_transfer_ms".into(), &s.trace.samples.kv_transfer_ms) }
+    ),
+    col!(
+        "kv_transfer_p90_ms",
+        "f64",
+        "90th percentile of a KV transfer's time over the interval, ms",
+        |s| { Series::new("kv_transfer_p90_ms".into(), &s.trace.samples.kv_transfer_p90_ms) }
+    ),
+    col!(
+        "kv_transfer_bytes",
+        "u64",
+        "bytes the interval's KV transfers moved",
+        |s| { Series::new("kv_transfer_bytes".into(), &s.trace.samples.kv_transfer_bytes) }
+    ),
+    col!(
+        "bootstrapping",
+        "u32",
+        "disaggregated prefill instance: requests in their bootstrap handshake",
+        |s| { Series::new("bootstrapping".into(), &s.trace.samples.num_bootstrapping) }
+    ),
+    col!(
+        "prealloc",
+        "u32",
+        "disaggregated decode instance: requests waiting for room for their KV cache",
+        |s| { Series::new("prealloc".into(), &s.trace.samples.num_prealloc) }
+    ),
+    col!(
+        "transferring",
+        "u32",
+        "disaggregated decode instance: requests receiving their KV cache",
+        |s| { Series::new("transferring".into(), &s.trace.samples.num_transferring) }
+    ),
+    col!(
+        "inflight",
+        "u32",
+        "disaggregated prefill instance: requests whose KV cache is being sent",
+        |s| { Series::new("inflight".into(), &s.trace.samples.num_inflight) }
+    ),
+    col!("retracted", "u32", "requests retracted to make room", |s| {
+        Series::new("retracted".into(), &s.trace.samples.num_retracted)
+    }),
 ];

@@ -116,4 +116,12 @@ pub(super) static TRANSFERS: &[Col] = &[
         let v: Vec<Option<u32>> = transfers(s).map(|(_, i)| s.trace.stages.tokens[i]).collect();
         Series::new("tokens".into(), v)
     }),
+    col!("bytes", "u64", "bytes moved, where the source says", |s| {
+        let v: Vec<Option<u64>> = transfers(s).map(|(_, i)| s.trace.stages.bytes[i]).collect();
+        Series::new("bytes".into(), v)
+    }),
+    col!("retries", "u32", "retries, where the source says", |s| {
+        let v: Vec<Option<u32>> = transfers(s).map(|(_, i)| s.trace.stages.retries[i]).collect();
+        Series::new("retries".into(), v)
+    }),
 ];

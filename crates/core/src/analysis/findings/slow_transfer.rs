@@ -121,12 +121,23 @@ impl Detector for SlowKvTransfer {
                 .unwrap_or("?"),
             trace.label(trace.decode_source(worst.request)).unwrap_or("?")
         );
+        let seconds = worst.ns as f64 / 1e9;
+        // Its bytes, where the trace says: a rate in GB/s is what a link's bandwidth is compared with.
+        let bytes: Option<u64> = trace
+            .explicit_stages_of(worst.request)
+            .filter(|&s| st.kind[s] == StageKind::KvTransfer)
+            .map(|s| st.bytes[s])
+            .sum();
+        let size = bytes.map_or_else(String::new, |b| {
+            format!(", {:.1} MB at {:.2} GB/s", b as f64 / 1e6, b as f64 / seconds / 1e9)
+        });
         let what = match worst.tokens {
             Some(t) => format!(
-                "moving the KV of {} tokens ({} tokens/s)",
+                "moving the KV of {} tokens ({} tokens/s{size})",
                 thousands(t),
-                thousands((t as f64 / (worst.ns as f64 / 1e9)).round() as u64)
+                thousands((t as f64 / seconds).round() as u64)
             ),
+            None if bytes.is_some() => format!("moving its KV ({})", size.trim_start_matches(", ")),
             None => "moving its KV (tokens not in the trace)".to_owned(),
         };
         let requests: Vec<u32> = moved.iter().map(|m| m.request).collect();

@@ -29,6 +29,8 @@ impl Sim<'_> {
                 iteration: None,
                 iter_row: None,
                 tokens: Some(tokens),
+                bytes: Some(d.transfer.bytes(tokens)),
+                retries: None,
             },
             Place::default(),
         );
@@ -80,6 +82,8 @@ impl Sim<'_> {
                     iteration: None,
                     iter_row: None,
                     tokens: None,
+                    bytes: None,
+                    retries: None,
                 };
                 self.b.add_stage(stage, Place::default());
             }
