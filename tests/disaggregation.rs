@@ -390,3 +390,65 @@ fn gui_a_what_if_replays_the_trace_on_screen_as_a_disaggregated_deployment_besid
             .is_some()
     );
 }
+
+#[test]
+fn a_disaggregated_trace_is_replayed_as_it_ran_with_its_instances_roles() {
+    // SGLang 0.5.23's prefill and decode servers' logs (its own timing code), as one trace.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let pd = dir.path().join("pd.parquet").to_string_lossy().into_owned();
+    let logs = "tests/data/import/sglang/logs";
+    let (prefill, decode) = (
+        format!("{logs}/0.5.23-pd-prefill.log"),
+        format!("{logs}/0.5.23-pd-decode.log"),
+    );
+    let (code, _, err) = tokenscope(&["convert", &prefill, &decode, "-o", &pd]);
+    assert_eq!(code, 0, "{err}");
+    let replay = |set: &[&str]| {
+        let out = dir.path().join("replay.parquet").to_string_lossy().into_owned();
+        let mut args = vec!["synth", "--scenario", "replay", "--from-trace", &pd, "-o", &out];
+        for s in set {
+            args.extend(["--set", s]);
+        }
+        let (code, stdout, err) = tokenscope(&args);
+        (code, stdout + &err, out)
+    };
+    // Kept as it ran: the prefill instance hands its requests to the decode instance at 25 GB/s after 1 ms.
+    let (code, said, out) = replay(&["transfer_gb_per_s=0.5"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("disaggregated as the trace ran: its 1 prefill instance(s)"),
+        "{said}"
+    );
+    let sql =
+        "SELECT request_id, from_source, to_source, duration_ms, tokens, bytes FROM transfers ORDER BY tokens DESC";
+    let (code, rows, err) = tokenscope(&["query", &out, sql, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = json(&rows);
+    let rows = rows.as_array().unwrap_or_else(|| panic!("rows"));
+    // Every request that arrived at the prefill server moves its prompt's KV (its 7: six joined, its own warm-up);
+    // the decode server's warm-up is served where it arrived.
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    for r in rows {
+        assert_eq!(
+            (r["from_source"].as_str(), r["to_source"].as_str()),
+            (Some("0.5.23-pd-prefill"), Some("0.5.23-pd-decode"))
+        );
+        // 131,072 bytes a token (the 8 B profile's model) at 0.5 GB/s, plus 1 ms.
+        let tokens = r["tokens"].as_i64().unwrap_or(0);
+        assert_eq!(r["bytes"].as_i64(), Some(tokens * 131_072), "{r}");
+        let ms = (tokens * 131_072) as f64 / 0.5e9 * 1e3 + 1.0;
+        assert!(
+            (r["duration_ms"].as_f64().unwrap_or(0.0) - ms).abs() < 1e-3,
+            "{r} vs {ms}"
+        );
+    }
+    // The longest, e87e…'s 3,071 tokens: 402,522,112 bytes in 805.04 ms + 1 ms.
+    assert_eq!(rows[0]["tokens"].as_i64(), Some(3_071));
+    // Splitting it again is refused, with why.
+    let (code, said, _) = replay(&["disaggregation=1p1d"]);
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("the trace is disaggregated already (1 prefill and 1 decode instance(s))"),
+        "{said}"
+    );
+}

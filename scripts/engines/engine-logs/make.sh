@@ -4,6 +4,7 @@
 #
 #   scripts/engines/engine-logs/make.sh                       # every installed version, every scenario
 #   VLLM_VERSIONS=0.33.0 SGLANG_VERSIONS= scripts/engines/engine-logs/make.sh
+#   VLLM_SCENARIOS=pd-nixl SGLANG_VERSIONS= scripts/engines/engine-logs/make.sh   # some vLLM scenarios only
 #
 # The engine venvs are the ones the trace harnesses build (scripts/engines/vllm-trace/make.sh:
 # ~/.cache/tokenscope-vllm/venv-<v>; scripts/engines/sglang-trace/make.sh: ~/.cache/tokenscope-sglang/venv-<v>);
@@ -40,11 +41,14 @@ mkdir -p "$out"
 for v in $VLLM_VERSIONS; do
   py=$vcache/venv-$v/bin/python
   [ -x "$py" ] || { echo "no venv for vllm $v ($py): run scripts/engines/vllm-trace/make.sh $v first" >&2; exit 1; }
-  scenarios=(single spec dp2 dp2-agg dp2-default dp2-spec dp2-skew overload)
+  # pd-nixl: a prefill and a decode server with the NIXL KV connector; writes $v-pd-nixl-prefill.log,
+  # $v-pd-nixl-decode.log (each with its .truth.json) and $v-pd-nixl.truth.json (the pair)
+  scenarios=(single spec dp2 dp2-agg dp2-default dp2-spec dp2-skew overload pd-nixl)
   # 0.15-style process prefix (written into sys.stdout, ANSI-coloured unless NO_COLOR): also without colour
   if ! grep -q set_vllm_process_name "$("$py" -c 'import importlib.util as u; print(u.find_spec("vllm").submodule_search_locations[0])')/logger.py"; then
     scenarios+=(single-nocolor)
   fi
+  [ -z "${VLLM_SCENARIOS:-}" ] || read -r -a scenarios <<<"$VLLM_SCENARIOS"
   for s in "${scenarios[@]}"; do
     base=$v; [ "$s" = single ] || base=$v-$s
     "$py" "$here/vllm_log.py" "$s" "$out/$base"

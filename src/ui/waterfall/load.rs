@@ -11,7 +11,10 @@ use crate::view::load::{Basis, LoadStrip};
 use crate::view::trace_view::TraceView;
 
 /// The height of an instance's row.
-pub const ROW: f32 = 12.0;
+pub const ROW: f32 = 14.0;
+/// An idle column: a line, not a block.
+const IDLE: Color32 = Color32::from_gray(120);
+
 /// The height of the heading line.
 const HEADING: f32 = 14.0;
 
@@ -26,11 +29,11 @@ pub(super) fn block_height(view: &TraceView) -> f32 {
 fn color(running: u32, waiting: u32, max: u32) -> Color32 {
     let share = |n: u32| (n as f32 / max.max(1) as f32).clamp(0.0, 1.0);
     if waiting > 0 {
-        theme::COUNTER_ALERT_COLOR.gamma_multiply(0.35 + 0.65 * share(running + waiting))
+        theme::COUNTER_ALERT_COLOR.gamma_multiply(0.55 + 0.45 * share(running + waiting))
     } else if running > 0 {
-        theme::COUNTER_COLOR.gamma_multiply(0.25 + 0.75 * share(running))
+        theme::COUNTER_COLOR.gamma_multiply(0.4 + 0.6 * share(running))
     } else {
-        theme::GRID
+        IDLE
     }
 }
 
@@ -71,7 +74,7 @@ pub(super) fn draw(p: &Paint<'_>, top: f32, hover: &mut Option<Hover>) -> Option
             pos2(frame.labels_x + 8.0, f32::midpoint(y0, y1)),
             Align2::LEFT_CENTER,
             name,
-            FontId::proportional(10.0),
+            FontId::proportional(11.0),
             theme::MUTED_TEXT,
         );
         // One quad per run of columns of one colour.
@@ -79,9 +82,8 @@ pub(super) fn draw(p: &Paint<'_>, top: f32, hover: &mut Option<Hover>) -> Option
         let flush = |mesh: &mut egui::Mesh, run: Option<(usize, Color32)>, end: usize| {
             if let Some((start, c)) = run.filter(|r| r.1 != Color32::TRANSPARENT) {
                 let (a, b) = (left + start as f32, left + end as f32);
-                let r = if c == theme::GRID {
-                    // Idle: a line, not a block.
-                    Rect::from_min_max(pos2(a, y1 - 1.0), pos2(b, y1))
+                let r = if c == IDLE {
+                    Rect::from_min_max(pos2(a, y1 - 2.0), pos2(b, y1))
                 } else {
                     Rect::from_min_max(pos2(a, y0), pos2(b, y1))
                 };

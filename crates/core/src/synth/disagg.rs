@@ -124,6 +124,19 @@ impl Disaggregation {
         out
     }
 
+    /// A disaggregated trace's deployment, replayed as it ran, in a sentence.
+    pub fn describe_as_given(&self) -> String {
+        format!(
+            "disaggregated as the trace ran: its {} prefill instance(s) hand each request to the least loaded of its \
+             {} decode instance(s), its KV moved at {} GB/s after {} ms, {} bytes per token",
+            self.prefill,
+            self.decode,
+            self.transfer.bytes_per_s / 1e9,
+            self.transfer.latency_ns as f64 / 1e6,
+            self.transfer.bytes_per_token
+        )
+    }
+
     /// The deployment in a sentence, for a replay's notes.
     pub fn describe(&self) -> String {
         format!(
@@ -136,6 +149,20 @@ impl Disaggregation {
             self.transfer.bytes_per_token
         )
     }
+}
+
+/// Every engine in the role given, all of one group: prefill instances hand their requests to the least loaded
+/// decode instance, as a disaggregated deployment's router does.
+pub fn as_given(engines: &[EngineConfig], roles: &[Role]) -> Vec<Instance> {
+    engines
+        .iter()
+        .zip(roles)
+        .map(|(e, &role)| Instance {
+            config: e.clone(),
+            role,
+            group: 0,
+        })
+        .collect()
 }
 
 /// Every engine as an ordinary instance of its own group.

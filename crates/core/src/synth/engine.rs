@@ -117,6 +117,10 @@ pub struct SimConfig {
     pub first_iteration: i64,
     /// Prefill and decode on instances of their own, or `None`: every instance does both.
     pub disaggregation: Option<Disaggregation>,
+    /// With a disaggregation, each engine's role as given (a disaggregated trace replayed as it ran: its prefill
+    /// instances hand their requests to its decode instances), in place of each engine becoming the
+    /// disaggregation's prefill and decode instances; empty: as the disaggregation says.
+    pub roles: Vec<super::disagg::Role>,
 }
 
 fn blocks_for(tokens: u32) -> u32 {
@@ -267,7 +271,9 @@ enum Event {
 /// Simulates the engines serving `arrivals` (sorted by time) and returns the trace they would dump.
 pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
     let mut b = TraceBuilder::default();
+    let as_given = cfg.disaggregation.is_some() && cfg.roles.len() == cfg.engines.len();
     let instances = match &cfg.disaggregation {
+        Some(_) if as_given => super::disagg::as_given(&cfg.engines, &cfg.roles),
         Some(d) => d.expand(&cfg.engines),
         None => super::disagg::plain(&cfg.engines),
     };
@@ -328,10 +334,16 @@ pub fn simulate(cfg: &SimConfig, arrivals: &[Arrival]) -> Trace {
                 }
             }
             Some((_, Event::Arrival)) => {
-                // Its own instance's (its group's) prefill instances, or every one that takes new requests.
+                // Its own instance's (its group's) prefill instances, or every one that takes new requests; with the
+                // roles as given, the instance it arrived at (a decode instance's own request, its warm-up, is served
+                // there whole, as it was).
                 let pin = arrivals[next].source.filter(|&s| s < groups);
                 let takers: Vec<usize> = (0..sim.engines.len())
-                    .filter(|&i| sim.engines[i].role != Role::Decode && pin.is_none_or(|g| sim.engines[i].group == g))
+                    .filter(|&i| match pin {
+                        Some(g) if as_given => i == g,
+                        Some(g) => sim.engines[i].role != Role::Decode && sim.engines[i].group == g,
+                        None => sim.engines[i].role != Role::Decode,
+                    })
                     .collect();
                 let target = match cfg.routing {
                     Routing::RoundRobin if pin.is_none() => {

@@ -403,11 +403,20 @@ fn infer_schedulers(trace: &Trace) -> Vec<InferredEngine> {
             })
             .collect();
     }
+    // Every instance a request names: where it arrived, then where it decoded (a disaggregated trace's decode
+    // instances).
     let mut seen = std::collections::HashSet::new();
     let sources: Vec<u32> = trace
         .requests
         .source
         .iter()
+        .chain(
+            trace
+                .requests
+                .decode_source
+                .iter()
+                .filter(|&&d| d != crate::trace::NO_STR),
+        )
         .copied()
         .filter(|s| seen.insert(*s))
         .collect();

@@ -28,6 +28,7 @@ pub mod xlarge;
 use std::path::PathBuf;
 
 use crate::trace::Trace;
+use crate::trace::instances::InstanceRole;
 use arrivals::{Arrival, ArrivalsError, ReplayOptions};
 pub use choice::ProfileChoice;
 pub use cost::Profile;
@@ -181,7 +182,7 @@ pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, S
             scenarios::replay(seed, arrivals, options.sources)
         }
     };
-    configure(&mut config, &flag_overrides(options).then(set))?;
+    configure(&mut config, &flag_overrides(options).then(set), &[])?;
     simulate(&config, arrivals, options.plant)
 }
 
@@ -189,10 +190,33 @@ pub fn generate_with(options: &SynthOptions, set: &Overrides) -> Result<Trace, S
 ///
 /// # Errors
 /// A transfer key without a disaggregation, or more instances than the simulator serves.
-fn configure(config: &mut SimConfig, overrides: &Overrides) -> Result<(), SynthError> {
+fn configure(config: &mut SimConfig, overrides: &Overrides, given: &[disagg::Role]) -> Result<(), SynthError> {
     overrides.apply(&mut config.engines).map_err(SynthError::BadOption)?;
-    config.disaggregation = overrides.disaggregation().map_err(SynthError::BadOption)?;
-    let per_instance = config.disaggregation.map_or(1, |d| (d.prefill + d.decode) as usize);
+    let count = |role| u32::try_from(given.iter().filter(|&&r| r == role).count()).unwrap_or(u32::MAX);
+    let (prefill, decode) = (count(disagg::Role::Prefill), count(disagg::Role::Decode));
+    if given.len() == config.engines.len() && prefill + decode > 0 {
+        // A disaggregated trace, replayed as it ran: its prefill instances hand their requests to its decode ones.
+        if overrides.disaggregation.is_some() {
+            return Err(SynthError::BadOption(format!(
+                "--set disaggregation: the trace is disaggregated already ({prefill} prefill and {decode} decode \
+                 instance(s)) and is replayed so; the transfer keys change its KV transfers"
+            )));
+        }
+        config.roles = given.to_vec();
+        config.disaggregation = Some(disagg::Disaggregation {
+            prefill,
+            decode,
+            transfer: overrides.transfer_cost(),
+        });
+    } else {
+        config.roles = Vec::new();
+        config.disaggregation = overrides.disaggregation().map_err(SynthError::BadOption)?;
+    }
+    let per_instance = match config.disaggregation {
+        Some(_) if !config.roles.is_empty() => 1,
+        Some(d) => (d.prefill + d.decode) as usize,
+        None => 1,
+    };
     let total = config.engines.len() * per_instance;
     if total > overrides::MAX_INSTANCES {
         return Err(SynthError::BadOption(format!(
@@ -239,7 +263,18 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
             overrides::MAX_INSTANCES
         )));
     }
-    configure(&mut config, &overrides)?;
+    // The trace's instances' roles, kept when it is disaggregated and its instances are replayed one for one.
+    let roles = source.instance_roles();
+    let given: Vec<disagg::Role> = inferred
+        .iter()
+        .map(|e| match roles.get(&e.source) {
+            Some(InstanceRole::Prefill) => disagg::Role::Prefill,
+            Some(InstanceRole::Decode) => disagg::Role::Decode,
+            _ => disagg::Role::Both,
+        })
+        .collect();
+    let keep = if overrides.instances.is_none() { &given[..] } else { &[] };
+    configure(&mut config, &overrides, keep)?;
     let pinned = config.engines.len() == inferred.len();
     let pins: Vec<u32> = inferred.iter().map(|e| e.source).collect();
     let (arrivals, clamped) = from_trace::arrivals(source, pinned.then_some(&pins[..]), replay_options(options));
@@ -266,7 +301,11 @@ pub fn replay_trace(source: &Trace, options: &SynthOptions, set: &Overrides) -> 
         ));
     }
     if let Some(d) = &config.disaggregation {
-        notes.push(d.describe());
+        notes.push(if config.roles.is_empty() {
+            d.describe()
+        } else {
+            d.describe_as_given()
+        });
     }
     if let Some(model) = &source.meta.model {
         config.model.clone_from(model);

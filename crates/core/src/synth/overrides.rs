@@ -238,19 +238,24 @@ impl Overrides {
                 ))
             };
         };
-        let gb_per_s = self.transfer_gb_per_s.unwrap_or(disagg::DEFAULT_TRANSFER_GB_PER_S);
-        let latency_ms = self.transfer_latency_ms.unwrap_or(disagg::DEFAULT_TRANSFER_LATENCY_MS);
         Ok(Some(Disaggregation {
             prefill,
             decode,
-            transfer: TransferCost {
-                bytes_per_token: self
-                    .kv_bytes_per_token
-                    .unwrap_or_else(|| disagg::kv_bytes_per_token(self.profile.as_ref())),
-                bytes_per_s: gb_per_s * 1e9,
-                latency_ns: (latency_ms * 1e6).round() as i64,
-            },
+            transfer: self.transfer_cost(),
         }))
+    }
+
+    /// A KV transfer's cost: the `transfer_*` and `kv_bytes_per_token` keys given, else their defaults.
+    pub fn transfer_cost(&self) -> TransferCost {
+        let gb_per_s = self.transfer_gb_per_s.unwrap_or(disagg::DEFAULT_TRANSFER_GB_PER_S);
+        let latency_ms = self.transfer_latency_ms.unwrap_or(disagg::DEFAULT_TRANSFER_LATENCY_MS);
+        TransferCost {
+            bytes_per_token: self
+                .kv_bytes_per_token
+                .unwrap_or_else(|| disagg::kv_bytes_per_token(self.profile.as_ref())),
+            bytes_per_s: gb_per_s * 1e9,
+            latency_ns: (latency_ms * 1e6).round() as i64,
+        }
     }
 
     /// The overrides as `key=value` words, in a fixed order (empty when nothing is changed).

@@ -193,6 +193,7 @@ pub fn config(engines: Vec<EngineConfig>, seed: u64) -> SimConfig {
         seed,
         first_iteration: 0,
         disaggregation: None,
+        roles: Vec::new(),
     }
 }
 

@@ -91,7 +91,7 @@ fn write_in_parts(
     for k in 0..parts {
         let n = part_requests.min(requests - k * part_requests);
         let (mut config, mut arrivals) = scenarios::large(options.seed.wrapping_add(k as u64), n);
-        configure(&mut config, &flag_overrides(options).then(set))?;
+        configure(&mut config, &flag_overrides(options).then(set), &[])?;
         config.first_iteration = PART_ITERATIONS * k as i64;
         let shift = next_start - scenarios::T0_NS;
         for a in &mut arrivals {

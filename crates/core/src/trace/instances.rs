@@ -29,24 +29,26 @@ impl InstanceRole {
 
 impl Trace {
     /// The role of every instance that is a request's `source` or `decode_source`; an instance not named there
-    /// (steps or samples only) is [`InstanceRole::Both`].
+    /// (steps or samples only) is [`InstanceRole::Both`]. An instance that served a few requests whole beside the
+    /// many it handed on or received (a disaggregated server's own warm-up request, SGLang's room 0) keeps its role:
+    /// whole requests count against it from a fifth of the others on.
     pub fn instance_roles(&self) -> HashMap<u32, InstanceRole> {
-        // Per instance: (prefilled a request decoded elsewhere, served a request whole, decoded one from elsewhere).
-        let mut seen: HashMap<u32, (bool, bool, bool)> = HashMap::default();
+        // Per instance: requests it prefilled and another decoded, it served whole, it decoded from another.
+        let mut seen: HashMap<u32, (u64, u64, u64)> = HashMap::default();
         for (&source, &decode) in self.requests.source.iter().zip(&self.requests.decode_source) {
             let s = seen.entry(source).or_default();
-            if decode == NO_STR {
-                s.1 = true;
+            if decode == NO_STR || decode == source {
+                s.1 += 1;
             } else {
-                s.0 = true;
-                seen.entry(decode).or_default().2 = true;
+                s.0 += 1;
+                seen.entry(decode).or_default().2 += 1;
             }
         }
         seen.into_iter()
             .map(|(source, (handed, whole, received))| {
-                let role = match (handed, whole, received) {
-                    (true, false, false) => InstanceRole::Prefill,
-                    (false, false, true) => InstanceRole::Decode,
+                let role = match (handed, received) {
+                    (h, 0) if h > 0 && whole * 5 <= h => InstanceRole::Prefill,
+                    (0, r) if r > 0 && whole * 5 <= r => InstanceRole::Decode,
                     _ => InstanceRole::Both,
                 };
                 (source, role)
@@ -77,6 +79,30 @@ mod tests {
         assert_eq!(role("w"), InstanceRole::Both);
         assert_eq!(roles.len(), 3);
         assert!(t.is_disaggregated());
+        // A prefill server's own warm-up, served whole beside five it handed on, leaves it a prefill server; a
+        // second whole request (two of seven) makes it an ordinary one.
+        let handed: String = (1..=5)
+            .map(|k| {
+                format!(
+                    r#"{{"kind":"request","request_id":"h{k}","source":"p","decode_source":"d","arrival_ns":176440320000000000{k}}}
+"#
+                )
+            })
+            .collect();
+        let warm = r#"{"kind":"request","request_id":"warm","source":"p","arrival_ns":1764403200000000009}
+"#;
+        let t = trace_of(&format!("{handed}{warm}"));
+        assert_eq!(
+            t.instance_roles()[&t.labels.lookup("p").unwrap_or(NO_STR)],
+            InstanceRole::Prefill
+        );
+        let again = r#"{"kind":"request","request_id":"warm2","source":"p","arrival_ns":1764403200000000010}
+"#;
+        let t = trace_of(&format!("{handed}{warm}{again}"));
+        assert_eq!(
+            t.instance_roles()[&t.labels.lookup("p").unwrap_or(NO_STR)],
+            InstanceRole::Both
+        );
         // A request whose decode_source names its own source decoded where it prefilled.
         let t = trace_of(
             r#"{"kind":"request","request_id":"r1","source":"p","decode_source":"p","arrival_ns":1764403200000000001}"#,

@@ -2,11 +2,11 @@
 //! strip that shows a starved rank idle while another queues, or a prefill instance backed up while its decode
 //! instance waits. What an instance's load is read from, in order of preference:
 //!
-//! - its samples' `num_running` and `num_waiting` (a server log's stats lines, a metrics scrape), each reading held
-//!   until the next, as the log says nothing of what happened between two readings;
-//! - else its requests: waiting from arrival to being scheduled, running from then until it ends there (its end, or
-//!   on a prefill instance of a disaggregated deployment the end of its KV transfer, after which it runs on its
-//!   decode instance until its end).
+//! - its requests, whose times say it all: waiting from arrival to being scheduled, running from then until it ends
+//!   there (its end, or on a prefill instance of a disaggregated deployment the end of its KV transfer, after which
+//!   it runs on its decode instance until its end);
+//! - else its samples' `num_running` and `num_waiting` (a server log's stats lines, a metrics scrape), each reading
+//!   held until the next, as the log says nothing of what happened between two readings.
 //!
 //! An instance without either has no row: nothing is known of its load, which is not the same as idle.
 
@@ -98,23 +98,19 @@ impl LoadStrip {
             .iter()
             .filter_map(|&source| {
                 let role = roles.get(&source).copied().unwrap_or(InstanceRole::Both);
-                if let Some(changes) = sample_changes(trace, source) {
-                    return Some(InstanceLoad {
-                        source,
-                        role,
-                        basis: Basis::Samples,
-                        changes,
-                    });
-                }
-                let changes = by_requests
+                let from_requests = by_requests
                     .iter()
                     .find(|(s, _)| *s == source)
                     .map(|(_, c)| c.clone())
-                    .filter(|c| !c.is_empty())?;
+                    .filter(|c| !c.is_empty());
+                let (basis, changes) = match from_requests {
+                    Some(c) => (Basis::Requests, c),
+                    None => (Basis::Samples, sample_changes(trace, source)?),
+                };
                 Some(InstanceLoad {
                     source,
                     role,
-                    basis: Basis::Requests,
+                    basis,
                     changes,
                 })
             })

@@ -31,6 +31,7 @@ fn small_engine(kv_blocks: u32) -> SimConfig {
         seed: 1,
         first_iteration: 0,
         disaggregation: None,
+        roles: Vec::new(),
     }
 }
 
