@@ -109,6 +109,18 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
                 put("spec_drafted_tokens", f(line, "draft_tokens"), 0.0);
                 put("spec_accepted_tokens", f(line, "accepted_tokens"), 0.0);
             }
+            "kv_transfer" => {
+                // vLLM's KV connector line (NIXL's stats): the interval's transfers; times printed to 3 decimals, the
+                // size as MB (2^20 bytes) per transfer to 3; with no successful one, time and size absent.
+                put("kv_transfers", f(line, "num_successful_transfers"), 0.0);
+                if line["failures_printed"].as_bool() == Some(true) {
+                    put("kv_transfers_failed", f(line, "num_failed_transfers"), 0.0);
+                }
+                put("kv_transfer_ms", f(line, "avg_xfer_time_ms"), 0.000_51);
+                put("kv_transfer_p90_ms", f(line, "p90_xfer_time_ms"), 0.000_51);
+                let n = f(line, "num_successful_transfers").unwrap_or(0.0);
+                put("kv_transfer_bytes", f(line, "total_bytes"), n * 0.000_51 * 1_048_576.0);
+            }
             "spec_v0" => put("spec_accept_rate", f(line, "draft_acceptance_rate"), 0.000_51),
             "prefix_v0" => put("prefix_hit_rate", f(line, "gpu_prefix_cache_hit_rate"), 0.000_051),
             "prefill" => {
@@ -139,7 +151,7 @@ fn expected(truth: &Value, year: i32) -> Vec<Expected> {
             }
             _ => continue,
         }
-        let second_line = matches!(kind, "spec" | "spec_v0" | "prefix_v0");
+        let second_line = matches!(kind, "spec" | "spec_v0" | "prefix_v0" | "kv_transfer");
         if second_line
             && last_printed.iter().any(|(s, p)| *s == source && p == printed)
             && let Some(reading) = out.iter_mut().rev().find(|e| e.source == source)
@@ -586,5 +598,50 @@ fn a_disaggregated_sglang_deployments_two_logs_open_as_each_request_whole_across
         } else {
             assert!(slow.is_empty(), "{v}: {slow:?}");
         }
+    }
+}
+
+#[test]
+fn a_vllm_kv_connectors_lines_keep_each_server_apart_and_an_interval_without_a_transfer_times_nothing() {
+    // vLLM's own NIXL stats and logging code (scenario pd-nixl): a prefill and a decode server's logs, opened together.
+    let dir = "tests/data/import/vllm/logs";
+    for v in ["0.15.1", "0.33.0"] {
+        let files = [
+            format!("{dir}/{v}-pd-nixl-prefill.log"),
+            format!("{dir}/{v}-pd-nixl-decode.log"),
+        ];
+        let paths: Vec<&Path> = files.iter().map(Path::new).collect();
+        let loaded =
+            tokenscope::load::load_many(&paths, &tokenscope::load::Progress::default(), LoadOptions::default())
+                .unwrap_or_else(|e| panic!("{v}: {e}"));
+        let t = &loaded.trace;
+        let mut sources: Vec<&str> = t.samples.source.iter().filter_map(|&s| t.label(s)).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        assert_eq!(
+            sources,
+            [format!("{v}-pd-nixl-decode"), format!("{v}-pd-nixl-prefill")],
+            "{v}"
+        );
+        // The prefill server's one KV line: no transfer of its own (a request's blocks expired), so no time, nothing
+        // moved; 0.15.1 prints no failure count, absent rather than 0.
+        let prefill = t.labels.lookup(&format!("{v}-pd-nixl-prefill")).unwrap_or(u32::MAX);
+        let kv: Vec<_> = (0..t.samples.len())
+            .map(|i| t.samples.row(i))
+            .filter(|s| s.source == prefill && s.kv_transfers.is_some())
+            .collect();
+        assert_eq!(kv.len(), 1, "{v}: {kv:?}");
+        let s = kv[0];
+        assert_eq!(
+            (
+                s.kv_transfers,
+                s.kv_transfer_ms,
+                s.kv_transfer_p90_ms,
+                s.kv_transfer_bytes
+            ),
+            (Some(0), None, None, Some(0)),
+            "{v}"
+        );
+        assert_eq!(s.kv_transfers_failed, (v == "0.33.0").then_some(0), "{v}");
     }
 }

@@ -18,6 +18,19 @@ writes OUT_BASE.log and OUT_BASE.truth.json. Scenarios:
   dp2-skew     dp2 where the load stops reaching engine 1 for 40 s while engine 0's queue grows
                to 22 (a starved rank); engine 1's idle lines go to DEBUG, as vLLM logs an idle
                engine, so its log falls silent after its first idle reading
+  overload     one engine whose queue grows for a minute (KV cache full), then drains
+  pd-nixl      disaggregated prefill/decode with the NIXL KV connector: a prefill server (:8100,
+               kv_role kv_producer) and a decode server (:8200, kv_consumer), each its own run of this
+               script (internal scenarios pd-nixl-prefill / pd-nixl-decode); writes OUT_BASE-prefill.log,
+               OUT_BASE-decode.log (each with its .truth.json: pair_truth, server, requests, and
+               "kv_transfer" rows) and OUT_BASE.truth.json (the pair: requests joined by id, both logs'
+               rows). Eight requests (PD_REQUESTS); the decode server reads their KV with NIXL: 25-40 ms
+               reads of 64-192 MiB, one slow 400 ms read, one failed read (ERROR "NIXL transfer
+               failure" from the worker; 0.15 recomputes the prompt, 0.33 fails the request), whose
+               blocks expire on the prefill server 30 s later (WARNING "Releasing expired KV blocks";
+               0.15 started with VLLM_NIXL_ABORT_REQUEST_TIMEOUT=30). Every interval that recorded
+               something gets a "KV Transfer metrics: ..." line right after its "Engine 000: ..." line
+               (the decode's reads; the prefill's expiry: 0 successful transfers); the others none.
 
 What runs is vLLM's: vllm.logger (its dictConfig, NewLineFormatter, the 0.33 process
 name record factory), vllm.utils.system_utils.decorate_logs (0.15: the
@@ -34,6 +47,27 @@ transformers, tokenizers, vllm.config, vllm.distributed (KVConnectorLogging is a
 with no KV connector configured the real one logs nothing), vllm.compilation, ...
 PrometheusStatLogger is replaced by a no-op subclass handed to StatLoggerManager as a
 custom logger (exactly what makes the manager skip its own Prometheus logger).
+
+pd-nixl runs vLLM's KV-connector code too: under vllm.distributed (and 0.33's vllm.config)
+the modules it needs are the wheel's (the packages above them stay fakes with the wheel's
+__path__; 0.33 also fakes vllm.model_executor and vllm.v1.worker.utils, which its nixl
+workers import): KVTransferConfig (from the CLI's JSON), KVConnectorFactory (resolves
+"NixlConnector"), KVConnectorLogging (vllm/distributed/kv_transfer/kv_connector/v1/metrics.py,
+writes the line), NixlKVConnectorStats (0.15: v1/nixl_connector.py, 0.33: v1/nixl/stats.py:
+record_transfer, record_failed_transfer, record_kv_expired_req, clone_and_reset, reduce,
+is_empty, aggregate), NixlConnector.build_kv_connector_stats, and the worker's own methods
+(0.15 NixlConnectorWorker, 0.33 NixlPullConnectorWorker, made with object.__new__, its
+GPU/NIXL __init__ not run): _pop_done_transfers (polls the handle, records the telemetry or
+logs the failure and records it), _log_failure, _handle_failed_transfer,
+get_kv_connector_stats, and 0.33's _reap_expired_send_leases (0.15's expiry is inline in
+get_finished: its warning is re-issued with SourceCall, the record is the real method).
+The NIXL agent is FakeNixlAgent (check_xfer_state / get_xfer_telemetry / release_xfer_handle
+with chosen states and telemetry). The payload reaches the stats logger as vLLM carries it:
+SchedulerStats.kv_connector_stats = the worker stats' .data (0.15) / .to_dict() (0.33), fed
+through StatLoggerManager.record -> LoggingStatLogger.record -> KVConnectorLogging.observe.
+The truth's KV figures are computed from PD_REQUESTS with fractions (kv_row), and the
+driver checks each printed line against them (kv_expected_text) and that it follows its
+engine's stats line.
 """
 
 from __future__ import annotations
@@ -58,6 +92,91 @@ VERSION = importlib.metadata.version("vllm")
 SCENARIO = sys.argv[1]
 OUT_BASE = sys.argv[2]
 
+# ------------------------------------------------------------------ pd-nixl: the plan of both servers
+# One node, two GPUs: a prefill server (:8100, kv_producer) and a decode server (:8200, kv_consumer), both
+# `--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":...}'`, behind a proxy on the same host that
+# sends each request to the prefill server (max_tokens=1), then to the decode server with the prefill's
+# kv_transfer_params. The decode server pulls the KV blocks with NIXL READs (pull mode, the default) and its
+# worker records each read (NixlKVConnectorStats.record_transfer) when the handle polls DONE.
+# Each request: prompt tokens, its 10-s logging interval (0-based, from the start of the traffic) and the engine
+# step (0..3) of that interval in which the prefill server runs its prefill / the decode server's read completes;
+# the read's duration and post time (NIXL telemetry, microseconds) or its failure.
+PD_KV_BYTES_PER_TOKEN = 131072  # Llama-3.1-8B, bf16: 32 layers x (K, V) x 8 KV heads x 128 dims x 2 bytes
+PD_BLOCK_SIZE = 16
+PD_DESCS_PER_BLOCK = 64  # one NIXL descriptor per block per K/V region of each of the 32 layers
+PD_REQUESTS = [
+    dict(request="r1", prompt=760, max_tokens=128, interval=0, prefill_step=0, read_step=1, xfer_us=25104, post_us=412),
+    dict(request="r2", prompt=1021, max_tokens=256, interval=0, prefill_step=1, read_step=2, xfer_us=31582, post_us=538),
+    dict(request="r3", prompt=500, max_tokens=96, interval=1, prefill_step=0, read_step=0, xfer_us=22047, post_us=301),
+    # the slow read: 160 MiB in 400 ms (~400 MB/s where the others move 3-5 GB/s)
+    dict(request="r4", prompt=1270, max_tokens=256, interval=1, prefill_step=1, read_step=2, xfer_us=400216,
+         post_us=655),
+    dict(request="r5", prompt=1530, max_tokens=200, interval=1, prefill_step=2, read_step=3, xfer_us=38391, post_us=702),
+    # the failed read (the handle polls ERR): the decode worker logs "NIXL transfer failure" and records it; the
+    # prefill server's blocks for it are never released by a read notification and expire 30 s later
+    dict(request="r6", prompt=900, max_tokens=128, interval=2, prefill_step=0, read_step=1, xfer_us=None, post_us=None),
+    dict(request="r7", prompt=890, max_tokens=160, interval=2, prefill_step=2, read_step=3, xfer_us=28460, post_us=447),
+    dict(request="r8", prompt=640, max_tokens=64, interval=5, prefill_step=1, read_step=2, xfer_us=26903, post_us=389),
+]
+PD_INTERVALS = 8
+PD_EXPIRY_S = 30  # 0.33: kv_lease_duration (default 30 s); 0.15: VLLM_NIXL_ABORT_REQUEST_TIMEOUT=30 (default 480)
+PD_ENGINE_IDS = {"prefill": "6a0c3f9e-2b41-4d8a-9e57-1f4b8c2d7a10", "decode": "d3b5e8a1-7c92-4f06-b1a4-58e2c9f03d6b"}
+PD_PORTS = {"prefill": 8100, "decode": 8200}
+
+
+def pd_blocks(r: dict) -> int:
+    return -(-r["prompt"] // PD_BLOCK_SIZE)
+
+
+def pd_request_id(r: dict) -> str:
+    # toy_proxy_server.py: X-Request-Id = str(uuid.uuid4()), the same to both servers; here fixed
+    import hashlib
+
+    return "cmpl-" + hashlib.md5(f"pd-nixl {r['request']}".encode()).hexdigest() + "-0"
+
+
+if SCENARIO == "pd-nixl":
+    # Each server is its own run of this script (its own processes, logging set-up and clock: both started at the
+    # same time); this run writes the pair's truth from theirs.
+    import json
+    import subprocess
+
+    role_truth = {}
+    for role in ("prefill", "decode"):
+        subprocess.run([sys.executable, os.path.abspath(__file__), f"pd-nixl-{role}", f"{OUT_BASE}-{role}"],
+                       check=True)
+        with open(f"{OUT_BASE}-{role}.truth.json", encoding="utf-8") as f:
+            role_truth[role] = json.load(f)
+    by_role = {role: {r["request"]: r for r in t["requests"]} for role, t in role_truth.items()}
+    requests = []
+    for r in PD_REQUESTS:
+        p, d = by_role["prefill"][r["request"]], by_role["decode"][r["request"]]
+        requests.append({"request": r["request"], "request_id": pd_request_id(r), "prompt_tokens": r["prompt"],
+                         "max_tokens": r["max_tokens"], "kv_blocks": pd_blocks(r),
+                         "prefill": {k: v for k, v in p.items() if k != "request"},
+                         "decode": {k: v for k, v in d.items() if k != "request"}})
+    base = os.path.basename(OUT_BASE)
+    pair = {
+        "engine": "vllm", "version": VERSION, "scenario": "pd-nixl", "timezone": "UTC",
+        "logs": {"prefill": base + "-prefill.log", "decode": base + "-decode.log"},
+        "servers": {role: role_truth[role]["server"] for role in ("prefill", "decode")},
+        "proxy": "one host (localhost), toy_proxy_server-style: POST /v1/completions to the prefill server with "
+                 "max_tokens=1 and kv_transfer_params {do_remote_decode: true}, then to the decode server with the "
+                 "kv_transfer_params the prefill returned; the same X-Request-Id to both",
+        "kv_bytes_per_token": PD_KV_BYTES_PER_TOKEN, "block_size": PD_BLOCK_SIZE,
+        "descriptors_per_block": PD_DESCS_PER_BLOCK,
+        "log_stats_interval_s": 10.0,
+        "units": role_truth["decode"]["units"],
+        "requests": requests,
+        "lines": {role: role_truth[role]["lines"] for role in ("prefill", "decode")},
+    }
+    with open(OUT_BASE + ".truth.json", "w", encoding="utf-8") as f:
+        json.dump(pair, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    sys.exit(0)
+
+PD_ROLE = SCENARIO[len("pd-nixl-"):] if SCENARIO.startswith("pd-nixl-") else None  # prefill | decode
+
 # ------------------------------------------------------------------ environment
 # Defaults of a plain `vllm serve`: no VLLM_* logging variables, output not a tty.
 for var in list(os.environ):
@@ -65,6 +184,10 @@ for var in list(os.environ):
         del os.environ[var]
 if SCENARIO.endswith("-nocolor"):
     os.environ["NO_COLOR"] = "1"
+if PD_ROLE == "prefill" and not VERSION.startswith("0.33"):
+    # 0.15's prefill server frees KV blocks no decode read after VLLM_NIXL_ABORT_REQUEST_TIMEOUT (default 480 s):
+    # started with 30, like 0.33's default kv_lease_duration, so the unread request's blocks expire in the log
+    os.environ["VLLM_NIXL_ABORT_REQUEST_TIMEOUT"] = str(PD_EXPIRY_S)
 
 START = {
     "single": 1762178700.0,  # 2025-11-03 14:05:00 UTC
@@ -76,6 +199,8 @@ START = {
     "dp2-spec": 1762189200.0,  # 2025-11-03 17:00:00 UTC
     "overload": 1762185600.0,  # 2025-11-03 16:00:00 UTC
     "dp2-skew": 1762192800.0,  # 2025-11-03 18:00:00 UTC
+    "pd-nixl-prefill": 1762196400.0,  # 2025-11-03 19:00:00 UTC: both servers of the pair started together
+    "pd-nixl-decode": 1762196400.0,
 }[SCENARIO]
 SPEC = SCENARIO in ("spec", "dp2-spec")  # served with an EAGLE3 draft model
 clock = VirtualClock(START)
@@ -85,6 +210,10 @@ sink = Sink()
 MAIN = Proc(sink, "MainProcess", 2811)
 API = Proc(sink, "APIServer", 2812)
 ENGINES = [Proc(sink, "EngineCore", 2975), Proc(sink, "EngineCore", 2976)]
+if PD_ROLE:  # two servers on one host: their own pids
+    base_pid = {"prefill": 3012, "decode": 3412}[PD_ROLE]
+    API = Proc(sink, "APIServer", base_pid)
+    ENGINES = [Proc(sink, "EngineCore", base_pid + 163)]
 API_WORKERS = [Proc(sink, "ApiServer_0", 2870), Proc(sink, "ApiServer_1", 2871)]
 
 # The API server process is the one that configures logging first (0.15: at `import vllm`).
@@ -99,7 +228,44 @@ STUBS = {
     "0.15.1": ["torch", "vllm.multimodal", "vllm.distributed", "transformers", "tokenizers",
                "vllm.tokenizers", "vllm.transformers_utils", "cpuinfo", "aiohttp"],
 }
+if PD_ROLE:
+    # pd-nixl: the KV-connector code that writes and feeds the "KV Transfer metrics" line is vLLM's own. Under
+    # vllm.distributed (and 0.33's vllm.config) only the modules named here are imported from the wheel; the
+    # packages above them stay fakes (their __init__ pulls in torch.distributed) whose __path__ is the wheel's
+    # folder. 0.33's registry imports the whole nixl package, whose workers import the model executor (torch
+    # custom ops): vllm.model_executor and vllm.v1.worker.utils are faked for it.
+    import importlib.machinery
+    import importlib.util
+
+    _VROOT = os.path.dirname(importlib.util.find_spec("vllm").origin)
+    _KV = "vllm.distributed.kv_transfer.kv_connector"
+    _REAL = {f"{_KV}.factory", f"{_KV}.base", f"{_KV}.utils", f"{_KV}.v1", f"{_KV}.v1.base", f"{_KV}.v1.metrics"}
+    if VERSION.startswith("0.33"):
+        _REAL |= {f"{_KV}.v1.nixl"} | {f"{_KV}.v1.nixl.{m}" for m in (
+            "stats", "connector", "metadata", "utils", "tp_mapping", "base_scheduler", "pull_scheduler",
+            "push_scheduler", "scheduler", "base_worker", "pull_worker", "push_worker", "worker")}
+        _REAL |= {"vllm.config.kv_transfer", "vllm.config.utils"}
+        STUBS[VERSION] = [m for m in STUBS[VERSION] if m != "vllm.config"] + ["vllm.model_executor",
+                                                                              "vllm.v1.worker.utils"]
+    else:
+        _REAL |= {f"{_KV}.v1.nixl_connector"}
+    STUBS[VERSION] = [m for m in STUBS[VERSION] if m != "vllm.distributed"]
+
+    class _PartlyReal(fakes._Finder):
+        def find_spec(self, name, path=None, target=None):
+            if not self.covers(name) or name in _REAL:
+                return None  # the wheel's file, found through the fake parent's __path__
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+        def create_module(self, spec):
+            module = fakes.FakeModule(spec.name)
+            folder = os.path.join(_VROOT, *spec.name.split(".")[1:])
+            module.__path__ = [folder] if os.path.isdir(folder) else []
+            return module
+
 fakes.install(STUBS[VERSION], {"torch.__version__": "0.0.0+fake"})
+if PD_ROLE:
+    sys.meta_path.insert(0, _PartlyReal(["vllm.distributed"] + (["vllm.config"] if VERSION.startswith("0.33") else [])))
 
 import vllm.logger as vlogger  # noqa: E402
 from vllm.v1.metrics import loggers as L  # noqa: E402
@@ -115,6 +281,34 @@ if NEW:
     # LoggingConfig() takes its defaults from the same envs that config=None reads.
     vlogger._configure_vllm_root_logger(None)
 VLLM_HANDLER = logging.getLogger("vllm").handlers[0]
+if PD_ROLE:
+    from vllm.config.kv_transfer import KVTransferConfig  # noqa: E402
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # noqa: E402
+    from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorLogging  # noqa: E402
+
+    assert L.KVConnectorLogging is KVConnectorLogging  # the stats logger's own, not a fake
+    # `--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'` (kv_consumer on the decode
+    # server), parsed by the CLI into vLLM's KVTransferConfig; engine_id (a uuid4 by default) fixed here
+    KV_CFG = KVTransferConfig(kv_connector="NixlConnector",
+                              kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}[PD_ROLE],
+                              engine_id=PD_ENGINE_IDS[PD_ROLE])
+    # the connector class the registry names (KVConnectorLogging calls this too); imported now so that what the
+    # import logs (0.15: "NIXL is not available" here) is dropped with the other import-time output
+    NIXL_CONNECTOR = KVConnectorFactory.get_connector_class(KV_CFG)
+    NIXL_MOD = sys.modules[NIXL_CONNECTOR.__module__]
+    if VERSION.startswith("0.33"):
+        from vllm.distributed.kv_transfer.kv_connector.v1.nixl.pull_worker import (  # noqa: E402
+            NixlPullConnectorWorker as NixlWorker)
+        from vllm.distributed.kv_transfer.kv_connector.v1.nixl.stats import NixlKVConnectorStats  # noqa: E402
+    else:
+        NixlWorker = NIXL_MOD.NixlConnectorWorker
+        NixlKVConnectorStats = NIXL_MOD.NixlKVConnectorStats
+    assert NIXL_CONNECTOR.build_kv_connector_stats().__class__ is NixlKVConnectorStats
+    import vllm.envs as vllm_envs  # noqa: E402
+
+    if not NEW:  # 0.15: the prefill worker's warning, inline in NixlConnectorWorker.get_finished
+        EXPIRED_WARNING = SourceCall(VLLM_ROOT, "distributed/kv_transfer/kv_connector/v1/nixl_connector.py",
+                                     "Releasing expired KV blocks for request", NIXL_MOD.logger.name)
 sink.clear()  # drop what importing printed (e.g. "Triton not installed")
 
 import uvicorn.config  # noqa: E402
@@ -313,6 +507,9 @@ def version_and_args(api_logger) -> None:
                               "Template": Template, "Logger": logging.Logger})
     lvm(api_logger, VERSION, MODEL)
     args = {"model_tag": MODEL, "enable_prefix_caching": SCENARIO != "spec"}
+    if PD_ROLE:
+        args = {"model_tag": MODEL, "port": PD_PORTS[PD_ROLE], "enable_prefix_caching": True,
+                "kv_transfer_config": KV_CFG}
     if SPEC:
         args["speculative_config"] = {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                                       "num_speculative_tokens": 3}
@@ -360,7 +557,7 @@ class NoProm(L.PrometheusStatLogger):
 
 def vllm_config():
     return common.ns(
-        kv_transfer_config=None, ec_transfer_config=None,
+        kv_transfer_config=KV_CFG if PD_ROLE else None, ec_transfer_config=None,
         observability_config=common.ns(cudagraph_metrics=False, enable_mfu_metrics=False),
         cache_config=common.ns(num_gpu_blocks=26638),
         device_config=common.ns(device_type="cuda"),
@@ -377,22 +574,30 @@ def make_manager(engines: list[int], aggregate: bool, client_count: int):
     return mgr
 
 
-def iteration(prompt: int, gen: int, preempted: int = 0) -> IterationStats:
+def iteration(prompt: int, gen: int, preempted: int = 0, prompt_total: int | None = None) -> IterationStats:
     it = IterationStats()
     it.num_generation_tokens = gen
     it.num_preempted_reqs = preempted
     if hasattr(it, "prompt_token_stats"):  # 0.33: throughput counts computed (non-cached) prompt tokens
         it.prompt_token_stats.computed = prompt
-        it.prompt_token_stats.total = prompt
+        it.prompt_token_stats.total = prompt if prompt_total is None else prompt_total
+        if prompt_total is not None:
+            it.prompt_token_stats.external_kv_transfer = prompt_total - prompt
+            it.prompt_token_stats.cached_tokens = prompt_total - prompt
     else:
         it.num_prompt_tokens = prompt
     return it
 
 
-def sched(running: int, waiting: int, kv: float, prefix=None, spec=None) -> SchedulerStats:
+def sched(running: int, waiting: int, kv: float, prefix=None, spec=None, ext_prefix=None,
+          kv_connector_stats=None) -> SchedulerStats:
     s = SchedulerStats(num_running_reqs=running, num_waiting_reqs=waiting, kv_cache_usage=kv)
     if prefix:
         s.prefix_cache_stats = PrefixCacheStats(requests=prefix[0], queries=prefix[1], hits=prefix[2])
+    if ext_prefix:  # the scheduler's connector_prefix_cache_stats (what the KV connector had for the requests)
+        s.connector_prefix_cache_stats = PrefixCacheStats(requests=ext_prefix[0], queries=ext_prefix[1],
+                                                          hits=ext_prefix[2])
+    s.kv_connector_stats = kv_connector_stats
     if spec:
         num_drafts, accepted_per_draft, k = spec  # list of accepted counts per draft, k = num_spec_tokens
         st = SpecDecodingStats.new(k)
@@ -416,17 +621,29 @@ class StatsRun:
         # prefix-cache queries/hits (CachingMetrics keeps the last <=1000 requests; fewer here),
         # throughputs of the previous interval (idle suppression), spec-decoding window
         self.st = {k: {"last": created_mono, "q": 0, "h": 0, "prev": (0.0, 0.0),
-                       "spec_last": created_mono, "spec": [] } for k in keys}
+                       "spec_last": created_mono, "spec": [], "eq": 0, "eh": 0} for k in keys}
 
-    def interval(self, seconds, per_engine, accesses=()):
+    def interval(self, seconds, per_engine, accesses=(), hook=None):
         """per_engine: {e: dict(prompt, gen, running, waiting, kv, prefix=(req, q, hits) or None,
         spec=(drafts, [accepted per draft], k) or None, preempted)};
-        accesses: [(port, method, path, status)]."""
+        accesses: [(port, method, path, status)].
+        pd-nixl: v["steps"] gives each of the 4 steps its own values (prompt, prompt_total, gen, running,
+        waiting, kv, prefix, ext_prefix), and hook(step) runs the engine's side of the step (the NIXL worker)
+        and returns the KV connector stats payload that step's SchedulerStats carries (or None)."""
         steps = 4
         for step in range(steps):
             clock.advance(seconds / (steps + 1))
+            payload = hook(step) if hook else None
             for e in self.engines:
                 v = per_engine[e]
+                if "steps" in v:
+                    w = v["steps"][step]
+                    self.mgr.record(
+                        scheduler_stats=sched(w["running"], w["waiting"], w["kv"], w.get("prefix"),
+                                              ext_prefix=w.get("ext_prefix"), kv_connector_stats=payload),
+                        iteration_stats=iteration(w["prompt"], w["gen"], prompt_total=w.get("prompt_total")),
+                        engine_idx=e)
+                    continue
                 share = lambda x: (x // steps) + (x % steps if step == steps - 1 else 0)  # noqa: E731
                 self.mgr.record(
                     scheduler_stats=sched(v["running"], v["waiting"], v["kv"],
@@ -486,7 +703,23 @@ class StatsRun:
                 "prefix_cache_hit_rate": (st["h"] / st["q"]) if st["q"] else 0.0,
                 "prefix_cache_hit_rate_printed": (st["q"] > 0) or not NEW,
             }
+            if PD_ROLE:
+                # "External prefix cache hit rate: %.1f%%" (connector_prefix_caching_metrics), printed once the
+                # connector was asked about any request: a KV connector is configured
+                for v in vs:
+                    if v.get("ext_prefix"):
+                        st["eq"] += v["ext_prefix"][1]
+                        st["eh"] += v["ext_prefix"][2]
+                row["external_prefix_cache_queries_cum"] = st["eq"]
+                row["external_prefix_cache_hits_cum"] = st["eh"]
+                row["external_prefix_cache_hit_rate"] = (st["eh"] / st["eq"]) if st["eq"] else 0.0
+                row["external_prefix_cache_hit_rate_printed"] = st["eq"] > 0
             rows.append(row)
+            for v in vs:
+                if v.get("kv_expected"):
+                    # KVConnectorLogging.log(log_fn=log_fn) after the stats (and SpecDecoding) line: the same
+                    # log_fn, so at DEBUG with the idle engine's line
+                    rows.append(dict(kv_row(v["kv_expected"], row), emitted=not idle))
             for v in vs:
                 if v.get("spec"):
                     st["spec"].append(v["spec"])
@@ -630,6 +863,311 @@ def traffic(engines, mgr, created_mono, base_port=41230):
         run.interval(secs, spread(d), accesses)
 
 
+# ------------------------------------------------------------------ pd-nixl
+PD_DECODE_RATE = 40.0  # tokens/s each request generates on the decode server
+PD_NUM_GPU_BLOCKS = 26638  # vllm_config().cache_config.num_gpu_blocks
+
+
+def kv_row(k: dict, stats_row: dict) -> dict:
+    """What the "KV Transfer metrics" line after `stats_row` must say, computed here from the transfers fed (exact
+    values; the line prints them rounded). vLLM's "MB" is MiB (bytes / 2**20); "Throughput (MB/s)" is the
+    interval's MiB over the sum of its transfers' durations, not over wall time."""
+    from fractions import Fraction as F
+    from math import floor
+
+    ok = k["transfers"]
+    n = len(ok)
+    row = {
+        "kind": "kv_transfer",
+        "time_epoch": stats_row["time_epoch"],
+        "time_iso": stats_row["time_iso"],
+        "time_printed": stats_row["time_printed"],
+        "engine": stats_row["engine"],
+        "connector": "NixlConnector",
+        "stats_class": f"{NixlKVConnectorStats.__module__}.NixlKVConnectorStats",
+        "num_successful_transfers": n,
+        # NIXL's count of failed transfers (0.33 adds failed handshakes and notifications: none here)
+        "num_failed_transfers": len(k["failed"]),
+        "num_kv_expired_reqs": len(k["expired"]),
+        "num_notifs_after_expiry": 0,
+        # 0.15.1's reduce() writes no failure or expiry key at all; 0.33's writes all three on every line
+        "failures_printed": NEW,
+    }
+    if n:
+        xfer = sorted(F(t["xfer_us"], 10**6) for t in ok)
+        post = sorted(F(t["post_us"], 10**6) for t in ok)
+        mb = [F(t["bytes"], 2**20) for t in ok]
+
+        def p90(a):  # numpy.percentile(a, 90), linear interpolation between the closest ranks
+            pos = F(9, 10) * (len(a) - 1)
+            lo = floor(pos)
+            hi = min(lo + 1, len(a) - 1)
+            return a[lo] + (a[hi] - a[lo]) * (pos - lo)
+
+        row.update({
+            "avg_xfer_time_ms": float(sum(xfer) / n * 1000),
+            "p90_xfer_time_ms": float(p90(xfer) * 1000),
+            "avg_post_time_ms": float(sum(post) / n * 1000),
+            "p90_post_time_ms": float(p90(post) * 1000),
+            "avg_mb_per_transfer": float(sum(mb) / n),
+            "throughput_mb_s": float(sum(mb) / sum(xfer)),
+            "avg_num_descriptors": float(F(sum(t["descriptors"] for t in ok), n)),
+            "total_bytes": sum(t["bytes"] for t in ok),
+        })
+    else:
+        # no successful transfer: the line prints every timing and size as 0 (no value, not a zero)
+        row.update({key: None for key in ("avg_xfer_time_ms", "p90_xfer_time_ms", "avg_post_time_ms",
+                                          "p90_post_time_ms", "avg_mb_per_transfer", "throughput_mb_s",
+                                          "avg_num_descriptors")})
+        row["total_bytes"] = 0
+    row["transfers"] = ok
+    row["failed"] = k["failed"]
+    row["expired"] = k["expired"]
+    return row
+
+
+def kv_expected_text(r: dict) -> str:
+    """The message the row must be printed as, built here from the row's values: keys in reduce()'s order,
+    `{k}={v}` of a Python int or of a float rounded to 3 (descriptors: 1) decimals."""
+    n = r["num_successful_transfers"]
+    parts = [("Num successful transfers", n)]
+    for key, field, d in (("Avg xfer time (ms)", "avg_xfer_time_ms", 3), ("P90 xfer time (ms)", "p90_xfer_time_ms", 3),
+                          ("Avg post time (ms)", "avg_post_time_ms", 3), ("P90 post time (ms)", "p90_post_time_ms", 3),
+                          ("Avg MB per transfer", "avg_mb_per_transfer", 3),
+                          ("Throughput (MB/s)", "throughput_mb_s", 3),
+                          ("Avg number of descriptors", "avg_num_descriptors", 1)):
+        parts.append((key, round(r[field], d) if n else 0))
+    if r["failures_printed"]:
+        parts += [("Num failed transfers", r["num_failed_transfers"]), ("Num KV expired reqs", r["num_kv_expired_reqs"]),
+                  ("Num notifs after expiry", r["num_notifs_after_expiry"])]
+    return ", ".join(f"{k}={v}" for k, v in parts)
+
+
+class FakeNixlAgent:
+    """The calls of nixl._api.nixl_agent the worker polls with (no NIXL library, no GPU here): each read handle
+    has the state and telemetry (nixlXferTelemetry: microseconds, bytes, descriptors) chosen for it."""
+
+    def __init__(self):
+        self.handles = {}
+
+    def check_xfer_state(self, handle):
+        return self.handles[handle][0]
+
+    def get_xfer_telemetry(self, handle):
+        return self.handles[handle][1]
+
+    def release_xfer_handle(self, handle):
+        del self.handles[handle]
+
+
+def nixl_worker():
+    """The installed release's NIXL worker class (0.15: NixlConnectorWorker, 0.33: NixlPullConnectorWorker) with
+    the state its polling and stats methods use; its __init__ (CUDA, the NIXL agent, the side channel) is not run."""
+    w = object.__new__(NixlWorker)
+    w.nixl_wrapper = FakeNixlAgent()
+    w.xfer_stats = NixlKVConnectorStats()
+    w.engine_id = PD_ENGINE_IDS[PD_ROLE]
+    w._recving_metadata = {}
+    w._invalid_block_ids = set()
+    w._failed_remote_engines = set()
+    w._reqs_to_send = {}
+    w._reqs_to_process = set()
+    w.consumer_notification_counts_by_req = {}
+    w.expected_consumer_notifications_by_req = {}
+    # what its shutdown() (run by __del__) releases: nothing was registered
+    w._handshake_initiation_executor = common.ns(shutdown=lambda wait=True: None)
+    w._recving_transfers = {}
+    w.src_xfer_handles_by_block_size, w.src_xfer_handles_by_tp_ratio = {}, {}
+    w._dram_src_handles_by_block_size, w._dram_src_handles_by_tp_ratio = {}, {}
+    w.dst_xfer_side_handles, w._remote_agents, w._registered_descs = {}, {}, []
+    return w
+
+
+def stats_payload(w):
+    # NixlConnectorWorker.get_kv_connector_stats() (clone_and_reset of a non-empty xfer_stats), carried to the
+    # scheduler in KVConnectorOutput; Scheduler.make_stats puts it in SchedulerStats as 0.15's `.data` /
+    # 0.33's `.to_dict()`
+    st = w.get_kv_connector_stats()
+    if st is None:
+        return None
+    return st.to_dict() if NEW else st.data
+
+
+def pd_plan():
+    """Per interval and step, what the server's scheduler reports (and the requests' events), worked out from
+    PD_REQUESTS alone. Global step g = 5 * interval + step; it runs at T0 + 2 * (g + 1) s."""
+    reqs = [dict(r, idx=i, blocks=pd_blocks(r), ok=r["xfer_us"] is not None) for i, r in enumerate(PD_REQUESTS)]
+    for r in reqs:
+        r["g_prefill"] = 5 * r["interval"] + r["prefill_step"]
+        r["g_read"] = 5 * r["interval"] + r["read_step"]
+    for r in reqs:
+        # the prefill server's blocks are freed by the decode's read notification, or expire PD_EXPIRY_S after
+        # the prefill; the expiry is found at the first engine step after it (an idle engine runs none)
+        if not r["ok"]:
+            due = 2 * (r["g_prefill"] + 1) + PD_EXPIRY_S
+            r["g_expired"] = min(x["g_prefill"] for x in reqs if 2 * (x["g_prefill"] + 1) >= due)
+    # the decode server: 0.15 recomputes the prompt of a failed read (kv_load_failure_policy "recompute", its
+    # default) and decodes it; 0.33 fails the request ("fail", its default)
+    decodes = [r for r in reqs if r["ok"] or not NEW]
+
+    def tokens(r, t):  # tokens the decode server has generated for r by time t (the first at its read step)
+        t0 = 2 * (r["g_read"] + 1)
+        if r not in decodes or t < t0:
+            return 0
+        return min(r["max_tokens"], 1 + int(PD_DECODE_RATE * (t - t0)))
+
+    steps = {}
+    for i in range(PD_INTERVALS):
+        for k in range(4):
+            g = 5 * i + k
+            t, t_prev = 2 * (g + 1), (2 * g if k else 2 * (g - 1))  # the previous recorded step
+            w = dict(prompt=0, prompt_total=None, gen=0, running=0, waiting=0, kv=0.0, prefix=None, ext_prefix=None)
+            arrive = [r for r in reqs if r["g_prefill"] == g]
+            if PD_ROLE == "prefill":
+                if arrive:
+                    n, q = len(arrive), sum(r["prompt"] for r in arrive)
+                    w.update(prompt=q, gen=n, prefix=(n, q, 0), ext_prefix=(n, q, 0))
+                held = sum(r["blocks"] for r in reqs if r["g_prefill"] <= g and (
+                    (r["ok"] and r["g_read"] > g) or (not r["ok"] and r["g_expired"] > g)))
+                w["kv"] = held / PD_NUM_GPU_BLOCKS
+            else:
+                if arrive:
+                    n, q = len(arrive), sum(r["prompt"] for r in arrive)
+                    w.update(prefix=(n, q, 0), ext_prefix=(n, q, q))
+                first = [r for r in decodes if r["g_read"] == g]
+                if NEW:  # computed prompt tokens: the last prompt token, recomputed after the read (or the
+                    # whole prompt of a recomputed failure; none in 0.33)
+                    w["prompt"] = sum(1 if r["ok"] else r["prompt"] for r in first)
+                    w["prompt_total"] = sum(r["prompt"] for r in first)
+                else:
+                    w["prompt"] = sum(r["prompt"] for r in first)
+                w["gen"] = sum(tokens(r, t) - tokens(r, t_prev) for r in decodes)
+                run = [r for r in decodes if 0 < tokens(r, t) < r["max_tokens"]]
+                w["running"] = len(run)
+                w["kv"] = sum(-(-(r["prompt"] + tokens(r, t)) // PD_BLOCK_SIZE) for r in run) / PD_NUM_GPU_BLOCKS
+                # waiting for their KV (WAITING_FOR_REMOTE_KVS) at the step's end: none at these steps
+                w["waiting"] = sum(1 for r in reqs if r["g_prefill"] <= g < r["g_read"])
+            steps[g] = w
+    return reqs, steps, tokens
+
+
+def pd_traffic(mgr, created_mono):
+    run = StatsRun(mgr, [0], created_mono)
+    reqs, steps, tokens = pd_plan()
+    T0 = clock.t  # the traffic's start: interval i runs from T0 + 10 i
+    W = nixl_worker()
+    rows = {r["request"]: {"request": r["request"], "request_id": pd_request_id(r)} for r in reqs}
+
+    def at(g):
+        return T0 + 2 * (g + 1)
+
+    def hook_for(i):
+        def hook(k):
+            g = 5 * i + k
+            assert abs(clock.t - at(g)) < 1e-6
+            for r in reqs:
+                if r["g_prefill"] == g:
+                    # the proxy's POST: to the prefill server (max_tokens=1), then to the decode server
+                    access(51712 + 2 * (r["idx"] % 2) + (0 if PD_ROLE == "prefill" else 12), "POST",
+                           "/v1/completions", 200)
+                    rows[r["request"]]["arrived_epoch" if PD_ROLE == "decode" else "prefill_epoch"] = round(clock.t, 3)
+            if PD_ROLE == "prefill":
+                for r in reqs:
+                    if r["g_prefill"] == g:
+                        rows[r["request"]].update(kv_blocks=r["blocks"], kv_bytes=r["blocks"] * PD_BLOCK_SIZE *
+                                                  PD_KV_BYTES_PER_TOKEN)
+                        # request_finished on the prefill server: the blocks wait for the decode's read
+                        W._reqs_to_send[pd_request_id(r)] = clock.mono() + PD_EXPIRY_S
+                        W._reqs_to_process.add(pd_request_id(r))
+                    if r["ok"] and r["g_read"] == g:  # the decode's read notification frees them
+                        W._reqs_to_send.pop(pd_request_id(r), None)
+                        W._reqs_to_process.discard(pd_request_id(r))
+                        rows[r["request"]]["kv_released"] = "read by the decode server"
+                expired = [r for r in reqs if not r["ok"] and r["g_expired"] == g]
+                if expired:
+                    switch(ENGINES[0])  # the worker runs in the engine core process (TP 1)
+                    for r in expired:
+                        truth_lines.append({"kind": "kv_expired", "level": "WARNING", "request": r["request"],
+                                            "request_id": pd_request_id(r), "time_epoch": round(clock.t, 3),
+                                            "time_iso": common.iso(clock.t)})
+                    if NEW:
+                        W._reap_expired_send_leases(set())  # records record_kv_expired_req and warns
+                    else:  # inline in NixlConnectorWorker.get_finished: record, then the warning
+                        for r in expired:
+                            W.xfer_stats.record_kv_expired_req()
+                            EXPIRED_WARNING(req_id=pd_request_id(r), count=0, envs=vllm_envs)
+                            W._reqs_to_send.pop(pd_request_id(r))
+                    switch(API)
+                    for r in expired:
+                        rows[r["request"]].update(kv_released="expired", kv_expired_epoch=round(clock.t, 3))
+            else:
+                reads = [r for r in reqs if r["g_read"] == g]
+                if reads:
+                    switch(ENGINES[0])
+                    for r in reads:
+                        rid, handle = pd_request_id(r), 7001 + r["idx"]
+                        local = list(range(1100 + 100 * r["idx"], 1100 + 100 * r["idx"] + r["blocks"]))
+                        remote = list(range(2300 + 100 * r["idx"], 2300 + 100 * r["idx"] + r["blocks"]))
+                        W._recving_metadata[rid] = common.ns(
+                            local_block_ids=[local] if NEW else local,
+                            remote=common.ns(engine_id=PD_ENGINE_IDS["prefill"], request_id=rid, host="localhost",
+                                             port=5600, block_ids=[remote] if NEW else remote))
+                        nbytes = r["blocks"] * PD_BLOCK_SIZE * PD_KV_BYTES_PER_TOKEN
+                        tel = common.ns(startTime=int(clock.t * 1e6) - (r["xfer_us"] or 0),
+                                        postDuration=r["post_us"], xferDuration=r["xfer_us"], totalBytes=nbytes,
+                                        descCount=r["blocks"] * PD_DESCS_PER_BLOCK)
+                        W.nixl_wrapper.handles[handle] = ("DONE", tel) if r["ok"] else ("ERR", None)
+                        if not r["ok"]:
+                            truth_lines.append({"kind": "nixl_transfer_failure", "level": "ERROR",
+                                                "request": r["request"], "request_id": rid,
+                                                "time_epoch": round(clock.t, 3), "time_iso": common.iso(clock.t)})
+                        W._pop_done_transfers({rid: [handle]})  # records the transfer / logs and records the failure
+                        W._recving_metadata.pop(rid)  # get_finished's clean-up
+                        rows[r["request"]].update(read_done_epoch=round(clock.t, 3), read="ok" if r["ok"] else "failed")
+                        if r["ok"]:
+                            rows[r["request"]].update(xfer_ms=r["xfer_us"] / 1000, post_ms=r["post_us"] / 1000,
+                                                      bytes=nbytes, descriptors=r["blocks"] * PD_DESCS_PER_BLOCK)
+                        else:
+                            rows[r["request"]]["after_failure"] = (
+                                "the request failed (kv_load_failure_policy 'fail', 0.33's default)" if NEW else
+                                "its prompt recomputed on the decode server (kv_load_failure_policy 'recompute', "
+                                "0.15's default)")
+                    switch(API)
+            return stats_payload(W)
+        return hook
+
+    for i in range(PD_INTERVALS):
+        per_step = [steps[5 * i + k] for k in range(4)]
+        gs = range(5 * i, 5 * i + 4)
+
+        def tot(key):
+            xs = [w[key] for w in per_step if w[key]]
+            return tuple(map(sum, zip(*xs))) if xs else None
+
+        v = dict(prompt=sum(w["prompt"] for w in per_step), gen=sum(w["gen"] for w in per_step),
+                 running=per_step[-1]["running"], waiting=per_step[-1]["waiting"], kv=per_step[-1]["kv"],
+                 prefix=tot("prefix"), ext_prefix=tot("ext_prefix"), steps=per_step)
+        k = {"transfers": [], "failed": [], "expired": []}
+        for r in reqs:
+            if PD_ROLE == "decode" and r["g_read"] in gs:
+                if r["ok"]:
+                    k["transfers"].append({"request": r["request"], "xfer_us": r["xfer_us"], "post_us": r["post_us"],
+                                           "bytes": r["blocks"] * PD_BLOCK_SIZE * PD_KV_BYTES_PER_TOKEN,
+                                           "descriptors": r["blocks"] * PD_DESCS_PER_BLOCK,
+                                           "done_epoch": round(at(r["g_read"]), 3)})
+                else:
+                    k["failed"].append({"request": r["request"], "done_epoch": round(at(r["g_read"]), 3)})
+            if PD_ROLE == "prefill" and not r["ok"] and r["g_expired"] in gs:
+                k["expired"].append({"request": r["request"], "expired_epoch": round(at(r["g_expired"]), 3)})
+        if k["transfers"] or k["failed"] or k["expired"]:
+            v["kv_expected"] = k  # else the accumulator stays empty: no line (KVConnectorLogging.log)
+        run.interval(10.0, {0: v}, (), hook=hook_for(i))
+    if PD_ROLE == "decode":
+        for r in reqs:
+            rows[r["request"]]["generated_tokens"] = tokens(r, 10 ** 9)
+    return list(rows.values())
+
+
 def main():
     global API
     if SCENARIO == "dp2-default":
@@ -659,6 +1197,17 @@ def main():
             access(port, "POST", "/v1/chat/completions", 200)
         return
 
+    if PD_ROLE:
+        api_startup()
+        engine_startup(ENGINES[0], "EngineCore" if NEW else "EngineCore_DP0", None)
+        switch(API)
+        mgr = make_manager([0], aggregate=False, client_count=1)
+        created = clock.mono()
+        api_ready(listen=f"http://0.0.0.0:{PD_PORTS[PD_ROLE]}")
+        clock.advance(0.8)
+        switch(API)
+        return pd_traffic(mgr, created)
+
     api_startup()
     engines = [0, 1] if SCENARIO.startswith("dp2") else [0]
     for e in engines:
@@ -683,7 +1232,8 @@ STATS_RE = re.compile(
     r"(?:Engine (?P<eng>\d{3}): |(?P<n>\d+) Engines Aggregated: )"
     r"Avg prompt throughput: (?P<pt>[\d.]+) tokens/s, Avg generation throughput: (?P<gt>[\d.]+) tokens/s, "
     r"Running: (?P<run>\d+) reqs, Waiting: (?P<wait>\d+) reqs(?:, Preemptions: (?P<pre>\d+))?, "
-    r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%(?:, Prefix cache hit rate: (?P<hit>[\d.]+)%)?$")
+    r"(?P<dev>\w+) KV cache usage: (?P<kv>[\d.]+)%(?:, Prefix cache hit rate: (?P<hit>[\d.]+)%)?"
+    r"(?:, External prefix cache hit rate: (?P<ext>[\d.]+)%)?$")
 SPEC_RE = re.compile(
     r"\] SpecDecoding metrics: Mean acceptance length: (?P<mal>[\d.]+), "
     r"Accepted throughput: (?P<at>[\d.]+) tokens/s, Drafted throughput: (?P<dt>[\d.]+) tokens/s, "
@@ -716,6 +1266,8 @@ def attach_and_check(text: str) -> None:
             "hit": f"{r['prefix_cache_hit_rate'] * 100:.1f}" if r["prefix_cache_hit_rate_printed"] else None,
             "eng": f"{r['engine']:03d}" if r["engine"] is not None else None,
             "n": str(r["aggregated_engines"]) if r["aggregated_engines"] else None,
+            "ext": (f"{r['external_prefix_cache_hit_rate'] * 100:.1f}"
+                    if r.get("external_prefix_cache_hit_rate_printed") else None),
         }
         for k, v in exp.items():
             assert got[k] == v, (k, got[k], v, lines[i])
@@ -745,9 +1297,29 @@ def attach_and_check(text: str) -> None:
         m = STATS_RE.match(lines[prev])
         want_eng = f"{r['engine']:03d}" if r["engine"] is not None else None
         assert m["eng"] == want_eng and m["ts"] == r["time_printed"], (lines[prev], r)
+    kv_at = [i for i, ln in enumerate(lines) if "KV Transfer metrics: " in ln]
+    want_kv = [r for r in truth_lines if r["kind"] == "kv_transfer" and r["emitted"]]
+    assert len(kv_at) == len(want_kv), (len(kv_at), len(want_kv))
+    for i, r in zip(kv_at, want_kv):
+        r["log_line"] = i + 1
+        want = "] KV Transfer metrics: " + kv_expected_text(r)
+        assert lines[i].endswith(want) and r["time_printed"] in lines[i], (lines[i], want)
+        # written by KVConnectorLogging.log right after its engine's stats line (and SpecDecoding line, if any)
+        prev = max(j for j in stats_at + spec_at if j < i)
+        assert prev == i - 1, (prev, i)
+        m = STATS_RE.match(lines[max(j for j in stats_at if j < i)])
+        assert m["eng"] == f"{r['engine']:03d}" and m["ts"] == r["time_printed"], (lines[prev], r)
+    for kind, needle in (("nixl_transfer_failure", "NIXL transfer failure: "),
+                         ("kv_expired", "Releasing expired KV blocks for request ")):
+        at = [i for i, ln in enumerate(lines) if needle in ln]
+        want = [r for r in truth_lines if r["kind"] == kind]
+        assert len(at) == len(want), (kind, len(at), len(want))
+        for i, r in zip(at, want):
+            assert r["request_id"] in lines[i], (lines[i], r)
+            r["log_line"] = i + 1
 
 
-main()
+pd_requests = main()
 common.restore_stdio()
 text = sink.text()
 attach_and_check(text)
@@ -766,5 +1338,27 @@ truth = {
     },
     "lines": truth_lines,
 }
+if PD_ROLE:
+    truth["units"].update({
+        "external_prefix_cache_hit_rate": "fraction 0..1, the connector's hits over its queries (tokens), cumulative "
+                                          "over the most recent <=1000 requests (printed as percent)",
+        "kv_transfer": "per KV Transfer metrics line, from the transfers the decode worker recorded since the "
+                       "previous line: times in ms (NIXL telemetry, microseconds / 1000), MB = MiB (bytes / 2**20), "
+                       "throughput_mb_s = the MiB over the sum of the transfers' durations (not wall time), "
+                       "p90 = numpy.percentile(..., 90) (linear); exact values, the line prints them rounded "
+                       "(3 decimals, descriptors 1); with no successful transfer they print as 0 (null here)",
+    })
+    truth["pair_truth"] = os.path.basename(OUT_BASE).rsplit("-", 1)[0] + ".truth.json"
+    truth["server"] = {
+        "command": f"vllm serve {MODEL} --port {PD_PORTS[PD_ROLE]} --kv-transfer-config "
+                   f"'{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{KV_CFG.kv_role}\"}}'",
+        "env": {"VLLM_NIXL_ABORT_REQUEST_TIMEOUT": str(PD_EXPIRY_S)} if PD_ROLE == "prefill" and not NEW else {},
+        "kv_role": KV_CFG.kv_role, "engine_id": KV_CFG.engine_id, "kv_load_failure_policy": KV_CFG.kv_load_failure_policy,
+        "connector_class": f"{NIXL_CONNECTOR.__module__}.{NIXL_CONNECTOR.__name__}",
+        "worker_class": f"{NixlWorker.__module__}.{NixlWorker.__name__}",
+        "stats_class": f"{NixlKVConnectorStats.__module__}.NixlKVConnectorStats",
+        "pids": {"APIServer": API.pid, "EngineCore": ENGINES[0].pid},
+    }
+    truth["requests"] = pd_requests
 common.write_outputs(OUT_BASE, text, truth)
 print(f"{OUT_BASE}.log: {text.count(chr(10))} lines", file=sys.__stderr__)

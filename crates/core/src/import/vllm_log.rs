@@ -9,7 +9,8 @@
 //!   ```
 //!
 //!   with speculative decoding a `SpecDecoding metrics: Mean acceptance length: ..., Avg Draft acceptance rate: ...`
-//!   line after it, which joins the same reading. The V0 engine (0.6 to 0.8) wrote `Running: N reqs, Swapped: N reqs,
+//!   line after it, and with a KV connector (disaggregated prefill and decode) a `KV Transfer metrics: Num successful
+//!   transfers=N, Avg xfer time (ms)=...` line, each joining the same reading. The V0 engine (0.6 to 0.8) wrote `Running: N reqs, Swapped: N reqs,
 //!   Pending: N reqs, GPU KV cache usage: ..., CPU KV cache usage: ...` and the prefix cache on a line of its own
 //!   (`Prefix cache hit rate: GPU: x%, CPU: y%`). Each reading becomes a sample; throughputs are averages since the
 //!   engine's previous line.
@@ -88,6 +89,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
     let mut skipped = 0u64;
     let mut samples: Vec<LogSample> = Vec::new();
     let mut times = Vec::new();
+    let mut connector = false;
     let instance = super::sglang_pd::instance_name(path);
     for_each_line(input, path, file, sink.b, progress, |line, place, b| {
         let line = String::from_utf8_lossy(line);
@@ -103,6 +105,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
             Sink::new(b, file, kind).reject(place.at, Problem::Malformed, Some(field), format!("{what}: {reason}"));
         };
         if let Some((at, main)) = stats_at(line) {
+            connector |= line.contains(KV_TRANSFER) || line.contains("External prefix cache hit rate");
             match parse_stats(line, at, main, place) {
                 Ok(s) => add_stats(&mut samples, named(s), main),
                 Err((field, reason)) => reject("vLLM stats line", field, reason),
@@ -137,8 +140,10 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         }
     })?;
     sink.vllm_iterations.extend(parsed);
-    if !times.is_empty() {
-        // A server of a disaggregated deployment: its log file names it, its samples' instance too.
+    if !times.is_empty() || connector {
+        // A server of a disaggregated deployment (SGLang's request timing lines, or vLLM's with a KV connector: its
+        // transfer lines, its external prefix cache): its log file names it, its samples' instance too, so that the
+        // prefill and the decode servers' logs opened together stay apart.
         for s in &mut samples {
             s.source = Some(match s.source.take() {
                 Some(rank) => format!("{instance}/{rank}"),
@@ -261,7 +266,7 @@ const KV_TRANSFER: &str = "KV Transfer metrics: ";
 /// and MoRIIO's: `Num successful transfers=3, Avg xfer time (ms)=25.1, P90 xfer time (ms)=31.0, Avg MB per
 /// transfer=96.0, Throughput (MB/s)=3824.7, ..., Num failed transfers=0`; NIXL's first release wrote
 /// `num_successful_transfers=3` alone. An interval without a successful transfer prints its times and sizes as 0:
-/// they are absent, not zero.
+/// its times are absent (a mean of nothing), its bytes 0.
 fn kv_transfer(message: &str) -> Counters {
     let mut c = Counters::default();
     let mut avg_mb = None;
@@ -286,10 +291,13 @@ fn kv_transfer(message: &str) -> Counters {
             let bytes = avg_mb.map(|mb| (mb * n as f64 * 1_048_576.0).round() as i64);
             c.kv_transfer_bytes = bytes;
         }
-        _ => {
+        Some(_) => {
+            // No transfer: nothing moved, and no time to average.
+            c.kv_transfer_bytes = Some(0);
             c.kv_transfer_ms = None;
             c.kv_transfer_p90_ms = None;
         }
+        None => {}
     }
     c
 }
