@@ -34,6 +34,9 @@ enum Command {
     /// Record a token-level trace, with candidates, from an OpenAI-compatible server: real prompts sent in a
     /// closed or open loop, every streamed token with its client-side arrival time, id, logprob and candidates.
     Record(cli::record::RecordArgs),
+    /// Re-score a recording's answers on a server running the model: what the model itself gives each emitted
+    /// token (the dice or not the model: off-distribution tokens, sampling accidents), written as its references.
+    Rescore(cli::rescore::RescoreArgs),
     /// Follow what a server already writes (its log), sending it nothing: each incident said once as it happens
     /// (--json: one line each), and the minutes around it kept as a trace (--incidents DIR).
     Watch(cli::watch::WatchArgs),
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
         Some(Command::Corpus(a)) => a.run(),
         Some(Command::Record(a)) => a.run(),
         Some(Command::Watch(a)) => a.run(),
+        Some(Command::Rescore(a)) => a.run(),
         Some(Command::Convert(a)) => {
             let from = a.reading.from;
             a.run(from)
@@ -153,6 +157,7 @@ impl Command {
             Self::Render(a) => a.reading.clone(),
             Self::Fit(a) => a.reading.clone(),
             Self::Convert(a) => a.reading.clone(),
+            Self::Rescore(a) => a.reading.clone(),
             Self::Record(a) => cli::globals::GlobalArgs {
                 log: a.log.clone(),
                 ..cli::globals::GlobalArgs::default()

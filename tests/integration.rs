@@ -46,6 +46,8 @@ mod real_runs;
 mod record;
 #[path = "render.rs"]
 mod render;
+#[path = "rescore.rs"]
+mod rescore;
 #[path = "server_logs.rs"]
 mod server_logs;
 #[path = "speculative.rs"]

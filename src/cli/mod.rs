@@ -14,6 +14,7 @@ pub mod globals;
 pub mod query;
 pub mod record;
 pub mod render;
+pub mod rescore;
 pub mod summary;
 pub mod synth;
 #[cfg(feature = "query")]

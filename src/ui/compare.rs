@@ -16,7 +16,8 @@ use super::stats::{self, Grouping, Samples};
 use super::theme;
 use super::waterfall::WaterfallState;
 use crate::analysis::diff::{
-    Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
+    Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, TokenDiff, Verdict, compare, compare_tokens,
+    most_changed,
 };
 use crate::analysis::findings::{Finding, Thresholds};
 use crate::analysis::summary::Slo;
@@ -35,6 +36,8 @@ pub struct Computed {
     pub top: [Vec<PairDelta>; 2],
     /// Every request's TTFT and TPOT, A's then B's, for the CDFs.
     pub samples: (Samples, Samples),
+    /// The answers token by token, when both traces have tokens.
+    pub tokens: Option<TokenDiff>,
 }
 
 /// The other trace and the comparison with it.
@@ -58,6 +61,8 @@ pub struct Comparing {
     samples: Option<((Grouping, Option<String>), Samples)>,
     /// The Comparison window is open.
     pub show_window: bool,
+    /// The answers token by token, computed with the comparison when both traces have tokens.
+    pub tokens: Option<Arc<TokenDiff>>,
 }
 
 impl Comparing {
@@ -74,6 +79,7 @@ impl Comparing {
             synced: None,
             samples: None,
             show_window: true,
+            tokens: None,
         }
     }
 
@@ -93,10 +99,13 @@ impl Comparing {
             let comparison = compare(&a, &b, &options);
             let top = [Metric::Ttft, Metric::Tpot].map(|m| most_changed(&comparison.deltas, m, LISTED_PAIRS));
             let samples = (Samples::of(&a, |_| true), Samples::of(&b, |_| true));
+            let tokens = (!a.tokens.is_empty() && !b.tokens.is_empty())
+                .then(|| compare_tokens(&a, &b, crate::analysis::diff::DEFAULT_KL_SHIFT));
             Computed {
                 comparison,
                 top,
                 samples,
+                tokens,
             }
         };
         // A failure is said once, not retried every frame: new objectives try again.
@@ -117,8 +126,10 @@ impl Comparing {
                     comparison,
                     top,
                     samples,
+                    tokens,
                 }) => {
                     self.comparison = Some(Arc::new(comparison));
+                    self.tokens = tokens.map(Arc::new);
                     self.top = top;
                     self.all_samples = Some(samples);
                     self.job = None;
@@ -457,6 +468,13 @@ pub fn comparison_ui(ui: &mut Ui, a: &Session, comparing: &Comparing, slo: Slo, 
     let (ta, tb) = (&a.view.trace, &b.view.trace);
     egui::ScrollArea::vertical().show(ui, |ui| {
         fidelity_ui(ui, c);
+        // Where the two runs' answers part, when both have tokens: one line until it is opened.
+        if let Some(d) = &comparing.tokens {
+            let id = ui.scope_id().with("token-pair");
+            let mut selected: Option<usize> = ui.data(|m| m.get_temp(id)).flatten();
+            super::compare_tokens::tokens_ui(ui, ta, tb, d, &mut selected);
+            ui.data_mut(|m| m.insert_temp(id, selected));
+        }
         ui.separator();
         ui.columns(2, |cols| {
             figures_ui(&mut cols[0], c);

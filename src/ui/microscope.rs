@@ -10,6 +10,7 @@ use egui_plot::{Bar, BarChart, HLine, Plot};
 use super::command::Command;
 use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
+use crate::analysis::reference::{Verdict, verdict};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
 use crate::trace::{CandidateSource, OwnedCandidate, StageKind, Trace, opt_u32};
@@ -24,6 +25,9 @@ pub enum ColorBy {
     Probability,
     /// By what the token was in its speculative verify step: an accepted draft, the target's own (bonus), plain.
     Speculation,
+    /// By what a reference (the model re-scoring the answer) made of it: its first choice, a draw of the dice, off its
+    /// distribution.
+    Reference,
 }
 
 /// The figures of the request under the microscope, computed once when it is selected.
@@ -196,6 +200,15 @@ fn chip_color(trace: &Trace, m: &Microscope, k: usize) -> Color32 {
                 alternate
             }
         }
+        ColorBy::Reference => match trace
+            .reference_of(trace.tokens_of(m.request).start + k)
+            .map(|r| verdict(&r))
+        {
+            Some(Verdict::Top) => theme::SLO_MET,
+            Some(Verdict::Sampled) => theme::SLOWISH_TOKEN,
+            Some(Verdict::OffDistribution) => theme::SLOW_TOKEN,
+            None => alternate,
+        },
         ColorBy::Probability => match m.choices[k].probability {
             Some(p) if p < 0.5 => theme::SLOW_TOKEN,
             Some(p) if p < 0.9 => theme::SLOWISH_TOKEN,
@@ -334,6 +347,13 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
             .any(|t| trace.tokens.spec[t] != crate::trace::SpecRole::Unknown)
         {
             ui.selectable_value(&mut m.color_by, ColorBy::Speculation, "by verify step");
+        }
+        if trace.tokens_of(m.request).any(|t| trace.reference_of(t).is_some()) {
+            ui.selectable_value(&mut m.color_by, ColorBy::Reference, "by reference")
+                .on_hover_text(
+                    "green: the reference's first choice; yellow: a draw of the dice; red: off its distribution (the \
+                     model would not write it)",
+                );
         }
     });
     let tokens = trace.tokens_of(m.request);
@@ -632,6 +652,9 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
         c.rank,
         c.entropy_nats.map_or("?".to_owned(), |h| format!("{h:.3} nats"))
     ));
+    if let Some(r) = trace.reference_of(t) {
+        reference_ui(ui, trace, &r);
+    }
     let cands = &m.candidates[k];
     if cands.is_empty() {
         if m.pending.is_some() {
@@ -689,4 +712,44 @@ fn candidates_ui(ui: &mut Ui, trace: &Trace, m: &Microscope) {
             RichText::new("The chosen token is not among the candidates written.").color(ui.visuals().warn_fg_color),
         );
     }
+}
+
+/// What the reference said of the token: its probability and rank there, its own first choice, and the verdict.
+fn reference_ui(ui: &mut Ui, trace: &Trace, r: &crate::trace::Reference) {
+    let v = verdict(r);
+    let color = match v {
+        Verdict::Top => theme::SLO_MET,
+        Verdict::Sampled => theme::SLOWISH_TOKEN,
+        Verdict::OffDistribution => ui.visuals().error_fg_color,
+    };
+    let listed = r.listed.map_or_else(|| "listed".to_owned(), |k| k.to_string());
+    let given = match (r.logprob, r.rank) {
+        (Some(lp), Some(k)) => format!("p {:.2} % · rank {k}", lp.exp() * 100.0),
+        (Some(lp), None) => format!("p {:.3} % · below its {listed} most probable", lp.exp() * 100.0),
+        (None, _) => format!("not among its {listed} most probable"),
+    };
+    let top = display_text(
+        trace,
+        r.top_token_id.unwrap_or(crate::trace::NULL_U32),
+        trace.texts.get(r.top_text),
+        if r.top_special == Some(true) {
+            crate::trace::Flag::True
+        } else {
+            crate::trace::Flag::Null
+        },
+    );
+    let top_p = r
+        .top_logprob
+        .map_or_else(String::new, |lp| format!(" {:.1} %", lp.exp() * 100.0));
+    let words = match v {
+        Verdict::Top => "its first choice",
+        Verdict::Sampled => "a draw of the dice",
+        Verdict::OffDistribution => "off its distribution: not the model's choice at any temperature served",
+    };
+    ui.horizontal_wrapped(|ui| {
+        ui.label("Reference (re-scored):");
+        ui.label(given);
+        ui.label(format!("· its choice {top}{top_p} ·"));
+        ui.label(RichText::new(words).color(color));
+    });
 }

@@ -4,6 +4,7 @@ pub mod app;
 pub mod capture;
 pub mod command;
 pub mod compare;
+pub mod compare_tokens;
 pub mod dataset;
 pub mod findings;
 pub mod follow;

@@ -28,6 +28,9 @@ pub enum Behavior {
     Status(u16, String),
     /// Answers every request, GETs included, with this text (a server's `/metrics` page).
     Page(String),
+    /// Answers each POST with what this gives for its path and JSON body: a status and a JSON answer (a server's
+    /// JSON API, llama.cpp's `/tokenize`, `/completion`).
+    Json(fn(&str, &serde_json::Value) -> (u16, serde_json::Value)),
 }
 
 impl Behavior {
@@ -51,10 +54,14 @@ type Body = BoxBody<Bytes, std::io::Error>;
 /// The ids each POST carried: (`x-request-id`, `traceparent`), in arrival order.
 pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, Option<String>)>>>;
 
+/// The path and JSON body of each POST a [`Behavior::Json`] server answered, in arrival order.
+pub type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>;
+
 async fn answer(
     req: Request<hyper::body::Incoming>,
     behavior: Behavior,
     seen: Seen,
+    posts: Posts,
 ) -> Result<Response<Body>, Infallible> {
     let full = |status: u16, text: String| {
         Response::builder()
@@ -80,9 +87,21 @@ async fn answer(
     let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let ids = (header("x-request-id"), header("traceparent"));
     seen.lock().unwrap().push(ids);
+    let path = req.uri().path().to_owned();
     // Read the request body whole, as a server would, before answering.
-    let _ = req.into_body().collect().await;
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
     match behavior {
+        Behavior::Json(respond) => {
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+            let (status, answer) = respond(&path, &body);
+            posts.lock().unwrap().push((path, body));
+            Ok(full(status, answer.to_string()))
+        }
         Behavior::Status(code, text) => Ok(full(code, text)),
         Behavior::Page(text) => Ok(full(200, text)),
         Behavior::Stream {
@@ -138,6 +157,8 @@ pub struct Server {
     pub url: String,
     /// The ids every POST carried.
     pub seen: Seen,
+    /// What a [`Behavior::Json`] server was sent.
+    pub posts: Posts,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -159,6 +180,8 @@ pub fn start(behavior: Behavior) -> Server {
     let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
     let seen = Seen::default();
     let log = std::sync::Arc::clone(&seen);
+    let posts = Posts::default();
+    let posted = std::sync::Arc::clone(&posts);
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -177,9 +200,10 @@ pub fn start(behavior: Behavior) -> Server {
                         let Ok((socket, _)) = accepted else { continue };
                         let behavior = behavior.clone();
                         let log = std::sync::Arc::clone(&log);
+                        let posted = std::sync::Arc::clone(&posted);
                         tokio::spawn(async move {
                             let service = hyper::service::service_fn(move |req| {
-                                answer(req, behavior.clone(), std::sync::Arc::clone(&log))
+                                answer(req, behavior.clone(), std::sync::Arc::clone(&log), std::sync::Arc::clone(&posted))
                             });
                             let _ = hyper::server::conn::http1::Builder::new()
                                 .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
@@ -193,6 +217,7 @@ pub fn start(behavior: Behavior) -> Server {
     Server {
         url: url_rx.recv().unwrap(),
         seen,
+        posts,
         stop: Some(stop_tx),
         thread: Some(thread),
     }

@@ -11,6 +11,7 @@ pub mod findings;
 pub mod interference;
 pub mod metrics;
 pub mod range_index;
+pub mod reference;
 pub mod samples;
 pub mod spec;
 pub mod stats;

@@ -231,6 +231,24 @@ pub fn token_record(trace: &Trace, t: usize) -> RawRecord<'_> {
     }
 }
 
+/// The record of reference row `i`.
+pub fn reference_record(trace: &Trace, i: usize) -> RawRecord<'_> {
+    let r = trace.references.row(i);
+    RawRecord {
+        kind: s("reference"),
+        request_id: s(trace.request_id(r.request)),
+        index: Some(Val::Ok(i64::from(r.index))),
+        logprob: float(r.logprob),
+        rank: count(r.rank),
+        top_k: count(r.listed),
+        token_id: count(r.top_token_id),
+        text: text(trace, r.top_text),
+        special: r.top_special.map(Val::Ok),
+        top_logprob: float(r.top_logprob),
+        ..RawRecord::default()
+    }
+}
+
 /// Calls `f` with every record of the trace in writing order; stops at the first error.
 pub fn for_each_record<E>(trace: &Trace, mut f: impl FnMut(&RawRecord<'_>) -> Result<(), E>) -> Result<(), E> {
     f(&meta_record(trace))?;
@@ -248,6 +266,9 @@ pub fn for_each_record<E>(trace: &Trace, mut f: impl FnMut(&RawRecord<'_>) -> Re
     }
     for t in 0..trace.tokens.len() {
         f(&token_record(trace, t))?;
+    }
+    for i in 0..trace.references.len() {
+        f(&reference_record(trace, i))?;
     }
     Ok(())
 }

@@ -80,7 +80,9 @@ macro_rules! scalar_fields {
             (prompt_throughput, Float), (generation_throughput, Float), (prefix_hit_rate, Float),
             (spec_accept_length, Float), (spec_accept_rate, Float), (kv_transfers, Int), (kv_transfers_failed, Int),
             (kv_transfer_ms, Float), (kv_transfer_p90_ms, Float), (kv_transfer_bytes, Int), (num_bootstrapping, Int),
-            (num_prealloc, Int), (num_transferring, Int), (num_inflight, Int), (num_retracted, Int)
+            (num_prealloc, Int), (num_transferring, Int), (num_inflight, Int), (num_retracted, Int),
+            // reference
+            (top_logprob, Float)
         }
     };
 }
@@ -222,6 +224,18 @@ pub fn fields_of_kind(kind: &str) -> &'static [&'static str] {
             "num_inflight",
             "num_retracted",
         ],
+        "reference" => &[
+            "kind",
+            "request_id",
+            "index",
+            "logprob",
+            "rank",
+            "top_k",
+            "token_id",
+            "text",
+            "special",
+            "top_logprob",
+        ],
         _ => &[],
     }
 }
@@ -234,6 +248,7 @@ pub fn required_fields(kind: &str) -> &'static [&'static str] {
         "stage" => &["request_id", "stage", "start_ns", "end_ns"],
         "token" => &["request_id", "index", "emitted_ns"],
         "sample" => &["time_ns"],
+        "reference" => &["request_id", "index"],
         _ => &[],
     }
 }
@@ -288,11 +303,12 @@ mod tests {
         let before = names.len();
         names.dedup();
         assert_eq!(names.len(), before, "a field is listed twice");
-        // 1 kind + 7 meta + 32 request + 14 iteration + 4 stage + 9 token + 20 sample scalar fields (the iteration's,
-        // the token's and the sample's `spec_drafted_tokens`/`spec_accepted_tokens` are the request's columns).
-        assert_eq!(SCALAR_FIELDS.len(), 87);
-        assert_eq!(arrow_schema().fields().len(), 89);
-        for kind in ["request", "iteration", "stage", "token", "sample"] {
+        // 1 kind + 7 meta + 32 request + 14 iteration + 4 stage + 9 token + 20 sample + 1 reference scalar fields
+        // (the iteration's, the token's and the sample's `spec_drafted_tokens`/`spec_accepted_tokens` are the
+        // request's columns; a reference's others are the token's and the request's `top_k`).
+        assert_eq!(SCALAR_FIELDS.len(), 88);
+        assert_eq!(arrow_schema().fields().len(), 90);
+        for kind in ["request", "iteration", "stage", "token", "sample", "reference"] {
             for f in required_fields(kind) {
                 assert!(names.contains(f), "{f}");
             }

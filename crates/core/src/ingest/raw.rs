@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The record kinds of the format.
-pub const KINDS: [&str; 6] = ["meta", "request", "iteration", "stage", "token", "sample"];
+pub const KINDS: [&str; 7] = ["meta", "request", "iteration", "stage", "token", "sample", "reference"];
 
 /// What a field of the wrong type held, to name it in the rejection.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -244,6 +244,8 @@ pub struct RawRecord<'a> {
     pub spec_accept_length: Field<f64>,
     #[serde(default)]
     pub spec_accept_rate: Field<f64>,
+    #[serde(default)]
+    pub top_logprob: Field<f64>,
     #[serde(default)]
     pub kv_transfers: Field<i64>,
     #[serde(default)]

@@ -12,8 +12,8 @@ use super::raw::KINDS;
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Request, Sample, SpecRole, Stage,
-    StageKind, Token, TraceBuilder,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Reference, Request, Sample,
+    SpecRole, Stage, StageKind, Token, TraceBuilder,
 };
 
 /// Smallest accepted epoch time: 1973-03-03 in ns. Anything below is seconds, ms or µs (or a relative clock).
@@ -619,6 +619,41 @@ fn sample(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Check<Sample> {
     })
 }
 
+/// A reference's record: what a re-scoring said of a token (its request's, at its index).
+fn reference(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder) -> Check<Reference> {
+    let index = opt_count("index", &r.index)?
+        .ok_or_else(|| missing("index", "reference", "the 0-based position of the token it is of"))?;
+    let rank = match opt_int("rank", &r.rank)? {
+        None => None,
+        Some(k) if !(1..=MAX_COUNT).contains(&k) => {
+            return Err(out_of_range("rank", format!("rank = {k} is not a 1-based rank")));
+        }
+        Some(k) => u32::try_from(k).ok(),
+    };
+    let listed = opt_count("top_k", &r.top_k)?;
+    if let (Some(k), Some(n)) = (rank, listed)
+        && k > n
+    {
+        return Err(out_of_range(
+            "rank",
+            format!("rank = {k} beyond the {n} tokens listed (top_k): leave rank out for a token not listed"),
+        ));
+    }
+    let top_token_id = opt_token_id("token_id", &r.token_id)?;
+    Ok(Reference {
+        request,
+        index,
+        token: NULL_U32,
+        logprob: opt_logprob("logprob", &r.logprob)?,
+        rank,
+        listed,
+        top_token_id,
+        top_text: opt_str("text", &r.text)?.map_or(NO_STR, |s| b.intern_token_text(top_token_id, s)),
+        top_special: opt_bool("special", &r.special)?,
+        top_logprob: opt_logprob("top_logprob", &r.top_logprob)?,
+    })
+}
+
 fn request_of(r: &RawRecord<'_>, record: &'static str, b: &mut TraceBuilder) -> Check<u32> {
     let id = req_str("request_id", &r.request_id, record, "the request_id of its request")?;
     Ok(b.intern_request_id(id))
@@ -667,6 +702,9 @@ pub fn ingest(r: &RawRecord<'_>, place: Place, b: &mut TraceBuilder) {
         "stage" => request_of(r, "stage", b)
             .and_then(|req| stage(r, req))
             .map(|row| b.add_stage(row, place)),
+        "reference" => request_of(r, "reference", b)
+            .and_then(|req| reference(r, req, b))
+            .map(|row| b.add_reference(row, place)),
         _ => {
             let mut candidates = std::mem::take(&mut b.candidate_buffer);
             let result = request_of(r, "token", b)

@@ -8,8 +8,8 @@ use std::collections::hash_map::Entry;
 
 use super::report::{Concern, Place, Problem, Rejection, Report, Warning};
 use super::tables::{
-    Candidate, Candidates, Iteration, Iterations, Request, Requests, Sample, Samples, Stage, StageKind, Stages, Token,
-    Tokens,
+    Candidate, Candidates, Iteration, Iterations, Reference, References, Request, Requests, Sample, Samples, Stage,
+    StageKind, Stages, Token, Tokens,
 };
 use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, NULL_U32, Trace};
 use crate::trace::strings::{Interner, NO_STR};
@@ -52,6 +52,8 @@ pub struct TraceBuilder {
     token_places: Vec<Place>,
     cand_start: Vec<u32>,
     candidates: Candidates,
+    references: References,
+    reference_places: Vec<Place>,
 }
 
 impl Default for TraceBuilder {
@@ -82,6 +84,8 @@ impl Default for TraceBuilder {
             token_places: Vec::new(),
             cand_start: vec![0],
             candidates: Candidates::default(),
+            references: References::default(),
+            reference_places: Vec::new(),
         }
     }
 }
@@ -217,6 +221,13 @@ impl TraceBuilder {
         self.stage_places.push(place);
     }
 
+    /// Adds what a reference said of a token; `row.request` is the label id of its `request_id`, the token found by
+    /// its `index` in [`Self::finish`].
+    pub fn add_reference(&mut self, row: Reference, place: Place) {
+        self.references.push(row);
+        self.reference_places.push(place);
+    }
+
     /// Adds a token and its candidates; `row.request` is the label id of its `request_id`.
     pub fn add_token(&mut self, row: Token, candidates: impl IntoIterator<Item = Candidate>, place: Place) {
         self.tokens.push(row);
@@ -315,6 +326,15 @@ impl TraceBuilder {
         let shift = u32::try_from(base).unwrap_or(u32::MAX);
         self.cand_start
             .extend(other.cand_start.iter().skip(1).map(|&s| s.saturating_add(shift)));
+        let base = self.references.len();
+        self.references.append(&other.references);
+        self.reference_places.extend_from_slice(&other.reference_places);
+        for id in &mut self.references.request[base..] {
+            *id = label(*id);
+        }
+        for id in &mut self.references.top_text[base..] {
+            *id = text(*id);
+        }
     }
 
     /// A builder holding a finished trace's records, moved (not copied) back into builder form: to add records to a
@@ -332,6 +352,7 @@ impl TraceBuilder {
             mut tokens,
             candidates,
             cand_start,
+            mut references,
             ..
         } = trace;
         // Stages and tokens name their request by row in a trace, by label id in a builder; their steps' rows are
@@ -344,6 +365,10 @@ impl TraceBuilder {
             *r = requests.id.get(*r as usize).copied().unwrap_or(NULL_U32);
         }
         tokens.iter_row.fill(NULL_U32);
+        for r in &mut references.request {
+            *r = requests.id.get(*r as usize).copied().unwrap_or(NULL_U32);
+        }
+        references.token.fill(NULL_U32);
         let place = Place::default();
         let request_by_id = requests
             .id
@@ -370,6 +395,8 @@ impl TraceBuilder {
             iteration_places: vec![place; iterations.len()],
             stage_places: vec![place; stages.len()],
             token_places: vec![place; tokens.len()],
+            reference_places: vec![place; references.len()],
+            references,
             labels,
             texts,
             requests,
@@ -448,6 +475,71 @@ impl TraceBuilder {
     }
 
     /// Why a stage or token naming request label `id` cannot be kept, when it cannot.
+    /// Finds each reference's token (its request's, at its index), once the tokens are sorted and indexed by
+    /// request (`token_start`); a reference of no token is rejected, a second one of a token too, and the rest
+    /// sorted by token.
+    fn resolve_references(
+        &mut self,
+        token_start: &[u32],
+        row_of: &impl Fn(u32) -> Option<u32>,
+        windowed: bool,
+        not_read: &mut u64,
+    ) {
+        let mut keep: Vec<u32> = Vec::with_capacity(self.references.len());
+        for i in 0..self.references.len() {
+            let label = self.references.request[i];
+            let place = self.reference_places[i];
+            let Some(row) = row_of(label) else {
+                if windowed {
+                    *not_read += 1;
+                } else {
+                    let r = self.orphan(label, place, "reference");
+                    self.report.reject(r);
+                }
+                continue;
+            };
+            let (a, b) = (token_start[row as usize], token_start[row as usize + 1]);
+            let index = self.references.index[i];
+            match self.tokens.index[a as usize..b as usize].binary_search(&index) {
+                Ok(k) => {
+                    self.references.request[i] = row;
+                    self.references.token[i] = a + u32::try_from(k).unwrap_or(u32::MAX);
+                    keep.push(u32::try_from(i).unwrap_or(u32::MAX));
+                }
+                Err(_) => self.report.reject(Rejection {
+                    place,
+                    problem: Problem::OutOfRange,
+                    record: Some("reference"),
+                    field: Some("index"),
+                    reason: format!(
+                        "request {:?} has no token at index {index} ({} tokens): a reference is of a generated token",
+                        self.labels.str_or_empty(label),
+                        b - a
+                    ),
+                }),
+            }
+        }
+        keep.sort_by_key(|&i| (self.references.token[i as usize], i));
+        let mut kept: Vec<u32> = Vec::with_capacity(keep.len());
+        for &i in &keep {
+            let token = self.references.token[i as usize];
+            if kept.last().is_some_and(|&j| self.references.token[j as usize] == token) {
+                let (request, index) = (self.references.request[i as usize], self.references.index[i as usize]);
+                let id = self.labels.str_or_empty(self.requests.id[request as usize]).to_owned();
+                self.report.reject(duplicate(
+                    self.reference_places[i as usize],
+                    "reference",
+                    "index",
+                    format!("a second reference of request {id:?}'s token {index}: the first is kept"),
+                ));
+                continue;
+            }
+            kept.push(i);
+        }
+        self.references.permute(&kept);
+        self.reference_places = kept.iter().map(|&i| self.reference_places[i as usize]).collect();
+    }
+
     fn orphan(&self, id: u32, place: Place, record: &'static str) -> Rejection {
         let name = self.labels.str_or_empty(id);
         match self.rejected_requests.get(&id) {
@@ -678,6 +770,7 @@ impl TraceBuilder {
             }
         }
         trace.token_start = starts_by_request(&self.tokens.request, self.requests.len());
+        self.resolve_references(&trace.token_start, &row_of, window.is_some(), &mut not_read);
 
         trace.labels = self.labels;
         trace.texts = self.texts;
@@ -688,6 +781,7 @@ impl TraceBuilder {
         trace.tokens = self.tokens;
         trace.candidates = self.candidates;
         trace.cand_start = self.cand_start;
+        trace.references = self.references;
         trace.request_by_id = request_by_id;
         trace.source_iterations = source_iterations;
 

@@ -20,8 +20,9 @@ pub use builder::TraceBuilder;
 pub use stages::StageSpan;
 pub use strings::{Interner, NO_STR};
 pub use tables::{
-    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Request, Requests,
-    Sample, Samples, SpecRole, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u8, opt_u32,
+    Candidate, Candidates, Flag, Iteration, Iterations, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Reference, References,
+    Request, Requests, Sample, Samples, SpecRole, Stage, StageKind, Stages, Token, Tokens, opt_f64, opt_i64, opt_u8,
+    opt_u32,
 };
 
 /// The source name of records that give none.
@@ -118,6 +119,8 @@ pub struct Trace {
     pub candidates: Candidates,
     /// Where the candidates are when they were left on disk, to be read per request.
     pub candidates_on_disk: Option<CandidatesOnDisk>,
+    /// What a reference said of re-scored tokens (`tokenscope rescore`), sorted by token row; empty when none was.
+    pub references: References,
     /// `token_start[r]..token_start[r + 1]` are the tokens of request `r`.
     token_start: Vec<u32>,
     /// `stage_start[r]..stage_start[r + 1]` are the explicit stages of request `r`.
@@ -190,6 +193,13 @@ impl Trace {
     /// The explicit stage rows of a request, by start time.
     pub fn explicit_stages_of(&self, request: u32) -> Range<usize> {
         range_of(&self.stage_start, request as usize)
+    }
+
+    /// What the reference said of token row `token`, when it was re-scored.
+    pub fn reference_of(&self, token: usize) -> Option<Reference> {
+        let t = u32::try_from(token).ok()?;
+        let k = self.references.token.binary_search(&t).ok()?;
+        Some(self.references.row(k))
     }
 
     /// The candidate rows of a token, most probable first as written.

@@ -320,6 +320,35 @@ table! {
     }
 }
 
+table! {
+    /// One row per re-scored token (`tokenscope rescore`), sorted by token row.
+    References,
+    /// What a reference (the same model asked again for its distribution at the token's position, given the prompt
+    /// and the answer before it) says of a generated token, as in the format's `kind = "reference"`.
+    Reference {
+        /// The token's request: label id of its `request_id` in a builder, its row in a trace.
+        request: u32,
+        /// The token's position in the output.
+        index: u32,
+        /// Row of the token in `Trace::tokens` ([`NULL_U32`] in a builder).
+        token: u32,
+        /// The emitted token's logprob under the reference; `None` when it is not among the reference's listed ones.
+        logprob: Option<f64>,
+        /// Its 1-based rank there; `None` when not listed (beyond `listed`).
+        rank: Option<u32>,
+        /// How many of the reference's most probable tokens were listed.
+        listed: Option<u32>,
+        /// The reference's most probable token.
+        top_token_id: Option<u32>,
+        /// Its text (id in `Trace::texts`, [`NO_STR`] when not given).
+        top_text: u32,
+        /// Whether it is a special token.
+        top_special: Option<bool>,
+        /// Its logprob.
+        top_logprob: Option<f64>,
+    }
+}
+
 impl Sample {
     /// A reading of `source` at `time_ns` that says nothing yet: every counter absent.
     pub fn at(source: u32, time_ns: i64) -> Self {

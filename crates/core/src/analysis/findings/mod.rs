@@ -18,6 +18,7 @@ mod preemption_burst;
 mod prefill_monopoly;
 mod prefill_queueing;
 mod rank_imbalance;
+mod reference;
 mod repetition_loop;
 mod slo_violations;
 mod slow_transfer;
@@ -64,7 +65,7 @@ pub trait Detector: Sync {
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
-pub const DETECTORS: [&dyn Detector; 15] = [
+pub const DETECTORS: [&dyn Detector; 17] = [
     &decode_interrupted::DecodeInterrupted,
     &eos_mistrigger::EosMistrigger,
     &prefill_monopoly::PrefillMonopoly,
@@ -80,6 +81,8 @@ pub const DETECTORS: [&dyn Detector; 15] = [
     &slow_transfer::SlowKvTransfer,
     &prefill_queueing::PrefillQueueing,
     &rank_imbalance::RankImbalance,
+    &reference::OffDistribution,
+    &reference::SamplingAccident,
 ];
 
 /// What a finding is about.
@@ -116,11 +119,15 @@ pub enum Kind {
     PrefillQueueing,
     /// Requests waited on one instance of a server (a data-parallel rank) while another ran none.
     RankImbalance,
+    /// Emitted tokens the model itself, asked again, gives almost no chance: not sampling, a serving defect.
+    OffDistribution,
+    /// A stop token drawn by sampling where the model, asked again, would have gone on.
+    SamplingAccident,
 }
 
 impl Kind {
     /// Every kind, in display order.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 17] = [
         Kind::DecodeInterrupted,
         Kind::EosMistrigger,
         Kind::PrefillMonopoly,
@@ -136,6 +143,8 @@ impl Kind {
         Kind::SlowKvTransfer,
         Kind::PrefillQueueing,
         Kind::RankImbalance,
+        Kind::OffDistribution,
+        Kind::SamplingAccident,
     ];
 
     /// The kebab-case name (command line, JSON).
@@ -156,6 +165,8 @@ impl Kind {
             Kind::SlowKvTransfer => "slow-kv-transfer",
             Kind::PrefillQueueing => "prefill-queueing",
             Kind::RankImbalance => "rank-imbalance",
+            Kind::OffDistribution => "off-distribution",
+            Kind::SamplingAccident => "sampling-accident",
         }
     }
 
@@ -182,6 +193,8 @@ impl Kind {
             Kind::SlowKvTransfer => "Slow KV transfer (disaggregated serving)",
             Kind::PrefillQueueing => "Queueing on the prefill instance (disaggregated serving)",
             Kind::RankImbalance => "Rank imbalance: requests waited beside an idle instance",
+            Kind::OffDistribution => "Off-distribution tokens (re-scored: not the dice)",
+            Kind::SamplingAccident => "Sampling accident at a stop token (re-scored: the dice)",
         }
     }
 }
@@ -297,7 +310,12 @@ fn run(cx: &Context<'_>, kinds: &[Kind]) -> Vec<Finding> {
         trace.has_times()
             || matches!(
                 k,
-                Kind::EosMistrigger | Kind::RepetitionLoop | Kind::Truncation | Kind::TokenMismatch
+                Kind::EosMistrigger
+                    | Kind::RepetitionLoop
+                    | Kind::Truncation
+                    | Kind::TokenMismatch
+                    | Kind::OffDistribution
+                    | Kind::SamplingAccident
             )
     };
     let mut out: Vec<Finding> = DETECTORS
