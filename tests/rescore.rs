@@ -356,8 +356,9 @@ fn gui_the_high_power_view_says_what_the_reference_made_of_the_planted_token() {
     h.run_steps(4);
     // Its figures, from the file: its own probability and where it would stand, the reference's own choice.
     let p = reference.logprob.map_or(0.0, f64::exp) * 100.0;
+    assert!(p < 1e-3, "{p} %");
     h.get_by_label("Reference (re-scored):");
-    h.get_by_label(&format!("p {p:.3} % · below its 20 most probable"));
+    h.get_by_label(&format!("p {p:.1e} % · below its 20 most probable"));
     h.get_by_label("off its distribution: not the model's choice at any temperature served");
     // The answer coloured by it: a choice the view offers on a re-scored request.
     h.get_by_label("by reference");
@@ -382,6 +383,15 @@ fn gui_the_comparison_lists_where_two_real_runs_answers_part_and_shows_a_pair() 
         .unwrap_or_else(|| panic!("the answers compared"));
     let parts = d.pairs.iter().filter(|p| p.first_divergence.is_some()).count();
     assert!(parts > 0);
+    // The app reads the candidates its load left on disk: the same verdicts as `diff --tokens` on the files loaded
+    // whole (none "parted" for want of candidates).
+    let whole = tokenscope::analysis::diff::compare_tokens(
+        &load(&Path::new(RUNS).join("greedy-c1.client.parquet")),
+        &load(&Path::new(RUNS).join("greedy-c8.client.parquet")),
+        tokenscope::analysis::diff::DEFAULT_KL_SHIFT,
+    );
+    assert_eq!(d.overall, whole.overall);
+    assert_eq!(d.overall.parted, 0);
     h.get_by_label_contains(&format!(
         "Answers token by token: {} pairs (paired by prompt), {parts} part",
         d.pairs.len()

@@ -21,9 +21,39 @@ use crate::analysis::diff::{
 };
 use crate::analysis::findings::{Finding, Thresholds};
 use crate::analysis::summary::Slo;
-use crate::trace::Trace;
+use crate::trace::{CandidateSource, Trace};
 use crate::view::TraceView;
 use crate::view::viewport::Viewport;
+
+/// The most tokens a trace may have for its candidates left on disk to be read whole for the answers' comparison
+/// (a trace of that size holds some hundred MB of candidates).
+const TOKENS_READ_FOR_CANDIDATES: usize = 1_000_000;
+
+/// `trace` with its candidates in memory: itself when they are, else a copy with them read from `source` (when the
+/// trace is small enough: beyond, the answers are compared on their tokens alone).
+fn with_candidates(trace: &Arc<Trace>, source: Option<&Arc<dyn CandidateSource>>) -> Arc<Trace> {
+    let Some(source) =
+        source.filter(|_| trace.candidates_on_disk.is_some() && trace.token_count() <= TOKENS_READ_FOR_CANDIDATES)
+    else {
+        return Arc::clone(trace);
+    };
+    let mut found = Vec::new();
+    for r in 0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX) {
+        let Ok(lists) = source.candidates(trace, r) else {
+            return Arc::clone(trace);
+        };
+        let start = trace.tokens_of(r).start;
+        found.extend(
+            lists
+                .into_iter()
+                .enumerate()
+                .map(|(k, list)| (u32::try_from(start + k).unwrap_or(u32::MAX), list)),
+        );
+    }
+    let mut owned = Trace::clone(trace);
+    owned.attach_candidates(found);
+    Arc::new(owned)
+}
 
 /// Paired requests listed per metric in the window.
 pub const LISTED_PAIRS: usize = 12;
@@ -83,13 +113,22 @@ impl Comparing {
         }
     }
 
-    /// Starts computing the comparison when it was never computed, or for other objectives or thresholds.
-    pub fn refresh(&mut self, a: &Arc<Trace>, slo: Slo, thresholds: Thresholds, waker: Option<&egui::Context>) {
+    /// Starts computing the comparison when it was never computed, or for other objectives or thresholds. `a`'s
+    /// candidates left on disk are read by `a_candidates` for the answers' comparison.
+    pub fn refresh(
+        &mut self,
+        a: &Arc<Trace>,
+        a_candidates: Option<&Arc<dyn CandidateSource>>,
+        slo: Slo,
+        thresholds: Thresholds,
+        waker: Option<&egui::Context>,
+    ) {
         if self.inputs == Some((slo, thresholds)) {
             return;
         }
         self.inputs = Some((slo, thresholds));
         let (a, b) = (Arc::clone(a), Arc::clone(&self.other.view.trace));
+        let sources = (a_candidates.cloned(), self.other.candidates.clone());
         let work = move || {
             let options = CompareOptions {
                 slo,
@@ -99,8 +138,13 @@ impl Comparing {
             let comparison = compare(&a, &b, &options);
             let top = [Metric::Ttft, Metric::Tpot].map(|m| most_changed(&comparison.deltas, m, LISTED_PAIRS));
             let samples = (Samples::of(&a, |_| true), Samples::of(&b, |_| true));
-            let tokens = (!a.tokens.is_empty() && !b.tokens.is_empty())
-                .then(|| compare_tokens(&a, &b, crate::analysis::diff::DEFAULT_KL_SHIFT));
+            let tokens = (!a.tokens.is_empty() && !b.tokens.is_empty()).then(|| {
+                let (a, b) = (
+                    with_candidates(&a, sources.0.as_ref()),
+                    with_candidates(&b, sources.1.as_ref()),
+                );
+                compare_tokens(&a, &b, crate::analysis::diff::DEFAULT_KL_SHIFT)
+            });
             Computed {
                 comparison,
                 top,

@@ -10,7 +10,7 @@ use egui_plot::{Bar, BarChart, HLine, Plot};
 use super::command::Command;
 use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
-use crate::analysis::reference::{Verdict, verdict};
+use crate::analysis::reference::{Verdict, percent, verdict};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
 use crate::trace::{CandidateSource, OwnedCandidate, StageKind, Trace, opt_u32};
@@ -724,8 +724,8 @@ fn reference_ui(ui: &mut Ui, trace: &Trace, r: &crate::trace::Reference) {
     };
     let listed = r.listed.map_or_else(|| "listed".to_owned(), |k| k.to_string());
     let given = match (r.logprob, r.rank) {
-        (Some(lp), Some(k)) => format!("p {:.2} % · rank {k}", lp.exp() * 100.0),
-        (Some(lp), None) => format!("p {:.3} % · below its {listed} most probable", lp.exp() * 100.0),
+        (Some(lp), Some(k)) => format!("p {} · rank {k}", percent(lp.exp())),
+        (Some(lp), None) => format!("p {} · below its {listed} most probable", percent(lp.exp())),
         (None, _) => format!("not among its {listed} most probable"),
     };
     let top = display_text(
@@ -740,7 +740,7 @@ fn reference_ui(ui: &mut Ui, trace: &Trace, r: &crate::trace::Reference) {
     );
     let top_p = r
         .top_logprob
-        .map_or_else(String::new, |lp| format!(" {:.1} %", lp.exp() * 100.0));
+        .map_or_else(String::new, |lp| format!(" {}", percent(lp.exp())));
     let words = match v {
         Verdict::Top => "its first choice",
         Verdict::Sampled => "a draw of the dice",

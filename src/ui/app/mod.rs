@@ -367,6 +367,7 @@ impl App {
         if let (Some(c), Some(s)) = (&mut self.compare, &self.session) {
             c.refresh(
                 &s.view.trace,
+                s.candidates.as_ref(),
                 self.settings.slo,
                 self.settings.thresholds,
                 self.ctx.as_ref(),

@@ -71,7 +71,13 @@ impl App {
         };
         c.poll();
         c.other.poll_interference();
-        c.refresh(&s.view.trace, self.settings.slo, self.settings.thresholds, Some(ctx));
+        c.refresh(
+            &s.view.trace,
+            s.candidates.as_ref(),
+            self.settings.slo,
+            self.settings.thresholds,
+            Some(ctx),
+        );
         if !c.show_window {
             return;
         }

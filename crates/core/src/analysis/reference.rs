@@ -13,6 +13,20 @@ use crate::trace::{Reference, Trace};
 /// served (up to ~1), sampling draws such a token about once in a thousand positions at the very most.
 pub const OFF_DISTRIBUTION_P: f64 = 1e-3;
 
+/// `p` as a percentage with the digits it needs (62 %, 5.0 %, 0.034 %, 2.1e-6 %).
+pub fn percent(p: f64) -> String {
+    let pct = p * 100.0;
+    if pct >= 10.0 {
+        format!("{pct:.0} %")
+    } else if pct >= 0.1 {
+        format!("{pct:.1} %")
+    } else if pct >= 0.001 {
+        format!("{pct:.3} %")
+    } else {
+        format!("{pct:.1e} %")
+    }
+}
+
 /// What the reference makes of one emitted token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Verdict {

@@ -3,7 +3,7 @@
 
 use super::words::names;
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
-use crate::analysis::reference::{OFF_DISTRIBUTION_P, Verdict, verdict};
+use crate::analysis::reference::{OFF_DISTRIBUTION_P, Verdict, percent, verdict};
 use crate::analysis::tokens::display_text;
 use crate::trace::{Reference, Trace};
 
@@ -16,20 +16,6 @@ pub(super) struct OffDistribution;
 
 /// The detector of [`Kind::SamplingAccident`].
 pub(super) struct SamplingAccident;
-
-/// `p` as a percentage with the digits it needs (62 %, 5.0 %, 0.034 %, 2.1e-6 %).
-fn percent(p: f64) -> String {
-    let pct = p * 100.0;
-    if pct >= 10.0 {
-        format!("{pct:.0} %")
-    } else if pct >= 0.1 {
-        format!("{pct:.1} %")
-    } else if pct >= 0.001 {
-        format!("{pct:.3} %")
-    } else {
-        format!("{pct:.1e} %")
-    }
-}
 
 /// The reference's own first choice, in words: `"the" (75 %)`.
 fn first_choice(trace: &Trace, r: &Reference) -> String {
