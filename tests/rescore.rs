@@ -89,27 +89,34 @@ fn recording(prompts: &tokenscope::record::prompts::Prompts) -> String {
     )
 }
 
-#[test]
-fn each_emitted_token_gets_what_the_server_gives_it_and_the_dice_are_told_from_the_model() {
-    let server = replay::start(Behavior::Json(llama_server));
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let prompts_path = dir.path().join("prompts.jsonl");
+/// Writes the prompts and the recording into `dir` and runs `rescore` on them against `url`: its output file and
+/// what it said (exit code, stdout, stderr).
+fn rescore_recording(dir: &Path, url: &str) -> (std::path::PathBuf, (i32, String, String)) {
+    let prompts_path = dir.join("prompts.jsonl");
     std::fs::write(&prompts_path, PROMPTS).unwrap_or_else(|e| panic!("{e}"));
-    let prompts = tokenscope::record::prompts::parse(PROMPTS);
-    let rec = dir.path().join("rec.jsonl");
-    std::fs::write(&rec, recording(&prompts)).unwrap_or_else(|e| panic!("{e}"));
-    let out = dir.path().join("rescored.parquet");
+    let rec = dir.join("rec.jsonl");
+    std::fs::write(&rec, recording(&tokenscope::record::prompts::parse(PROMPTS))).unwrap_or_else(|e| panic!("{e}"));
+    let out = dir.join("rescored.parquet");
     let s = |p: &Path| p.to_string_lossy().into_owned();
-    let (code, stdout, err) = tokenscope(&[
+    let said = tokenscope(&[
         "rescore",
         &s(&rec),
         "--prompts",
         &s(&prompts_path),
         "--url",
-        &server.url,
+        url,
         "-o",
         &s(&out),
     ]);
+    (out, said)
+}
+
+#[test]
+fn each_emitted_token_gets_what_the_server_gives_it_and_the_dice_are_told_from_the_model() {
+    let server = replay::start(Behavior::Json(llama_server));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (out, (code, stdout, err)) = rescore_recording(dir.path(), &server.url);
+    let s = |p: &Path| p.to_string_lossy().into_owned();
     assert_eq!(code, 0, "{err}");
     // 4 tokens: a (the first choice), b (p 0.2, rank 2: a draw), <eos> (p 0.15: a draw), 99 (p 0.0002: off).
     assert!(
@@ -222,22 +229,7 @@ fn each_emitted_token_gets_what_the_server_gives_it_and_the_dice_are_told_from_t
 fn a_server_that_does_not_answer_as_llama_server_is_named_and_nothing_is_written() {
     let server = replay::start(Behavior::Status(404, "{\"error\": \"File Not Found\"}".to_owned()));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let prompts_path = dir.path().join("prompts.jsonl");
-    std::fs::write(&prompts_path, PROMPTS).unwrap_or_else(|e| panic!("{e}"));
-    let rec = dir.path().join("rec.jsonl");
-    std::fs::write(&rec, recording(&tokenscope::record::prompts::parse(PROMPTS))).unwrap_or_else(|e| panic!("{e}"));
-    let out = dir.path().join("rescored.parquet");
-    let s = |p: &Path| p.to_string_lossy().into_owned();
-    let (code, _, err) = tokenscope(&[
-        "rescore",
-        &s(&rec),
-        "--prompts",
-        &s(&prompts_path),
-        "--url",
-        &server.url,
-        "-o",
-        &s(&out),
-    ]);
+    let (out, (code, _, err)) = rescore_recording(dir.path(), &server.url);
     assert_eq!(code, 1);
     assert!(
         err.contains("the reference server: ") && err.contains("/apply-template: HTTP 404"),
@@ -392,10 +384,13 @@ fn gui_the_comparison_lists_where_two_real_runs_answers_part_and_shows_a_pair() 
     );
     assert_eq!(d.overall, whole.overall);
     assert_eq!(d.overall.parted, 0);
+    // One line until opened (the window's figures stay where they were).
     h.get_by_label_contains(&format!(
         "Answers token by token: {} pairs (paired by prompt), {parts} part",
         d.pairs.len()
-    ));
+    ))
+    .click();
+    h.run_steps(4);
     // The pair that parts first, clicked: both continuations.
     let first = d
         .pairs

@@ -120,7 +120,10 @@ fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
             "decode-interrupted",
             "eos-mistrigger",
             "prefill-monopoly",
-            "preemption-burst"
+            "preemption-burst",
+            // A re-scored run's references are not streamed.
+            "off-distribution",
+            "sampling-accident"
         ])
     );
     // The text says it under the objectives.
@@ -128,7 +131,8 @@ fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
     assert!(
         text.lines().nth(2)
             == Some(
-                "not judged (they need the trace loaded): decode-interrupted, eos-mistrigger, prefill-monopoly, preemption-burst"
+                "not judged (they need the trace loaded): decode-interrupted, eos-mistrigger, prefill-monopoly, preemption-burst, \
+                 off-distribution, sampling-accident"
             ),
         "{text}"
     );

@@ -48,7 +48,7 @@ pub fn tokens_ui(ui: &mut Ui, a: &Trace, b: &Trace, d: &TokenDiff, selected: &mu
     );
     egui::CollapsingHeader::new(header)
         .id_salt("compare-tokens")
-        .default_open(parts > 0)
+        .default_open(false)
         .show(ui, |ui| {
             if let (Some(lo), Some(mid), Some(hi)) =
                 (o.first_divergence_min, o.first_divergence_p50, o.first_divergence_max)

@@ -10,7 +10,7 @@ use egui_plot::{Bar, BarChart, HLine, Plot};
 use super::command::Command;
 use super::theme;
 use crate::analysis::metrics::{ms, request_metrics};
-use crate::analysis::reference::{Verdict, percent, verdict};
+use crate::analysis::reference::{Verdict, first_choice_text, percent, verdict};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Choice, Latency, StepLoad, choice, display_text, latency, step_loads};
 use crate::trace::{CandidateSource, OwnedCandidate, StageKind, Trace, opt_u32};
@@ -728,16 +728,7 @@ fn reference_ui(ui: &mut Ui, trace: &Trace, r: &crate::trace::Reference) {
         (Some(lp), None) => format!("p {} · below its {listed} most probable", percent(lp.exp())),
         (None, _) => format!("not among its {listed} most probable"),
     };
-    let top = display_text(
-        trace,
-        r.top_token_id.unwrap_or(crate::trace::NULL_U32),
-        trace.texts.get(r.top_text),
-        if r.top_special == Some(true) {
-            crate::trace::Flag::True
-        } else {
-            crate::trace::Flag::Null
-        },
-    );
+    let top = first_choice_text(trace, r);
     let top_p = r
         .top_logprob
         .map_or_else(String::new, |lp| format!(" {}", percent(lp.exp())));

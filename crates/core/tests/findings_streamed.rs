@@ -170,7 +170,10 @@ fn the_kinds_a_stream_cannot_judge_are_said_and_not_run() {
             Kind::DecodeInterrupted,
             Kind::EosMistrigger,
             Kind::PrefillMonopoly,
-            Kind::PreemptionBurst
+            Kind::PreemptionBurst,
+            // A re-scored run's references are not streamed.
+            Kind::OffDistribution,
+            Kind::SamplingAccident
         ]
     );
     // The demo has decode-interrupted, EOS and prefill-monopoly findings: none comes out of a stream.

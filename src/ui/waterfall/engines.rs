@@ -43,14 +43,8 @@ pub(super) fn draw_engines(p: &Paint<'_>, hover: &mut Option<Hover>) {
     for (k_track, track) in view.engines.iter().enumerate() {
         let top = frame.engines_top + k_track as f32 * engine_block_height() + 2.0;
         let steps_y = egui::Rangef::new(top, top + theme::ENGINE_ROW_HEIGHT - 2.0);
-        let name = trace.label(track.source).unwrap_or("engine");
         // A disaggregated deployment's instances say what they did, unless their name does already.
-        let role = track.role.name();
-        let name = if track.role == crate::trace::instances::InstanceRole::Both || name.contains(role) {
-            name.to_owned()
-        } else {
-            format!("{name} ({role})")
-        };
+        let name = track.role.label(trace.label(track.source).unwrap_or("engine"));
         painter.text(
             pos2(frame.labels_x, steps_y.center()),
             Align2::LEFT_CENTER,

@@ -63,13 +63,7 @@ pub(super) fn draw(p: &Paint<'_>, top: f32, hover: &mut Option<Hover>) -> Option
     for (k, row) in strip.rows.iter().enumerate() {
         let y0 = top + HEADING + k as f32 * ROW;
         let y1 = y0 + ROW - 2.0;
-        let name = trace.label(row.source).unwrap_or("instance");
-        let role = row.role.name();
-        let name = if row.role == crate::trace::instances::InstanceRole::Both || name.contains(role) {
-            name.to_owned()
-        } else {
-            format!("{name} ({role})")
-        };
+        let name = row.role.label(trace.label(row.source).unwrap_or("instance"));
         p.painter.text(
             pos2(frame.labels_x + 8.0, f32::midpoint(y0, y1)),
             Align2::LEFT_CENTER,

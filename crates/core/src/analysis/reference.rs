@@ -27,6 +27,21 @@ pub fn percent(p: f64) -> String {
     }
 }
 
+/// The reference's own first choice, as shown (`␣d`, `⟨EOS⟩`).
+pub fn first_choice_text(trace: &Trace, r: &Reference) -> String {
+    let special = if r.top_special == Some(true) {
+        crate::trace::Flag::True
+    } else {
+        crate::trace::Flag::Null
+    };
+    crate::analysis::tokens::display_text(
+        trace,
+        r.top_token_id.unwrap_or(crate::trace::NULL_U32),
+        trace.texts.get(r.top_text),
+        special,
+    )
+}
+
 /// What the reference makes of one emitted token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Verdict {

@@ -17,6 +17,16 @@ pub enum InstanceRole {
 }
 
 impl InstanceRole {
+    /// An instance's name as shown: with its role when it has one its name does not say (`p0 (prefill)`; `vllm-0`,
+    /// `vllm-0-decode` as they are).
+    pub fn label(self, name: &str) -> String {
+        if self == InstanceRole::Both || name.contains(self.name()) {
+            name.to_owned()
+        } else {
+            format!("{name} ({})", self.name())
+        }
+    }
+
     /// The role's name (`prefill`, `decode`, `both`).
     pub fn name(self) -> &'static str {
         match self {

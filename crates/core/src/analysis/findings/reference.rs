@@ -3,7 +3,7 @@
 
 use super::words::names;
 use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
-use crate::analysis::reference::{OFF_DISTRIBUTION_P, Verdict, percent, verdict};
+use crate::analysis::reference::{OFF_DISTRIBUTION_P, Verdict, first_choice_text, percent, verdict};
 use crate::analysis::tokens::display_text;
 use crate::trace::{Reference, Trace};
 
@@ -19,16 +19,7 @@ pub(super) struct SamplingAccident;
 
 /// The reference's own first choice, in words: `"the" (75 %)`.
 fn first_choice(trace: &Trace, r: &Reference) -> String {
-    let text = display_text(
-        trace,
-        r.top_token_id.unwrap_or(crate::trace::NULL_U32),
-        trace.texts.get(r.top_text),
-        if r.top_special == Some(true) {
-            crate::trace::Flag::True
-        } else {
-            crate::trace::Flag::Null
-        },
-    );
+    let text = first_choice_text(trace, r);
     match r.top_logprob {
         Some(lp) => format!("{text:?} ({})", percent(lp.exp())),
         None => format!("{text:?}"),
