@@ -19,6 +19,16 @@ fn load(path: &Path) -> Trace {
         .trace
 }
 
+/// The findings of a re-scored trace's two kinds.
+fn rescored_findings(t: &Trace) -> Vec<tokenscope::analysis::findings::Finding> {
+    find_kinds(
+        t,
+        &Slo::default(),
+        &Thresholds::default(),
+        &[Kind::OffDistribution, Kind::SamplingAccident],
+    )
+}
+
 /// The two prompts, as `record --prompts` reads them.
 const PROMPTS: &str = "{\"prompt\": \"Hi\"}\n{\"prompt\": \"Yo\"}\n";
 
@@ -187,12 +197,7 @@ fn each_emitted_token_gets_what_the_server_gives_it_and_the_dice_are_told_from_t
         );
     }
     // The findings (a leading space shown as ␣, an EOS without text as ⟨EOS⟩, as everywhere): r2's token off the distribution; r1's stop drawn at 15 % where the model would go on.
-    let found = find_kinds(
-        &t,
-        &Slo::default(),
-        &Thresholds::default(),
-        &[Kind::OffDistribution, Kind::SamplingAccident],
-    );
+    let found = rescored_findings(&t);
     let off = found
         .iter()
         .find(|f| f.kind == Kind::OffDistribution)
@@ -273,12 +278,7 @@ fn a_real_greedy_run_rescored_by_its_own_server_is_its_first_choice_or_a_near_ti
         "{first} of {}",
         t.references.len()
     );
-    let found = find_kinds(
-        &t,
-        &Slo::default(),
-        &Thresholds::default(),
-        &[Kind::OffDistribution, Kind::SamplingAccident],
-    );
+    let found = rescored_findings(&t);
     assert!(found.is_empty(), "{found:#?}");
 }
 
@@ -436,11 +436,6 @@ fn a_healthy_run_at_temperature_0_8_is_drawn_by_the_dice_and_raises_nothing() {
     assert!(!below.is_empty());
     assert!(below.iter().all(|&p| p >= 1e-3), "{below:?}");
     assert!(refs.iter().all(|r| verdict(r) != Verdict::OffDistribution));
-    let found = find_kinds(
-        &t,
-        &Slo::default(),
-        &Thresholds::default(),
-        &[Kind::OffDistribution, Kind::SamplingAccident],
-    );
+    let found = rescored_findings(&t);
     assert!(found.is_empty(), "{found:#?}");
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{Output, validate};
 use crate::analysis::findings::{Kind, Thresholds, find_kinds};
-use crate::analysis::reference::{Counts, counts};
+use crate::analysis::reference::{Counts, counts, counts_by_request};
 use crate::analysis::summary::Slo;
 use crate::load::LoadOptions;
 use crate::record::client::Api;
@@ -140,13 +140,20 @@ impl RescoreArgs {
         }
         bar.finish_and_clear();
         // The references join the trace's records; the trace is made again with them.
-        let mut b = TraceBuilder::from_trace(loaded.trace.clone());
-        for rescored in made {
-            for (mut reference, text) in rescored.references {
-                reference.request = b.labels.intern(trace.request_id(reference.request));
-                reference.top_text = b.intern_token_text(reference.top_token_id, &text);
-                b.add_reference(reference, Place::default());
-            }
+        // A builder names a request by the label id of its request_id: the trace's own labels, which it keeps.
+        let ids = &trace.requests.id;
+        let references: Vec<_> = made
+            .into_iter()
+            .flat_map(|rescored| rescored.references)
+            .map(|(mut reference, text)| {
+                reference.request = ids[reference.request as usize];
+                (reference, text)
+            })
+            .collect();
+        let mut b = TraceBuilder::from_trace(loaded.trace);
+        for (mut reference, text) in references {
+            reference.top_text = b.intern_token_text(reference.top_token_id, &text);
+            b.add_reference(reference, Place::default());
         }
         let (out, report) = b.finish();
         if report.rejected_count() > 0 {
@@ -220,11 +227,9 @@ impl RescoreArgs {
 
 /// Each re-scored request's counts, in the trace's order.
 fn per_request(trace: &Trace) -> Vec<serde_json::Value> {
-    let mut rows: Vec<u32> = trace.references.request.clone();
-    rows.dedup();
-    rows.iter()
-        .map(|&r| {
-            let c = counts(trace, Some(&[r]));
+    counts_by_request(trace)
+        .into_iter()
+        .map(|(r, c)| {
             json!({"request": trace.request_id(r), "tokens": c.tokens, "top": c.top, "sampled": c.sampled,
                    "off_distribution": c.off_distribution})
         })

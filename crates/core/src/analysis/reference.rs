@@ -89,6 +89,22 @@ pub struct Counts {
     pub requests: usize,
 }
 
+impl Counts {
+    /// Counts one more token of request `request` (the references come by token, so a request's are together).
+    fn add(&mut self, r: &Reference, last: &mut Option<u32>) {
+        self.tokens += 1;
+        match verdict(r) {
+            Verdict::Top => self.top += 1,
+            Verdict::Sampled => self.sampled += 1,
+            Verdict::OffDistribution => self.off_distribution += 1,
+        }
+        if *last != Some(r.request) {
+            self.requests += 1;
+            *last = Some(r.request);
+        }
+    }
+}
+
 /// The counts over every re-scored token of `trace` (of `requests` only, when given).
 pub fn counts(trace: &Trace, requests: Option<&[u32]>) -> Counts {
     let refs = &trace.references;
@@ -96,21 +112,28 @@ pub fn counts(trace: &Trace, requests: Option<&[u32]>) -> Counts {
     let mut last = None;
     for i in 0..refs.len() {
         let r = refs.row(i);
-        if requests.is_some_and(|list| !list.contains(&r.request)) {
-            continue;
-        }
-        c.tokens += 1;
-        match verdict(&r) {
-            Verdict::Top => c.top += 1,
-            Verdict::Sampled => c.sampled += 1,
-            Verdict::OffDistribution => c.off_distribution += 1,
-        }
-        if last != Some(r.request) {
-            c.requests += 1;
-            last = Some(r.request);
+        if requests.is_none_or(|list| list.contains(&r.request)) {
+            c.add(&r, &mut last);
         }
     }
     c
+}
+
+/// Each re-scored request's counts, in one pass: (request row, its counts), in the trace's order.
+pub fn counts_by_request(trace: &Trace) -> Vec<(u32, Counts)> {
+    let refs = &trace.references;
+    let mut out: Vec<(u32, Counts)> = Vec::new();
+    let mut last = None;
+    for i in 0..refs.len() {
+        let r = refs.row(i);
+        if out.last().is_none_or(|(q, _)| *q != r.request) {
+            out.push((r.request, Counts::default()));
+        }
+        if let Some((_, c)) = out.last_mut() {
+            c.add(&r, &mut last);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -162,5 +185,10 @@ mod tests {
             }
         );
         assert_eq!(counts(&t, Some(&[1])).tokens, 2);
+        let by_request: Vec<(u32, usize, usize)> = counts_by_request(&t)
+            .iter()
+            .map(|(r, c)| (*r, c.tokens, c.off_distribution))
+            .collect();
+        assert_eq!(by_request, [(0, 3, 1), (1, 2, 1)]);
     }
 }
