@@ -178,6 +178,7 @@ impl Objectives {
 
 /// The arguments of `findings`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(clippy::struct_excessive_bools, reason = "command-line flags, each its own switch")]
 pub struct FindingsArgs {
     /// The trace: one file or directory, or several files of one run (a client's recording with the server's
     /// files: they are joined).
@@ -193,13 +194,18 @@ pub struct FindingsArgs {
     pub slo: super::SloArgs,
     #[command(flatten, next_help_heading = "Thresholds of the detectors")]
     pub thresholds: Thresholds,
-    /// Find without loading the trace: its Parquet files (a file, a directory, a partitioned dataset) streamed a
-    /// few row groups at a time, in memory set by the requests and steps, not the tokens. Only the kinds that can be
-    /// judged so are run (KV saturation, SLO violations, repetition loops, truncation, token mismatches, overload,
-    /// chronic interference, acceptance collapse); the others are named as not judged. Chosen by itself when the trace would not fit the
-    /// memory budget.
-    #[arg(long)]
+    /// Stream the trace, or fail saying why it cannot be: its Parquet files (a file, a directory, a partitioned
+    /// dataset) read a few row groups at a time, in memory set by the requests and steps, not the tokens, the tokens
+    /// in one pass that feeds every detector. What a Parquet trace gets by itself, unless --in-memory; a re-scored
+    /// run's kinds (off-distribution, sampling-accident) need the trace loaded.
+    #[arg(long, conflicts_with = "in_memory")]
     pub out_of_core: bool,
+    /// Load the trace whole before judging it, as the app does (for comparison: the findings are the same).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// Say on standard error how the findings were computed (streamed or loaded) and why.
+    #[arg(long)]
+    pub verbose: bool,
     // The part of the trace to read, the memory budget, the importer, a server log's clock.
     #[command(flatten)]
     pub reading: super::globals::GlobalArgs,
@@ -215,7 +221,7 @@ impl FindingsArgs {
             return Output::error(e, 2);
         }
         if self.out_of_core {
-            return streamed(&inputs, self.json, objectives, th, kinds, None).unwrap_or_else(|why| {
+            return streamed(&inputs, self.json, objectives, th, kinds, Why::Asked).unwrap_or_else(|why| {
                 Output::error(
                     format!(
                         "its findings cannot be streamed: {why}; leave out --out-of-core to load it (or convert it: \
@@ -225,15 +231,70 @@ impl FindingsArgs {
                 )
             });
         }
-        // Over the budget, streamed when it can be; else the load says what fits.
-        if let [one] = inputs.as_slice()
-            && let Some(over) = super::over_budget(one)
-            && let Ok(out) = streamed(&inputs, self.json, objectives, th, kinds, Some(over))
-        {
-            return out;
+        // A Parquet trace streams by itself (its fastest path), unless asked to load or it cannot be streamed.
+        let mut loading_why = "--in-memory".to_owned();
+        if !self.in_memory {
+            match streamable(&inputs) {
+                Ok(()) => {
+                    let why = match super::over_budget(inputs[0]) {
+                        Some(over) => Why::OverBudget(over),
+                        None => Why::Fastest,
+                    };
+                    match streamed(&inputs, self.json, objectives, th, kinds, why) {
+                        Ok(mut out) => {
+                            if !self.verbose && out.code == 0 {
+                                out.stderr = quiet(&out.stderr);
+                            }
+                            return out;
+                        }
+                        Err(why) => loading_why = why,
+                    }
+                }
+                Err(why) => loading_why = why,
+            }
         }
-        run(&inputs, self.json, objectives, th, kinds)
+        let mut out = run(&inputs, self.json, objectives, th, kinds);
+        if self.verbose {
+            out.stderr
+                .insert_str(0, &format!("note: the trace was loaded whole: {loading_why}\n"));
+        }
+        out
     }
+}
+
+/// Why a trace is streamed.
+enum Why {
+    /// `--out-of-core`.
+    Asked,
+    /// Loaded, it would not fit the memory budget.
+    OverBudget(String),
+    /// A Parquet trace's findings are computed fastest so.
+    Fastest,
+}
+
+/// Whether `inputs` are a trace `findings` can stream: one Parquet file or directory, read as tokenscope's format.
+fn streamable(inputs: &[&Path]) -> Result<(), String> {
+    let [one] = inputs else {
+        return Err(
+            "several files are loaded together (a client's recording and a server's files are joined)".to_owned(),
+        );
+    };
+    if super::from().is_some() {
+        return Err("--from names an importer".to_owned());
+    }
+    match crate::load::parquet_files(one) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!("{} is not a Parquet trace", one.display())),
+    }
+}
+
+/// The notes of a streamed run a user did not ask about: only the rejected records are said.
+fn quiet(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.contains("rejected"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 /// Runs `findings` on the loaded trace.
@@ -276,7 +337,7 @@ pub fn run(
     };
     let rejected = loaded.report.rejected_count();
     Output {
-        stdout: shown.render(&findings, &rows_of(trace), as_json, serde_json::Map::new()),
+        stdout: shown.render(&findings, &rows_of(trace), as_json, loaded_fields()),
         stderr: if rejected > 0 {
             format!("note: {rejected} record(s) were rejected; `tokenscope validate` lists them\n")
         } else {
@@ -284,6 +345,13 @@ pub fn run(
         },
         code: 0,
     }
+}
+
+/// The JSON fields that say the findings were computed on the trace loaded.
+fn loaded_fields() -> serde_json::Map<String, Value> {
+    let mut more = serde_json::Map::new();
+    more.insert("computed_by".to_owned(), json!("loaded"));
+    more
 }
 
 /// The kinds' names, comma-separated.
@@ -364,7 +432,7 @@ fn streamed(
     objectives: Objectives,
     thresholds: &Thresholds,
     kinds: Option<&[Kind]>,
-    over: Option<String>,
+    why: Why,
 ) -> Result<Output, String> {
     let [path] = paths else {
         return Ok(Output::error(
@@ -384,7 +452,12 @@ fn streamed(
         Err(crate::load::stream::StreamError::Load(e)) => return Ok(validate::fatal(&e, as_json)),
         Err(crate::load::stream::StreamError::Unordered(why)) => return Err(why),
     };
-    let not_judged: Vec<Kind> = asked.iter().copied().filter(|k| !STREAMABLE.contains(k)).collect();
+    // A re-scored run's kinds find nothing without its references; with them the stream was refused above.
+    let not_judged: Vec<Kind> = asked
+        .iter()
+        .copied()
+        .filter(|k| !STREAMABLE.contains(k) && !done.trace.references.is_empty())
+        .collect();
     let shown = Shown {
         trace: &done.trace,
         origin: done.start_ns,
@@ -401,7 +474,11 @@ fn streamed(
         json!(not_judged.iter().map(|k| k.name()).collect::<Vec<_>>()),
     );
     more.insert("passes".to_owned(), json!(done.passes));
-    let why = over.map_or_else(String::new, |o| format!("{o}: "));
+    let why = match why {
+        Why::Asked => String::new(),
+        Why::OverBudget(o) => format!("{o}: "),
+        Why::Fastest => "a Parquet trace's fastest path: ".to_owned(),
+    };
     let mut stderr = format!(
         "note: {why}streamed from {} Parquet file(s), the tokens in {} pass(es), without loading the trace; token \
          records are checked only by the rules of the fields read (`tokenscope validate` checks every rule)\n",

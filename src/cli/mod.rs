@@ -70,6 +70,11 @@ pub fn set_log_clock(clock: crate::import::log_clock::LogClock) {
 /// The importer of this run's loads (`--from KIND`), instead of recognising each file.
 static FROM: OnceLock<crate::import::Kind> = OnceLock::new();
 
+/// The importer of this run's loads, when `--from` named one.
+pub fn from() -> Option<crate::import::Kind> {
+    FROM.get().copied()
+}
+
 /// Sets the importer of this run's loads (once, from the command line).
 pub fn set_from(kind: Option<crate::import::Kind>) {
     if let Some(kind) = kind {

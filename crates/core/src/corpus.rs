@@ -238,11 +238,25 @@ fn names_planted(trace: &Trace, f: &Finding, planted: &[String]) -> bool {
 /// # Errors
 /// The first case that could not be simulated.
 pub fn run(cases: &[Case], root: &Path, th: &Thresholds) -> Result<Vec<Outcome>, SynthError> {
+    run_each(cases, root, th, &|_, _, _| {})
+}
+
+/// [`run`], handing each case's trace and findings to `also` too (a test's further check of every case).
+///
+/// # Errors
+/// The first case that could not be simulated.
+pub fn run_each(
+    cases: &[Case],
+    root: &Path,
+    th: &Thresholds,
+    also: &(dyn Fn(&Case, &Trace, &[Finding]) + Sync),
+) -> Result<Vec<Outcome>, SynthError> {
     cases
         .par_iter()
         .map(|case| {
             let trace = case.simulate(root, 1)?;
             let findings = find(&trace, &Slo::DEFAULT, th);
+            also(case, &trace, &findings);
             let planted: Vec<String> = case
                 .plant
                 .map(|p| p.requests(0.0).into_iter().map(|a| a.id).collect())

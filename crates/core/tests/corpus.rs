@@ -9,12 +9,33 @@
     reason = "test helpers may unwrap: a panic here is a failed test"
 )]
 
-use tokenscope_core::analysis::findings::Thresholds;
-use tokenscope_core::corpus::{self, Outcome};
+use tokenscope_core::analysis::findings::{Finding, Kind, Thresholds};
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::corpus::{self, Case, Outcome};
+use tokenscope_core::format::parquet::write;
+use tokenscope_core::load::stream::findings::find;
 use tokenscope_core::synth::{Incident, Profile};
+use tokenscope_core::trace::Trace;
 
+/// Every case's outcome; each case's findings streamed from its trace written to Parquet are checked to be the
+/// loaded ones, finding by finding (every kind a stream judges, which is every kind of these unscored runs).
 fn outcomes() -> Vec<Outcome> {
-    corpus::run(&corpus::cases(), &crate::common::repo(""), &Thresholds::default()).unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    let th = Thresholds::default();
+    let streamed_as_loaded = |case: &Case, trace: &Trace, loaded: &[Finding]| {
+        let file = dir
+            .path()
+            .join(format!("{}.parquet", case.name().replace(['/', ' '], "_")));
+        write(trace, &file).unwrap();
+        let streamed = find(&[file.clone()], None, &Slo::DEFAULT, &th, &Kind::ALL).unwrap();
+        assert_eq!(streamed.findings, loaded, "{}: streamed against loaded", case.name());
+        assert_eq!(
+            streamed.passes,
+            1 + u32::from(loaded.iter().any(|f| f.kind == Kind::ChronicInterference))
+        );
+        std::fs::remove_file(file).unwrap();
+    };
+    corpus::run_each(&corpus::cases(), &crate::common::repo(""), &th, &streamed_as_loaded).unwrap()
 }
 
 #[test]

@@ -55,6 +55,33 @@ fn saturated_with_a_preemption() -> Trace {
     trace_of(&l)
 }
 
+/// Four preemptions on e within 640 ms (steps at 0, 300 and 600 ms preempting 1, 1 and 2): a at 0 ms, b at 300, c
+/// and d at 600, each with a 10-token prompt and a token every 100 ms from 50 ms to 950 ms.
+fn bursting() -> Trace {
+    let mut l = Vec::new();
+    for (id, at_ms) in [("a", 0), ("b", 300), ("c", 600), ("d", 600)] {
+        l.push(request(id, 0, r#","input_tokens":10"#));
+        l.push(format!(
+            r#"{{"kind":"stage","request_id":"{id}","stage":"preempted","start_ns":{},"end_ns":{}}}"#,
+            at(at_ms),
+            at(at_ms + 50)
+        ));
+        for k in 0..10u32 {
+            l.push(token(id, k, 50 + 100 * i64::from(k), ""));
+        }
+    }
+    for (n, from, preempted) in [(0, 0, 1), (1, 300, 1), (2, 600, 2), (3, 700, 0)] {
+        l.push(step(
+            "e",
+            n,
+            from,
+            from + 40,
+            &format!(r#","num_preempted":{preempted}"#),
+        ));
+    }
+    trace_of(&l)
+}
+
 /// Requests prefilled on p and decoded on d: r1's KV transfer took 600 ms of its 1,000 ms TTFT, r2 queued on p for
 /// 700 ms of its 1,000.
 fn slow_transfer() -> Trace {
@@ -117,10 +144,13 @@ fn streamed_findings_are_the_loaded_ones_in_row_groups_of_every_size() {
     let traces: Vec<(&str, Trace, &[usize])> = vec![
         ("demo", sample("demo.parquet"), &[997, 65_536, 1 << 22]),
         ("llamacpp", sample("llamacpp_gemma3_270m.parquet"), &[3, 100, 1 << 20]),
+        // The real llama.cpp incident: a client's recording joined with the server's -lv 5 log.
+        ("incident", sample("llamacpp_incident_joined.parquet"), &[7, 1 << 20]),
         ("four_requests", sample("four_requests.jsonl"), &[1, 2, 5, 1 << 20]),
         ("overloaded", overloaded(), &[1, 7, 1 << 20]),
         ("chronic", chronically_chunked(1000), &[13, 1000, 1 << 20]),
         ("saturated", saturated_with_a_preemption(), &[1, 4, 1 << 20]),
+        ("bursting", bursting(), &[1, 3, 1 << 20]),
         ("collapsed", collapsed_speculation(), &[1, 5, 1 << 20]),
         ("transfer", slow_transfer(), &[1, 1 << 20]),
         ("imbalanced", imbalanced(), &[1, 1 << 20]),
@@ -163,26 +193,45 @@ fn a_preempted_requests_recomputed_tokens_are_counted_from_the_streamed_tokens()
 }
 
 #[test]
-fn the_kinds_a_stream_cannot_judge_are_said_and_not_run() {
+fn a_preemption_bursts_recomputed_tokens_are_those_emitted_before_each_preemption() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bursting.parquet");
+    write_with_row_groups(&bursting(), &file, 3).unwrap();
+    let streamed = find(&[file], None, &Slo::default(), &th(), &[Kind::PreemptionBurst]).unwrap();
+    let [f] = streamed.findings.as_slice() else {
+        panic!("{:#?}", streamed.findings)
+    };
+    // Prompts of 10 tokens, computed again for each of the four; and the tokens each had when preempted: a none (at
+    // 0 ms), b 3 (50, 150, 250 ms), c and d 6 each (up to 550 ms): 40 + 15 = 55.
     assert_eq!(
-        needing_a_load(),
-        [
-            Kind::DecodeInterrupted,
-            Kind::EosMistrigger,
-            Kind::PrefillMonopoly,
-            Kind::PreemptionBurst,
-            // A re-scored run's references are not streamed.
-            Kind::OffDistribution,
-            Kind::SamplingAccident
-        ]
+        f.summary,
+        "4 preemptions in 3 steps of e within 640.0 ms: a, b and 2 others recomputed (55 tokens computed again)"
     );
-    // The demo has decode-interrupted, EOS and prefill-monopoly findings: none comes out of a stream.
+}
+
+#[test]
+fn every_kind_but_a_rescored_runs_is_judged_in_one_pass_over_the_tokens() {
+    assert_eq!(needing_a_load(), [Kind::OffDistribution, Kind::SamplingAccident]);
+    // The demo's incidents (two interruptions, two monopolies, an EOS mis-trigger, SLO violations, truncations) all
+    // come out of one pass, with the stop token's choice read alone afterwards.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("demo.parquet");
     write_with_row_groups(&sample("demo.parquet"), &file, 65_536).unwrap();
     let streamed = find(&[file], None, &Slo::DEFAULT, &th(), &Kind::ALL).unwrap();
-    assert!(streamed.findings.iter().all(|f| STREAMABLE.contains(&f.kind)));
-    assert!(!streamed.findings.is_empty());
+    let kinds: BTreeSet<Kind> = streamed.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::DecodeInterrupted,
+            Kind::EosMistrigger,
+            Kind::PrefillMonopoly,
+            Kind::SloViolations,
+            Kind::Truncation
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(streamed.passes, 1);
 }
 
 #[test]

@@ -12,8 +12,8 @@ use super::raw::KINDS;
 use super::raw::{Field, Found, RawCandidate, RawRecord, Val};
 use crate::trace::report::{Place, Problem, Rejection};
 use crate::trace::{
-    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U8, NULL_U32, Reference, Request, Sample,
-    SpecRole, Stage, StageKind, Token, TraceBuilder,
+    Candidate, Flag, Iteration, Meta, NO_STR, NULL_F64, NULL_I64, NULL_U8, NULL_U32, OwnedCandidate, Reference,
+    Request, Sample, SpecRole, Stage, StageKind, Token, TokenChoice, TraceBuilder,
 };
 
 /// Smallest accepted epoch time: 1973-03-03 in ns. Anything below is seconds, ms or µs (or a relative clock).
@@ -538,6 +538,27 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
         received_ns: opt_time("received_ns", &r.received_ns)?.unwrap_or(NULL_I64),
         spec,
         spec_drafted,
+    })
+}
+
+/// The choice a token record states (its logprob, its rank or the one its candidates give, its candidates), checked
+/// as a load checks the token; `None` when the record breaks a rule (a load rejects it).
+pub fn choice_of(r: &RawRecord<'_>) -> Option<TokenChoice> {
+    let mut b = TraceBuilder::default();
+    let mut candidates = Vec::new();
+    let t = token(r, 0, &mut b, &mut candidates).ok()?;
+    Some(TokenChoice {
+        logprob: t.logprob,
+        rank: t.rank,
+        candidates: candidates
+            .iter()
+            .map(|c| OwnedCandidate {
+                token_id: c.token_id,
+                text: b.texts.get(c.text).map(str::to_owned),
+                logprob: c.logprob,
+                special: c.special,
+            })
+            .collect(),
     })
 }
 

@@ -40,9 +40,26 @@ pub fn starts_emission(tokens: &Tokens, first: usize, t: usize) -> bool {
 /// the request's token rows.
 pub fn gaps_ns(tokens: &Tokens, rows: std::ops::Range<usize>) -> impl Iterator<Item = (usize, i64)> + '_ {
     let first = rows.start;
-    rows.skip(1).filter_map(move |t| {
-        let contiguous = tokens.index[t] == tokens.index[t - 1] + 1;
-        (contiguous && starts_emission(tokens, first, t)).then(|| (t, tokens.emitted_ns[t] - tokens.emitted_ns[t - 1]))
+    let rows = rows.clone();
+    gaps_of(
+        &tokens.index[rows.clone()],
+        &tokens.iteration[rows.clone()],
+        &tokens.emitted_ns[rows],
+    )
+    .map(move |(k, gap)| (first + k, gap))
+}
+
+/// [`gaps_ns`] of one request's tokens given as their `index`, `iteration` and `emitted_ns` (in `index` order): the
+/// gap before each emission but the first, as (position among them, ns).
+pub fn gaps_of<'a>(
+    index: &'a [u32],
+    iteration: &'a [i64],
+    emitted: &'a [i64],
+) -> impl Iterator<Item = (usize, i64)> + 'a {
+    (1..index.len()).filter_map(move |k| {
+        let contiguous = index[k] == index[k - 1] + 1;
+        let starts = !same_emission(iteration[k - 1], emitted[k - 1], iteration[k], emitted[k]);
+        (contiguous && starts).then(|| (k, emitted[k] - emitted[k - 1]))
     })
 }
 

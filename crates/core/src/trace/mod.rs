@@ -80,6 +80,19 @@ pub struct OwnedCandidate {
     pub special: Flag,
 }
 
+/// What a token's record says of its choice, for the few tokens a detector names when the trace is not in memory:
+/// its logprob and rank (as a load makes them: the rank derived from the candidates when not written), and its
+/// candidates.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TokenChoice {
+    /// `logprob` (NaN when absent).
+    pub logprob: f64,
+    /// `rank` ([`NULL_U32`] when absent).
+    pub rank: u32,
+    /// The candidates, as written.
+    pub candidates: Vec<OwnedCandidate>,
+}
+
 /// Where the candidates of a trace loaded without them are read, one request at a time. The format's reader of the
 /// files the load left them in implements it (`load::open_candidates`); the app and the CLI know this trait, not
 /// the file format.

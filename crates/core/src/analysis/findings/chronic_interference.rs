@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::words::{duration, multiple, range, row_u32};
-use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
+use super::{After, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, RequestTokens, Severity, Visitor};
 use crate::analysis::exact::{Outcome, Second, Tally};
 use crate::analysis::metrics::median;
 use crate::analysis::stats::thousands;
@@ -33,6 +33,7 @@ pub(super) struct ChronicInterference;
 /// One decode token, as this detector sees it.
 struct Gap {
     request: u32,
+    /// Its place among its request's tokens.
     token: usize,
     emitted: i64,
     itl: i64,
@@ -50,105 +51,200 @@ impl Detector for ChronicInterference {
     /// Per instance with steps, in windows of a minute from the trace's start: a window whose decode tokens (at
     /// least 200) owe `chronic_prefill_share` or more of their time to other requests' prefill, through
     /// `chronic_token_share` or more of them (many tokens slowed, not a few stalled), is interfered; consecutive
-    /// ones make an episode. Two passes over the tokens, the second only when there is an episode; nothing is
-    /// sorted or kept per token.
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
-        let (trace, th) = (cx.trace, cx.th);
-        let origin = cx.start_ns();
-        let window_of = |g: &Gap| usize::try_from((g.emitted - origin) / WINDOW_NS).unwrap_or(0);
+    /// ones make an episode. The windows are counted in the pass over the tokens that feeds every detector; the
+    /// tokens of the episodes' instances are read once more only when there is an episode; nothing is sorted or kept
+    /// per token.
+    fn visitor<'c>(&self, cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
         let steps = Steps::new(cx);
         if steps.of.is_empty() {
-            return Vec::new();
+            return None;
         }
-        let mut windows: HashMap<u32, Vec<Window>> = HashMap::default();
-        steps.visit_gaps(cx, &|_| true, |source, g| {
-            let w = window_of(&g);
-            let list = windows.entry(source).or_default();
-            if list.len() <= w {
-                list.resize(w + 1, Window::default());
-            }
-            list[w].add(&g);
-        });
-        // Episodes: runs of consecutive interfered windows, as ranges of window indices, per source.
-        let mut episodes: HashMap<u32, Vec<std::ops::Range<usize>>> = HashMap::default();
-        for (&source, list) in &windows {
-            for (w, win) in list.iter().enumerate() {
-                if !win.interfered(th) {
-                    continue;
-                }
-                let runs = episodes.entry(source).or_default();
-                match runs.last_mut() {
-                    Some(e) if e.end == w => e.end = w + 1,
-                    _ => runs.push(w..w + 1),
-                }
-            }
-        }
-        if episodes.is_empty() {
-            return Vec::new();
-        }
-        // The episode of a token, if any: its place among its source's episodes.
-        let episode_of = |source: u32, g: &Gap| {
-            let runs = episodes.get(&source)?;
-            let w = window_of(g);
-            let k = runs.partition_point(|e| e.end <= w);
-            runs.get(k).is_some_and(|e| e.contains(&w)).then_some(k)
+        Some(Box::new(Chronic {
+            cx,
+            steps,
+            // The trace's start before its tokens are read: theirs counts only when earlier than every arrival,
+            // step and sample, and the windows are then counted again.
+            origin: cx.trace.start_ns(),
+            round: Round::Windows,
+            windows: HashMap::default(),
+            episodes: HashMap::default(),
+            found: HashMap::default(),
+            medians: HashMap::default(),
+            second: HashMap::default(),
+        }))
+    }
+}
+
+/// What a pass over the tokens is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Every decode token, counted into its window.
+    Windows,
+    /// The tokens of the episodes, gathered into what their findings say.
+    Episodes,
+    /// The slowed latencies of the episodes whose median was counted per bucket, for its exact value.
+    Medians,
+}
+
+/// The detector's work across its passes.
+struct Chronic<'c> {
+    cx: &'c Context<'c>,
+    steps: Steps,
+    /// Where the windows start.
+    origin: i64,
+    round: Round,
+    /// Per source: its windows of a minute.
+    windows: HashMap<u32, Vec<Window>>,
+    /// Per source: runs of consecutive interfered windows, as ranges of window indices.
+    episodes: HashMap<u32, Vec<std::ops::Range<usize>>>,
+    /// Per source: what each of its episodes' findings says.
+    found: HashMap<u32, Vec<Episode>>,
+    /// The median of each episode's slowed latencies.
+    medians: HashMap<(u32, usize), i64>,
+    /// The episodes whose median is counted exactly in one more pass.
+    second: HashMap<(u32, usize), Second>,
+}
+
+impl Chronic<'_> {
+    fn window_of(&self, g: &Gap) -> usize {
+        usize::try_from((g.emitted - self.origin) / WINDOW_NS).unwrap_or(0)
+    }
+
+    /// The episode of a token, if any: its place among its source's episodes.
+    fn episode_of(&self, source: u32, g: &Gap) -> Option<usize> {
+        let runs = self.episodes.get(&source)?;
+        let w = self.window_of(g);
+        let k = runs.partition_point(|e| e.end <= w);
+        runs.get(k).is_some_and(|e| e.contains(&w)).then_some(k)
+    }
+}
+
+impl<'c> Visitor<'c> for Chronic<'c> {
+    fn see(&mut self, rt: &RequestTokens<'_>) {
+        let cx = self.cx;
+        let source = cx.trace.decode_source(rt.request);
+        let mut gaps = Vec::new();
+        let wanted = match self.round {
+            Round::Windows => true,
+            Round::Episodes => self.episodes.contains_key(&source),
+            Round::Medians => self.second.keys().any(|k| k.0 == source),
         };
-        let mut found: HashMap<u32, Vec<Episode>> = episodes
-            .iter()
-            .map(|(&s, runs)| (s, runs.iter().map(|_| Episode::new()).collect()))
-            .collect();
-        steps.visit_gaps(cx, &|source| episodes.contains_key(&source), |source, g| {
-            if let Some(k) = episode_of(source, &g)
-                && let Some(f) = found.get_mut(&source).and_then(|list| list.get_mut(k))
-            {
-                f.add(trace, &g);
-            }
-        });
-        // The median of each episode's slowed latencies: from those kept while few, else counted exactly in one
-        // more visit of the values in the bucket that holds it.
-        let mut medians: HashMap<(u32, usize), i64> = HashMap::default();
-        let mut second: HashMap<(u32, usize), Second> = HashMap::default();
-        for (&source, list) in &mut found {
-            for (k, e) in list.iter_mut().enumerate() {
-                match std::mem::replace(&mut e.slowed, Tally::new(0)).finish() {
-                    Outcome::Done(d) => {
-                        medians.insert((source, k), as_ns(d.p50));
+        if !wanted {
+            return;
+        }
+        self.steps.gaps(cx, rt, &mut |g| gaps.push(g));
+        for g in gaps {
+            match self.round {
+                Round::Windows => {
+                    let w = self.window_of(&g);
+                    let list = self.windows.entry(source).or_default();
+                    if list.len() <= w {
+                        list.resize(w + 1, Window::default());
                     }
-                    Outcome::Second(s) => {
-                        second.insert((source, k), s);
+                    list[w].add(&g);
+                }
+                Round::Episodes => {
+                    if let Some(k) = self.episode_of(source, &g)
+                        && let Some(f) = self.found.get_mut(&source).and_then(|list| list.get_mut(k))
+                    {
+                        f.add(cx.trace, &g);
+                    }
+                }
+                Round::Medians => {
+                    #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+                    let itl = g.itl as f64;
+                    if g.owed > 0
+                        && let Some(k) = self.episode_of(source, &g)
+                        && let Some(s) = self.second.get_mut(&(source, k))
+                        && s.wants(itl)
+                    {
+                        s.add(itl);
                     }
                 }
             }
         }
-        if !second.is_empty() {
-            let again: Vec<u32> = second.keys().map(|k| k.0).collect();
-            steps.visit_gaps(cx, &|source| again.contains(&source), |source, g| {
-                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-                let itl = g.itl as f64;
-                if g.owed > 0
-                    && let Some(k) = episode_of(source, &g)
-                    && let Some(s) = second.get_mut(&(source, k))
-                    && s.wants(itl)
-                {
-                    s.add(itl);
+    }
+
+    fn finish(mut self: Box<Self>) -> After<'c> {
+        let cx = self.cx;
+        match self.round {
+            Round::Windows => {
+                if cx.start_ns() != self.origin {
+                    // A token came before every arrival, step and sample: the windows start there.
+                    self.origin = cx.start_ns();
+                    self.windows.clear();
+                    return After::Again(self);
                 }
-            });
-            medians.extend(second.into_iter().map(|(k, s)| (k, as_ns(s.finish().p50))));
+                for (&source, list) in &self.windows {
+                    for (w, win) in list.iter().enumerate() {
+                        if !win.interfered(cx.th) {
+                            continue;
+                        }
+                        let runs = self.episodes.entry(source).or_default();
+                        match runs.last_mut() {
+                            Some(e) if e.end == w => e.end = w + 1,
+                            _ => runs.push(w..w + 1),
+                        }
+                    }
+                }
+                if self.episodes.is_empty() {
+                    return After::Findings(Vec::new());
+                }
+                self.found = self
+                    .episodes
+                    .iter()
+                    .map(|(&s, runs)| (s, runs.iter().map(|_| Episode::new()).collect()))
+                    .collect();
+                self.round = Round::Episodes;
+                After::Again(self)
+            }
+            Round::Episodes => {
+                // The median of each episode's slowed latencies: from those kept while few, else counted exactly in
+                // one more pass over the values in the bucket that holds it.
+                for (&source, list) in &mut self.found {
+                    for (k, e) in list.iter_mut().enumerate() {
+                        match std::mem::replace(&mut e.slowed, Tally::new(0)).finish() {
+                            Outcome::Done(d) => {
+                                self.medians.insert((source, k), as_ns(d.p50));
+                            }
+                            Outcome::Second(s) => {
+                                self.second.insert((source, k), s);
+                            }
+                        }
+                    }
+                }
+                if self.second.is_empty() {
+                    After::Findings(self.findings())
+                } else {
+                    self.round = Round::Medians;
+                    After::Again(self)
+                }
+            }
+            Round::Medians => {
+                let second = std::mem::take(&mut self.second);
+                self.medians
+                    .extend(second.into_iter().map(|(k, s)| (k, as_ns(s.finish().p50))));
+                After::Findings(self.findings())
+            }
         }
-        let mut sources: Vec<u32> = found.keys().copied().collect();
+    }
+}
+
+impl Chronic<'_> {
+    /// The findings of the episodes, by source.
+    fn findings(mut self) -> Vec<Finding> {
+        let mut sources: Vec<u32> = self.found.keys().copied().collect();
         sources.sort_unstable();
-        sources
-            .into_iter()
-            .flat_map(|source| {
-                let base = steps.base.get(&source).copied().unwrap_or(0);
-                let list = found.remove(&source).unwrap_or_default();
-                list.into_iter().enumerate().map(move |(k, e)| (source, base, k, e))
-            })
-            .map(|(source, base, k, e)| {
-                let slowed_median = medians.get(&(source, k)).copied().unwrap_or(0);
-                finding(cx, source, base, e, slowed_median)
-            })
-            .collect()
+        let mut out = Vec::new();
+        for source in sources {
+            let base = self.steps.base.get(&source).copied().unwrap_or(0);
+            let list = self.found.remove(&source).unwrap_or_default();
+            for (k, e) in list.into_iter().enumerate() {
+                let slowed_median = self.medians.get(&(source, k)).copied().unwrap_or(0);
+                out.push(finding(self.cx, source, base, e, slowed_median));
+            }
+        }
+        out
     }
 }
 
@@ -202,7 +298,7 @@ struct Episode {
     /// The latencies of its slowed tokens, for their median.
     slowed: Tally,
     mixed: usize,
-    /// Per request: the time it owed, and its token that owed the most (owed, token).
+    /// Per request: the time it owed, and its token that owed the most (owed, its place among the request's tokens).
     /// Indexed by request row (a lookup for each of millions of tokens); untouched requests have no token.
     by_request: Vec<(i64, (i64, usize))>,
     from: Option<i64>,
@@ -292,59 +388,46 @@ impl Steps {
         Steps { of, base, prompts }
     }
 
-    /// Visits the decode tokens of the requests of the instances `wanted` keeps (request by request), with what they
-    /// owe to other requests' prefill.
-    fn visit_gaps(
-        &self,
-        cx: &Context<'_>,
-        wanted: &(dyn Fn(u32) -> bool + Sync),
-        mut visit: impl FnMut(u32, Gap) + Send,
-    ) {
+    /// The decode tokens of one request, with what they owe to other requests' prefill (none on an instance
+    /// without a decode-only step).
+    fn gaps(&self, cx: &Context<'_>, rt: &RequestTokens<'_>, visit: &mut dyn FnMut(Gap)) {
         let trace = cx.trace;
         let it = &trace.iterations;
         let other = |row: usize, r: u32| {
             let (count, only) = self.prompts[row];
             count > 1 || (count == 1 && only != r)
         };
-        cx.tokens.visit(false, &mut |rt| {
-            let r = rt.request;
-            let source = trace.decode_source(r);
-            let (Some(rows), Some(&base)) = (self.of.get(&source), self.base.get(&source)) else {
-                return;
+        let r = rt.request;
+        let source = trace.decode_source(r);
+        let (Some(rows), Some(&base)) = (self.of.get(&source), self.base.get(&source)) else {
+            return;
+        };
+        let starts = &it.start_ns[rows.clone()];
+        for k in 1..rt.len() {
+            if rt.index[k] != rt.index[k - 1] + 1 {
+                continue;
+            }
+            let (prev, emitted) = (rt.emitted_ns[k - 1], rt.emitted_ns[k]);
+            let itl = emitted - prev;
+            if itl <= 0 {
+                continue;
+            }
+            let own = opt_u32(rt.iter_row[k]).map(|o| o as usize).filter(|o| rows.contains(o));
+            let first = rows.start + starts.partition_point(|&s| s < prev);
+            let window = match own {
+                Some(own) => first.min(own)..own + 1,
+                None => first..rows.start + starts.partition_point(|&s| s < emitted),
             };
-            if !wanted(source) {
-                return;
-            }
-            let starts = &it.start_ns[rows.clone()];
-            for k in 1..rt.len() {
-                if rt.index[k] != rt.index[k - 1] + 1 {
-                    continue;
-                }
-                let (prev, emitted) = (rt.emitted_ns[k - 1], rt.emitted_ns[k]);
-                let itl = emitted - prev;
-                if itl <= 0 {
-                    continue;
-                }
-                let own = opt_u32(rt.iter_row[k]).map(|o| o as usize).filter(|o| rows.contains(o));
-                let first = rows.start + starts.partition_point(|&s| s < prev);
-                let window = match own {
-                    Some(own) => first.min(own)..own + 1,
-                    None => first..rows.start + starts.partition_point(|&s| s < emitted),
-                };
-                let prefilled = window.clone().any(|row| other(row, r));
-                visit(
-                    source,
-                    Gap {
-                        request: r,
-                        token: rt.first_row + k,
-                        emitted,
-                        itl,
-                        owed: if prefilled { (itl - base).max(0) } else { 0 },
-                        mixed: prefilled && own.is_some_and(|row| other(row, r)),
-                    },
-                );
-            }
-        });
+            let prefilled = window.clone().any(|row| other(row, r));
+            visit(Gap {
+                request: r,
+                token: k,
+                emitted,
+                itl,
+                owed: if prefilled { (itl - base).max(0) } else { 0 },
+                mixed: prefilled && own.is_some_and(|row| other(row, r)),
+            });
+        }
     }
 }
 
@@ -409,10 +492,11 @@ fn finding(cx: &Context<'_>, source: u32, base: i64, e: Episode, slowed_median: 
     let _ = write!(summary, ". {advice}");
     let requests: Vec<u32> = merged.iter().take(MAX_LISTED_REQUESTS).map(|&(r, _)| r).collect();
     // The subject's token that owed the most.
-    let token = requests
-        .first()
-        .and_then(|&s| by_request.get(s as usize))
-        .map(|&(_, (_, t))| t);
+    let token = requests.first().and_then(|&s| {
+        by_request
+            .get(s as usize)
+            .map(|&(_, (_, k))| cx.tokens.rows(s).start + k)
+    });
     let (from_ns, to_ns) = range(from, to);
     Finding {
         kind: Kind::ChronicInterference,

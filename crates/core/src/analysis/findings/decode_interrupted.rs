@@ -6,10 +6,14 @@ use std::fmt::Write as _;
 use super::context::{PrefillIndex, add_to};
 use super::thresholds::{STALL_ALONE_SHARE, STALL_PREFILL_SHARE};
 use super::words::{duration, multiple, names, range, row_u32};
-use super::{CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity, Thresholds};
+use super::{
+    After, CRITICAL_DELAY_MS, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, RequestTokens, Severity,
+    Thresholds, Visitor,
+};
 use crate::analysis::metrics::ms;
 use crate::analysis::stats::thousands;
 use crate::analysis::summary::Slo;
+use crate::trace::emission::gaps_of;
 use crate::trace::{NULL_U32, Trace, opt_u32};
 
 /// Prefilling requests named in a decode-interrupted sentence; the others are counted.
@@ -18,7 +22,10 @@ const MAX_NAMED_CULPRITS: usize = 5;
 /// One stalled token.
 struct Stall {
     victim: u32,
+    /// Its token's place among the victim's tokens until the pass is over, its row after.
     token: usize,
+    /// Its token's `index`.
+    index: u32,
     itl_ns: i64,
     median_ns: i64,
     source: u32,
@@ -48,114 +55,140 @@ impl Detector for DecodeInterrupted {
     /// each other form one finding per episode: the worst-stalled victim (longest ITL, then largest multiple of its
     /// median) is the subject, the other victims follow, then the prefilling requests (the culprits), most prompt
     /// tokens first.
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
-        let (trace, th) = (cx.trace, cx.th);
-        let rows_of = cx.source_rows();
-        if rows_of.is_empty() {
-            return Vec::new();
+    fn visitor<'c>(&self, cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
+        if cx.source_rows().is_empty() {
+            return None;
         }
+        Some(Box::new(Stalls {
+            cx,
+            stalls: Vec::new(),
+            gaps: Vec::new(),
+        }))
+    }
+}
+
+/// The stalls found so far.
+struct Stalls<'c> {
+    cx: &'c Context<'c>,
+    stalls: Vec<Stall>,
+    gaps: Vec<i64>,
+}
+
+impl<'c> Visitor<'c> for Stalls<'c> {
+    fn see(&mut self, rt: &RequestTokens<'_>) {
+        let (cx, r) = (self.cx, rt.request);
+        let (trace, th) = (cx.trace, cx.th);
+        if rt.len() < 3 {
+            return;
+        }
+        let source = trace.decode_source(r);
+        let Some(rows) = cx.source_rows().get(&source) else {
+            return;
+        };
         let prefills = cx.prefills();
         let times = cx.prefill_times();
         let it = &trace.iterations;
-        let tk = &trace.tokens;
-        let mut stalls: Vec<Stall> = Vec::new();
-        let mut gaps: Vec<i64> = Vec::new();
-        for r in 0..row_u32(trace.request_count()) {
-            let tokens = trace.tokens_of(r);
-            if tokens.len() < 3 {
+        let gaps = &mut self.gaps;
+        gaps.clear();
+        gaps.extend(gaps_of(rt.index, rt.iteration, rt.emitted_ns).map(|(_, gap)| gap));
+        if gaps.len() < 2 {
+            return;
+        }
+        let Some(median_ns) = crate::analysis::metrics::median(gaps) else {
+            return;
+        };
+        if median_ns <= 0 {
+            return;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+        let limit = th.itl_factor * median_ns as f64;
+        let starts = &it.start_ns[rows.clone()];
+        for k in 1..rt.len() {
+            if rt.index[k] != rt.index[k - 1] + 1 {
                 continue;
             }
-            let source = trace.decode_source(r);
-            let Some(rows) = rows_of.get(&source) else { continue };
-            gaps.clear();
-            gaps.extend(crate::analysis::metrics::itl_ns(trace, r));
-            if gaps.len() < 2 {
-                continue;
-            }
-            let Some(median_ns) = crate::analysis::metrics::median(&mut gaps) else {
-                continue;
-            };
-            if median_ns <= 0 {
-                continue;
-            }
+            let (prev, emitted) = (rt.emitted_ns[k - 1], rt.emitted_ns[k]);
+            let itl = emitted - prev;
             #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-            let limit = th.itl_factor * median_ns as f64;
-            let starts = &it.start_ns[rows.clone()];
-            for t in tokens.start + 1..tokens.end {
-                if tk.index[t] != tk.index[t - 1] + 1 {
-                    continue;
-                }
-                let (prev, emitted) = (tk.emitted_ns[t - 1], tk.emitted_ns[t]);
-                let itl = emitted - prev;
-                if (itl as f64) <= limit {
-                    continue;
-                }
-                // The steps that started after the previous token, up to the token's own step (or its emission).
-                let first = rows.start + starts.partition_point(|&s| s < prev);
-                let window = match opt_u32(tk.iter_row[t]).map(|o| o as usize) {
-                    Some(own) if rows.contains(&own) => first.min(own)..own + 1,
-                    _ => first..rows.start + starts.partition_point(|&s| s < emitted),
-                };
-                let mut others = 0u64;
-                let mut outsized = false;
-                let mut steps = Vec::new();
-                let mut prefill_ns = 0f64;
-                let ordinary = times.ordinary(source);
-                for row in window {
-                    let mut in_step = 0u64;
-                    for (q, n) in prefills.of(trace, row) {
-                        if q != r {
-                            in_step += u64::from(n);
-                            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-                            if let Some(o) = ordinary
-                                && q != NULL_U32
-                                && times.of(q) as f64 >= th.outsized_prefill_factor * o as f64
-                            {
-                                outsized = true;
-                            }
+            if (itl as f64) <= limit {
+                continue;
+            }
+            // The steps that started after the previous token, up to the token's own step (or its emission).
+            let first = rows.start + starts.partition_point(|&s| s < prev);
+            let window = match opt_u32(rt.iter_row[k]).map(|o| o as usize) {
+                Some(own) if rows.contains(&own) => first.min(own)..own + 1,
+                _ => first..rows.start + starts.partition_point(|&s| s < emitted),
+            };
+            let mut others = 0u64;
+            let mut outsized = false;
+            let mut steps = Vec::new();
+            let mut prefill_ns = 0f64;
+            let ordinary = times.ordinary(source);
+            for row in window {
+                let mut in_step = 0u64;
+                for (q, n) in prefills.of(trace, row) {
+                    if q != r {
+                        in_step += u64::from(n);
+                        #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+                        if let Some(o) = ordinary
+                            && q != NULL_U32
+                            && times.of(q) as f64 >= th.outsized_prefill_factor * o as f64
+                        {
+                            outsized = true;
                         }
                     }
-                    if in_step > 0 {
-                        others += in_step;
-                        steps.push(row_u32(row));
-                        prefill_ns += prefill_time_ns(trace, row, in_step);
-                    }
                 }
-                // Large in absolute terms and owed mostly to others' prefill: an interruption whatever the prompt's
-                // size, where no ordinary prefill is known to rank it against (a small trace, a slow server). Where
-                // one is, the relative yardstick decides: it keeps the stalls of heavy-tailed ordinary traffic on an
-                // overloaded engine (a condition, chronic interference's) out of the incidents.
-                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-                let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
-                // Many times the request's own pace and spent almost wholly behind prompts that had their steps to
-                // themselves (no decode in them): an interruption on any hardware, whatever the stall's length.
-                #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-                let alone = !steps.is_empty()
-                    && itl as f64 >= th.stall_factor * median_ns as f64
-                    && prefill_ns >= STALL_ALONE_SHARE * itl as f64
-                    && steps.iter().all(|&s| it.num_decode_tokens[s as usize] == Some(0));
-                let decided = match ordinary {
-                    Some(_) => outsized,
-                    None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute || alone,
-                };
-                if !decided {
-                    continue;
+                if in_step > 0 {
+                    others += in_step;
+                    steps.push(row_u32(row));
+                    prefill_ns += prefill_time_ns(trace, row, in_step);
                 }
-                stalls.push(Stall {
-                    victim: r,
-                    token: t,
-                    itl_ns: itl,
-                    median_ns,
-                    source,
-                    steps,
-                    from_ns: prev,
-                    to_ns: emitted,
-                });
             }
+            // Large in absolute terms and owed mostly to others' prefill: an interruption whatever the prompt's
+            // size, where no ordinary prefill is known to rank it against (a small trace, a slow server). Where
+            // one is, the relative yardstick decides: it keeps the stalls of heavy-tailed ordinary traffic on an
+            // overloaded engine (a condition, chronic interference's) out of the incidents.
+            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+            let absolute = itl as f64 >= th.stall_ms * 1e6 && prefill_ns >= STALL_PREFILL_SHARE * itl as f64;
+            // Many times the request's own pace and spent almost wholly behind prompts that had their steps to
+            // themselves (no decode in them): an interruption on any hardware, whatever the stall's length.
+            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+            let alone = !steps.is_empty()
+                && itl as f64 >= th.stall_factor * median_ns as f64
+                && prefill_ns >= STALL_ALONE_SHARE * itl as f64
+                && steps.iter().all(|&s| it.num_decode_tokens[s as usize] == Some(0));
+            let decided = match ordinary {
+                Some(_) => outsized,
+                None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute || alone,
+            };
+            if !decided {
+                continue;
+            }
+            self.stalls.push(Stall {
+                victim: r,
+                token: k,
+                index: rt.index[k],
+                itl_ns: itl,
+                median_ns,
+                source,
+                steps,
+                from_ns: prev,
+                to_ns: emitted,
+            });
+        }
+    }
+
+    fn finish(self: Box<Self>) -> After<'c> {
+        let cx = self.cx;
+        let trace = cx.trace;
+        let prefills = cx.prefills();
+        let mut stalls = self.stalls;
+        for s in &mut stalls {
+            s.token += cx.tokens.rows(s.victim).start;
         }
         // Episodes: stalls of one instance whose prefill steps overlap or follow each other (a prompt prefilled in
         // consecutive chunks stalls a decode once per chunk).
-        stalls.sort_by_key(|s| (s.source, s.steps.first().copied(), s.from_ns));
+        stalls.sort_by_key(|s| (s.source, s.steps.first().copied(), s.from_ns, s.token));
         let mut out = Vec::new();
         let mut i = 0;
         while i < stalls.len() {
@@ -171,7 +204,7 @@ impl Detector for DecodeInterrupted {
             out.push(interrupted_finding(trace, prefills, &stalls[i..j]));
             i = j;
         }
-        out
+        After::Findings(out)
     }
 }
 
@@ -258,7 +291,7 @@ fn interrupted_finding(trace: &Trace, prefills: &PrefillIndex, episode: &[Stall]
     let mut summary = format!(
         "{}'s token {} waited {}, {}× its median, while {who} prefilled {} prompt tokens in {} step{}",
         trace.request_id(worst.victim),
-        trace.tokens.index[worst.token],
+        worst.index,
         duration(worst.itl_ns),
         multiple(worst.itl_ns as f64 / worst.median_ns as f64),
         thousands(total),

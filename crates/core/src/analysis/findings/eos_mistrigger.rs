@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::words::{range, row_u32};
-use super::{Context, Detector, Finding, Kind, Severity, Thresholds};
+use super::{After, Context, Detector, Finding, Kind, RequestTokens, Severity, Thresholds, TokenChoice, Visitor};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::{Rank, display_text};
-use crate::trace::{NO_STR, NULL_U32, Trace, opt_f64, opt_u32};
+use crate::trace::{Flag, NO_STR, NULL_U32, Trace, opt_f64, opt_u32};
 
 /// Known stop-token texts, for traces that neither flag special tokens nor give `meta.eos_token_ids`.
 const STOP_TEXTS: [&str; 8] = [
@@ -34,103 +34,172 @@ impl Detector for EosMistrigger {
     /// chosen with probability below `eos_max_probability` or at rank `eos_min_rank` or worse; or, when the trace
     /// records neither, shorter than `early_eos_factor` × the median output of their app and model (with at least
     /// `early_eos_min_peers` requests). One finding per request; the stop token is the one to select.
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
-        let (trace, th) = (cx.trace, cx.th);
-        let n = trace.request_count();
-        let stop = trace.labels.lookup("stop");
-        let medians = output_medians(trace);
-        let mut out = Vec::new();
-        for r in 0..row_u32(n) {
-            let ri = r as usize;
-            let tokens = trace.tokens_of(r);
-            let Some(t) = ended_on_stop(trace, r, stop) else {
-                continue;
-            };
-            let output = trace.output_tokens(r);
-            let p = opt_f64(trace.tokens.logprob[t]).map(f64::exp);
-            let rank = rank_of(trace, t);
-            let low_rank = match rank {
-                Rank::Known(k) => k >= th.eos_min_rank,
-                Rank::BeyondTopK(k) => k.saturating_add(1) >= th.eos_min_rank,
-                Rank::Unknown => false,
-            };
-            let low_p = p.is_some_and(|p| p < th.eos_max_probability);
-            let shown = display_text(
-                trace,
-                trace.tokens.token_id[t],
-                trace.texts.get(trace.tokens.text[t]),
-                trace.tokens.special[t],
-            );
-            let id = trace.request_id(r);
-            let index = trace.tokens.index[t];
-            let summary = if low_rank || low_p {
-                let mut s = format!("{id} ended at token {index} on {shown} chosen ");
-                match (p, rank) {
-                    (Some(p), Rank::Unknown) => {
-                        let _ = write!(s, "with p = {p:.3}");
-                    }
-                    (Some(p), rank) => {
-                        let _ = write!(s, "with p = {p:.3} (rank {rank})");
-                    }
-                    (None, rank) => {
-                        let _ = write!(s, "at rank {rank}");
-                    }
-                }
-                if let Some((text, q)) = best_alternative(trace, t) {
-                    let which = if p.is_none_or(|p| q > p) {
-                        "the most likely token"
-                    } else {
-                        "the runner-up"
-                    };
-                    let _ = write!(s, "; {which} was “{text}” (p = {q:.3})");
-                }
-                s
-            } else if p.is_none() && rank == Rank::Unknown {
-                let key = (trace.requests.app_id[ri], trace.requests.model[ri]);
-                let Some(&(median, peers)) = medians.get(&key) else {
-                    continue;
-                };
-                if peers < th.early_eos_min_peers as usize
-                    || f64::from(output) >= th.early_eos_factor * f64::from(median)
-                {
-                    continue;
-                }
-                let group = match (trace.label(key.0), trace.label(key.1)) {
-                    (Some(app), _) => format!("its app {app}"),
-                    (None, Some(model)) => format!("its model {model}"),
-                    (None, None) => "the trace".to_owned(),
-                };
-                format!(
-                    "{id} ended at token {index} on {shown} after {output} tokens, under {:.0} % of the median {median} \
-                     of {group} ({peers} requests)",
-                    100.0 * th.early_eos_factor
-                )
-            } else {
-                continue;
-            };
-            let prev = if t > tokens.start {
-                trace.tokens.emitted_ns[t - 1]
-            } else {
-                trace.requests.arrival_ns[ri]
-            };
-            let (from_ns, to_ns) = range(prev, trace.tokens.emitted_ns[t]);
-            out.push(Finding {
-                kind: Kind::EosMistrigger,
-                severity: if low_rank || low_p {
-                    Severity::Critical
-                } else {
-                    Severity::Warning
-                },
-                summary,
-                from_ns,
-                to_ns,
-                requests: vec![r],
-                steps: opt_u32(trace.tokens.iter_row[t]).into_iter().collect(),
-                tokens: vec![t],
-            });
-        }
-        out
+    fn visitor<'c>(&self, cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
+        Some(Box::new(Stops {
+            cx,
+            stop: cx.trace.labels.lookup("stop"),
+            found: Vec::new(),
+        }))
     }
+}
+
+/// The last token of an answer that ended on a stop token, as the pass over the tokens saw it.
+struct Stop {
+    request: u32,
+    /// Its place among the request's tokens.
+    k: usize,
+    index: u32,
+    token_id: u32,
+    text: Option<String>,
+    special: Flag,
+    iter_row: u32,
+    emitted_ns: i64,
+    /// The token before it's time, else the request's arrival.
+    before_ns: i64,
+}
+
+/// The answers that ended on a stop token.
+struct Stops<'c> {
+    cx: &'c Context<'c>,
+    stop: Option<u32>,
+    found: Vec<Stop>,
+}
+
+impl<'c> Visitor<'c> for Stops<'c> {
+    fn texts(&self) -> bool {
+        true
+    }
+
+    fn see(&mut self, rt: &RequestTokens<'_>) {
+        let trace = self.cx.trace;
+        let (r, k) = (rt.request, rt.len() - 1);
+        let count = u32::try_from(rt.len()).unwrap_or(u32::MAX);
+        let text = rt.texts.get(rt.text[k]);
+        if !ends_on_stop(
+            trace,
+            r,
+            self.stop,
+            (rt.index[k], count),
+            (rt.token_id[k], text, rt.special[k]),
+        ) {
+            return;
+        }
+        self.found.push(Stop {
+            request: r,
+            k,
+            index: rt.index[k],
+            token_id: rt.token_id[k],
+            text: text.map(str::to_owned),
+            special: rt.special[k],
+            iter_row: rt.iter_row[k],
+            emitted_ns: rt.emitted_ns[k],
+            before_ns: if k > 0 {
+                rt.emitted_ns[k - 1]
+            } else {
+                trace.requests.arrival_ns[r as usize]
+            },
+        });
+    }
+
+    fn finish(self: Box<Self>) -> After<'c> {
+        let cx = self.cx;
+        let rows: Vec<usize> = self
+            .found
+            .iter()
+            .map(|s| cx.tokens.rows(s.request).start + s.k)
+            .collect();
+        let choices: HashMap<usize, TokenChoice> = cx.tokens.choices(&rows).into_iter().collect();
+        let medians = output_medians(cx);
+        let mut out: Vec<Finding> = self
+            .found
+            .iter()
+            .zip(rows)
+            .filter_map(|(s, t)| judged(cx, &medians, s, t, choices.get(&t)))
+            .collect();
+        out.sort_by_key(|f| f.requests.first().copied());
+        After::Findings(out)
+    }
+}
+
+/// The finding of an answer that ended on a stop token (`t`: its row), if its choice or its length says it ended by
+/// mistake.
+fn judged(
+    cx: &Context<'_>,
+    medians: &HashMap<(u32, u32), (u32, usize)>,
+    s: &Stop,
+    t: usize,
+    choice: Option<&TokenChoice>,
+) -> Option<Finding> {
+    let (trace, th) = (cx.trace, cx.th);
+    let (r, ri) = (s.request, s.request as usize);
+    let output = cx.output_tokens(r);
+    let p = choice.and_then(|c| opt_f64(c.logprob)).map(f64::exp);
+    let rank = choice.map_or(Rank::Unknown, |c| rank_of(s.token_id, c));
+    let low_rank = match rank {
+        Rank::Known(k) => k >= th.eos_min_rank,
+        Rank::BeyondTopK(k) => k.saturating_add(1) >= th.eos_min_rank,
+        Rank::Unknown => false,
+    };
+    let low_p = p.is_some_and(|p| p < th.eos_max_probability);
+    let shown = display_text(trace, s.token_id, s.text.as_deref(), s.special);
+    let id = trace.request_id(r);
+    let index = s.index;
+    let summary = if low_rank || low_p {
+        let mut text = format!("{id} ended at token {index} on {shown} chosen ");
+        match (p, rank) {
+            (Some(p), Rank::Unknown) => {
+                let _ = write!(text, "with p = {p:.3}");
+            }
+            (Some(p), rank) => {
+                let _ = write!(text, "with p = {p:.3} (rank {rank})");
+            }
+            (None, rank) => {
+                let _ = write!(text, "at rank {rank}");
+            }
+        }
+        if let Some((alt, q)) = choice.and_then(|c| best_alternative(trace, s, c)) {
+            let which = if p.is_none_or(|p| q > p) {
+                "the most likely token"
+            } else {
+                "the runner-up"
+            };
+            let _ = write!(text, "; {which} was “{alt}” (p = {q:.3})");
+        }
+        text
+    } else if p.is_none() && rank == Rank::Unknown {
+        let key = (trace.requests.app_id[ri], trace.requests.model[ri]);
+        let &(median, peers) = medians.get(&key)?;
+        if peers < th.early_eos_min_peers as usize || f64::from(output) >= th.early_eos_factor * f64::from(median) {
+            return None;
+        }
+        let group = match (trace.label(key.0), trace.label(key.1)) {
+            (Some(app), _) => format!("its app {app}"),
+            (None, Some(model)) => format!("its model {model}"),
+            (None, None) => "the trace".to_owned(),
+        };
+        format!(
+            "{id} ended at token {index} on {shown} after {output} tokens, under {:.0} % of the median {median} of \
+             {group} ({peers} requests)",
+            100.0 * th.early_eos_factor
+        )
+    } else {
+        return None;
+    };
+    let (from_ns, to_ns) = range(s.before_ns, s.emitted_ns);
+    Some(Finding {
+        kind: Kind::EosMistrigger,
+        severity: if low_rank || low_p {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        summary,
+        from_ns,
+        to_ns,
+        requests: vec![r],
+        steps: opt_u32(s.iter_row).into_iter().collect(),
+        tokens: vec![t],
+    })
 }
 
 /// [`Kind::EosMistrigger`]'s findings alone, unsorted.
@@ -138,82 +207,93 @@ pub fn eos_mistrigger(trace: &Trace, th: &Thresholds) -> Vec<Finding> {
     EosMistrigger.detect(&Context::new(trace, &Slo::default(), th))
 }
 
-/// True when token row `t` is a stop or special token: flagged special, one of `meta.eos_token_ids`, or a known
-/// stop text.
-fn is_stop_token(trace: &Trace, t: usize) -> bool {
-    trace.is_special_token(trace.tokens.token_id[t], trace.tokens.special[t])
-        || trace
-            .texts
-            .get(trace.tokens.text[t])
-            .is_some_and(|s| STOP_TEXTS.contains(&s))
+/// True when request `r` ended on a stop token: its finish reason is `stop` (label id `stop`) or not given, its last
+/// token record (`index`, and how many it has) is its last output token, and that token (id, text, special flag)
+/// is a stop or special token: flagged special, one of `meta.eos_token_ids`, or a known stop text.
+fn ends_on_stop(
+    trace: &Trace,
+    r: u32,
+    stop: Option<u32>,
+    (index, count): (u32, u32),
+    (token_id, text, special): (u32, Option<&str>, Flag),
+) -> bool {
+    let reason = trace.requests.finish_reason[r as usize];
+    let output = trace.requests.output_tokens[r as usize].unwrap_or(count);
+    (reason == NO_STR || Some(reason) == stop)
+        && index + 1 == output
+        && (trace.is_special_token(token_id, special) || text.is_some_and(|s| STOP_TEXTS.contains(&s)))
 }
 
 /// The tokens whose candidates the detector reads: the last token of each request that ended on a stop token (its
 /// rank when not written, and the alternatives it names). A trace loaded with its candidates on disk reads these.
 pub fn tokens_needing_candidates(trace: &Trace) -> Vec<u32> {
     let stop = trace.labels.lookup("stop");
+    let tk = &trace.tokens;
     (0..row_u32(trace.request_count()))
-        .filter_map(|r| ended_on_stop(trace, r, stop).and_then(|t| u32::try_from(t).ok()))
+        .filter_map(|r| {
+            let rows = trace.tokens_of(r);
+            let t = rows.clone().last()?;
+            let count = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+            let text = trace.texts.get(tk.text[t]);
+            ends_on_stop(
+                trace,
+                r,
+                stop,
+                (tk.index[t], count),
+                (tk.token_id[t], text, tk.special[t]),
+            )
+            .then(|| u32::try_from(t).ok())
+            .flatten()
+        })
         .collect()
 }
 
-/// The token row request `r` ended on, when its answer ended on a stop token (finish reason `stop`, label id
-/// `stop`, or none) as its last output token.
-fn ended_on_stop(trace: &Trace, r: u32, stop: Option<u32>) -> Option<usize> {
-    let t = trace.tokens_of(r).last()?;
-    let reason = trace.requests.finish_reason[r as usize];
-    let ends = (reason == NO_STR || Some(reason) == stop)
-        && trace.tokens.index[t] + 1 == trace.output_tokens(r)
-        && is_stop_token(trace, t);
-    ends.then_some(t)
-}
-
-/// The rank of token row `t`: as written, else found among its candidates in memory.
-fn rank_of(trace: &Trace, t: usize) -> Rank {
-    if let Some(r) = opt_u32(trace.tokens.rank[t]) {
+/// The rank of a token of id `chosen`: as written, else found among its candidates.
+fn rank_of(chosen: u32, c: &TokenChoice) -> Rank {
+    if let Some(r) = opt_u32(c.rank) {
         return Rank::Known(r);
     }
-    let cands = trace.candidates_of(t);
-    if cands.is_empty() {
+    if c.candidates.is_empty() {
         return Rank::Unknown;
     }
-    let chosen = trace.tokens.token_id[t];
-    match trace.candidates.token_id[cands.clone()]
+    match c
+        .candidates
         .iter()
-        .position(|&id| id == chosen && id != NULL_U32)
+        .position(|k| k.token_id == chosen && k.token_id != NULL_U32)
     {
         Some(k) => Rank::Known(row_u32(k + 1)),
-        None => Rank::BeyondTopK(row_u32(cands.len())),
+        None => Rank::BeyondTopK(row_u32(c.candidates.len())),
     }
 }
 
-/// The most probable candidate of token row `t` other than the chosen token: (text as shown, probability).
-fn best_alternative(trace: &Trace, t: usize) -> Option<(String, f64)> {
-    let chosen = (trace.tokens.token_id[t], trace.tokens.text[t]);
-    let c = &trace.candidates;
-    trace
-        .candidates_of(t)
-        .filter(|&k| {
-            if chosen.0 != NULL_U32 && c.token_id[k] != NULL_U32 {
-                c.token_id[k] != chosen.0
+/// The most probable candidate other than the chosen token: (text as shown, probability).
+fn best_alternative(trace: &Trace, s: &Stop, c: &TokenChoice) -> Option<(String, f64)> {
+    c.candidates
+        .iter()
+        .filter(|k| {
+            if s.token_id != NULL_U32 && k.token_id != NULL_U32 {
+                k.token_id != s.token_id
             } else {
-                c.text[k] != chosen.1
+                k.text != s.text
             }
         })
-        .filter(|&k| !c.logprob[k].is_nan())
-        .max_by(|&a, &b| c.logprob[a].total_cmp(&c.logprob[b]))
+        .filter(|k| !k.logprob.is_nan())
+        .max_by(|a, b| a.logprob.total_cmp(&b.logprob))
         .map(|k| {
-            let text = display_text(trace, c.token_id[k], trace.texts.get(c.text[k]), c.special[k]);
-            (text, c.logprob[k].exp())
+            (
+                display_text(trace, k.token_id, k.text.as_deref(), k.special),
+                k.logprob.exp(),
+            )
         })
 }
 
 /// The median output length (nearest rank) and the number of requests of each (app, model), over requests with
 /// output.
-fn output_medians(trace: &Trace) -> HashMap<(u32, u32), (u32, usize)> {
+fn output_medians(cx: &Context<'_>) -> HashMap<(u32, u32), (u32, usize)> {
+    let trace = cx.trace;
     let mut groups: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
     for r in 0..row_u32(trace.request_count()) {
-        let out = trace.output_tokens(r);
+        let out = cx.output_tokens(r);
         if out > 0 {
             let ri = r as usize;
             groups

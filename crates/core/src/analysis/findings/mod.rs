@@ -46,7 +46,7 @@ pub use repetition_loop::repetition_loops;
 pub use slo_violations::slo_violations;
 pub use thresholds::*;
 pub use token_mismatch::token_mismatches;
-pub use tokens::{RequestTokens, TokenSource, facts_of};
+pub use tokens::{RequestTokens, TokenChoice, TokenSource, facts_of};
 pub use truncation::truncation;
 
 /// Requests listed in a grouped finding; its sentence gives the total.
@@ -60,8 +60,48 @@ pub const CRITICAL_DELAY_MS: f64 = 1_000.0;
 pub trait Detector: Sync {
     /// The kind of its findings.
     fn kind(&self) -> Kind;
+    /// For a detector that reads the tokens one by one: its visitor, made from all but the tokens. [`run`] hands it
+    /// every request's tokens in the one pass it shares with the other visitors; `None` for a detector that reads no
+    /// more of the tokens than each request's facts ([`TokenSource::rows`], [`TokenSource::ends`]).
+    fn visitor<'c>(&self, _cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
+        None
+    }
+    /// Its findings, in no particular order: for a detector with a visitor, that visitor fed a visit of its own.
+    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
+        let Some(mut visitor) = self.visitor(cx) else {
+            return Vec::new();
+        };
+        loop {
+            cx.tokens.visit(visitor.texts(), &mut |rt| visitor.see(&rt));
+            match visitor.finish() {
+                After::Findings(found) => return found,
+                After::Again(next) => visitor = next,
+            }
+        }
+    }
+}
+
+/// What a detector that reads the tokens one by one makes of them: made before the pass from all but the tokens
+/// ([`Detector::visitor`]), handed each request's tokens whole, then asked for its findings.
+pub trait Visitor<'c>: Send {
+    /// Whether it reads the tokens' ids, texts and special flags.
+    fn texts(&self) -> bool {
+        false
+    }
+    /// One request's tokens, whole, in `index` order. What the other requests' tokens say (their facts, their rows)
+    /// may not be known yet: a streamed trace learns it in this same pass.
+    fn see(&mut self, rt: &RequestTokens<'_>);
+    /// Once every request's tokens were seen: its findings, or itself again for one more pass (a detector that must
+    /// first learn where to look, as chronic interference learns its episodes).
+    fn finish(self: Box<Self>) -> After<'c>;
+}
+
+/// What a [`Visitor`] gives once the pass is over.
+pub enum After<'c> {
     /// Its findings, in no particular order.
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding>;
+    Findings(Vec<Finding>),
+    /// It needs the tokens once more, handed to this visitor.
+    Again(Box<dyn Visitor<'c> + 'c>),
 }
 
 /// Every detector, in [`Kind::ALL`]'s order.
@@ -259,11 +299,14 @@ impl Finding {
     }
 }
 
-/// The kinds whose detectors read no more of the tokens than a [`TokenSource`] gives (each request's token rows and
-/// ends, and visits of every request's tokens in turn): those that can run on a trace streamed from its files
-/// ([`find_kinds_over`]). The others need the trace loaded: they look up tokens by time across requests, or read
-/// the candidates.
-pub const STREAMABLE: [Kind; 11] = [
+/// The kinds that can be judged on a trace streamed from its files ([`find_kinds_over`]): every kind but those of a
+/// re-scored run, which read the reference's verdicts of the tokens (a table as large as the tokens) and need the
+/// trace loaded.
+pub const STREAMABLE: [Kind; 15] = [
+    Kind::DecodeInterrupted,
+    Kind::EosMistrigger,
+    Kind::PrefillMonopoly,
+    Kind::PreemptionBurst,
     Kind::KvSaturation,
     Kind::SloViolations,
     Kind::RepetitionLoop,
@@ -302,7 +345,14 @@ pub fn find_kinds_over(
     run(&Context::over(trace, tokens, slo, th), &kinds)
 }
 
-/// The findings of the detectors of `kinds` on one run's context.
+/// Passes over the tokens a run makes at most: one feeds every visitor; chronic interference asks for one more when
+/// it found an episode, and one more again to place its median exactly when the episode has more slowed tokens than
+/// it keeps.
+const MAX_PASSES: u32 = 3;
+
+/// The findings of the detectors of `kinds` on one run's context. The detectors that read the tokens one by one
+/// share one pass over them ([`TokenSource::visit_all`]; a streamed trace learns each request's facts in it too),
+/// then every detector runs on what it gathered, in parallel.
 fn run(cx: &Context<'_>, kinds: &[Kind]) -> Vec<Finding> {
     let trace = cx.trace;
     // A trace without times (a saved stream) is judged on what its tokens say, never on their made-up times.
@@ -318,11 +368,36 @@ fn run(cx: &Context<'_>, kinds: &[Kind]) -> Vec<Finding> {
                     | Kind::SamplingAccident
             )
     };
-    let mut out: Vec<Finding> = DETECTORS
-        .par_iter()
+    let chosen: Vec<&dyn Detector> = DETECTORS
+        .iter()
+        .copied()
         .filter(|d| kinds.contains(&d.kind()) && untimed_ok(d.kind()))
-        .flat_map_iter(|d| d.detect(cx))
         .collect();
+    let made: Vec<Option<Box<dyn Visitor<'_> + '_>>> = chosen.par_iter().map(|&d| d.visitor(cx)).collect();
+    let mut visitors = Vec::new();
+    let mut rest = Vec::new();
+    for (d, v) in chosen.into_iter().zip(made) {
+        match v {
+            Some(v) => visitors.push(v),
+            None => rest.push(d),
+        }
+    }
+    let mut out: Vec<Finding> = Vec::new();
+    // One pass, more only for a visitor that asks (a streamed trace's facts are read by the first, visitors or not).
+    let mut passes = 0;
+    while (!visitors.is_empty() || (passes == 0 && !cx.tokens.ready())) && passes < MAX_PASSES {
+        passes += 1;
+        cx.tokens.visit_all(&mut visitors);
+        let after: Vec<After<'_>> = visitors.into_par_iter().map(Visitor::finish).collect();
+        visitors = Vec::new();
+        for a in after {
+            match a {
+                After::Findings(f) => out.extend(f),
+                After::Again(v) => visitors.push(v),
+            }
+        }
+    }
+    out.extend(rest.par_iter().flat_map_iter(|d| d.detect(cx)).collect::<Vec<_>>());
     out.sort_by_key(|f| (f.severity, f.from_ns, f.kind));
     out
 }

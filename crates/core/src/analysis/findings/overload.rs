@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::words::{duration, range, row_u32, thousands_f};
-use super::{Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, Severity};
+use super::{After, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, RequestTokens, Severity, Visitor};
 use crate::analysis::metrics::median;
 use crate::trace::Trace;
 
@@ -36,11 +36,11 @@ impl Detector for Overload {
     /// always has someone waiting a few ms; what matters is how long). One lasting `overload_min_s` or more, whose
     /// arrivals waited `overload_queue_ms` or more (median), is an episode, unless one request's prefill held the
     /// instance for half of it (the prefill monopoly's finding).
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
+    fn visitor<'c>(&self, cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
         let (trace, th) = (cx.trace, cx.th);
         #[expect(clippy::cast_possible_truncation, reason = "seconds and ms of a trace")]
         let (min_ns, wait_ns) = ((th.overload_min_s * 1e9) as i64, (th.overload_queue_ms * 1e6) as i64);
-        // The episodes first, their findings once the tokens they served are counted (one visit of the tokens).
+        // The episodes first, their findings once the tokens they served are counted (in the pass over the tokens).
         let spans = queue_spans(trace);
         let mut episodes: Vec<(usize, Span, i64)> = Vec::new();
         for (k, (source, waits)) in spans.iter().enumerate() {
@@ -63,7 +63,58 @@ impl Detector for Overload {
                 episodes.push((k, (from, to), median_wait));
             }
         }
-        let served = served_tokens(cx, &spans, &episodes);
+        // Per source, its episodes' spans (disjoint, by start) and their places in `episodes`.
+        let mut by_source: HashMap<u32, Vec<(Span, usize)>> = HashMap::default();
+        for (e, &(k, span, _)) in episodes.iter().enumerate() {
+            by_source.entry(spans[k].0).or_default().push((span, e));
+        }
+        for v in by_source.values_mut() {
+            v.sort_unstable();
+        }
+        Some(Box::new(Served {
+            cx,
+            served: vec![0; episodes.len()],
+            spans,
+            episodes,
+            by_source,
+        }))
+    }
+}
+
+/// The overload episodes, and the output tokens each episode's instance emitted during it (its requests' tokens
+/// emitted in its span), counted in the pass over the tokens.
+struct Served<'c> {
+    cx: &'c Context<'c>,
+    spans: Vec<(u32, Vec<Wait>)>,
+    episodes: Vec<(usize, Span, i64)>,
+    by_source: HashMap<u32, Vec<(Span, usize)>>,
+    served: Vec<u64>,
+}
+
+impl<'c> Visitor<'c> for Served<'c> {
+    fn see(&mut self, rt: &RequestTokens<'_>) {
+        let Some(list) = self.by_source.get(&self.cx.trace.requests.source[rt.request as usize]) else {
+            return;
+        };
+        for &t in rt.emitted_ns {
+            // The last episode starting at or before `t`, when `t` is inside it.
+            let k = list.partition_point(|((from, _), _)| *from <= t);
+            if let Some(&((_, to), e)) = k.checked_sub(1).and_then(|k| list.get(k))
+                && t <= to
+            {
+                self.served[e] += 1;
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>) -> After<'c> {
+        let Served {
+            cx,
+            spans,
+            episodes,
+            served,
+            ..
+        } = *self;
         let mut out: Vec<Finding> = episodes
             .iter()
             .zip(served)
@@ -77,8 +128,8 @@ impl Detector for Overload {
             })
             .collect();
         // Instances with counter samples but no steps (a server log): judged from the samples.
-        out.extend(super::from_samples::overload(trace, th));
-        out
+        out.extend(super::from_samples::overload(cx.trace, cx.th));
+        After::Findings(out)
     }
 }
 
@@ -121,39 +172,6 @@ fn queue_spans(trace: &Trace) -> Vec<(u32, Vec<Wait>)> {
 
 /// A stretch of time, `(from, to)` in ns.
 type Span = (i64, i64);
-
-/// The output tokens each episode's instance emitted during it (its requests' tokens emitted in its span): one visit
-/// of the tokens, none when there is no episode.
-fn served_tokens(cx: &Context<'_>, spans: &[(u32, Vec<Wait>)], episodes: &[(usize, Span, i64)]) -> Vec<u64> {
-    let mut counts = vec![0u64; episodes.len()];
-    if episodes.is_empty() {
-        return counts;
-    }
-    // Per source, its episodes' spans (disjoint, by start) and their places in `episodes`.
-    let mut by_source: HashMap<u32, Vec<(Span, usize)>> = HashMap::default();
-    for (e, &(k, span, _)) in episodes.iter().enumerate() {
-        by_source.entry(spans[k].0).or_default().push((span, e));
-    }
-    for v in by_source.values_mut() {
-        v.sort_unstable();
-    }
-    let source_of = &cx.trace.requests.source;
-    cx.tokens.visit(false, &mut |rt| {
-        let Some(list) = by_source.get(&source_of[rt.request as usize]) else {
-            return;
-        };
-        for &t in rt.emitted_ns {
-            // The last episode starting at or before `t`, when `t` is inside it.
-            let k = list.partition_point(|((from, _), _)| *from <= t);
-            if let Some(&((_, to), e)) = k.checked_sub(1).and_then(|k| list.get(k))
-                && t <= to
-            {
-                counts[e] += 1;
-            }
-        }
-    });
-    counts
-}
 
 /// True when one request's prefill took half of `[from, to]` or more on `source`: the queue grew behind one prompt.
 fn held_by_one(trace: &Trace, source: u32, from: i64, to: i64) -> bool {

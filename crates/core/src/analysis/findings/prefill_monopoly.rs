@@ -159,6 +159,6 @@ fn monopoly_finding(cx: &Context<'_>, waits: &WaitIndex, request: u32, run: &[(u
         to_ns,
         requests,
         steps: run.iter().map(|&(row, _)| row).collect(),
-        tokens: trace.tokens_of(request).next().into_iter().collect(),
+        tokens: cx.tokens.rows(request).next().into_iter().collect(),
     })
 }

@@ -1,7 +1,7 @@
 //! Repetition loops: an answer that repeats an n-gram back to back.
 
 use super::words::{percent, range};
-use super::{Context, Detector, Finding, Kind, Severity, Thresholds};
+use super::{After, Context, Detector, Finding, Kind, RequestTokens, Severity, Thresholds, Visitor};
 use crate::analysis::summary::Slo;
 use crate::analysis::tokens::display_text;
 use crate::trace::{NO_STR, NULL_U32, Trace};
@@ -17,62 +17,93 @@ impl Detector for RepetitionLoop {
     /// Answers that repeat an n-gram of their tokens (token ids, else texts) back to back: `repetition_repeats` times
     /// or more, over `repetition_min_tokens` tokens or more, for n from 1 to `repetition_ngram`. One finding per
     /// request, on its longest loop; the loop's first token is the one to select.
-    fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
-        let (trace, th) = (cx.trace, cx.th);
+    fn visitor<'c>(&self, cx: &'c Context<'c>) -> Option<Box<dyn Visitor<'c> + 'c>> {
+        Some(Box::new(Loops {
+            cx,
+            keys: Vec::new(),
+            found: Vec::new(),
+        }))
+    }
+}
+
+/// The loops found so far: each finding with its request and its loop's tokens (first, count) among the request's.
+struct Loops<'c> {
+    cx: &'c Context<'c>,
+    keys: Vec<u64>,
+    found: Vec<(Finding, u32, usize, usize)>,
+}
+
+impl<'c> Visitor<'c> for Loops<'c> {
+    fn texts(&self) -> bool {
+        true
+    }
+
+    fn see(&mut self, rt: &RequestTokens<'_>) {
+        let (trace, th) = (self.cx.trace, self.cx.th);
         let max_n = th.repetition_ngram.max(1) as usize;
         let repeats = th.repetition_repeats.max(2) as usize;
         let min_tokens = (th.repetition_min_tokens as usize).max(repeats);
-        let mut keys: Vec<u64> = Vec::new();
-        let mut out = Vec::new();
-        cx.tokens.visit(true, &mut |rt| {
-            if rt.len() < min_tokens {
-                return;
-            }
-            keys.clear();
-            keys.extend((0..rt.len()).map(|k| {
-                if rt.token_id[k] != NULL_U32 {
-                    u64::from(rt.token_id[k])
-                } else if rt.text[k] != NO_STR {
-                    1 << 32 | u64::from(rt.text[k])
-                } else {
-                    2 << 32 | (rt.first_row + k) as u64 // unknown: equal to nothing else
-                }
-            }));
-            let Some((start, span, n)) = longest_loop(&keys, max_n, repeats, min_tokens) else {
-                return;
-            };
-            let gram: String = (start..start + n)
-                .map(|k| display_text(trace, rt.token_id[k], rt.texts.get(rt.text[k]), rt.special[k]))
-                .collect();
-            let gram = if gram.chars().count() > 40 {
-                format!("{}…", gram.chars().take(40).collect::<String>())
+        if rt.len() < min_tokens {
+            return;
+        }
+        let keys = &mut self.keys;
+        keys.clear();
+        keys.extend((0..rt.len()).map(|k| {
+            if rt.token_id[k] != NULL_U32 {
+                u64::from(rt.token_id[k])
+            } else if rt.text[k] != NO_STR {
+                1 << 32 | u64::from(rt.text[k])
             } else {
-                gram
-            };
-            let r = rt.request;
-            let summary = format!(
-                "{} repeated “{gram}” ({n}-gram) {} times from token {}: {span} tokens, {:.0} % of its output",
-                trace.request_id(r),
-                span / n,
-                rt.index[start],
-                percent(span, rt.len()),
-            );
-            let (from_ns, to_ns) = range(rt.emitted_ns[start], rt.emitted_ns[start + span - 1]);
-            let first = rt.first_row + start;
-            out.push(Finding {
-                kind: Kind::RepetitionLoop,
-                severity: Severity::Warning,
-                summary,
-                from_ns,
-                to_ns,
-                requests: vec![r],
-                steps: Vec::new(),
-                tokens: (first..first + span).collect(),
-            });
-        });
+                2 << 32 | k as u64 // unknown: equal to nothing else
+            }
+        }));
+        let Some((start, span, n)) = longest_loop(keys, max_n, repeats, min_tokens) else {
+            return;
+        };
+        let gram: String = (start..start + n)
+            .map(|k| display_text(trace, rt.token_id[k], rt.texts.get(rt.text[k]), rt.special[k]))
+            .collect();
+        let gram = if gram.chars().count() > 40 {
+            format!("{}…", gram.chars().take(40).collect::<String>())
+        } else {
+            gram
+        };
+        let r = rt.request;
+        let summary = format!(
+            "{} repeated “{gram}” ({n}-gram) {} times from token {}: {span} tokens, {:.0} % of its output",
+            trace.request_id(r),
+            span / n,
+            rt.index[start],
+            percent(span, rt.len()),
+        );
+        let (from_ns, to_ns) = range(rt.emitted_ns[start], rt.emitted_ns[start + span - 1]);
+        let finding = Finding {
+            kind: Kind::RepetitionLoop,
+            severity: Severity::Warning,
+            summary,
+            from_ns,
+            to_ns,
+            requests: vec![r],
+            steps: Vec::new(),
+            tokens: Vec::new(),
+        };
+        self.found.push((finding, r, start, span));
+    }
+
+    fn finish(self: Box<Self>) -> After<'c> {
+        let cx = self.cx;
+        let mut out: Vec<Finding> = self
+            .found
+            .into_iter()
+            .map(|(mut f, r, start, span)| {
+                let first = cx.tokens.rows(r).start + start;
+                f.tokens = (first..first + span).collect();
+                f
+            })
+            .collect();
         // By request row, whatever order the requests were visited in.
         out.sort_by_key(|f| f.requests.first().copied());
-        out
+        After::Findings(out)
     }
 }
 

@@ -1,24 +1,31 @@
 //! What the detectors read of the tokens, behind [`TokenSource`]: a request's token rows and the times of its first
-//! and last, and each request's tokens visited in turn. A loaded [`Trace`] is one source; a trace streamed from its
-//! files a row group at a time (`crate::load::stream::findings`) is another, so that the detectors that need no
-//! more than this run on a trace of any size, with the same code and the same figures.
+//! and last, every request's tokens handed over in turn (one pass that feeds every detector that reads them), and
+//! the logprob, rank and candidates of the few tokens a detector names. A loaded [`Trace`] is one source; a trace
+//! streamed from its files a row group at a time (`crate::load::stream::findings`) is another, so that the detectors
+//! run on a trace of any size, with the same code and the same figures.
 
 use std::ops::Range;
 
-use crate::analysis::facts::RequestFacts;
-use crate::trace::{Flag, Interner, Trace};
+use rayon::prelude::*;
 
-/// One request's tokens, in `index` order, as a visit hands them over.
+use super::Visitor;
+use crate::analysis::facts::RequestFacts;
+pub use crate::trace::TokenChoice;
+use crate::trace::{Flag, Interner, OwnedCandidate, Trace};
+
+/// One request's tokens, in `index` order, as a visit hands them over. Where a token is, is said by the request and
+/// its position among these: a streamed trace knows its rows only once the pass is over
+/// ([`TokenSource::rows`]).
 #[derive(Debug, Clone, Copy)]
 pub struct RequestTokens<'a> {
     /// The request's row.
     pub request: u32,
-    /// The row of its first token in the loaded trace (its tokens' rows are consecutive).
-    pub first_row: usize,
     /// `index` of each token.
     pub index: &'a [u32],
     /// `emitted_ns` of each token.
     pub emitted_ns: &'a [i64],
+    /// `iteration` of each token as written ([`crate::trace::NULL_I64`] when absent).
+    pub iteration: &'a [i64],
     /// The step row each token was computed in ([`crate::trace::NULL_U32`] when none is known).
     pub iter_row: &'a [u32],
     /// `token_id` of each token ([`crate::trace::NULL_U32`] when absent). Empty when the visit was not asked for texts.
@@ -44,24 +51,41 @@ impl RequestTokens<'_> {
     }
 }
 
-/// The tokens of a trace, as the detectors that can run on a streamed trace read them.
+/// The tokens of a trace, as the detectors read them.
 pub trait TokenSource: Sync {
-    /// The rows of request `r`'s tokens in the loaded trace (empty when it has none).
+    /// The rows of request `r`'s tokens in the loaded trace (empty when it has none). Known once [`Self::ready`].
     fn rows(&self, r: u32) -> Range<usize>;
-    /// Token 0's `emitted_ns` (when its first token is token 0) and its last token's.
+    /// Token 0's `emitted_ns` (when its first token is token 0) and its last token's. Known once [`Self::ready`].
     fn ends(&self, r: u32) -> (Option<i64>, Option<i64>);
     /// How many of request `r`'s tokens were emitted before `at`, counted as a search in its tokens' times in
-    /// `index` order counts them (the tokens it had when it was preempted at `at`).
+    /// `index` order counts them (the tokens it had when it was preempted at `at`). Known once [`Self::ready`].
     fn emitted_before(&self, r: u32, at: i64) -> u64;
     /// The earliest `emitted_ns` of the tokens when the trace's own [`Trace::start_ns`] does not count them (a trace
     /// loaded without its tokens); `None` for a loaded trace.
     fn earliest(&self) -> Option<i64> {
         None
     }
+    /// True when the facts of every request's tokens are known ([`Self::rows`], [`Self::ends`]): always for a loaded
+    /// trace; for a streamed one, once a visit has read them all.
+    fn ready(&self) -> bool {
+        true
+    }
     /// Hands every request's tokens to `each`, request by request (requests without tokens are skipped): in row order
     /// for a loaded trace, in the files' order for a streamed one, so what a detector makes of them must not depend
     /// on the order. With `texts`, their ids, texts and special flags too.
     fn visit(&self, texts: bool, each: &mut (dyn FnMut(RequestTokens<'_>) + Send));
+    /// Hands every request's tokens to each of `visitors`, in one visit (with texts when one of them reads them).
+    fn visit_all<'c>(&self, visitors: &mut [Box<dyn Visitor<'c> + 'c>]) {
+        let texts = visitors.iter().any(|v| v.texts());
+        self.visit(texts, &mut |rt| {
+            for v in visitors.iter_mut() {
+                v.see(&rt);
+            }
+        });
+    }
+    /// The choice of each of the token rows `wanted` (known once [`Self::ready`]): their records' logprob and rank,
+    /// and their candidates. Rows that are not tokens of the trace are left out.
+    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)>;
 }
 
 impl TokenSource for Trace {
@@ -90,9 +114,9 @@ impl TokenSource for Trace {
             let pick = |wanted: bool| if wanted { rows.clone() } else { rows.start..rows.start };
             each(RequestTokens {
                 request: r,
-                first_row: rows.start,
                 index: &tk.index[rows.clone()],
                 emitted_ns: &tk.emitted_ns[rows.clone()],
+                iteration: &tk.iteration[rows.clone()],
                 iter_row: &tk.iter_row[rows.clone()],
                 token_id: &tk.token_id[pick(texts)],
                 text: &tk.text[pick(texts)],
@@ -100,6 +124,40 @@ impl TokenSource for Trace {
                 texts: &self.texts,
             });
         }
+    }
+
+    /// In memory, each visitor walks the tokens on its own, all at once.
+    fn visit_all<'c>(&self, visitors: &mut [Box<dyn Visitor<'c> + 'c>]) {
+        visitors
+            .par_iter_mut()
+            .for_each(|v| self.visit(v.texts(), &mut |rt| v.see(&rt)));
+    }
+
+    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)> {
+        let (tk, c) = (&self.tokens, &self.candidates);
+        wanted
+            .iter()
+            .filter(|&&t| t < tk.len())
+            .map(|&t| {
+                let candidates = self
+                    .candidates_of(t)
+                    .map(|k| OwnedCandidate {
+                        token_id: c.token_id[k],
+                        text: self.texts.get(c.text[k]).map(str::to_owned),
+                        logprob: c.logprob[k],
+                        special: c.special[k],
+                    })
+                    .collect();
+                (
+                    t,
+                    TokenChoice {
+                        logprob: tk.logprob[t],
+                        rank: tk.rank[t],
+                        candidates,
+                    },
+                )
+            })
+            .collect()
     }
 }
 
@@ -164,8 +222,9 @@ mod tests {
         // The visit: a then b (c has none), with their rows.
         let mut seen = Vec::new();
         t.visit(false, &mut |rt| {
-            seen.push((rt.request, rt.first_row, rt.index.to_vec(), rt.text.len()));
+            seen.push((rt.request, rt.index.to_vec(), rt.text.len()));
         });
-        assert_eq!(seen, [(a, 0, vec![0, 1, 2], 0), (b, 3, vec![1, 2], 0)]);
+        assert_eq!(seen, [(a, vec![0, 1, 2], 0), (b, vec![1, 2], 0)]);
+        assert_eq!((t.rows(a), t.rows(b)), (0..3, 3..5));
     }
 }

@@ -12,7 +12,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use crate::format::schema::{CANDIDATES, KIND};
 use crate::ingest::LoadError;
 use crate::ingest::raw::{RawCandidate, Val};
-use crate::trace::{Flag, NULL_U32, OwnedCandidate, Trace};
+use crate::trace::{Flag, NULL_U32, OwnedCandidate, TokenChoice, Trace};
 
 use super::columns::*;
 use super::{READ_BATCH_ROWS, parquet_error};
@@ -34,15 +34,35 @@ pub struct CandidateReader {
     files: Vec<(std::path::PathBuf, ArrowReaderMetadata)>,
 }
 
+/// The columns that place a candidate: its token's kind, request and index, and the candidates.
+const PLACED: [&str; 4] = [KIND, "request_id", "index", CANDIDATES];
+/// The columns of a token's choice: those that place it, its id, logprob and rank, and its time (a token's record
+/// is checked whole, as a load checks it, and a token needs one).
+const CHOSEN: [&str; 8] = [
+    KIND,
+    "request_id",
+    "index",
+    "emitted_ns",
+    "token_id",
+    "logprob",
+    "rank",
+    CANDIDATES,
+];
+
 impl CandidateReader {
     /// A reader for the trace's files; `None` when its candidates are in memory.
     pub fn open(trace: &Trace) -> Result<Option<Self>, LoadError> {
         let Some(disk) = &trace.candidates_on_disk else {
             return Ok(None);
         };
+        Self::of_files(&disk.files).map(Some)
+    }
+
+    /// A reader for these Parquet files.
+    pub fn of_files(paths: &[std::path::PathBuf]) -> Result<Self, LoadError> {
+        let disk_files = paths;
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let files = disk
-            .files
+        let files = disk_files
             .iter()
             .map(|path| {
                 let f = File::open(path).map_err(|e| LoadError::Io {
@@ -53,7 +73,64 @@ impl CandidateReader {
                 Ok((path.clone(), meta))
             })
             .collect::<Result<Vec<_>, LoadError>>()?;
-        Ok(Some(CandidateReader { files }))
+        Ok(CandidateReader { files })
+    }
+
+    /// The choice of the tokens at rows `wanted` of file `file` (its row, its request id and its index, sorted by
+    /// row): `None` for a row that is not that token, or whose record breaks the format's rules.
+    ///
+    /// # Errors
+    /// The file cannot be read any more.
+    pub fn read_choices(
+        &self,
+        file: usize,
+        wanted: &[(u64, &str, u32)],
+    ) -> Result<Vec<Option<TokenChoice>>, LoadError> {
+        let mut out = vec![None; wanted.len()];
+        let Some((path, meta)) = self.files.get(file) else {
+            return Ok(out);
+        };
+        let (mut groups, mut selectors, mut row0, mut k) = (Vec::new(), Vec::new(), 0u64, 0usize);
+        let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        // Rows past the file's end, or repeated, are not read (and stay `None`).
+        let mut picked: Vec<usize> = Vec::new();
+        for rg in 0..meta.metadata().num_row_groups() {
+            let n = u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+            let mut at = row0;
+            while k < wanted.len() && wanted[k].0 < row0 + n {
+                if wanted[k].0 >= at {
+                    selectors.push(RowSelector::skip(to_usize(wanted[k].0 - at)));
+                    selectors.push(RowSelector::select(1));
+                    at = wanted[k].0 + 1;
+                    picked.push(k);
+                }
+                k += 1;
+            }
+            if at > row0 {
+                groups.push(rg);
+                selectors.push(RowSelector::skip(to_usize(row0 + n - at)));
+            }
+            row0 += n;
+        }
+        let mut next = picked.into_iter();
+        for batch in self.rows(path, meta, groups, selectors, &CHOSEN)? {
+            let batch = batch.map_err(|e| parquet_error(path, e))?;
+            let cols = Cols::of(&batch);
+            let mut row = RowBuffer::default();
+            for i in 0..batch.num_rows() {
+                let Some(k) = next.next() else { break };
+                cols.fill(i, &mut row);
+                let r = &row.record;
+                let (_, id, index) = wanted[k];
+                if let (Some(Val::Ok(rid)), Some(Val::Ok(ix))) = (&r.request_id, &r.index)
+                    && rid.as_ref() == id
+                    && *ix == i64::from(index)
+                {
+                    out[k] = crate::ingest::validate::choice_of(r);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The candidates of every token of `request`, in index order: only the rows of its tokens, only the columns
@@ -83,7 +160,7 @@ impl CandidateReader {
             }
             row0 += n;
         }
-        let reader = self.rows(path, meta, groups, selectors)?;
+        let reader = self.rows(path, meta, groups, selectors, &PLACED)?;
         let id = trace.request_id(request);
         let index = &trace.tokens.index[tokens.clone()];
         for batch in reader {
@@ -108,8 +185,8 @@ impl CandidateReader {
         }
         Ok(out)
     }
-    /// A reader of the columns that place a candidate (kind, request id, index, candidates) in row groups `groups`
-    /// of `path`, rows `selectors` of them; the page headers of those columns walked with bounded counts first.
+    /// A reader of the columns `wanted` (those that place a candidate, [`PLACED`], or a token's choice, [`CHOSEN`])
+    /// in row groups `groups` of `path`, rows `selectors` of them; the page headers of those columns walked with bounded counts first.
     #[expect(
         clippy::unused_self,
         reason = "one of the reader's steps, called as its siblings are"
@@ -120,12 +197,12 @@ impl CandidateReader {
         meta: &ArrowReaderMetadata,
         groups: Vec<usize>,
         selectors: Vec<RowSelector>,
+        wanted: &[&str],
     ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, LoadError> {
         let f = File::open(path).map_err(|e| LoadError::Io {
             path: path.display().to_string(),
             source: e,
         })?;
-        let wanted = [KIND, "request_id", "index", CANDIDATES];
         let roots: Vec<usize> = meta
             .schema()
             .fields()
@@ -205,7 +282,7 @@ impl CandidateReader {
                 row0 += n;
             }
             let mut next = rows.iter();
-            for batch in self.rows(path, meta, groups, selectors)? {
+            for batch in self.rows(path, meta, groups, selectors, &PLACED)? {
                 let batch = batch.map_err(|e| parquet_error(path, e))?;
                 let cols = Cols::of(&batch);
                 let mut row = RowBuffer::default();

@@ -3,30 +3,31 @@
 //! The trace is read without its tokens ([`crate::format::parquet::read_files_without_tokens`]): its requests,
 //! steps, stages and samples, resolved as a load resolves them, so that every row number is the load's. Its tokens
 //! stay in the files and are streamed a window of row groups at a time, behind
-//! [`crate::analysis::findings::TokenSource`]:
-//! - a first pass keeps each request's token count and the times of its first and last token (and, for the
-//!   requests preempted, their tokens' times);
-//! - each detector that visits the tokens streams them again, handed over one request at a time;
-//! - a last pass finds the `index` of the tokens the findings name.
+//! [`crate::analysis::findings::TokenSource`], in one pass that hands each request's tokens, whole, to every
+//! detector that reads them and learns, at the same time, what the others need of them: each request's token count,
+//! the times of its first and last token, where its tokens are, and (for the requests preempted) their times. The
+//! few tokens the findings name are then read again, alone (the stop tokens' logprob, rank and candidates). Chronic
+//! interference alone reads the tokens of its episodes' instances once more, when it found one.
 //!
 //! The detectors are those of [`STREAMABLE`]: the same code as on a loaded trace, so the same findings. A request's
 //! tokens must be together and in `index` order (the writer's order); a file that breaks it is
 //! [`StreamError::Unordered`] and must be loaded. Token rows are checked by the rules of the fields read (the
-//! request, `index`, `emitted_ns`, `token_id`), as a load checks them; the format's other rules are `tokenscope
-//! validate`'s.
+//! request, `index`, `emitted_ns`, `iteration`, `token_id`), as a load checks them; the format's other rules are
+//! `tokenscope validate`'s.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use super::StreamError;
 use crate::analysis::findings::{
-    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenSource, find_kinds_over,
+    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenChoice, TokenSource, find_kinds_over,
 };
 use crate::analysis::summary::Slo;
+use crate::format::parquet::CandidateReader;
 use crate::format::parquet::read_files_without_tokens;
 use crate::format::parquet::stream::{At, Columns, StreamFile, stream};
 use crate::format::window::Window;
@@ -85,6 +86,12 @@ pub fn find(
     let window = window.filter(|w| !w.is_all());
     refuse_halves(files)?;
     let (trace, report) = skeleton(files, window)?;
+    if !trace.references.is_empty() && kinds.iter().any(|k| !STREAMABLE.contains(k)) {
+        return Err(StreamError::Unordered(
+            "a re-scored run's verdicts (off-distribution, sampling-accident) are judged on the trace loaded"
+                .to_owned(),
+        ));
+    }
     let streamed = Files::open(files, &trace)?;
     let findings = find_kinds_over(&trace, &streamed, slo, th, kinds);
     streamed.failed()?;
@@ -92,11 +99,10 @@ pub fn find(
     wanted.sort_unstable();
     wanted.dedup();
     let token_index = streamed.indexes_of(&wanted);
-    streamed.failed()?;
     let start_ns = Context::over(&trace, &streamed, slo, th).start_ns();
     Ok(StreamedFindings {
         passes: streamed.passes.load(Ordering::Relaxed),
-        incomplete_tokens: streamed.incomplete,
+        incomplete_tokens: streamed.facts.get().map_or(0, |f| f.incomplete),
         trace,
         report,
         findings,
@@ -150,30 +156,130 @@ fn skeleton(files: &[PathBuf], window: Option<&Window>) -> Result<(Trace, Report
 struct Files<'a> {
     /// The trace without its tokens.
     trace: &'a Trace,
+    paths: Vec<PathBuf>,
     files: Vec<StreamFile>,
+    /// (source, iteration) to step row.
+    steps: FxHashMap<(u32, i64), u32>,
+    /// What the first pass learnt of each request's tokens.
+    facts: OnceLock<Facts>,
+    passes: AtomicU32,
+    /// The first failure of a pass: the detectors' visits cannot return one, so it is kept and said at the end.
+    error: Mutex<Option<StreamError>>,
+}
+
+/// What the first pass learns of each request's tokens, for what the detectors ask once it is over.
+#[derive(Default)]
+struct Facts {
     /// Per request row: `start[r]..start[r + 1]` are its token rows in the loaded trace.
     start: Vec<usize>,
     /// Per request row: token 0's time (when its first token is token 0) and its last token's.
     ends: Vec<(Option<i64>, Option<i64>)>,
     /// Per request row: its first token's `index`, when its tokens' indexes follow one another with no gap (the
-    /// `index` of each of its rows is then known without reading them again).
+    /// `index` of each of its rows is then known without keeping them).
     gapless: Vec<Option<u32>>,
+    /// The indexes of the requests whose indexes have gaps.
+    gappy: FxHashMap<u32, Vec<u32>>,
+    /// Per request row: where its tokens are (file, the file's row of its first token and of its last).
+    at: Vec<Option<(u32, u64, u64)>>,
     /// The tokens' times of each request with a preempted stage, in `index` order.
     preempted: FxHashMap<u32, Vec<i64>>,
     earliest: Option<i64>,
-    /// (source, iteration) to step row.
-    steps: FxHashMap<(u32, i64), u32>,
-    /// Token rows left out (first pass).
+    /// Token rows left out for breaking a rule of the fields read.
     incomplete: u64,
-    passes: AtomicU32,
-    /// The first failure of a pass: the detectors' visits cannot return one, so it is kept and said at the end.
-    error: Mutex<Option<StreamError>>,
+}
+
+impl Facts {
+    /// Before the pass: room for `n` requests, and the requests preempted.
+    fn new(trace: &Trace) -> Self {
+        let n = trace.request_count();
+        let mut preempted: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
+        for s in 0..trace.stages.len() {
+            if trace.stages.kind[s] == StageKind::Preempted {
+                preempted.entry(trace.stages.request[s]).or_default();
+            }
+        }
+        Facts {
+            start: vec![0; n],
+            ends: vec![(None, None); n],
+            gapless: vec![None; n],
+            at: vec![None; n],
+            preempted,
+            ..Facts::default()
+        }
+    }
+
+    /// Request `r`'s tokens, whole (`start[r]` holds their count until [`Self::finish`]).
+    fn add(&mut self, r: u32, t: &Open) {
+        let i = r as usize;
+        self.start[i] = t.index.len();
+        self.ends[i] = (
+            (t.index.first() == Some(&0)).then(|| t.emitted[0]),
+            t.emitted.last().copied(),
+        );
+        match (t.index.first(), t.index.last()) {
+            (Some(&a), Some(&b)) if (b - a) as usize + 1 == t.index.len() => self.gapless[i] = Some(a),
+            _ => {
+                self.gappy.insert(r, t.index.clone());
+            }
+        }
+        self.at[i] = t.at;
+        if let Some(v) = self.preempted.get_mut(&r) {
+            v.clone_from(&t.emitted);
+        }
+        let lo = t.emitted.iter().copied().min();
+        self.earliest = match (self.earliest, lo) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// After the pass: the counts made rows.
+    fn finish(&mut self, incomplete: u64) {
+        let mut total = 0usize;
+        for c in &mut self.start {
+            let n = *c;
+            *c = total;
+            total += n;
+        }
+        self.start.push(total);
+        self.incomplete = incomplete;
+    }
+
+    /// The rows of request `r`'s tokens.
+    fn rows(&self, r: u32) -> Range<usize> {
+        let i = r as usize;
+        match (self.start.get(i), self.start.get(i + 1)) {
+            (Some(&a), Some(&b)) => a..b,
+            _ => 0..0,
+        }
+    }
+
+    /// The request of token row `w`, and its place among the request's tokens.
+    fn place(&self, w: usize) -> Option<(u32, usize)> {
+        // The request whose rows hold `w`: the last whose first row is at or before it.
+        let r = self.start.partition_point(|&s| s <= w).checked_sub(1)?;
+        let r = u32::try_from(r).ok()?;
+        let rows = self.rows(r);
+        rows.contains(&w).then(|| (r, w - rows.start))
+    }
+
+    /// The `index` of token row `w`, with its request.
+    fn index_of(&self, w: usize) -> Option<(u32, u32)> {
+        let (r, k) = self.place(w)?;
+        let index = match self.gapless.get(r as usize).copied().flatten() {
+            Some(first) => first.saturating_add(u32::try_from(k).ok()?),
+            None => *self.gappy.get(&r)?.get(k)?,
+        };
+        Some((r, index))
+    }
 }
 
 /// Consecutive token rows of one request in a batch, decoded.
 #[derive(Default)]
 struct Piece {
     request: u32,
+    /// The file's rows of its first and last token.
+    rows: (u64, u64),
     index: Vec<u32>,
     emitted: Vec<i64>,
     iteration: Vec<i64>,
@@ -196,8 +302,11 @@ struct Batch {
 #[derive(Default)]
 struct Open {
     request: u32,
+    /// Where its tokens are: file, the file's rows of its first and its last.
+    at: Option<(u32, u64, u64)>,
     index: Vec<u32>,
     emitted: Vec<i64>,
+    iteration: Vec<i64>,
     iter_row: Vec<u32>,
     token_id: Vec<u32>,
     text: Vec<u32>,
@@ -206,75 +315,25 @@ struct Open {
 }
 
 impl<'a> Files<'a> {
-    /// The footers of `files`, and the first pass: each request's token rows and ends.
-    fn open(files: &[PathBuf], trace: &'a Trace) -> Result<Self, StreamError> {
-        let files = files
+    /// The footers of `files`; the tokens are read by the first visit.
+    fn open(paths: &[PathBuf], trace: &'a Trace) -> Result<Self, StreamError> {
+        let files = paths
             .iter()
             .map(|p| StreamFile::open(p))
             .collect::<Result<Vec<_>, _>>()?;
-        let n = trace.request_count();
         let it = &trace.iterations;
         let steps = (0..it.len())
             .map(|i| ((it.source[i], it.iteration[i]), u32::try_from(i).unwrap_or(NULL_U32)))
             .collect();
-        let mut preempted: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
-        for s in 0..trace.stages.len() {
-            if trace.stages.kind[s] == StageKind::Preempted {
-                preempted.entry(trace.stages.request[s]).or_default();
-            }
-        }
-        let mut f = Files {
+        Ok(Files {
             trace,
+            paths: paths.to_vec(),
             files,
-            start: Vec::new(),
-            ends: vec![(None, None); n],
-            gapless: vec![None; n],
-            preempted,
-            earliest: None,
             steps,
-            incomplete: 0,
+            facts: OnceLock::new(),
             passes: AtomicU32::new(0),
             error: Mutex::new(None),
-        };
-        let mut counts = vec![0usize; n];
-        let mut ends = std::mem::take(&mut f.ends);
-        let mut gapless = std::mem::take(&mut f.gapless);
-        let mut preempted = std::mem::take(&mut f.preempted);
-        let mut earliest: Option<i64> = None;
-        let incomplete = f.pass(false, &mut |r, t: &Open| {
-            let i = r as usize;
-            counts[i] = t.index.len();
-            ends[i] = (
-                (t.index.first() == Some(&0)).then(|| t.emitted[0]),
-                t.emitted.last().copied(),
-            );
-            if let (Some(&a), Some(&b)) = (t.index.first(), t.index.last())
-                && (b - a) as usize + 1 == t.index.len()
-            {
-                gapless[i] = Some(a);
-            }
-            if let Some(v) = preempted.get_mut(&r) {
-                v.clone_from(&t.emitted);
-            }
-            let lo = t.emitted.iter().copied().min();
-            earliest = match (earliest, lo) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        })?;
-        f.start = Vec::with_capacity(n + 1);
-        let mut total = 0usize;
-        f.start.push(0);
-        for c in counts {
-            total += c;
-            f.start.push(total);
-        }
-        f.ends = ends;
-        f.gapless = gapless;
-        f.preempted = preempted;
-        f.earliest = earliest;
-        f.incomplete = incomplete;
-        Ok(f)
+        })
     }
 
     /// The first failure of a visit, if any.
@@ -286,35 +345,12 @@ impl<'a> Files<'a> {
         }
     }
 
-    /// The request and `index` of each of the token rows `wanted` (sorted): from the first pass's facts for the
-    /// requests whose indexes have no gap, else in one more pass.
+    /// The request and `index` of each of the token rows `wanted`, from what the first pass learnt.
     fn indexes_of(&self, wanted: &[usize]) -> FxHashMap<usize, (u32, u32)> {
-        let mut out = FxHashMap::default();
-        let mut left: Vec<usize> = Vec::new();
-        for &w in wanted {
-            // The request whose rows hold `w`: the last whose first row is at or before it.
-            let r = self.start.partition_point(|&s| s <= w).saturating_sub(1);
-            let rows = self.rows(u32::try_from(r).unwrap_or(u32::MAX));
-            match self.gapless.get(r).copied().flatten() {
-                Some(first) if rows.contains(&w) => {
-                    let offset = u32::try_from(w - rows.start).unwrap_or(u32::MAX);
-                    out.insert(w, (u32::try_from(r).unwrap_or(u32::MAX), first.saturating_add(offset)));
-                }
-                _ => left.push(w),
-            }
-        }
-        if left.is_empty() {
-            return out;
-        }
-        let wanted = &left;
-        self.visit(false, &mut |rt| {
-            let rows = rt.first_row..rt.first_row + rt.len();
-            let from = wanted.partition_point(|&w| w < rows.start);
-            for &w in wanted[from..].iter().take_while(|&&w| w < rows.end) {
-                out.insert(w, (rt.request, rt.index[w - rows.start]));
-            }
-        });
-        out
+        let Some(facts) = self.facts.get() else {
+            return FxHashMap::default();
+        };
+        wanted.iter().filter_map(|&w| Some((w, facts.index_of(w)?))).collect()
     }
 
     /// Streams the token rows, handing each kept request's tokens to `each` once whole (with their texts when
@@ -379,7 +415,7 @@ impl<'a> Files<'a> {
                         ));
                         return Err(String::new());
                     }
-                    self.append(o, piece);
+                    self.append(o, piece, at.file);
                 }
                 Ok(())
             },
@@ -402,7 +438,12 @@ fn close(open: &mut Option<Open>, each: &mut (dyn FnMut(u32, &Open) + Send)) {
 
 impl Files<'_> {
     /// Adds a piece to the request's tokens being gathered.
-    fn append(&self, o: &mut Open, piece: Piece) {
+    fn append(&self, o: &mut Open, piece: Piece, file: usize) {
+        let file = u32::try_from(file).unwrap_or(u32::MAX);
+        o.at = Some(match o.at {
+            Some((f, first, _)) => (f, first, piece.rows.1),
+            None => (file, piece.rows.0, piece.rows.1),
+        });
         let source = self
             .trace
             .requests
@@ -419,6 +460,7 @@ impl Files<'_> {
         }));
         o.index.extend_from_slice(&piece.index);
         o.emitted.extend_from_slice(&piece.emitted);
+        o.iteration.extend_from_slice(&piece.iteration);
         o.token_id.extend_from_slice(&piece.token_id);
         o.special.extend_from_slice(&piece.special);
         for t in &piece.text {
@@ -469,14 +511,17 @@ fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, Stri
             out.incomplete += 1;
             continue;
         };
+        let row = at.first_row + i as u64;
         if id != Some(rid) || out.pieces.is_empty() {
             id = Some(rid);
             out.pieces.push(Piece {
                 request: trace.request_row(rid).unwrap_or(NOT_KEPT),
+                rows: (row, row),
                 ..Piece::default()
             });
         }
         let Some(p) = out.pieces.last_mut() else { continue };
+        p.rows.1 = row;
         if p.request == NOT_KEPT {
             continue;
         }
@@ -484,9 +529,8 @@ fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, Stri
             && index <= last
         {
             out.unordered = Some(format!(
-                "row {}: token {index} of request {rid} repeats or comes after its token {last} (a request's tokens \
-                 must be in index order, each once)",
-                at.first_row + i as u64
+                "row {row}: token {index} of request {rid} repeats or comes after its token {last} (a request's tokens \
+                 must be in index order, each once)"
             ));
             return Ok(out);
         }
@@ -510,37 +554,46 @@ fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, Stri
 
 impl TokenSource for Files<'_> {
     fn rows(&self, r: u32) -> Range<usize> {
-        let i = r as usize;
-        match (self.start.get(i), self.start.get(i + 1)) {
-            (Some(&a), Some(&b)) => a..b,
-            _ => 0..0,
-        }
+        self.facts.get().map_or(0..0, |f| f.rows(r))
     }
 
     fn ends(&self, r: u32) -> (Option<i64>, Option<i64>) {
-        self.ends.get(r as usize).copied().unwrap_or((None, None))
+        self.facts
+            .get()
+            .and_then(|f| f.ends.get(r as usize).copied())
+            .unwrap_or((None, None))
     }
 
     fn emitted_before(&self, r: u32, at: i64) -> u64 {
-        self.preempted
-            .get(&r)
+        self.facts
+            .get()
+            .and_then(|f| f.preempted.get(&r))
             .map_or(0, |v| v.partition_point(|&e| e < at) as u64)
     }
 
     fn earliest(&self) -> Option<i64> {
-        self.earliest
+        self.facts.get().and_then(|f| f.earliest)
+    }
+
+    fn ready(&self) -> bool {
+        self.facts.get().is_some()
     }
 
     fn visit(&self, texts: bool, each: &mut (dyn FnMut(RequestTokens<'_>) + Send)) {
         if self.error.lock().is_ok_and(|e| e.is_some()) {
             return;
         }
+        // The first pass learns each request's facts as it goes.
+        let mut facts = self.facts.get().is_none().then(|| Facts::new(self.trace));
         let result = self.pass(texts, &mut |r, t: &Open| {
+            if let Some(f) = facts.as_mut() {
+                f.add(r, t);
+            }
             each(RequestTokens {
                 request: r,
-                first_row: self.rows(r).start,
                 index: &t.index,
                 emitted_ns: &t.emitted,
+                iteration: &t.iteration,
                 iter_row: &t.iter_row,
                 token_id: if texts { &t.token_id } else { &[] },
                 text: &t.text,
@@ -548,8 +601,61 @@ impl TokenSource for Files<'_> {
                 texts: &t.texts,
             });
         });
-        if let Err(e) = result {
-            self.fail(e);
+        match result {
+            Ok(incomplete) => {
+                if let Some(mut f) = facts {
+                    f.finish(incomplete);
+                    let _ = self.facts.set(f);
+                }
+            }
+            Err(e) => self.fail(e),
         }
+    }
+
+    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)> {
+        let Some(facts) = self.facts.get() else {
+            return Vec::new();
+        };
+        // Per file: (its row, request id, index, token row), by row.
+        let mut by_file: FxHashMap<u32, Vec<(u64, &str, u32, usize)>> = FxHashMap::default();
+        for &w in wanted {
+            let (Some((r, k)), Some((_, index))) = (facts.place(w), facts.index_of(w)) else {
+                continue;
+            };
+            let Some((file, first, last)) = facts.at.get(r as usize).copied().flatten() else {
+                continue;
+            };
+            // The last token's row is known; the others follow the first (tokenscope writes a request's tokens
+            // together), and a row that is not the token is not taken for it.
+            let row = if k + 1 == facts.rows(r).len() {
+                last
+            } else {
+                first + k as u64
+            };
+            by_file
+                .entry(file)
+                .or_default()
+                .push((row, self.trace.request_id(r), index, w));
+        }
+        if by_file.is_empty() {
+            return Vec::new();
+        }
+        let reader = match CandidateReader::of_files(&self.paths) {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail(e.into());
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for (file, mut rows) in by_file {
+            rows.sort_unstable();
+            let asked: Vec<(u64, &str, u32)> = rows.iter().map(|&(row, id, index, _)| (row, id, index)).collect();
+            match reader.read_choices(file as usize, &asked) {
+                Ok(found) => out.extend(rows.iter().zip(found).filter_map(|(&(.., w), c)| Some((w, c?)))),
+                Err(e) => self.fail(e.into()),
+            }
+        }
+        out
     }
 }
