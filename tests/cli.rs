@@ -509,8 +509,15 @@ fn findings_and_diff_from_parquet_read_only_the_candidates_they_need_and_match_a
     let (_, from_parquet, _) = tokenscope(&["findings", "--json", "sample_traces/demo.parquet"]);
     let (_, from_jsonl, _) = tokenscope(&["findings", "--json", &jsonl]);
     let (mut a, mut b) = (json(&from_parquet), json(&from_jsonl));
-    a["trace"] = Value::Null;
-    b["trace"] = Value::Null;
+    // The Parquet trace is streamed, the JSONL one loaded: all else the same.
+    assert_eq!(
+        (&a["computed_by"], &b["computed_by"]),
+        (&json("\"streamed\""), &json("\"loaded\""))
+    );
+    for key in ["trace", "computed_by", "passes", "not_judged"] {
+        a[key] = Value::Null;
+        b[key] = Value::Null;
+    }
     assert_eq!(a, b);
     let eos: Vec<&Value> = a["findings"]
         .as_array()

@@ -1,6 +1,6 @@
-//! Streamed figures from the command line: a Parquet trace over the memory budget is summarised and charted
-//! streamed, with the loaded figures; what cannot be streamed says so; `findings` streams the kinds that can and names
-//! the others.
+//! Streamed figures from the command line: a Parquet trace is summarised and judged streamed by itself when every
+//! figure streams, and over the memory budget, with the loaded figures; `--in-memory` loads it; what cannot be
+//! streamed is loaded, or says why with `--out-of-core`.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,9 +14,47 @@ use serde_json::Value;
 #[test]
 fn a_parquet_trace_over_the_memory_budget_is_summarised_streamed_with_the_same_figures() {
     let demo = "sample_traces/demo.parquet";
-    let (code, loaded, err) = tokenscope(&["summary", demo, "--json"]);
+    let (code, loaded, err) = tokenscope(&["summary", demo, "--json", "--in-memory"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("streamed"), "{err}");
+    // Plain: streamed by itself (the demo has no counter sample and no speculative decoding), quietly, and the same
+    // JSON as the load but for how it was computed.
+    let (code, plain, err) = tokenscope(&["summary", demo, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err}");
+    let (mut a, mut b): (Value, Value) = (
+        serde_json::from_str(&plain).unwrap(),
+        serde_json::from_str(&loaded).unwrap(),
+    );
+    assert_eq!(
+        (&a["computed_by"], &b["computed_by"]),
+        (&Value::from("streamed"), &Value::from("loaded"))
+    );
+    for key in ["computed_by", "files", "passes"] {
+        a[key] = Value::Null;
+        b[key] = Value::Null;
+    }
+    assert_eq!(a, b);
+    // With --verbose it says why; a trace with counter samples (a vLLM log converted) is loaded, and says why.
+    let (_, _, err) = tokenscope(&["summary", demo, "--json", "--verbose"]);
+    assert!(err.contains("a Parquet trace's fastest path"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let with_samples = dir.path().join("vllm.parquet");
+    let with_samples = with_samples.to_str().unwrap();
+    let (code, _, err) = tokenscope(&[
+        "convert",
+        "tests/data/import/vllm/logs/0.15.1-pd-nixl-decode.log",
+        "-o",
+        with_samples,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = tokenscope(&["summary", with_samples, "--json", "--verbose"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("loaded whole") && err.contains("`time_ns` values"),
+        "{err}"
+    );
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["computed_by"], "loaded");
     // 100 MB is below the fixed cost of any load (150 MB): the demo cannot be loaded within it, so it is streamed.
     let (code, streamed, err) = tokenscope(&["summary", demo, "--json", "--memory-budget", "100MB"]);
     assert_eq!(code, 0, "{err}");
@@ -86,23 +124,25 @@ fn over_the_memory_budget_the_timeline_streams_and_findings_says_what_needs_the_
 }
 
 #[test]
-fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
+fn findings_stream_every_kind_of_a_parquet_trace_and_load_only_when_asked_or_needed() {
     let demo = "sample_traces/demo.parquet";
-    let kinds = "kv-saturation,slo-violations,repetition-loop,truncation,token-mismatch,overload,chronic-interference";
-    let (code, loaded, _) = tokenscope(&["findings", demo, "--json", "--kind", kinds]);
+    let (code, loaded, err) = tokenscope(&["findings", demo, "--json", "--in-memory", "--verbose"]);
     assert_eq!(code, 0);
+    assert!(err.contains("loaded whole: --in-memory"), "{err}");
+    // Plain: streamed, quietly; over the budget it says so.
+    let (code, plain, err) = tokenscope(&["findings", demo, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err}");
     let (code, streamed, err) = tokenscope(&["findings", demo, "--json", "--memory-budget", "100MB"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("over the memory budget of 100 MB") && err.contains("streamed from 1 Parquet file(s)"),
+        err.contains("over the memory budget of 100 MB")
+            && err.contains("streamed from 1 Parquet file(s), the tokens in 1 pass(es)"),
         "{err}"
     );
-    let (loaded, streamed): (serde_json::Value, serde_json::Value) = (
-        serde_json::from_str(&loaded).unwrap(),
-        serde_json::from_str(&streamed).unwrap(),
-    );
-    // The demo's SLO violations (TTFT and TPOT) and truncations, the same to the last field; its decode
-    // interruptions, EOS mis-trigger and prefill monopolies are not judged, and said so.
+    let value = |s: &str| -> serde_json::Value { serde_json::from_str(s).unwrap() };
+    let (loaded, plain, streamed) = (value(&loaded), value(&plain), value(&streamed));
+    // The demo's incidents and conditions, the same to the last field, the four founding kinds among them.
     let kinds_of = |v: &serde_json::Value| -> Vec<String> {
         v["findings"]
             .as_array()
@@ -111,31 +151,28 @@ fn findings_over_the_budget_stream_the_kinds_that_can_and_name_the_others() {
             .map(|f| f["kind"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(kinds_of(&streamed), ["slo-violations", "slo-violations", "truncation"]);
-    assert_eq!(streamed["findings"], loaded["findings"]);
-    assert_eq!(streamed["computed_by"], "streamed");
     assert_eq!(
-        streamed["not_judged"],
-        serde_json::json!([
+        kinds_of(&streamed),
+        [
             "decode-interrupted",
-            "eos-mistrigger",
             "prefill-monopoly",
-            "preemption-burst",
-            // A re-scored run's references are not streamed.
-            "off-distribution",
-            "sampling-accident"
-        ])
+            "eos-mistrigger",
+            "decode-interrupted",
+            "prefill-monopoly",
+            "slo-violations",
+            "slo-violations",
+            "truncation"
+        ]
     );
-    // The text says it under the objectives.
-    let (_, text, _) = tokenscope(&["findings", demo, "--out-of-core"]);
-    assert!(
-        text.lines().nth(2)
-            == Some(
-                "not judged (they need the trace loaded): decode-interrupted, eos-mistrigger, prefill-monopoly, preemption-burst, \
-                 off-distribution, sampling-accident"
-            ),
-        "{text}"
+    assert_eq!(streamed["findings"], loaded["findings"]);
+    assert_eq!(plain["findings"], loaded["findings"]);
+    assert_eq!(
+        (&loaded["computed_by"], &streamed["computed_by"]),
+        (&serde_json::json!("loaded"), &serde_json::json!("streamed"))
     );
+    // A trace without references has nothing a re-scored kind could find: nothing is left unjudged.
+    assert_eq!(streamed["not_judged"], serde_json::json!([]));
+    assert_eq!(streamed["passes"], 1);
     // What cannot be streamed is loaded, and over the budget the load says what streams.
     let (code, _, err) = tokenscope(&[
         "findings",

@@ -240,9 +240,10 @@ impl FindingsArgs {
                         Some(over) => Why::OverBudget(over),
                         None => Why::Fastest,
                     };
+                    let unasked = matches!(why, Why::Fastest) && !self.verbose;
                     match streamed(&inputs, self.json, objectives, th, kinds, why) {
                         Ok(mut out) => {
-                            if !self.verbose && out.code == 0 {
+                            if unasked && out.code == 0 {
                                 out.stderr = quiet(&out.stderr);
                             }
                             return out;

@@ -337,6 +337,7 @@ fn footer_meta(files: &[std::path::PathBuf]) -> crate::trace::Meta {
         engine: one("engine"),
         engine_version: one("engine_version"),
         model: one("model"),
+        note: one("note"),
         ..crate::trace::Meta::default()
     }
 }
@@ -368,6 +369,7 @@ pub fn summary_json(s: &Summary, rejected: u64, groups: Option<(GroupBy, &[(Stri
 
 /// The arguments of `summary`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(clippy::struct_excessive_bools, reason = "command-line flags, each its own switch")]
 pub struct SummaryArgs {
     /// The trace: one file or directory, or several files of one run (a client's recording with the server's
     /// files: they are joined).
@@ -388,11 +390,19 @@ pub struct SummaryArgs {
     /// A price table (JSON, per 1 M tokens: input, cached input, output; by model) for cost attribution.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
-    /// Compute the figures without loading the trace: the Parquet files (a file, a directory, a partitioned
-    /// dataset) streamed a few row groups at a time, in memory set by the requests, not the tokens. Chosen by itself
-    /// when the trace would not fit the memory budget. Records are checked only by the rules of the fields read.
-    #[arg(long, conflicts_with_all = ["by", "prices"])]
+    /// Compute the figures without loading the trace, or fail saying why they cannot be: the Parquet files (a file,
+    /// a directory, a partitioned dataset) streamed a few row groups at a time, in memory set by the requests, not the
+    /// tokens. Records are checked only by the rules of the fields read. Chosen by itself for a Parquet trace whose
+    /// figures all stream (no counter samples, no speculative decoding, no --by or --prices), or that would not fit
+    /// the memory budget, unless --in-memory.
+    #[arg(long, conflicts_with_all = ["by", "prices", "in_memory"])]
     pub out_of_core: bool,
+    /// Load the trace whole before computing the figures (for comparison: they are the same).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// Say on standard error how the figures were computed (streamed or loaded) and why.
+    #[arg(long)]
+    pub verbose: bool,
     // The part of the trace to read, the memory budget, the importer, a server log's clock.
     #[command(flatten)]
     pub reading: super::globals::GlobalArgs,
@@ -409,17 +419,91 @@ impl SummaryArgs {
         if self.out_of_core {
             return run_out_of_core(&inputs, self.json, slo);
         }
-        // Over the budget, streamed when it can be; else the load says what fits.
-        if self.by.is_none()
-            && self.prices.is_none()
-            && let [one] = inputs.as_slice()
-            && let Some(over) = super::over_budget(one)
-            && let Ok(out) = streamed(&inputs, self.json, slo, Some(over))
-        {
-            return out;
+        // A Parquet trace whose figures all stream, or that would not fit the memory budget, is streamed (its
+        // fastest path); the rest is loaded.
+        let why_load = match self.streams(&inputs) {
+            Ok(why) => match streamed(&inputs, self.json, slo, why) {
+                Ok(mut out) => {
+                    if self.verbose {
+                        out.stderr.insert_str(0, "note: a Parquet trace's fastest path\n");
+                    } else if out.code == 0 && !out.stderr.contains("memory budget") {
+                        out.stderr.clear();
+                    }
+                    return out;
+                }
+                Err(why) => why,
+            },
+            Err(why) => why,
+        };
+        let mut out = run(&inputs, self.json, slo, self.by, self.prices.as_deref());
+        if self.verbose {
+            out.stderr
+                .insert_str(0, &format!("note: the trace was loaded whole: {why_load}\n"));
         }
-        run(&inputs, self.json, slo, self.by, self.prices.as_deref())
+        out
     }
+
+    /// Whether `summary` streams `inputs` by itself: `Ok` with why when over the memory budget (`None`: its figures
+    /// all stream); `Err` with why it loads.
+    fn streams(&self, inputs: &[&Path]) -> Result<Option<String>, String> {
+        if self.in_memory {
+            return Err("--in-memory".to_owned());
+        }
+        if self.by.is_some() || self.prices.is_some() {
+            return Err("--by and --prices are computed on the trace loaded".to_owned());
+        }
+        let [one] = inputs else {
+            return Err(
+                "several files are loaded together (a client's recording and a server's files are joined)".to_owned(),
+            );
+        };
+        if super::from().is_some() {
+            return Err("--from names an importer".to_owned());
+        }
+        let files = super::window_files(one).map_err(|e| e.to_string())?;
+        if let Some(over) = super::over_budget(one) {
+            return Ok(Some(over));
+        }
+        match only_streamed_figures(&files) {
+            Some(why) => Err(why),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Columns whose values give figures only a load computes: the counters of samples, speculative decoding's.
+const LOADED_FIGURES: [&str; 6] = [
+    "time_ns",
+    "spec",
+    "spec_drafted_tokens",
+    "spec_accepted_tokens",
+    "spec_accept_length",
+    "spec_accept_rate",
+];
+
+/// Why the files' summary needs a load: a column of [`LOADED_FIGURES`] with values (by the footers' statistics),
+/// or a trace without times; `None` when every figure streams.
+fn only_streamed_figures(files: &[PathBuf]) -> Option<String> {
+    use crate::format::parquet::footer_text_range;
+    for f in files {
+        let Ok(file) = crate::format::parquet::stream::StreamFile::open(f) else {
+            return Some(format!("{} could not be read ahead", f.display()));
+        };
+        if let Some(column) = LOADED_FIGURES.iter().find(|c| file.has_values(c)) {
+            return Some(format!(
+                "{} has `{column}` values (figures of a loaded trace)",
+                f.display()
+            ));
+        }
+        // The meta's note, shown by the text, is read from the footer when its statistics hold it whole.
+        if file.has_values("note") && footer_text_range(f, "note").is_none_or(|(lo, hi)| lo != hi) {
+            return Some(format!("{} has a note its footer does not hold whole", f.display()));
+        }
+        if footer_text_range(f, "clock").is_some_and(|(lo, hi)| lo == "untimed" || hi == "untimed") {
+            return Some(format!("{} has no times", f.display()));
+        }
+    }
+    None
 }
 
 /// Runs `summary`.
@@ -445,6 +529,7 @@ pub fn run(paths: &[&Path], as_json: bool, slo: Slo, by: Option<GroupBy>, prices
     let stdout = if as_json {
         let mut v = summary_json(&s, rejected, groups.as_ref().map(|(b, g)| (*b, g.as_slice())));
         v["candidates_checked"] = json!(trace.candidates_on_disk.is_none());
+        v["computed_by"] = json!("loaded");
         // The counters of the engine's samples; null without samples (not zeros).
         v["samples"] = json!(sample_figures(trace));
         // Speculative decoding: null where nothing in the trace says (not zeros).
@@ -536,12 +621,29 @@ fn streamed(paths: &[&Path], as_json: bool, slo: Slo, over: Option<String>) -> R
         v["computed_by"] = json!("streamed");
         v["files"] = json!(files.len());
         v["passes"] = json!(done.passes);
+        if only_streamed_figures(&files).is_none() {
+            // Known absent, as a load says them: no counter samples, nothing of speculative decoding.
+            for key in ["samples", "spec", "spec_drafted_tokens", "spec_accepted_tokens"] {
+                v[key] = Value::Null;
+            }
+        }
         format!("{v:#}\n")
     } else {
         // The engine and model come from the files' footers (the meta record is the only one with an engine; a model
         // only when every file has one).
         let mut about = crate::trace::TraceBuilder::default().finish().0;
         about.meta = footer_meta(&files);
+        // Candidates are never read by a stream: said as a load leaves them on disk.
+        let with_candidates = files.iter().any(|f| {
+            crate::format::parquet::stream::StreamFile::open(f)
+                .is_ok_and(|f| f.has_column(crate::format::schema::CANDIDATES))
+        });
+        if with_candidates {
+            about.candidates_on_disk = Some(crate::trace::CandidatesOnDisk {
+                files: files.clone(),
+                rows: Vec::new(),
+            });
+        }
         let mut lines: Vec<String> = summary_text(&about, s, left_out, "")
             .lines()
             .map(|l| {

@@ -27,7 +27,7 @@ fn outcomes() -> Vec<Outcome> {
             .path()
             .join(format!("{}.parquet", case.name().replace(['/', ' '], "_")));
         write(trace, &file).unwrap();
-        let streamed = find(&[file.clone()], None, &Slo::DEFAULT, &th, &Kind::ALL).unwrap();
+        let streamed = find(std::slice::from_ref(&file), None, &Slo::DEFAULT, &th, &Kind::ALL).unwrap();
         assert_eq!(streamed.findings, loaded, "{}: streamed against loaded", case.name());
         assert_eq!(
             streamed.passes,
