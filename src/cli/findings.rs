@@ -242,12 +242,14 @@ impl FindingsArgs {
                     };
                     let unasked = matches!(why, Why::Fastest) && !self.verbose;
                     match streamed(&inputs, self.json, objectives, th, kinds, why) {
-                        Ok(mut out) => {
-                            if unasked && out.code == 0 {
+                        Ok(mut out) if out.code == 0 => {
+                            if unasked {
                                 out.stderr = quiet(&out.stderr);
                             }
                             return out;
                         }
+                        // A file a stream cannot read is loaded: the load keeps its valid rows and names the others.
+                        Ok(out) => out.stderr.trim().clone_into(&mut loading_why),
                         Err(why) => loading_why = why,
                     }
                 }

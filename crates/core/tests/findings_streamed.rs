@@ -258,6 +258,35 @@ fn tokens_of_a_request_apart_are_refused_not_misread() {
 }
 
 #[test]
+fn a_token_column_of_the_wrong_type_is_refused_before_the_tokens_are_read() {
+    // `special` written as text: a load rejects the file's tokens; a stream says so from the schema, naming the
+    // column and the fix, before its pass (the last thing a pass reads is the texts).
+    let lines = [
+        request("a", 0, ""),
+        token("a", 0, 100, r#","special":"yes""#),
+        token("a", 1, 200, r#","special":"no""#),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("typed.jsonl");
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    let file = dir.path().join("typed.parquet");
+    write_rows_in_order(&jsonl, &file);
+    match find(&[file], None, &Slo::DEFAULT, &th(), &Kind::ALL) {
+        Err(StreamError::Load(e)) => {
+            let why = e.to_string();
+            assert!(
+                why.contains("typed.parquet")
+                    && why.contains("column special is string, not boolean")
+                    && !why.contains("row group"),
+                "{why}"
+            );
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a text column was read as a flag"),
+    }
+}
+
+#[test]
 fn findings_do_not_depend_on_the_order_the_files_hold_the_requests_in() {
     // a (arrival 0 ms) and b (1 ms) each repeat token 7 twenty times from 10 ms, at the same times: two repetition
     // loops at one instant. The file holds b's tokens first; a load numbers a first, and so must the stream.
@@ -308,7 +337,7 @@ fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
     };
     let i =
         |k: &str| -> ArrayRef { Arc::new(Int64Array::from(rows.iter().map(|r| r[k].as_i64()).collect::<Vec<_>>())) };
-    let columns = [
+    let mut columns = vec![
         ("kind", s("kind"), DataType::Utf8),
         ("request_id", s("request_id"), DataType::Utf8),
         ("source", s("source"), DataType::Utf8),
@@ -317,6 +346,10 @@ fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
         ("emitted_ns", i("emitted_ns"), DataType::Int64),
         ("token_id", i("token_id"), DataType::Int64),
     ];
+    // A `special` written as text, where a line has one (the format wants a boolean).
+    if rows.iter().any(|r| r.get("special").is_some()) {
+        columns.push(("special", s("special"), DataType::Utf8));
+    }
     let schema = Arc::new(Schema::new(
         columns
             .iter()

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
+use arrow_schema::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::file::metadata::RowGroupMetaData;
@@ -53,6 +54,33 @@ impl StreamFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Refuses, from the file's schema and before a row is read, a column of `wanted` (name, type: `"string"`,
+    /// `"int"`, `"float"` or `"boolean"`, as [`Columns::check`] names them) that has another type: the error a pass
+    /// would meet at its first row group, met before the first pass.
+    ///
+    /// # Errors
+    /// The first column of another type, named with the file and the fix.
+    pub fn check_types(&self, wanted: &[(&str, &str)]) -> Result<(), LoadError> {
+        for &(name, want) in wanted {
+            let Ok(field) = self.meta.schema().field_with_name(name) else {
+                continue;
+            };
+            let found = match field.data_type() {
+                DataType::Null => continue,
+                DataType::Dictionary(_, v) if super::columns::type_name(v) == "string" => "string",
+                t if t.is_integer() || matches!(t, DataType::Timestamp(..)) => "int",
+                t => super::columns::type_name(t),
+            };
+            if found != want && !(want == "float" && found == "int") {
+                return Err(super::parquet_error(
+                    &self.path,
+                    format!("column {name} is {found}, not {want}: write it as the format says (docs/TRACE_FORMAT.md)"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the file has a column of this name.

@@ -48,6 +48,8 @@ const COLUMNS: [&str; 8] = [
     "special",
 ];
 const WITHOUT_TEXTS: usize = 6;
+/// The types of [`COLUMNS`], as the format has them.
+const TYPES: [&str; 8] = ["string", "string", "int", "int", "int", "int", "string", "boolean"];
 
 /// Not a request of the trace (an orphan, or outside the window): its tokens are not the trace's.
 const NOT_KEPT: u32 = u32::MAX;
@@ -321,6 +323,11 @@ impl<'a> Files<'a> {
             .iter()
             .map(|p| StreamFile::open(p))
             .collect::<Result<Vec<_>, _>>()?;
+        // A token column of the wrong type is said now, not at the end of a pass.
+        let types: Vec<(&str, &str)> = COLUMNS.into_iter().zip(TYPES).collect();
+        for f in &files {
+            f.check_types(&types)?;
+        }
         let it = &trace.iterations;
         let steps = (0..it.len())
             .map(|i| ((it.source[i], it.iteration[i]), u32::try_from(i).unwrap_or(NULL_U32)))
@@ -484,9 +491,9 @@ impl Files<'_> {
 
 /// Decodes a batch's token rows into pieces of consecutive rows of one request.
 fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, String> {
-    c.check_from(0, &["string", "string", "int", "int", "int", "int"])?;
+    c.check_from(0, &TYPES[..WITHOUT_TEXTS])?;
     if texts {
-        c.check_from(6, &["string", "boolean"])?;
+        c.check_from(WITHOUT_TEXTS, &TYPES[WITHOUT_TEXTS..])?;
     }
     let mut out = Batch {
         pieces: Vec::new(),
