@@ -131,6 +131,51 @@ pub fn window_files(path: &Path) -> Result<Vec<std::path::PathBuf>, LoadError> {
     }
 }
 
+/// Columns whose values give figures only a load computes: the counters of samples, speculative decoding's.
+const LOADED_FIGURES: [&str; 6] = [
+    "time_ns",
+    "spec",
+    "spec_drafted_tokens",
+    "spec_accepted_tokens",
+    "spec_accept_length",
+    "spec_accept_rate",
+];
+
+/// Why the files' summary needs a load: a column of [`LOADED_FIGURES`] with values (by the footers' statistics),
+/// or a trace without times; `None` when every figure streams.
+pub fn only_streamed_figures(files: &[std::path::PathBuf]) -> Option<String> {
+    use crate::format::parquet::footer_text_range;
+    for f in files {
+        let Ok(file) = crate::format::parquet::stream::StreamFile::open(f) else {
+            return Some(format!("{} could not be read ahead", f.display()));
+        };
+        if let Some(column) = LOADED_FIGURES.iter().find(|c| file.has_values(c)) {
+            return Some(format!(
+                "{} has `{column}` values (figures of a loaded trace)",
+                f.display()
+            ));
+        }
+        // The meta's note, shown by the text, is read from the footer when its statistics hold it whole.
+        if file.has_values("note") && footer_text_range(f, "note").is_none_or(|(lo, hi)| lo != hi) {
+            return Some(format!("{} has a note its footer does not hold whole", f.display()));
+        }
+        if footer_text_range(f, "clock").is_some_and(|(lo, hi)| lo == "untimed" || hi == "untimed") {
+            return Some(format!("{} has no times", f.display()));
+        }
+    }
+    None
+}
+
+/// Whether the figures of the trace at `path` all stream, as loaded: `Err` with why it is loaded (not one Parquet
+/// trace read as tokenscope's format, or [`only_streamed_figures`]).
+pub fn streams_exactly(path: &Path) -> Result<(), String> {
+    if from().is_some() {
+        return Err("--from names an importer".to_owned());
+    }
+    let files = window_files(path).map_err(|e| e.to_string())?;
+    only_streamed_figures(&files).map_or(Ok(()), Err)
+}
+
 /// Why `summary` or `timeline` streams a trace it was not asked to: the Parquet files at `path` would take more memory loaded than
 /// the budget gives. `None` when they fit, or are not Parquet (the load says what it can do then).
 pub fn over_budget(path: &Path) -> Option<String> {

@@ -464,46 +464,11 @@ impl SummaryArgs {
         if let Some(over) = super::over_budget(one) {
             return Ok(Some(over));
         }
-        match only_streamed_figures(&files) {
+        match super::only_streamed_figures(&files) {
             Some(why) => Err(why),
             None => Ok(None),
         }
     }
-}
-
-/// Columns whose values give figures only a load computes: the counters of samples, speculative decoding's.
-const LOADED_FIGURES: [&str; 6] = [
-    "time_ns",
-    "spec",
-    "spec_drafted_tokens",
-    "spec_accepted_tokens",
-    "spec_accept_length",
-    "spec_accept_rate",
-];
-
-/// Why the files' summary needs a load: a column of [`LOADED_FIGURES`] with values (by the footers' statistics),
-/// or a trace without times; `None` when every figure streams.
-fn only_streamed_figures(files: &[PathBuf]) -> Option<String> {
-    use crate::format::parquet::footer_text_range;
-    for f in files {
-        let Ok(file) = crate::format::parquet::stream::StreamFile::open(f) else {
-            return Some(format!("{} could not be read ahead", f.display()));
-        };
-        if let Some(column) = LOADED_FIGURES.iter().find(|c| file.has_values(c)) {
-            return Some(format!(
-                "{} has `{column}` values (figures of a loaded trace)",
-                f.display()
-            ));
-        }
-        // The meta's note, shown by the text, is read from the footer when its statistics hold it whole.
-        if file.has_values("note") && footer_text_range(f, "note").is_none_or(|(lo, hi)| lo != hi) {
-            return Some(format!("{} has a note its footer does not hold whole", f.display()));
-        }
-        if footer_text_range(f, "clock").is_some_and(|(lo, hi)| lo == "untimed" || hi == "untimed") {
-            return Some(format!("{} has no times", f.display()));
-        }
-    }
-    None
 }
 
 /// Runs `summary`.
@@ -621,7 +586,7 @@ fn streamed(paths: &[&Path], as_json: bool, slo: Slo, over: Option<String>) -> R
         v["computed_by"] = json!("streamed");
         v["files"] = json!(files.len());
         v["passes"] = json!(done.passes);
-        if only_streamed_figures(&files).is_none() {
+        if super::only_streamed_figures(&files).is_none() {
             // Known absent, as a load says them: no counter samples, nothing of speculative decoding.
             for key in ["samples", "spec", "spec_drafted_tokens", "spec_accepted_tokens"] {
                 v[key] = Value::Null;

@@ -40,9 +40,18 @@ pub struct TimelineArgs {
     #[command(flatten)]
     pub slo: super::SloArgs,
     /// Compute from the Parquet files (a file, a directory, a partitioned dataset) without loading them: streamed a
-    /// few row groups at a time, in memory set by the requests and steps, not the tokens.
-    #[arg(long)]
+    /// few row groups at a time, in memory set by the requests and steps, not the tokens. Chosen by itself for a
+    /// Parquet trace whose figures all stream (no counter samples, no speculative decoding), or that would not fit
+    /// the memory budget, unless --in-memory.
+    #[arg(long, conflicts_with = "in_memory")]
     pub out_of_core: bool,
+    /// Load the trace whole before computing the series (for comparison: they are the same, a mean's last digit
+    /// aside).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// Say on standard error how the series were computed (streamed or loaded) and why.
+    #[arg(long)]
+    pub verbose: bool,
     // The part of the trace to read, the memory budget, the importer, a server log's clock.
     #[command(flatten)]
     pub reading: super::globals::GlobalArgs,
@@ -55,15 +64,39 @@ impl TimelineArgs {
         if self.out_of_core {
             return run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
         }
-        if let Some(over) = super::over_budget(&self.trace) {
-            let mut out = run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
-            // What cannot be streamed is the load's to open, or to refuse saying what fits.
-            if out.code == 0 {
-                out.stderr = format!("note: {over}: {}", out.stderr.trim_start_matches("note: "));
-                return out;
+        let mut why_load = "--in-memory".to_owned();
+        if !self.in_memory {
+            if let Some(over) = super::over_budget(&self.trace) {
+                let mut out = run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
+                // What cannot be streamed is the load's to open, or to refuse saying what fits.
+                if out.code == 0 {
+                    out.stderr = format!("note: {over}: {}", out.stderr.trim_start_matches("note: "));
+                    return out;
+                }
+            }
+            // A Parquet trace whose series all stream takes that path, its fastest.
+            match super::streams_exactly(&self.trace) {
+                Ok(()) => {
+                    let mut out = run_out_of_core(&self.trace, self.every, self.by, slo, self.format);
+                    if out.code == 0 {
+                        if self.verbose {
+                            out.stderr.insert_str(0, "note: a Parquet trace's fastest path\n");
+                        } else {
+                            out.stderr.clear();
+                        }
+                        return out;
+                    }
+                    out.stderr.trim().clone_into(&mut why_load);
+                }
+                Err(why) => why_load = why,
             }
         }
-        run(&self.trace, self.every, self.by, slo, self.format)
+        let mut out = run(&self.trace, self.every, self.by, slo, self.format);
+        if self.verbose {
+            out.stderr
+                .insert_str(0, &format!("note: the trace was loaded whole: {why_load}\n"));
+        }
+        out
     }
 }
 

@@ -287,6 +287,40 @@ fn a_token_column_of_the_wrong_type_is_refused_before_the_tokens_are_read() {
 }
 
 #[test]
+fn a_stop_token_in_the_next_file_is_read_there() {
+    // a's tokens 0..3 in one file and 4..5 in the next (a writer that rotates by rows), its last a special token
+    // chosen with p = e^-3 = 0.050: an EOS mis-trigger, its probability read from the second file.
+    let dir = tempfile::tempdir().unwrap();
+    let parts = [
+        vec![
+            request("a", 0, r#","output_tokens":6"#),
+            token("a", 0, 100, ""),
+            token("a", 1, 200, ""),
+            token("a", 2, 300, ""),
+            token("a", 3, 400, ""),
+        ],
+        vec![
+            token("a", 4, 500, r#","logprob":-0.1"#),
+            token("a", 5, 600, r#","special":true,"logprob":-3.0"#),
+        ],
+    ];
+    let folder = dir.path().join("rotated");
+    std::fs::create_dir(&folder).unwrap();
+    for (k, lines) in parts.iter().enumerate() {
+        let jsonl = dir.path().join(format!("part-{k}.jsonl"));
+        std::fs::write(&jsonl, lines.join("\n")).unwrap();
+        write_rows_in_order(&jsonl, &folder.join(format!("part-{k}.parquet")));
+    }
+    let files = vec![folder.join("part-0.parquet"), folder.join("part-1.parquet")];
+    let streamed = find(&files, None, &Slo::default(), &th(), &[Kind::EosMistrigger]).unwrap();
+    let [f] = streamed.findings.as_slice() else {
+        panic!("{:#?}", streamed.findings)
+    };
+    assert_eq!(f.summary, "a ended at token 5 on ⟨special⟩ chosen with p = 0.050");
+    assert_eq!(streamed.token_index.get(&5), Some(&(0, 5)));
+}
+
+#[test]
 fn findings_do_not_depend_on_the_order_the_files_hold_the_requests_in() {
     // a (arrival 0 ms) and b (1 ms) each repeat token 7 twenty times from 10 ms, at the same times: two repetition
     // loops at one instant. The file holds b's tokens first; a load numbers a first, and so must the stream.
@@ -324,7 +358,7 @@ fn a_clients_recording_beside_a_servers_trace_is_left_to_a_load_that_joins_them(
 fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
     use std::sync::Arc;
 
-    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     let text = std::fs::read_to_string(jsonl).unwrap();
     let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -346,9 +380,20 @@ fn write_rows_in_order(jsonl: &Path, parquet: &Path) {
         ("emitted_ns", i("emitted_ns"), DataType::Int64),
         ("token_id", i("token_id"), DataType::Int64),
     ];
-    // A `special` written as text, where a line has one (the format wants a boolean).
-    if rows.iter().any(|r| r.get("special").is_some()) {
+    // `special` where a line has one, as written (a boolean, or text where the format wants a boolean); `logprob`.
+    if rows.iter().any(|r| r["special"].is_string()) {
         columns.push(("special", s("special"), DataType::Utf8));
+    } else if rows.iter().any(|r| r["special"].is_boolean()) {
+        let flags: ArrayRef = Arc::new(BooleanArray::from(
+            rows.iter().map(|r| r["special"].as_bool()).collect::<Vec<_>>(),
+        ));
+        columns.push(("special", flags, DataType::Boolean));
+    }
+    if rows.iter().any(|r| r["logprob"].is_number()) {
+        let lp: ArrayRef = Arc::new(Float64Array::from(
+            rows.iter().map(|r| r["logprob"].as_f64()).collect::<Vec<_>>(),
+        ));
+        columns.push(("logprob", lp, DataType::Float64));
     }
     let schema = Arc::new(Schema::new(
         columns

@@ -238,6 +238,7 @@ pub fn display_text(trace: &Trace, token_id: u32, text: Option<&str>, special: F
             .trim_end_matches('>');
         return match (name.is_empty(), eos) {
             (true, true) => "⟨EOS⟩".to_owned(),
+            (true, false) if token_id == NULL_U32 => "⟨special⟩".to_owned(),
             (true, false) => format!("⟨special {token_id}⟩"),
             (false, _) => format!("⟨{name}⟩"),
         };
@@ -387,6 +388,8 @@ mod tests {
         );
         assert_eq!(display_text(&t, 2, Some("<|im_end|>"), Flag::True), "⟨im_end⟩");
         assert_eq!(display_text(&t, 7, Some(""), Flag::True), "⟨special 7⟩");
+        // Flagged special with neither id nor text: no made-up id.
+        assert_eq!(display_text(&t, NULL_U32, None, Flag::True), "⟨special⟩");
         assert_eq!(display_text(&t, 5, Some(" a\n\tb\u{1b}"), Flag::Null), "␣a↵⇥b\\u{1b}");
         assert_eq!(display_text(&t, 5, Some(""), Flag::Null), "⟨empty 5⟩");
         // Absent text is not empty text: the id, or a question mark without one.

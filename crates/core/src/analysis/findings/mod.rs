@@ -346,9 +346,10 @@ pub fn find_kinds_over(
 }
 
 /// Passes over the tokens a run makes at most: one feeds every visitor; chronic interference asks for one more when
-/// it found an episode, and one more again to place its median exactly when the episode has more slowed tokens than
-/// it keeps.
-const MAX_PASSES: u32 = 3;
+/// it found an episode, one more again to place its median exactly when the episode has more slowed tokens than it
+/// keeps, and, on a streamed trace whose first token came before every arrival, step and sample, one more to count
+/// its windows from there. (A visitor still asking after these is given its findings so far: none is dropped.)
+const MAX_PASSES: u32 = 4;
 
 /// The findings of the detectors of `kinds` on one run's context. The detectors that read the tokens one by one
 /// share one pass over them ([`TokenSource::visit_all`]; a streamed trace learns each request's facts in it too),

@@ -169,6 +169,10 @@ struct Files<'a> {
     error: Mutex<Option<StreamError>>,
 }
 
+/// Where a request's tokens are in the files: (file, row) of its first token and of its last (a request may go on
+/// into the next file).
+type Where = ((u32, u64), (u32, u64));
+
 /// What the first pass learns of each request's tokens, for what the detectors ask once it is over.
 #[derive(Default)]
 struct Facts {
@@ -179,10 +183,11 @@ struct Facts {
     /// Per request row: its first token's `index`, when its tokens' indexes follow one another with no gap (the
     /// `index` of each of its rows is then known without keeping them).
     gapless: Vec<Option<u32>>,
-    /// The indexes of the requests whose indexes have gaps.
-    gappy: FxHashMap<u32, Vec<u32>>,
-    /// Per request row: where its tokens are (file, the file's row of its first token and of its last).
-    at: Vec<Option<(u32, u64, u64)>>,
+    /// The requests whose indexes have gaps: where each run of consecutive indexes starts (its place among the
+    /// request's tokens, its first `index`); memory set by the gaps, not the tokens.
+    gappy: FxHashMap<u32, Vec<(u32, u32)>>,
+    /// Per request row: where its tokens are (the file and row of its first token, and of its last).
+    at: Vec<Option<Where>>,
     /// The tokens' times of each request with a preempted stage, in `index` order.
     preempted: FxHashMap<u32, Vec<i64>>,
     earliest: Option<i64>,
@@ -221,7 +226,11 @@ impl Facts {
         match (t.index.first(), t.index.last()) {
             (Some(&a), Some(&b)) if (b - a) as usize + 1 == t.index.len() => self.gapless[i] = Some(a),
             _ => {
-                self.gappy.insert(r, t.index.clone());
+                let runs: Vec<(u32, u32)> = (0..t.index.len())
+                    .filter(|&k| k == 0 || t.index[k] != t.index[k - 1] + 1)
+                    .map(|k| (u32::try_from(k).unwrap_or(u32::MAX), t.index[k]))
+                    .collect();
+                self.gappy.insert(r, runs);
             }
         }
         self.at[i] = t.at;
@@ -268,9 +277,14 @@ impl Facts {
     /// The `index` of token row `w`, with its request.
     fn index_of(&self, w: usize) -> Option<(u32, u32)> {
         let (r, k) = self.place(w)?;
-        let index = match self.gapless.get(r as usize).copied().flatten() {
-            Some(first) => first.saturating_add(u32::try_from(k).ok()?),
-            None => *self.gappy.get(&r)?.get(k)?,
+        let k = u32::try_from(k).ok()?;
+        let index = if let Some(first) = self.gapless.get(r as usize).copied().flatten() {
+            first.saturating_add(k)
+        } else {
+            // The run the token is in: the last that starts at or before it.
+            let runs = self.gappy.get(&r)?;
+            let (start, first) = runs[runs.partition_point(|&(s, _)| s <= k).checked_sub(1)?];
+            first.saturating_add(k - start)
         };
         Some((r, index))
     }
@@ -304,8 +318,8 @@ struct Batch {
 #[derive(Default)]
 struct Open {
     request: u32,
-    /// Where its tokens are: file, the file's rows of its first and its last.
-    at: Option<(u32, u64, u64)>,
+    /// Where its tokens are.
+    at: Option<Where>,
     index: Vec<u32>,
     emitted: Vec<i64>,
     iteration: Vec<i64>,
@@ -448,16 +462,15 @@ impl Files<'_> {
     fn append(&self, o: &mut Open, piece: Piece, file: usize) {
         let file = u32::try_from(file).unwrap_or(u32::MAX);
         o.at = Some(match o.at {
-            Some((f, first, _)) => (f, first, piece.rows.1),
-            None => (file, piece.rows.0, piece.rows.1),
+            Some((first, _)) => (first, (file, piece.rows.1)),
+            None => ((file, piece.rows.0), (file, piece.rows.1)),
         });
-        let source = self
-            .trace
-            .requests
-            .source
-            .get(o.request as usize)
-            .copied()
-            .unwrap_or(NO_STR);
+        // A token's step is on the instance that decoded it, as a load resolves it.
+        let source = if (o.request as usize) < self.trace.request_count() {
+            self.trace.decode_source(o.request)
+        } else {
+            NO_STR
+        };
         o.iter_row.extend(piece.iteration.iter().map(|&n| {
             if n == NULL_I64 {
                 NULL_U32
@@ -629,15 +642,15 @@ impl TokenSource for Files<'_> {
             let (Some((r, k)), Some((_, index))) = (facts.place(w), facts.index_of(w)) else {
                 continue;
             };
-            let Some((file, first, last)) = facts.at.get(r as usize).copied().flatten() else {
+            let Some((first, last)) = facts.at.get(r as usize).copied().flatten() else {
                 continue;
             };
-            // The last token's row is known; the others follow the first (tokenscope writes a request's tokens
+            // The last token's place is known; the others follow the first (tokenscope writes a request's tokens
             // together), and a row that is not the token is not taken for it.
-            let row = if k + 1 == facts.rows(r).len() {
+            let (file, row) = if k + 1 == facts.rows(r).len() {
                 last
             } else {
-                first + k as u64
+                (first.0, first.1 + k as u64)
             };
             by_file
                 .entry(file)
