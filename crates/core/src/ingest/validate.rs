@@ -542,11 +542,11 @@ fn token(r: &RawRecord<'_>, request: u32, b: &mut TraceBuilder, candidates: &mut
 }
 
 /// The choice a token record states (its logprob, its rank or the one its candidates give, its candidates), checked
-/// as a load checks the token; `None` when the record breaks a rule (a load rejects it).
-pub fn choice_of(r: &RawRecord<'_>) -> Option<TokenChoice> {
-    let mut b = TraceBuilder::default();
+/// as a load checks the token; `None` when the record breaks a rule (a load rejects it). `b` interns the candidates'
+/// texts (a scratch builder, kept across records).
+pub fn choice_of(r: &RawRecord<'_>, b: &mut TraceBuilder) -> Option<TokenChoice> {
     let mut candidates = Vec::new();
-    let t = token(r, 0, &mut b, &mut candidates).ok()?;
+    let t = token(r, 0, b, &mut candidates).ok()?;
     Some(TokenChoice {
         logprob: t.logprob,
         rank: t.rank,

@@ -108,7 +108,22 @@ impl<'c> Visitor<'c> for Stops<'c> {
             .iter()
             .map(|s| cx.tokens.rows(s.request).start + s.k)
             .collect();
-        let choices: HashMap<usize, TokenChoice> = cx.tokens.choices(&rows).into_iter().collect();
+        // The stop tokens' logprob and rank first; the candidates of those whose rank is not written, or that are
+        // unlikely by their probability or rank (the alternative a finding names), after.
+        let mut choices: HashMap<usize, TokenChoice> = cx.tokens.choices(&rows, false).into_iter().collect();
+        let again: Vec<usize> = rows
+            .iter()
+            .copied()
+            .filter(|t| {
+                choices.get(t).is_some_and(|c| {
+                    let (p, rank) = chance(c, NULL_U32);
+                    c.rank == NULL_U32 || unlikely(cx.th, p, rank)
+                })
+            })
+            .collect();
+        if !again.is_empty() {
+            choices.extend(cx.tokens.choices(&again, true));
+        }
         let medians = output_medians(cx);
         let mut out: Vec<Finding> = self
             .found
@@ -119,6 +134,21 @@ impl<'c> Visitor<'c> for Stops<'c> {
         out.sort_by_key(|f| f.requests.first().copied());
         After::Findings(out)
     }
+}
+
+/// A stop token's probability and rank (the chosen token's id `chosen`, for a rank found among its candidates).
+fn chance(c: &TokenChoice, chosen: u32) -> (Option<f64>, Rank) {
+    (opt_f64(c.logprob).map(f64::exp), rank_of(chosen, c))
+}
+
+/// True when a stop token was unlikely: probability under `eos_max_probability`, or rank `eos_min_rank` or worse.
+fn unlikely(th: &Thresholds, p: Option<f64>, rank: Rank) -> bool {
+    let low_rank = match rank {
+        Rank::Known(k) => k >= th.eos_min_rank,
+        Rank::BeyondTopK(k) => k.saturating_add(1) >= th.eos_min_rank,
+        Rank::Unknown => false,
+    };
+    low_rank || p.is_some_and(|p| p < th.eos_max_probability)
 }
 
 /// The finding of an answer that ended on a stop token (`t`: its row), if its choice or its length says it ended by
@@ -133,18 +163,12 @@ fn judged(
     let (trace, th) = (cx.trace, cx.th);
     let (r, ri) = (s.request, s.request as usize);
     let output = cx.output_tokens(r);
-    let p = choice.and_then(|c| opt_f64(c.logprob)).map(f64::exp);
-    let rank = choice.map_or(Rank::Unknown, |c| rank_of(s.token_id, c));
-    let low_rank = match rank {
-        Rank::Known(k) => k >= th.eos_min_rank,
-        Rank::BeyondTopK(k) => k.saturating_add(1) >= th.eos_min_rank,
-        Rank::Unknown => false,
-    };
-    let low_p = p.is_some_and(|p| p < th.eos_max_probability);
+    let (p, rank) = choice.map_or((None, Rank::Unknown), |c| chance(c, s.token_id));
+    let chosen_unlikely = unlikely(th, p, rank);
     let shown = display_text(trace, s.token_id, s.text.as_deref(), s.special);
     let id = trace.request_id(r);
     let index = s.index;
-    let summary = if low_rank || low_p {
+    let summary = if chosen_unlikely {
         let mut text = format!("{id} ended at token {index} on {shown} chosen ");
         match (p, rank) {
             (Some(p), Rank::Unknown) => {
@@ -188,7 +212,7 @@ fn judged(
     let (from_ns, to_ns) = range(s.before_ns, s.emitted_ns);
     Some(Finding {
         kind: Kind::EosMistrigger,
-        severity: if low_rank || low_p {
+        severity: if chosen_unlikely {
             Severity::Critical
         } else {
             Severity::Warning

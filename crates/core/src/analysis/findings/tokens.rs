@@ -84,8 +84,9 @@ pub trait TokenSource: Sync {
         });
     }
     /// The choice of each of the token rows `wanted` (known once [`Self::ready`]): their records' logprob and rank,
-    /// and their candidates. Rows that are not tokens of the trace are left out.
-    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)>;
+    /// and, `with_candidates`, their candidates (without, the rank is the one written, else absent). Rows that are not
+    /// tokens of the trace are left out.
+    fn choices(&self, wanted: &[usize], with_candidates: bool) -> Vec<(usize, TokenChoice)>;
 }
 
 impl TokenSource for Trace {
@@ -133,14 +134,14 @@ impl TokenSource for Trace {
             .for_each(|v| self.visit(v.texts(), &mut |rt| v.see(&rt)));
     }
 
-    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)> {
+    fn choices(&self, wanted: &[usize], with_candidates: bool) -> Vec<(usize, TokenChoice)> {
         let (tk, c) = (&self.tokens, &self.candidates);
         wanted
             .iter()
             .filter(|&&t| t < tk.len())
             .map(|&t| {
-                let candidates = self
-                    .candidates_of(t)
+                let listed = if with_candidates { self.candidates_of(t) } else { 0..0 };
+                let candidates = listed
                     .map(|k| OwnedCandidate {
                         token_id: c.token_id[k],
                         text: self.texts.get(c.text[k]).map(str::to_owned),

@@ -77,7 +77,8 @@ impl CandidateReader {
     }
 
     /// The choice of the tokens at rows `wanted` of file `file` (its row, its request id and its index, sorted by
-    /// row): `None` for a row that is not that token, or whose record breaks the format's rules.
+    /// row), with their candidates or not (the rank is then the one written): `None` for a row that is not that token,
+    /// or whose record breaks the format's rules.
     ///
     /// # Errors
     /// The file cannot be read any more.
@@ -85,6 +86,7 @@ impl CandidateReader {
         &self,
         file: usize,
         wanted: &[(u64, &str, u32)],
+        with_candidates: bool,
     ) -> Result<Vec<Option<TokenChoice>>, LoadError> {
         let mut out = vec![None; wanted.len()];
         let Some((path, meta)) = self.files.get(file) else {
@@ -113,7 +115,13 @@ impl CandidateReader {
             row0 += n;
         }
         let mut next = picked.into_iter();
-        for batch in self.rows(path, meta, groups, selectors, &CHOSEN)? {
+        let columns = if with_candidates {
+            &CHOSEN[..]
+        } else {
+            &CHOSEN[..CHOSEN.len() - 1]
+        };
+        let mut scratch = crate::trace::TraceBuilder::default();
+        for batch in self.rows(path, meta, groups, selectors, columns)? {
             let batch = batch.map_err(|e| parquet_error(path, e))?;
             let cols = Cols::of(&batch);
             let mut row = RowBuffer::default();
@@ -126,7 +134,7 @@ impl CandidateReader {
                     && rid.as_ref() == id
                     && *ix == i64::from(index)
                 {
-                    out[k] = crate::ingest::validate::choice_of(r);
+                    out[k] = crate::ingest::validate::choice_of(r, &mut scratch);
                 }
             }
         }

@@ -632,7 +632,7 @@ impl TokenSource for Files<'_> {
         }
     }
 
-    fn choices(&self, wanted: &[usize]) -> Vec<(usize, TokenChoice)> {
+    fn choices(&self, wanted: &[usize], with_candidates: bool) -> Vec<(usize, TokenChoice)> {
         let Some(facts) = self.facts.get() else {
             return Vec::new();
         };
@@ -671,7 +671,7 @@ impl TokenSource for Files<'_> {
         for (file, mut rows) in by_file {
             rows.sort_unstable();
             let asked: Vec<(u64, &str, u32)> = rows.iter().map(|&(row, id, index, _)| (row, id, index)).collect();
-            match reader.read_choices(file as usize, &asked) {
+            match reader.read_choices(file as usize, &asked, with_candidates) {
                 Ok(found) => out.extend(rows.iter().zip(found).filter_map(|(&(.., w), c)| Some((w, c?)))),
                 Err(e) => self.fail(e.into()),
             }
