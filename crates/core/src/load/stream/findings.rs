@@ -20,11 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::StreamError;
 use crate::analysis::findings::{
-    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenChoice, TokenSource, find_kinds_over,
+    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenChoice, TokenSource, Visitor, find_kinds_over,
 };
 use crate::analysis::summary::Slo;
 use crate::format::parquet::CandidateReader;
@@ -376,7 +377,7 @@ impl<'a> Files<'a> {
 
     /// Streams the token rows, handing each kept request's tokens to `each` once whole (with their texts when
     /// `texts`). Returns the token rows left out for breaking a rule of the fields read.
-    fn pass(&self, texts: bool, each: &mut (dyn FnMut(u32, &Open) + Send)) -> Result<u64, StreamError> {
+    fn pass(&self, texts: bool, each: &mut (dyn FnMut(Open) + Send)) -> Result<u64, StreamError> {
         self.passes.fetch_add(1, Ordering::Relaxed);
         let columns = if texts { &COLUMNS[..] } else { &COLUMNS[..WITHOUT_TEXTS] };
         let paths: Vec<String> = self.files.iter().map(|f| f.path().display().to_string()).collect();
@@ -451,11 +452,30 @@ impl<'a> Files<'a> {
 }
 
 /// Hands the request being gathered, if any, to `each`.
-fn close(open: &mut Option<Open>, each: &mut (dyn FnMut(u32, &Open) + Send)) {
+fn close(open: &mut Option<Open>, each: &mut (dyn FnMut(Open) + Send)) {
     if let Some(t) = open.take() {
-        each(t.request, &t);
+        each(t);
     }
 }
+
+/// A request's tokens gathered, as a visit hands them over (their ids, texts and flags when `texts`).
+fn tokens_of(t: &Open, texts: bool) -> RequestTokens<'_> {
+    RequestTokens {
+        request: t.request,
+        index: &t.index,
+        emitted_ns: &t.emitted,
+        iteration: &t.iteration,
+        iter_row: &t.iter_row,
+        token_id: if texts { &t.token_id } else { &[] },
+        text: &t.text,
+        special: &t.special,
+        texts: &t.texts,
+    }
+}
+
+/// Tokens of requests gathered before the visitors see them, together: each visitor walks the batch on its own
+/// core, while the next row groups decode.
+const BATCH_TOKENS: usize = 1 << 16;
 
 impl Files<'_> {
     /// Adds a piece to the request's tokens being gathered.
@@ -489,6 +509,38 @@ impl Files<'_> {
                 .and_then(|r| piece.buf.get(r.start as usize..r.end as usize))
                 .map_or(NO_STR, |s| o.texts.intern(s));
             o.text.push(id);
+        }
+    }
+
+    /// One pass over the tokens, handing requests' tokens to `each` a batch at a time; the first pass learns each
+    /// request's facts as it goes.
+    fn visit_batches(&self, texts: bool, each: &mut (dyn FnMut(&[Open]) + Send)) {
+        if self.error.lock().is_ok_and(|e| e.is_some()) {
+            return;
+        }
+        let mut facts = self.facts.get().is_none().then(|| Facts::new(self.trace));
+        let (mut batch, mut tokens): (Vec<Open>, usize) = (Vec::new(), 0);
+        let result = self.pass(texts, &mut |t: Open| {
+            if let Some(f) = facts.as_mut() {
+                f.add(t.request, &t);
+            }
+            tokens += t.index.len();
+            batch.push(t);
+            if tokens >= BATCH_TOKENS {
+                each(&batch);
+                batch.clear();
+                tokens = 0;
+            }
+        });
+        match result {
+            Ok(incomplete) => {
+                each(&batch);
+                if let Some(mut f) = facts {
+                    f.finish(incomplete);
+                    let _ = self.facts.set(f);
+                }
+            }
+            Err(e) => self.fail(e),
         }
     }
 
@@ -600,36 +652,22 @@ impl TokenSource for Files<'_> {
     }
 
     fn visit(&self, texts: bool, each: &mut (dyn FnMut(RequestTokens<'_>) + Send)) {
-        if self.error.lock().is_ok_and(|e| e.is_some()) {
-            return;
-        }
-        // The first pass learns each request's facts as it goes.
-        let mut facts = self.facts.get().is_none().then(|| Facts::new(self.trace));
-        let result = self.pass(texts, &mut |r, t: &Open| {
-            if let Some(f) = facts.as_mut() {
-                f.add(r, t);
+        self.visit_batches(texts, &mut |batch| {
+            for t in batch {
+                each(tokens_of(t, texts));
             }
-            each(RequestTokens {
-                request: r,
-                index: &t.index,
-                emitted_ns: &t.emitted,
-                iteration: &t.iteration,
-                iter_row: &t.iter_row,
-                token_id: if texts { &t.token_id } else { &[] },
-                text: &t.text,
-                special: &t.special,
-                texts: &t.texts,
+        });
+    }
+
+    fn visit_all<'c>(&self, visitors: &mut [Box<dyn Visitor<'c> + 'c>]) {
+        let texts = visitors.iter().any(|v| v.texts());
+        self.visit_batches(texts, &mut |batch| {
+            visitors.par_iter_mut().for_each(|v| {
+                for t in batch {
+                    v.see(&tokens_of(t, texts));
+                }
             });
         });
-        match result {
-            Ok(incomplete) => {
-                if let Some(mut f) = facts {
-                    f.finish(incomplete);
-                    let _ = self.facts.set(f);
-                }
-            }
-            Err(e) => self.fail(e),
-        }
     }
 
     fn choices(&self, wanted: &[usize], with_candidates: bool) -> Vec<(usize, TokenChoice)> {
