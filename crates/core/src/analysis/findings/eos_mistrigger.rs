@@ -108,28 +108,35 @@ impl<'c> Visitor<'c> for Stops<'c> {
             .iter()
             .map(|s| cx.tokens.rows(s.request).start + s.k)
             .collect();
-        // The stop tokens' logprob and rank first; the candidates of those whose rank is not written, or that are
-        // unlikely by their probability or rank (the alternative a finding names), after.
-        let mut choices: HashMap<usize, TokenChoice> = cx.tokens.choices(&rows, false).into_iter().collect();
-        let again: Vec<usize> = rows
+        // The stop tokens' logprob and rank first (sorted by row, looked up by search: no map of every answer); the
+        // candidates of those whose rank is not written, or that are unlikely by their probability or rank (the
+        // alternative a finding names), after.
+        let mut first = cx.tokens.choices(&rows, false);
+        first.sort_unstable_by_key(|c| c.0);
+        let again: Vec<usize> = first
             .iter()
-            .copied()
-            .filter(|t| {
-                choices.get(t).is_some_and(|c| {
-                    let (p, rank) = chance(c, NULL_U32);
-                    c.rank == NULL_U32 || unlikely(cx.th, p, rank)
-                })
+            .filter(|(_, c)| {
+                let (p, rank) = chance(c, NULL_U32);
+                c.rank == NULL_U32 || unlikely(cx.th, p, rank)
             })
+            .map(|c| c.0)
             .collect();
-        if !again.is_empty() {
-            choices.extend(cx.tokens.choices(&again, true));
-        }
+        let second: HashMap<usize, TokenChoice> = if again.is_empty() {
+            HashMap::default()
+        } else {
+            cx.tokens.choices(&again, true).into_iter().collect()
+        };
+        let choice_of = |t: usize| {
+            second
+                .get(&t)
+                .or_else(|| first.binary_search_by_key(&t, |c| c.0).ok().map(|k| &first[k].1))
+        };
         let medians = output_medians(cx);
         let mut out: Vec<Finding> = self
             .found
             .iter()
             .zip(rows)
-            .filter_map(|(s, t)| judged(cx, &medians, s, t, choices.get(&t)))
+            .filter_map(|(s, t)| judged(cx, &medians, s, t, choice_of(t)))
             .collect();
         out.sort_by_key(|f| f.requests.first().copied());
         After::Findings(out)

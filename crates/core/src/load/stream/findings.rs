@@ -473,6 +473,9 @@ fn tokens_of(t: &Open, texts: bool) -> RequestTokens<'_> {
     }
 }
 
+/// Tokens whose choice is read at once (`TokenSource::choices`).
+const CHOICES_AT_ONCE: usize = 1 << 16;
+
 /// Tokens of requests gathered before the visitors see them, together: each visitor walks the batch on its own
 /// core, while the next row groups decode.
 const BATCH_TOKENS: usize = 1 << 16;
@@ -708,10 +711,16 @@ impl TokenSource for Files<'_> {
         let mut out = Vec::new();
         for (file, mut rows) in by_file {
             rows.sort_unstable();
-            let asked: Vec<(u64, &str, u32)> = rows.iter().map(|&(row, id, index, _)| (row, id, index)).collect();
-            match reader.read_choices(file as usize, &asked, with_candidates) {
-                Ok(found) => out.extend(rows.iter().zip(found).filter_map(|(&(.., w), c)| Some((w, c?)))),
-                Err(e) => self.fail(e.into()),
+            // A chunk of rows at a time: the selection and what is read of it stay small whatever the answers.
+            for chunk in rows.chunks(CHOICES_AT_ONCE) {
+                let asked: Vec<(u64, &str, u32)> = chunk.iter().map(|&(row, id, index, _)| (row, id, index)).collect();
+                match reader.read_choices(file as usize, &asked, with_candidates) {
+                    Ok(found) => out.extend(chunk.iter().zip(found).filter_map(|(&(.., w), c)| Some((w, c?)))),
+                    Err(e) => {
+                        self.fail(e.into());
+                        return out;
+                    }
+                }
             }
         }
         out
