@@ -3,6 +3,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc, not the system's allocator: it gives memory the passes of a streamed trace free back (`Cargo.toml`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tokenscope::cli::{self, Output};
 
 /// A microscope for LLM inference engines: open a token- and stage-level trace and see why a request was slow
