@@ -14,12 +14,13 @@ use std::fmt::Write as _;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
+use super::context::waited_steps;
 use super::words::{duration, multiple, range, row_u32};
 use super::{After, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, RequestTokens, Severity, Visitor};
 use crate::analysis::exact::{Outcome, Second, Tally};
 use crate::analysis::metrics::median;
 use crate::analysis::stats::thousands;
-use crate::trace::{NULL_U32, Trace, opt_u32};
+use crate::trace::{NULL_U32, Trace};
 
 /// The window episodes are made of.
 const WINDOW_NS: i64 = 60_000_000_000;
@@ -412,12 +413,7 @@ impl Steps {
             if itl <= 0 {
                 continue;
             }
-            let own = opt_u32(rt.iter_row[k]).map(|o| o as usize).filter(|o| rows.contains(o));
-            let first = rows.start + starts.partition_point(|&s| s < prev);
-            let window = match own {
-                Some(own) => first.min(own)..own + 1,
-                None => first..rows.start + starts.partition_point(|&s| s < emitted),
-            };
+            let (window, own) = waited_steps(rows, starts, (prev, emitted), rt.iter_row[k]);
             let prefilled = window.clone().any(|row| other(row, r));
             visit(Gap {
                 request: r,

@@ -281,6 +281,26 @@ impl<'a> Context<'a> {
     }
 }
 
+/// The steps a decode token waited through, as rows of its instance's steps (`rows`, sorted by start; `starts` their
+/// start times): those that started after the token before it (`prev`), up to the token's own step (`iter_row`) when
+/// it is one of them, else up to its emission; and that own step.
+pub(super) fn waited_steps(
+    rows: &Range<usize>,
+    starts: &[i64],
+    (prev, emitted): (i64, i64),
+    iter_row: u32,
+) -> (Range<usize>, Option<usize>) {
+    let own = crate::trace::opt_u32(iter_row)
+        .map(|o| o as usize)
+        .filter(|o| rows.contains(o));
+    let first = rows.start + starts.partition_point(|&s| s < prev);
+    let window = match own {
+        Some(own) => first.min(own)..own + 1,
+        None => first..rows.start + starts.partition_point(|&s| s < emitted),
+    };
+    (window, own)
+}
+
 /// `part / whole` of a duration, ns.
 pub(super) fn share_of(duration: i64, part: u64, whole: u64) -> i64 {
     let share = i128::from(duration) * i128::from(part) / i128::from(whole.max(1));

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::context::{PrefillIndex, add_to};
+use super::context::{PrefillIndex, add_to, waited_steps};
 use super::thresholds::{STALL_ALONE_SHARE, STALL_PREFILL_SHARE};
 use super::words::{duration, multiple, names, range, row_u32};
 use super::{
@@ -14,7 +14,7 @@ use crate::analysis::metrics::ms;
 use crate::analysis::stats::thousands;
 use crate::analysis::summary::Slo;
 use crate::trace::emission::gaps_of;
-use crate::trace::{NULL_U32, Trace, opt_u32};
+use crate::trace::{NULL_U32, Trace};
 
 /// Prefilling requests named in a decode-interrupted sentence; the others are counted.
 const MAX_NAMED_CULPRITS: usize = 5;
@@ -114,11 +114,7 @@ impl<'c> Visitor<'c> for Stalls<'c> {
                 continue;
             }
             // The steps that started after the previous token, up to the token's own step (or its emission).
-            let first = rows.start + starts.partition_point(|&s| s < prev);
-            let window = match opt_u32(rt.iter_row[k]).map(|o| o as usize) {
-                Some(own) if rows.contains(&own) => first.min(own)..own + 1,
-                _ => first..rows.start + starts.partition_point(|&s| s < emitted),
-            };
+            let (window, _) = waited_steps(rows, starts, (prev, emitted), rt.iter_row[k]);
             let mut others = 0u64;
             let mut outsized = false;
             let mut steps = Vec::new();
