@@ -92,28 +92,8 @@ impl CandidateReader {
         let Some((path, meta)) = self.files.get(file) else {
             return Ok(out);
         };
-        let (mut groups, mut selectors, mut row0, mut k) = (Vec::new(), Vec::new(), 0u64, 0usize);
-        let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         // Rows past the file's end, or repeated, are not read (and stay `None`).
-        let mut picked: Vec<usize> = Vec::new();
-        for rg in 0..meta.metadata().num_row_groups() {
-            let n = u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
-            let mut at = row0;
-            while k < wanted.len() && wanted[k].0 < row0 + n {
-                if wanted[k].0 >= at {
-                    selectors.push(RowSelector::skip(to_usize(wanted[k].0 - at)));
-                    selectors.push(RowSelector::select(1));
-                    at = wanted[k].0 + 1;
-                    picked.push(k);
-                }
-                k += 1;
-            }
-            if at > row0 {
-                groups.push(rg);
-                selectors.push(RowSelector::skip(to_usize(row0 + n - at)));
-            }
-            row0 += n;
-        }
+        let (groups, selectors, picked) = single_rows(meta, wanted.iter().map(|w| w.0));
         let mut next = picked.into_iter();
         let columns = if with_candidates {
             &CHOSEN[..]
@@ -272,23 +252,8 @@ impl CandidateReader {
                 }
             });
             let (path, meta) = &self.files[file];
-            let (mut groups, mut selectors, mut row0, mut k) = (Vec::new(), Vec::new(), 0u64, 0usize);
-            let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-            for rg in 0..meta.metadata().num_row_groups() {
-                let n = u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
-                let mut at = row0;
-                while k < rows.len() && rows[k].0 < row0 + n {
-                    selectors.push(RowSelector::skip(to_usize(rows[k].0 - at)));
-                    selectors.push(RowSelector::select(1));
-                    at = rows[k].0 + 1;
-                    k += 1;
-                }
-                if at > row0 {
-                    groups.push(rg);
-                    selectors.push(RowSelector::skip(to_usize(row0 + n - at)));
-                }
-                row0 += n;
-            }
+            // The rows are distinct: those read are the first, in order (the rest are past the file's end).
+            let (groups, selectors, _) = single_rows(meta, rows.iter().map(|r| r.0));
             let mut next = rows.iter();
             for batch in self.rows(path, meta, groups, selectors, &PLACED)? {
                 let batch = batch.map_err(|e| parquet_error(path, e))?;
@@ -328,6 +293,39 @@ impl CandidateReader {
         }
         Ok(found)
     }
+}
+
+/// The selection of single rows of a file, `rows` sorted: the row groups that hold them, the selectors of those
+/// groups' rows, and the places in `rows` of those selected (a row repeated, or past the file's end, is not).
+fn single_rows(
+    meta: &ArrowReaderMetadata,
+    rows: impl IntoIterator<Item = u64>,
+) -> (Vec<usize>, Vec<RowSelector>, Vec<usize>) {
+    let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let (mut groups, mut selectors, mut picked) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rows = rows.into_iter().enumerate().peekable();
+    let mut row0 = 0u64;
+    for rg in 0..meta.metadata().num_row_groups() {
+        let n = u64::try_from(meta.metadata().row_group(rg).num_rows()).unwrap_or(0);
+        let mut at = row0;
+        while let Some(&(k, row)) = rows.peek()
+            && row < row0 + n
+        {
+            if row >= at {
+                selectors.push(RowSelector::skip(to_usize(row - at)));
+                selectors.push(RowSelector::select(1));
+                at = row + 1;
+                picked.push(k);
+            }
+            rows.next();
+        }
+        if at > row0 {
+            groups.push(rg);
+            selectors.push(RowSelector::skip(to_usize(row0 + n - at)));
+        }
+        row0 += n;
+    }
+    (groups, selectors, picked)
 }
 
 /// A candidate read on demand, when it follows the format's rules.
