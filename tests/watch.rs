@@ -520,3 +520,227 @@ fn the_app_watching_a_growing_log_shows_its_requests_and_findings_and_says_where
         "the ring's part written at the stop"
     );
 }
+
+/// What a trace's samples say, reading by reading: source, time, requests running and the throughput of prompts.
+fn readings(trace: &tokenscope::trace::Trace) -> Vec<(String, i64, Option<u32>, Option<u64>)> {
+    let s = &trace.samples;
+    (0..s.time_ns.len())
+        .map(|i| {
+            (
+                trace.labels.get(s.source[i]).unwrap_or("").to_owned(),
+                s.time_ns[i],
+                s.num_running[i],
+                // Throughputs are printed with one decimal: compared in tenths.
+                s.prompt_throughput[i].map(|t| (t * 10.0).round() as u64),
+            )
+        })
+        .collect()
+}
+
+/// A vLLM or SGLang log followed as a server writes it: in six pieces, renamed away after the first (the server
+/// writing the second to the renamed file, the third to a new one) and emptied in place before the fourth. The
+/// trace made of what was followed holds every reading of the whole log once; a second uvicorn start is a restart;
+/// and what is older than the window is forgotten.
+#[test]
+fn a_vllm_or_sglang_log_followed_across_rotation_and_emptying_reads_every_line_once() {
+    // Each log's last line is at its last reading's second (vLLM's 17:02:13, SGLang's 00:00:09); the window kept at
+    // the end holds that and the readings of the seconds before it.
+    for (fixture, keep_s) in [
+        ("tests/data/import/vllm/logs/0.15.1-dp2-spec.log", 25),
+        ("tests/data/import/sglang/logs/0.5.23-dp2.log", 3),
+    ] {
+        let text = std::fs::read(fixture).unwrap_or_else(|e| panic!("{fixture}: {e}"));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = dir.path().join("server.log");
+        let whole_log = dir.path().join("whole.log");
+        std::fs::write(&whole_log, &text).unwrap_or_else(|e| panic!("{e}"));
+        let whole = tokenscope::load::load(&whole_log, &tokenscope::ingest::Progress::default())
+            .unwrap_or_else(|e| panic!("{fixture}: {e}"))
+            .trace;
+        assert!(
+            whole.samples.time_ns.len() >= 10,
+            "{fixture}: {} readings",
+            whole.samples.time_ns.len()
+        );
+        let mut tail = tokenscope::record::server_tail::ServerLogTail::new(&log);
+        let ends = piece_ends(&text, 6);
+        let piece = |k: usize| &text[if k == 0 { 0 } else { ends[k - 1] }..ends[k]];
+        append(&log, piece(0));
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        let first = tail.loaded().map_or(0, |l| l.trace.samples.time_ns.len());
+        assert!(
+            first < whole.samples.time_ns.len(),
+            "{fixture}: {first} readings of the first piece"
+        );
+        std::fs::rename(&log, dir.path().join("server.log.1")).unwrap_or_else(|e| panic!("{e}"));
+        append(&dir.path().join("server.log.1"), piece(1));
+        append(&log, piece(2));
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        for k in 3..6 {
+            append(&log, piece(k));
+            tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        }
+        let followed = &tail.loaded().unwrap_or_else(|| panic!("{fixture}: no trace")).trace;
+        assert_eq!(readings(followed), readings(&whole), "{fixture}");
+        assert_eq!(tail.restarts(), 0, "{fixture}");
+
+        // The server started again, appending to its log: counted, what it said before kept.
+        append(&log, b"INFO:     Started server process [4243]\n");
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tail.restarts(), 1, "{fixture}");
+
+        // Forgetting all but the last seconds of the log: the readings older than that go at the next read.
+        let last_ns = *whole.samples.time_ns.iter().max().unwrap_or(&0);
+        tail.forget_older_than(f64::from(keep_s));
+        append(&log, b"INFO:     a line of no time\n");
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        let kept = readings(&tail.loaded().unwrap_or_else(|| panic!("no trace")).trace);
+        let want: Vec<_> = readings(&whole)
+            .into_iter()
+            .filter(|r| r.1 >= last_ns - i64::from(keep_s) * 1_000_000_000)
+            .collect();
+        assert!(
+            !want.is_empty() && want.len() < whole.samples.time_ns.len(),
+            "{fixture}"
+        );
+        assert_eq!(kept, want, "{fixture}");
+    }
+}
+
+/// The requests of a trace: id, arrival and end.
+fn requests_of(trace: &tokenscope::trace::Trace) -> Vec<(String, i64, Option<i64>)> {
+    let mut out: Vec<_> = (0..trace.request_count())
+        .map(|r| {
+            let r32 = u32::try_from(r).unwrap_or(u32::MAX);
+            (
+                trace.request_id(r32).to_owned(),
+                trace.requests.arrival_ns[r],
+                trace.requests.finished_ns[r],
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Spans sent to a watch's receiver as vLLM's and SGLang's exporters send them (gRPC, their default; OTLP/HTTP in
+/// protobuf, gzip or not; OTLP/HTTP JSON) make the requests that reading the same exports from files makes; a body
+/// that is no export, and a request for another path, are refused, answered with why and counted.
+#[test]
+fn the_otlp_receiver_takes_grpc_and_http_exports_and_refuses_what_is_none() {
+    use std::io::Write as _;
+    let vllm = "tests/data/import/vllm/engine/0.15.1/long_prompt/000.pb";
+    let sglang = [
+        "tests/data/import/sglang/engine/0.5.23/mixed/001.pb",
+        "tests/data/import/sglang/engine/0.5.23/mixed/002.pb",
+    ];
+    let json = "tests/data/import/vllm/otlp_small.jsonl";
+    let read = |p: &str| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let mut receiver = tokenscope::record::receiver::Receiver::start("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let base = format!("http://{}", receiver.addr());
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let answers = runtime.block_on(async {
+        let h2 = reqwest::Client::builder()
+            .http2_prior_knowledge()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let h1 = reqwest::Client::new();
+        let mut answers = Vec::new();
+        // gRPC: the message in its 5-byte frame (not compressed, its length big-endian).
+        let message = read(vllm);
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(0).to_be_bytes());
+        frame.extend_from_slice(&message);
+        let grpc = h2
+            .post(format!(
+                "{base}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+            ))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(frame)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("gRPC: {e}"));
+        answers.push((
+            grpc.status().as_u16(),
+            grpc.headers()["content-type"].to_str().unwrap_or("").to_owned(),
+        ));
+        // OTLP/HTTP protobuf, the first gzipped.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&read(sglang[0])).unwrap_or_else(|e| panic!("{e}"));
+        let zipped = gz.finish().unwrap_or_else(|e| panic!("{e}"));
+        for (body, encoding) in [(zipped, Some("gzip")), (read(sglang[1]), None)] {
+            let mut post = h1
+                .post(format!("{base}/v1/traces"))
+                .header("content-type", "application/x-protobuf")
+                .body(body);
+            if let Some(e) = encoding {
+                post = post.header("content-encoding", e);
+            }
+            let a = post.send().await.unwrap_or_else(|e| panic!("{e}"));
+            answers.push((a.status().as_u16(), String::new()));
+        }
+        // OTLP/HTTP JSON: each line of the file one export.
+        for line in String::from_utf8(read(json)).unwrap_or_default().lines() {
+            let a = h1
+                .post(format!("{base}/v1/traces"))
+                .header("content-type", "application/json")
+                .body(line.to_owned())
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            answers.push((a.status().as_u16(), a.text().await.unwrap_or_default()));
+        }
+        // No export, and not the path.
+        let garbage = h1
+            .post(format!("{base}/v1/traces"))
+            .header("content-type", "application/x-protobuf")
+            .body(vec![0xff_u8; 40])
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        answers.push((garbage.status().as_u16(), String::new()));
+        let elsewhere = h1
+            .get(format!("{base}/v1/metrics"))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        answers.push((elsewhere.status().as_u16(), String::new()));
+        answers
+    });
+    assert_eq!(
+        answers,
+        vec![
+            (200, "application/grpc".to_owned()),
+            (200, String::new()),
+            (200, String::new()),
+            (200, "{}".to_owned()),
+            (200, "{}".to_owned()),
+            (400, String::new()),
+            (404, String::new()),
+        ]
+    );
+    let (came, troubles) = receiver.take();
+    assert!(came);
+    assert_eq!((receiver.received, receiver.refused), (5, 2));
+    assert_eq!(troubles.len(), 2, "{troubles:?}");
+    assert!(troubles[0].contains("not an OTLP protobuf"), "{troubles:?}");
+    assert!(troubles[1].contains("only POST /v1/traces"), "{troubles:?}");
+
+    let (live, _) = tokenscope::import::live(&[receiver.part()]);
+    let files: Vec<&Path> = [vllm, sglang[0], sglang[1], json]
+        .iter()
+        .map(|p| Path::new(*p))
+        .collect();
+    let loaded = tokenscope::load::load_many(
+        &files,
+        &tokenscope::ingest::Progress::default(),
+        tokenscope::load::LoadOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .trace;
+    // vLLM's long prompt (1), SGLang's mixed batch (its requests), the hand-written vLLM pair (2).
+    assert!(loaded.request_count() >= 4, "{}", loaded.request_count());
+    assert_eq!(requests_of(&live), requests_of(&loaded));
+}

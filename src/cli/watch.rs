@@ -1,4 +1,4 @@
-//! `tokenscope watch --log FILE [--metrics URL] [--json] [--incidents DIR] [--before-s S] [--after-s S]
+//! `tokenscope watch --log FILE [--metrics URL] [--otlp HOST:PORT] [--json] [--incidents DIR] [--before-s S] [--after-s S]
 //! [--keep-s S] [--ring-bytes SIZE] [--part-s S] [--on-finding CMD] [--interval-s S] [--idle-exit S]`: follows what a
 //! server already writes, sending it nothing but a read of its `/metrics`, and says each incident once, as it
 //! happens; with `--incidents`, keeps the minutes around it as a trace of its own, and the last minutes as a ring
@@ -20,7 +20,8 @@ use crate::trace::Trace;
 #[derive(Debug, Clone, clap::Args)]
 pub struct WatchArgs {
     /// The server's log to follow: llama-server's `--log-file` (at `-lv 5` every step and token), or a vLLM or SGLang
-    /// log (read again whole when it grows). It need not exist yet.
+    /// log (its output redirected to a file: its stats lines, and its request timing lines where enabled). It need
+    /// not exist yet.
     #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
     /// Also read the server's Prometheus metrics at each look (llama-server started with --metrics:
@@ -28,6 +29,12 @@ pub struct WatchArgs {
     /// samples of source `metrics` (what a server does not export stays absent).
     #[arg(long, value_name = "URL")]
     pub metrics: Option<String>,
+    /// Also receive the server's spans on this address, as an OTLP/HTTP collector does (`127.0.0.1:4318`; port 0
+    /// takes a free one, said on stderr). gRPC (vLLM's and SGLang's exporters' default: `--otlp-traces-endpoint
+    /// http://ADDR`) and OTLP/HTTP (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf`, http://ADDR/v1/traces) are both
+    /// taken. The spans' requests join the log's steps in the watch's trace.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub otlp: Option<String>,
     /// Run without a window and print each finding as one JSON line (the fields of `findings --json`, and
     /// `incident`: its file); without it, the app shows the watch.
     #[arg(long)]
@@ -85,6 +92,7 @@ impl WatchArgs {
         }
         Ok(WatchOptions {
             metrics: self.metrics.clone(),
+            otlp: self.otlp.clone(),
             incidents: self.incidents.clone(),
             before_s: self.before_s,
             after_s: self.after_s,
@@ -117,6 +125,9 @@ impl WatchArgs {
             Err(e) => return Output::error(e, 1),
         };
         eprintln!("watching {} (nothing is sent to the server)", self.log.display());
+        if let Some(addr) = watcher.otlp_addr() {
+            eprintln!("receiving spans on http://{addr}/v1/traces");
+        }
         loop {
             let idle = self
                 .idle_exit

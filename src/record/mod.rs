@@ -13,6 +13,7 @@ pub mod fresh;
 pub mod journal;
 pub mod metrics;
 pub mod prompts;
+pub mod receiver;
 pub mod rescore;
 pub mod ring;
 pub mod rotate;

@@ -1,18 +1,23 @@
-//! The server's log read as it is written, for a live view's engine track. A llama-server log is read line by line
-//! as it grows, only what was written since the last look ([`tokenscope_core::import::llamacpp_log::Incremental`]):
+//! The server's log read as it is written, for a live view's engine track and a watch. A llama-server log is read
+//! line by line as it grows, only what was written since the last look ([`tokenscope_core::import::llamacpp_log::Incremental`]):
 //! a snapshot's join costs the records made of what was read, not a read of the whole log, which grows by about 2 KB
-//! a token at `-lv 5`. Another server's log is read whole each time it grew.
+//! a token at `-lv 5`. A vLLM or SGLang log is read line by line too, its lines held with their times ([`Held`]) and
+//! made into a trace when it gained any; another file is read whole each time it grew.
 //!
-//! A llama-server log rotated (renamed away and made again) is read to its end before the new file is; a log emptied
-//! in place (an operator's `> log`, logrotate's copytruncate) is read again from its start. Either way the server
-//! goes on, and so does the reading: the new file's first time, later than the last read, says so. A first time
-//! earlier than the last read is a restarted server (its clock starts at its start): its log is read afresh and
-//! the restart counted ([`ServerLogTail::restarts`]).
+//! A log rotated (renamed away and made again) is read to its end before the new file is; a log emptied in place (an
+//! operator's `> log`, logrotate's copytruncate) is read again from its start. Either way the server goes on, and so
+//! does the reading. A llama-server's clock starts at its start: a new file whose first time is earlier than the last
+//! read is a restarted server, its log read afresh and the restart counted ([`ServerLogTail::restarts`]). vLLM's and
+//! SGLang's times are the wall clock's, so their lines go on across a restart; uvicorn's `Started server process`
+//! line, which both print once at each start, counts it.
 
 use std::path::{Path, PathBuf};
 
+use std::collections::VecDeque;
+
 use super::tail::{Got, Lines};
 use crate::import::llamacpp_log::{self, Incremental};
+use crate::import::{Kind, LivePart};
 use crate::load::Loaded;
 
 /// Bytes read at most per look: a log far ahead is caught up over several snapshots.
@@ -27,7 +32,9 @@ enum Reading {
     Unknown,
     /// A llama-server log: line by line as it grows.
     Llamacpp(Lines, Follow),
-    /// Another server's: read whole when it grew (its length when last read).
+    /// A vLLM or SGLang log: its lines held as they are read.
+    Held(Lines, Box<Held>),
+    /// Another file: read whole when it grew (its length when last read).
     Whole(Option<u64>),
 }
 
@@ -36,8 +43,10 @@ enum Reading {
 pub struct ServerLogTail {
     path: PathBuf,
     reading: Reading,
-    /// Its trace as last read.
+    /// Its trace as last made.
     last: Option<Loaded>,
+    /// A whole read's trace, not yet taken into `last`.
+    whole: Option<Loaded>,
 }
 
 /// Lines at most held while a made-again llama-server log has given no time yet (a log without timestamps gives
@@ -79,6 +88,93 @@ impl Follow {
     }
 }
 
+/// The uvicorn line vLLM's and SGLang's servers print once at each start.
+const STARTED: &[u8] = b"Started server process";
+
+/// A vLLM or SGLang log's lines as they are read, each with the time of the last line that gave one (seconds of its
+/// local clock, a year ahead past a New Year the log gives no year for), so that those older than a watch's window
+/// can be forgotten.
+#[derive(Debug)]
+struct Held {
+    kind: Kind,
+    lines: VecDeque<(i64, Vec<u8>)>,
+    /// The time of the last line that gave one, and its local time's month (a log without years runs on past
+    /// December).
+    last: Option<i64>,
+    month: u32,
+    years: i64,
+    /// Starts of the server seen (`Started server process`).
+    starts: u32,
+    /// The lines held, one after another, as the importer reads them; made again when lines came.
+    text: Vec<u8>,
+    stale: bool,
+}
+
+/// Seconds in a year of the held lines' clock: 12 months of 31 days.
+const YEAR_S: i64 = 12 * 31 * 86_400;
+
+impl Held {
+    fn new(kind: Kind) -> Self {
+        Held {
+            kind,
+            lines: VecDeque::new(),
+            last: None,
+            month: 0,
+            years: 0,
+            starts: 0,
+            text: Vec::new(),
+            stale: false,
+        }
+    }
+
+    fn line(&mut self, raw: &[u8]) {
+        if let Some(t) = crate::import::vllm_log::line_time(raw) {
+            // A log without years runs from December into January: its time goes on.
+            if t.month + 6 < self.month {
+                self.years += 1;
+            }
+            self.month = t.month;
+            let year = i64::from(t.year.unwrap_or(0)) + self.years;
+            let s = ((year * 12 + i64::from(t.month) - 1) * 31 + i64::from(t.day) - 1) * 86_400
+                + i64::from(t.second_of_day);
+            debug_assert!(s >= year * YEAR_S);
+            self.last = Some(self.last.map_or(s, |l| l.max(s)));
+        }
+        if memchr::memmem::find(raw, STARTED).is_some() {
+            self.starts += 1;
+        }
+        self.lines.push_back((self.last.unwrap_or(i64::MIN), raw.to_vec()));
+        self.stale = true;
+    }
+
+    /// Forgets the lines written more than `keep_s` before the last: the SGLang request timing lines among them.
+    fn forget_before(&mut self, keep_s: f64) -> usize {
+        let Some(last) = self.last else { return 0 };
+        let cutoff = last - keep_s.ceil() as i64;
+        let mut requests = 0;
+        while self.lines.front().is_some_and(|(t, _)| *t < cutoff) {
+            if let Some((_, line)) = self.lines.pop_front() {
+                requests += usize::from(crate::import::sglang_pd::is_time_stats(&String::from_utf8_lossy(&line)));
+                self.stale = true;
+            }
+        }
+        requests
+    }
+
+    /// The lines held, as one text.
+    fn text(&mut self) -> &[u8] {
+        if self.stale {
+            self.text.clear();
+            for (_, line) in &self.lines {
+                self.text.extend_from_slice(line);
+                self.text.push(b'\n');
+            }
+            self.stale = false;
+        }
+        &self.text
+    }
+}
+
 impl ServerLogTail {
     /// A tail of the log at `path` (it need not exist yet).
     pub fn new(path: &Path) -> Self {
@@ -86,6 +182,7 @@ impl ServerLogTail {
             path: path.to_owned(),
             reading: Reading::Unknown,
             last: None,
+            whole: None,
         }
     }
 
@@ -94,87 +191,154 @@ impl ServerLogTail {
         &self.path
     }
 
-    /// The log's trace as last read, when it was.
+    /// The log's trace as last made, when it was.
     pub fn loaded(&self) -> Option<&Loaded> {
         self.last.as_ref()
     }
 
-    /// How many times the server was seen to start again (a llama-server log whose clock went back).
+    /// How many times the server was seen to start again: a llama-server log whose clock went back, a vLLM or
+    /// SGLang log's second `Started server process` and later.
     pub fn restarts(&self) -> u32 {
         match &self.reading {
             Reading::Llamacpp(_, follow) => follow.restarts,
+            Reading::Held(_, held) => held.starts.saturating_sub(1),
             _ => 0,
         }
     }
 
-    /// Forgets what a llama-server log said of requests and steps that ended more than `keep_s` seconds before its
-    /// last line (a task still running is kept): what a long watch holds is the last minutes. The trace is made
-    /// again at the next read. Returns the requests forgotten.
+    /// Forgets what the log said of requests and steps that ended more than `keep_s` seconds before its last line
+    /// (a llama-server task still running is kept; a vLLM or SGLang log's lines older than that): what a long watch
+    /// holds is the last minutes. The trace is made again at the next read. Returns the requests forgotten.
     pub fn forget_older_than(&mut self, keep_s: f64) -> usize {
-        let Reading::Llamacpp(_, follow) = &mut self.reading else {
-            return 0;
-        };
-        let Some(last) = follow.log.last_us() else {
-            return 0;
-        };
-        follow.log.forget_before(last - (keep_s * 1e6) as i64)
+        match &mut self.reading {
+            Reading::Llamacpp(_, follow) => {
+                let Some(last) = follow.log.last_us() else {
+                    return 0;
+                };
+                follow.log.forget_before(last - (keep_s * 1e6) as i64)
+            }
+            Reading::Held(_, held) => held.forget_before(keep_s),
+            _ => 0,
+        }
     }
 
     /// Reads what the log gained and makes its trace again when it did ([`Self::loaded`]).
     ///
     /// # Errors
-    /// The log cannot be read, or is no server's log: why (the last trace read is kept).
+    /// The log cannot be read, or is no server's log: why (the last trace made is kept).
     pub fn poll(&mut self) -> Result<(), String> {
-        if let Some(loaded) = self.read()? {
-            self.last = Some(loaded);
-        }
-        Ok(())
+        self.poll_with(&[], false)
     }
 
-    /// The log's trace when it gained anything since the last read.
-    fn read(&mut self) -> Result<Option<Loaded>, String> {
+    /// [`Self::poll`], the trace made with `also` (an OTLP receiver's spans), again when the log gained anything or
+    /// `also_gained`.
+    ///
+    /// # Errors
+    /// As [`Self::poll`]; the trace is still made of `also` when it gained.
+    pub fn poll_with(&mut self, also: &[LivePart<'_>], also_gained: bool) -> Result<(), String> {
+        let gained = self.gather();
+        if (gained.as_ref().is_ok_and(|&g| g) || also_gained)
+            && let Some(loaded) = self.make(also)
+        {
+            self.last = Some(loaded);
+        }
+        gained.map(|_| ())
+    }
+
+    /// Reads what the log gained: whether its trace is to be made again (it gained, and was read to its end).
+    fn gather(&mut self) -> Result<bool, String> {
         if matches!(self.reading, Reading::Unknown) {
             self.reading = match head(&self.path) {
-                None => return Ok(None),
+                None => return Ok(false),
                 Some(text) if llamacpp_log::looks_like(&text) => {
                     Reading::Llamacpp(Lines::new(&self.path), Follow::default())
                 }
-                Some(_) => Reading::Whole(None),
+                Some(text) => match held_kind(&text) {
+                    Some(kind) => Reading::Held(Lines::new(&self.path), Box::new(Held::new(kind))),
+                    None => Reading::Whole(None),
+                },
             };
         }
         let path = self.path.clone();
+        let failed = |e: std::io::Error| format!("{}: {e}", path.display());
         match &mut self.reading {
-            Reading::Unknown => Ok(None),
+            Reading::Unknown => Ok(false),
             Reading::Llamacpp(lines, follow) => {
-                let got = lines.read(READ_AT_MOST, |line| follow.line(line));
-                match got.map_err(|e| format!("{}: {e}", path.display()))? {
+                match lines.read(READ_AT_MOST, |line| follow.line(line)).map_err(failed)? {
                     // Made again (rotated, emptied, or a restarted server's): its lines held until one says which.
                     Got::Restarted => {
                         follow.undecided = Some(Vec::new());
-                        lines
-                            .read(READ_AT_MOST, |line| follow.line(line))
-                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                        lines.read(READ_AT_MOST, |line| follow.line(line)).map_err(failed)?;
+                        Ok(true)
                     }
-                    // Behind (a large log already written): its records are made once it is read to its end, when
-                    // its last line's time and the file's last change give its clock, as a whole read's do.
-                    Got::Lines { read, .. } if read >= READ_AT_MOST => return Ok(None),
-                    Got::Lines { read, .. } if read > 0 => {}
-                    Got::NotThere | Got::Lines { .. } => return Ok(None),
+                    // Behind (a large log already written): its records are made once it is read to its end, when its
+                    // last line's time and the file's last change give its clock, as a whole read's do.
+                    Got::Lines { read, .. } => Ok(read > 0 && read < READ_AT_MOST),
+                    Got::NotThere => Ok(false),
                 }
-                let (trace, report) = crate::import::llamacpp_live(&follow.log, &path);
-                Ok(Some(Loaded { trace, report }))
             }
+            Reading::Held(lines, held) => match lines.read(READ_AT_MOST, |line| held.line(line)).map_err(failed)? {
+                // Rotated or emptied: the new file's lines follow the old's.
+                Got::Restarted => {
+                    lines.read(READ_AT_MOST, |line| held.line(line)).map_err(failed)?;
+                    Ok(true)
+                }
+                Got::Lines { read, .. } => Ok(read > 0 && read < READ_AT_MOST),
+                Got::NotThere => Ok(false),
+            },
             Reading::Whole(read_at) => {
                 let len = std::fs::metadata(&path).map_or(0, |m| m.len());
                 if *read_at == Some(len) {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 *read_at = Some(len);
-                crate::load::load(&path, &crate::ingest::Progress::default())
-                    .map(Some)
-                    .map_err(|e| e.to_string())
+                let loaded =
+                    crate::load::load(&path, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+                self.whole = Some(loaded);
+                Ok(true)
             }
         }
+    }
+
+    /// The trace of what the log holds, with `also`; `None` when there is nothing to make it of.
+    fn make(&mut self, also: &[LivePart<'_>]) -> Option<Loaded> {
+        let path = self.path.as_path();
+        let own = match &mut self.reading {
+            Reading::Llamacpp(_, follow) => Some(LivePart::Llamacpp { log: &follow.log, path }),
+            Reading::Held(_, held) => Some(LivePart::Bytes {
+                kind: held.kind,
+                path,
+                bytes: held.text(),
+            }),
+            // A whole read's trace is taken as it is: an OTLP receiver's spans are joined only to a server's log.
+            Reading::Whole(_) => return self.whole.take(),
+            Reading::Unknown => None,
+        };
+        if own.is_none() && also.is_empty() {
+            return None;
+        }
+        let parts: Vec<LivePart<'_>> = own.into_iter().chain(also.iter().copied()).collect();
+        let (trace, report) = crate::import::live(&parts);
+        Some(Loaded { trace, report })
+    }
+}
+
+/// How a log whose start is `text` is held line by line: a vLLM or SGLang log (its lines timed as theirs are, even
+/// before any stats line says which), or `None` for another file.
+fn held_kind(text: &str) -> Option<Kind> {
+    match crate::import::sniff_bytes(text.as_bytes()) {
+        Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => Some(kind),
+        Some(_) => None,
+        None => text
+            .lines()
+            .find(|l| crate::import::vllm_log::line_time(l.as_bytes()).is_some())
+            .map(|l| {
+                if crate::import::server_log::strip_ansi(l).trim_start().starts_with('[') {
+                    Kind::SglangLog
+                } else {
+                    Kind::VllmLog
+                }
+            }),
     }
 }
 

@@ -1,11 +1,11 @@
 //! The flight recorder's loop, shared by `tokenscope watch` and the app's File > Watch: a server's log followed as it
-//! is written ([`ServerLogTail`]: a llama-server log line by line, across its rotations and emptyings, a restarted
-//! server's afresh; another server's read again whole when it grew), its `/metrics` read at each look, what ended
-//! more than `keep_s` before the log's last line forgotten, and the findings run on what is held. A finding not seen
+//! is written ([`ServerLogTail`]: line by line, across its rotations and emptyings, a restarted llama-server's
+//! afresh), its `/metrics` read and the spans it exported received ([`Receiver`]) at each look, what ended more than
+//! `keep_s` before the log's last line forgotten, and the findings run on what is held. A finding not seen
 //! before (its kind and subject: [`subject`]) is handed out once, and, unless it is only information, kept as an
 //! incident file: from `before_s` before it to the latest time read, every request alive in it whole, the finding in
 //! the trace's note, written again until `after_s` after it. The ring ([`Ring`], `DIR/ring/`) holds the last minutes
-//! within its budget. Nothing is sent to the server but the read of its metrics.
+//! within its budget. Nothing is sent to the server but the read of its metrics (and the answers to its exports).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::record::metrics::{Reading, Scraper, reading};
+use crate::record::receiver::Receiver;
 use crate::record::ring::Ring;
 use crate::record::server_tail::ServerLogTail;
 use crate::trace::Trace;
@@ -25,6 +26,8 @@ pub struct WatchOptions {
     pub log: PathBuf,
     /// Its Prometheus page, read at each look.
     pub metrics: Option<String>,
+    /// Where to receive its spans (OTLP/HTTP), `HOST:PORT`.
+    pub otlp: Option<String>,
     /// Where incident files and the ring go.
     pub incidents: Option<PathBuf>,
     /// Seconds kept before a finding in its incident file.
@@ -51,6 +54,7 @@ impl WatchOptions {
         WatchOptions {
             log: log.to_owned(),
             metrics: None,
+            otlp: None,
             incidents: None,
             before_s: 120.0,
             after_s: 30.0,
@@ -107,6 +111,7 @@ pub struct Watcher {
     options: WatchOptions,
     tail: ServerLogTail,
     metrics: Option<Metrics>,
+    receiver: Option<Receiver>,
     ring: Option<Ring>,
     said: HashMap<(String, String), Said>,
     /// The latest time read and the restarts seen at the last news, and when it came.
@@ -138,10 +143,15 @@ impl Watcher {
             Some(url) => Some(Metrics::new(url, options.interval).map_err(|e| format!("--metrics {url}: {e}"))?),
             None => None,
         };
+        let receiver = match &options.otlp {
+            Some(addr) => Some(Receiver::start(addr).map_err(|e| format!("--otlp {addr}: {e}"))?),
+            None => None,
+        };
         Ok(Watcher {
             tail: ServerLogTail::new(&options.log),
             options,
             metrics,
+            receiver,
             ring,
             said: HashMap::new(),
             seen: None,
@@ -163,7 +173,13 @@ impl Watcher {
     /// file still open are written now.
     pub fn look(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
         let mut notes = Vec::new();
-        if let Err(e) = self.tail.poll() {
+        let spans_came = self.receiver.as_mut().is_some_and(|r| {
+            let (came, troubles) = r.take();
+            notes.extend(troubles.into_iter().map(Note::Trouble));
+            came
+        });
+        let spans: Vec<_> = self.receiver.iter().map(Receiver::part).collect();
+        if let Err(e) = self.tail.poll_with(&spans, spans_came) {
             notes.push(Note::Trouble(e));
         }
         let restarts = self.tail.restarts();
@@ -207,7 +223,15 @@ impl Watcher {
             self.findings = findings;
         }
         self.forgotten += self.tail.forget_older_than(self.options.keep_s);
+        if let Some(r) = &mut self.receiver {
+            r.forget_before(self.options.keep_s);
+        }
         (new, notes)
+    }
+
+    /// Where its OTLP receiver listens, when it has one.
+    pub fn otlp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.receiver.as_ref().map(Receiver::addr)
     }
 
     /// How long since the log last said something new.
@@ -248,12 +272,20 @@ impl Watcher {
                 r.deleted
             )
         });
+        let received = self.receiver.as_ref().map_or_else(String::new, |r| {
+            format!(
+                "; {} OTLP export(s) received on {}, {} refused",
+                r.received,
+                r.addr(),
+                r.refused
+            )
+        });
         let restarted = match self.tail.restarts() {
             0 => String::new(),
             n => format!("; the server started again {n} time(s)"),
         };
         format!(
-            "{}: {} requests held at most, {} forgotten past --keep-s{scraped}{kept}{restarted}, {} finding(s)",
+            "{}: {} requests held at most, {} forgotten past --keep-s{scraped}{received}{kept}{restarted}, {} finding(s)",
             self.options.log.display(),
             self.requests,
             self.forgotten,

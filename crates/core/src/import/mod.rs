@@ -345,6 +345,22 @@ pub fn read(
         path: path.display().to_string(),
         source,
     })?;
+    read_from(kind, input, path, file, b, progress, imported)
+}
+
+/// [`read`] of what is already open or held: `path` names it in messages and dates a log that gives no year.
+///
+/// # Errors
+/// The input cannot be read, or the load was cancelled.
+pub fn read_from(
+    kind: Kind,
+    input: impl std::io::Read,
+    path: &Path,
+    file: u32,
+    b: &mut TraceBuilder,
+    progress: &Progress,
+    imported: &mut Imported,
+) -> Result<(), LoadError> {
     let mut sink = Sink::new(b, file, kind);
     match kind {
         Kind::SglangOtlp | Kind::VllmOtlp => {
@@ -369,23 +385,80 @@ pub fn read(
     Ok(())
 }
 
+/// A source of a trace made while it is written (a watch, a live view), held in memory as it is read.
+#[derive(Debug, Clone, Copy)]
+pub enum LivePart<'a> {
+    /// A llama-server log read line by line.
+    Llamacpp {
+        log: &'a llamacpp_log::Incremental,
+        path: &'a Path,
+    },
+    /// What was read of a source of `kind` (the lines held of a vLLM or SGLang log, the exports an OTLP receiver
+    /// was sent): `path` names it in messages (and, when it is a file, its last change dates a log with no year).
+    Bytes {
+        kind: Kind,
+        path: &'a Path,
+        bytes: &'a [u8],
+    },
+    /// Spans an OTLP receiver was sent, decoded.
+    Spans { path: &'a Path, spans: &'a [otlp::Span] },
+}
+
+/// The trace of sources read as they are written, as [`crate::load::load`] would make it of their files.
+pub fn live(parts: &[LivePart<'_>]) -> (crate::trace::Trace, crate::trace::report::Report) {
+    let mut b = TraceBuilder::default();
+    let mut imported = Imported::default();
+    for (file, part) in parts.iter().enumerate() {
+        let file = u32::try_from(file).unwrap_or(u32::MAX);
+        let (path, encoding) = match *part {
+            LivePart::Llamacpp { path, .. } | LivePart::Spans { path, .. } => {
+                (path, crate::trace::report::Encoding::Jsonl)
+            }
+            LivePart::Bytes { kind, path, .. } => (path, crate::load::Format::Import(kind).encoding()),
+        };
+        b.report.files.push(crate::trace::report::SourceFile {
+            path: path.display().to_string(),
+            encoding,
+        });
+        match *part {
+            LivePart::Llamacpp { log, path } => {
+                let mut sink = Sink::new(&mut b, file, Kind::LlamacppLog);
+                log.place_into(path, &mut sink);
+                imported.took(sink, path);
+            }
+            LivePart::Bytes { kind, path, bytes } => {
+                // Reading memory fails only when cancelled, and nothing cancels this read.
+                if let Err(e) = read_from(kind, bytes, path, file, &mut b, &Progress::default(), &mut imported) {
+                    b.report.notes.push(format!("{}: {e}", path.display()));
+                }
+            }
+            LivePart::Spans { path, spans } => {
+                let kind = if spans.iter().any(otlp::vllm::is_vllm) {
+                    Kind::VllmOtlp
+                } else {
+                    Kind::SglangOtlp
+                };
+                let mut sink = Sink::new(&mut b, file, kind);
+                let before = imported.sglang.len();
+                otlp::read_spans(spans, path, &mut sink, &mut imported.sglang);
+                if imported.sglang.len() > before {
+                    imported.sglang_file.get_or_insert(file);
+                }
+                imported.took(sink, path);
+            }
+        }
+    }
+    imported.finish(&mut b);
+    b.finish()
+}
+
 /// The trace of a llama-server log read as it is written (`llamacpp_log::Incremental`), as [`crate::load::load`]
-/// makes it of the whole file at `path`.
+/// would make it of the file.
 pub fn llamacpp_live(
     log: &llamacpp_log::Incremental,
     path: &Path,
 ) -> (crate::trace::Trace, crate::trace::report::Report) {
-    let mut b = TraceBuilder::default();
-    b.report.files.push(crate::trace::report::SourceFile {
-        path: path.display().to_string(),
-        encoding: crate::trace::report::Encoding::Jsonl,
-    });
-    let mut imported = Imported::default();
-    let mut sink = Sink::new(&mut b, 0, Kind::LlamacppLog);
-    log.place_into(path, &mut sink);
-    imported.took(sink, path);
-    imported.finish(&mut b);
-    b.finish()
+    live(&[LivePart::Llamacpp { log, path }])
 }
 
 impl Imported {

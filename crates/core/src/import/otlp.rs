@@ -214,42 +214,98 @@ pub fn read(
     progress: &Progress,
     collector: &mut sglang::Collector,
 ) -> Result<(), LoadError> {
-    let mut first: Option<i64> = None;
-    let mut vllm_count = 0usize;
-    let mut seen = vllm::Seen::default();
-    let before = collector.len();
-    collector.file = sink.file;
-    for_each_span(input, path, sink, progress, |span, sink| {
+    let mut mapper = Mapper::new(sink, collector);
+    for_each_span(input, path, sink, progress, |span, sink| mapper.span(span, sink))?;
+    mapper.done(path, sink);
+    Ok(())
+}
+
+/// The spans of one export an OTLP/HTTP exporter sent (`POST /v1/traces`): an `ExportTraceServiceRequest` in
+/// protobuf, or in JSON when `json` (its `Content-Type` is `application/json`), each span at `line` (the export's
+/// number).
+///
+/// # Errors
+/// The body is not such an export: why, for the exporter's answer.
+pub fn export_spans(body: &[u8], json: bool, line: u64) -> Result<Vec<Span>, String> {
+    use prost::Message as _;
+    let exports = if json {
+        json::decode(body).map_err(|e| format!("not an OTLP JSON export ({e})"))?
+    } else {
+        vec![
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest::decode(body)
+                .map_err(|e| format!("not an OTLP protobuf ExportTraceServiceRequest ({e})"))?,
+        ]
+    };
+    let mut spans = Vec::new();
+    for export in exports {
+        pb::spans_of(export, line, &mut spans);
+    }
+    Ok(spans)
+}
+
+/// Maps spans already decoded (an OTLP receiver's), as [`read`] maps a file's.
+pub fn read_spans(spans: &[Span], path: &Path, sink: &mut Sink<'_>, collector: &mut sglang::Collector) {
+    let mut mapper = Mapper::new(sink, collector);
+    for span in spans {
+        mapper.span(span.clone(), sink);
+    }
+    mapper.done(path, sink);
+}
+
+/// Spans mapped one at a time, and what is said of them at the end.
+struct Mapper<'c> {
+    first: Option<i64>,
+    vllm_count: usize,
+    seen: vllm::Seen,
+    before: usize,
+    collector: &'c mut sglang::Collector,
+}
+
+impl<'c> Mapper<'c> {
+    fn new(sink: &Sink<'_>, collector: &'c mut sglang::Collector) -> Self {
+        collector.file = sink.file;
+        Mapper {
+            first: None,
+            vllm_count: 0,
+            seen: vllm::Seen::default(),
+            before: collector.len(),
+            collector,
+        }
+    }
+
+    fn span(&mut self, span: Span, sink: &mut Sink<'_>) {
         if let Some(t) = span.start_ns {
-            first = Some(first.map_or(t, |f| f.min(t)));
+            self.first = Some(self.first.map_or(t, |f| f.min(t)));
         }
         if vllm::is_vllm(&span) {
-            vllm_count += 1;
-            vllm::map_one(&span, sink, &mut seen);
+            self.vllm_count += 1;
+            vllm::map_one(&span, sink, &mut self.seen);
         } else {
-            collector.push(span);
+            self.collector.push(span);
         }
-    })?;
-    if let Some(first) = first {
-        sink.saw_time(first);
     }
-    if vllm_count > 0 {
-        vllm::note(sink);
+
+    fn done(self, path: &Path, sink: &mut Sink<'_>) {
+        if let Some(first) = self.first {
+            sink.saw_time(first);
+        }
+        if self.vllm_count > 0 {
+            vllm::note(sink);
+        }
+        if self.seen.sequences > 0 {
+            sink.note(format!(
+                "{} vLLM spans share their request id with another: the sequences of requests sampled n > 1 times, \
+                 one span each; the second and later are named ID#2, ID#3, ...",
+                self.seen.sequences
+            ));
+        }
+        if self.vllm_count == 0 && self.collector.len() == self.before {
+            sink.note(format!(
+                "{} has no request spans tokenscope knows (vLLM's llm_request, SGLang's request spans with rid)",
+                path.display()
+            ));
+        }
     }
-    if seen.sequences > 0 {
-        sink.note(format!(
-            "{} vLLM spans share their request id with another: the sequences of requests sampled n > 1 times, one \
-             span each; the second and later are named ID#2, ID#3, ...",
-            seen.sequences
-        ));
-    }
-    if vllm_count == 0 && collector.len() == before {
-        sink.note(format!(
-            "{} has no request spans tokenscope knows (vLLM's llm_request, SGLang's request spans with rid)",
-            path.display()
-        ));
-    }
-    Ok(())
 }
 
 /// Maps the SGLang spans gathered from every file of the load, and says what could not be.

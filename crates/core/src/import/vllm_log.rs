@@ -421,6 +421,27 @@ fn prefix_time(prefix: &str) -> Option<(u32, u32, u32)> {
     })
 }
 
+/// The local time a vLLM or SGLang log line was written at (vLLM's `MM-DD HH:MM:SS` after its level, SGLang's
+/// `[YYYY-MM-DD HH:MM:SS]`), past terminal colours and a process manager's name; `None` for a line without one (a
+/// traceback's, a progress bar's).
+pub fn line_time(line: &[u8]) -> Option<LocalTime> {
+    // The time is at the line's start: its first bytes are enough (and a long line is not read whole).
+    let head = String::from_utf8_lossy(&line[..line.len().min(200)]);
+    let head = strip_ansi(&head);
+    let (_, head) = server_prefix(&head);
+    if let Some((local, _)) = super::sglang_log::prefix(head).filter(|_| head.trim_start().starts_with('[')) {
+        return Some(local);
+    }
+    // vLLM's level and time come before the source file in brackets: `INFO 11-03 14:05:00 [utils.py:325]`.
+    let before = head.find(" [").map_or(head, |at| &head[..at]);
+    prefix_time(before).map(|(month, day, second_of_day)| LocalTime {
+        year: None,
+        month,
+        day,
+        second_of_day,
+    })
+}
+
 /// Places the iterations read in time and adds them: `year` is the trace's, when its other files gave one.
 pub fn place(parsed: Vec<Parsed>, year: Option<i32>, fallback_year: i32, clock: &LogClock, b: &mut TraceBuilder) {
     use chrono::NaiveDate;
