@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::findings::{Objectives, finding_json};
+use super::findings::Objectives;
 use super::{Output, table, thousands, validate};
 use crate::analysis::cost::Prices;
 use crate::analysis::diff::{
-    Change, CompareOptions, Comparison, Metric, PairDelta, SeverityChange, Verdict, compare, most_changed,
+    Change, CompareOptions, Comparison, Computed, Metric, PairDelta, SeverityChange, Verdict, compare,
+    compare_computed, most_changed,
 };
-use crate::analysis::findings::{Finding, Thresholds};
+use crate::analysis::findings::{Finding, Kind, Thresholds};
 use crate::analysis::stats::Unit;
 use crate::analysis::summary::{GroupBy, Summary};
 use crate::load::Loaded;
@@ -20,6 +21,7 @@ use crate::trace::Trace;
 
 /// The arguments of `diff`.
 #[derive(Debug, Clone, clap::Args)]
+#[expect(clippy::struct_excessive_bools, reason = "command-line flags, each its own switch")]
 pub struct DiffArgs {
     /// The trace before.
     pub a: PathBuf,
@@ -63,6 +65,13 @@ pub struct DiffArgs {
     pub png: Option<PathBuf>,
     #[command(flatten, next_help_heading = "Thresholds of the detectors")]
     pub thresholds: Thresholds,
+    /// Load both traces whole before comparing them (for comparison: the diff is the same). Without it, two Parquet
+    /// traces whose figures all stream are streamed, each in memory set by its requests, not its tokens.
+    #[arg(long)]
+    pub in_memory: bool,
+    /// Say on standard error how the traces were read (streamed or loaded) and why.
+    #[arg(long)]
+    pub verbose: bool,
     // The part of the trace to read, the memory budget, the importer, a server log's clock.
     #[command(flatten)]
     pub reading: super::globals::GlobalArgs,
@@ -94,6 +103,8 @@ impl DiffArgs {
                 floor_ms: self.floor_ms,
             }),
             png: self.png.as_deref(),
+            in_memory: self.in_memory,
+            verbose: self.verbose,
         };
         run(&self.a, &self.b, &options)
     }
@@ -119,6 +130,10 @@ pub struct DiffOptions<'a> {
     pub fidelity: Option<crate::analysis::fidelity::Tolerance>,
     /// With `fidelity`: also draw the two runs' CDFs into this PNG.
     pub png: Option<&'a Path>,
+    /// Load both traces even when they could be streamed.
+    pub in_memory: bool,
+    /// Say how the traces were read.
+    pub verbose: bool,
 }
 
 fn format_relative(v: Option<f64>) -> String {
@@ -174,18 +189,35 @@ fn identity(trace: &Trace, s: &Summary) -> String {
     )
 }
 
-/// A trace and its start (the waterfall ruler's 0), computed once: `Trace::start_ns` reads every time of the trace.
-struct Side<'a> {
+/// A trace, its start (the waterfall ruler's 0, computed once: `Trace::start_ns` reads every time of the trace),
+/// and where the token rows its findings name are (a loaded trace's rows; a streamed trace's findings' own list).
+pub struct Side<'a> {
     trace: &'a Trace,
     origin: i64,
+    at: Box<dyn Fn(usize) -> Option<(u32, u32)> + 'a>,
 }
 
 impl<'a> Side<'a> {
-    fn of(trace: &'a Trace) -> Self {
+    /// A loaded trace.
+    pub fn of(trace: &'a Trace) -> Self {
         Side {
             trace,
             origin: trace.start_ns(),
+            at: Box::new(|k| Some((*trace.tokens.request.get(k)?, *trace.tokens.index.get(k)?))),
         }
+    }
+
+    /// A streamed trace's side: its requests, its start with its tokens counted, the tokens its findings name.
+    fn streamed(done: &'a crate::load::stream::findings::StreamedFindings) -> Self {
+        Side {
+            trace: &done.trace,
+            origin: done.start_ns,
+            at: Box::new(|k| done.token_index.get(&k).copied()),
+        }
+    }
+
+    fn finding_json(&self, f: &Finding) -> Value {
+        super::findings::json_of(self.trace, self.origin, f, &self.at)
     }
 }
 
@@ -359,10 +391,9 @@ fn delta_json(a: &Trace, b: &Trace, d: &PairDelta, metric: Metric) -> Value {
 }
 
 /// The JSON form of a comparison.
-pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparison, top: usize) -> Value {
-    let (oa, ob) = (a.start_ns(), b.start_ns());
-    let findings = |trace: &Trace, origin: i64, list: &[Finding], rows: &[usize]| -> Vec<Value> {
-        rows.iter().map(|&i| finding_json(trace, origin, &list[i])).collect()
+pub fn comparison_json(paths: (&Path, &Path), a: &Side<'_>, b: &Side<'_>, c: &Comparison, top: usize) -> Value {
+    let findings = |side: &Side<'_>, list: &[Finding], rows: &[usize]| -> Vec<Value> {
+        rows.iter().map(|&i| side.finding_json(&list[i])).collect()
     };
     let both: Vec<Value> = c
         .findings
@@ -370,8 +401,8 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         .iter()
         .map(|&(i, j)| {
             json!({
-                "a": finding_json(a, oa, &c.findings_a[i]),
-                "b": finding_json(b, ob, &c.findings_b[j]),
+                "a": a.finding_json(&c.findings_a[i]),
+                "b": b.finding_json(&c.findings_b[j]),
                 "severity": SeverityChange::of(&c.findings_a[i], &c.findings_b[j]),
             })
         })
@@ -389,7 +420,7 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         pairing[format!("most_changed_{key}")] = Value::Array(
             most_changed(&c.deltas, metric, top)
                 .iter()
-                .map(|d| delta_json(a, b, d, metric))
+                .map(|d| delta_json(a.trace, b.trace, d, metric))
                 .collect(),
         );
     }
@@ -398,8 +429,8 @@ pub fn comparison_json(paths: (&Path, &Path), a: &Trace, b: &Trace, c: &Comparis
         "b": {"trace": paths.1.display().to_string(), "summary": c.b},
         "figures": c.changes,
         "findings": {
-            "only_a": findings(a, oa, &c.findings_a, &c.findings.only_a),
-            "only_b": findings(b, ob, &c.findings_b, &c.findings.only_b),
+            "only_a": findings(a, &c.findings_a, &c.findings.only_a),
+            "only_b": findings(b, &c.findings_b, &c.findings.only_b),
             "both": both,
         },
         "pairing": pairing,
@@ -441,6 +472,25 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
         Some(Ok(p)) => Some(p),
         Some(Err(e)) => return Output::error(e, 2),
     };
+    // Two Parquet traces whose figures all stream are compared streamed (the fastest path, in memory set by their
+    // requests), unless asked to load, or asked for what needs the traces loaded.
+    let mut loading_why = "--in-memory".to_owned();
+    if !options.in_memory {
+        let needs_load = [
+            (options.fidelity.is_some(), "--fidelity"),
+            (options.by.is_some(), "--by"),
+            (prices.is_some(), "--prices"),
+        ]
+        .into_iter()
+        .find_map(|(on, flag)| on.then(|| format!("{flag} needs the traces loaded")));
+        match needs_load {
+            Some(why) => loading_why = why,
+            None => match streamed((a_path, b_path), options) {
+                Ok(out) => return out,
+                Err(why) => loading_why = why,
+            },
+        }
+    }
     let (a, b) = match (load(a_path, options.json), load(b_path, options.json)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return e,
@@ -492,38 +542,24 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
             by: options.by,
         },
     );
-    let stdout = if options.json {
-        let mut v = comparison_json((a_path, b_path), &a.trace, &b.trace, &c, options.top);
-        let slo = options.objectives.slo();
-        v["slo"] = json!({"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": options.objectives == Objectives::Default});
+    let (side_a, side_b) = (Side::of(&a.trace), Side::of(&b.trace));
+    let mut stdout = shown((a_path, b_path), (&side_a, &side_b), &c, options, "loaded");
+    if let (Some(by), false) = (options.by, options.json) {
+        stdout.push('\n');
+        stdout.push_str(&groups_text(by, &c));
+    }
+    if options.json
+        && let Ok(mut v) = serde_json::from_str::<Value>(&stdout)
+    {
         if let Some(by) = options.by {
             v["by"] = json!(by.name());
         }
         if let Some(p) = &prices {
             v["currency"] = json!(p.currency);
         }
-        format!("{v:#}\n")
-    } else {
-        let mut out = format!(
-            "A  {}: {}\nB  {}: {}\n{}\n\n",
-            a_path.display(),
-            identity(&a.trace, &c.a),
-            b_path.display(),
-            identity(&b.trace, &c.b),
-            options.objectives.line()
-        );
-        out.push_str(&figures_table(&c.changes));
-        out.push('\n');
-        out.push_str(&findings_text(&Side::of(&a.trace), &Side::of(&b.trace), &c));
-        out.push('\n');
-        out.push_str(&pairs_text(&a.trace, &b.trace, &c, options.top));
-        if let Some(by) = options.by {
-            out.push('\n');
-            out.push_str(&groups_text(by, &c));
-        }
-        out
-    };
-    let rejected = [(a_path, &a), (b_path, &b)]
+        stdout = format!("{v:#}\n");
+    }
+    let mut stderr: String = [(a_path, &a), (b_path, &b)]
         .iter()
         .filter(|(_, l)| l.report.rejected_count() > 0)
         .map(|(p, l)| {
@@ -534,9 +570,120 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
             )
         })
         .collect();
+    if options.verbose {
+        stderr.insert_str(0, &format!("note: both traces were loaded whole: {loading_why}\n"));
+    }
     Output {
         stdout,
-        stderr: rejected,
+        stderr,
         code: 0,
     }
+}
+
+/// The comparison as printed: JSON (with `computed_by`), or the text (identities, figures, findings, pairs).
+fn shown(
+    paths: (&Path, &Path),
+    (a, b): (&Side<'_>, &Side<'_>),
+    c: &Comparison,
+    options: &DiffOptions<'_>,
+    by: &str,
+) -> String {
+    if options.json {
+        let mut v = comparison_json(paths, a, b, c, options.top);
+        let slo = options.objectives.slo();
+        v["slo"] = json!({"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "defaults": options.objectives == Objectives::Default});
+        v["computed_by"] = json!(by);
+        return format!("{v:#}\n");
+    }
+    let mut out = format!(
+        "A  {}: {}\nB  {}: {}\n{}\n\n",
+        paths.0.display(),
+        identity(a.trace, &c.a),
+        paths.1.display(),
+        identity(b.trace, &c.b),
+        options.objectives.line()
+    );
+    out.push_str(&figures_table(&c.changes));
+    out.push('\n');
+    out.push_str(&findings_text(a, b, c));
+    out.push('\n');
+    out.push_str(&pairs_text(a.trace, b.trace, c, options.top));
+    out
+}
+
+/// One trace streamed for `diff`: its figures, its findings with its requests, and each request's figures by id.
+struct StreamedSide {
+    files: usize,
+    summary: crate::load::stream::StreamedSummary,
+    metrics: crate::load::stream::MetricsById,
+    done: crate::load::stream::findings::StreamedFindings,
+}
+
+impl StreamedSide {
+    /// The side of `path`. `Err` with why it is to be loaded instead.
+    fn of(path: &Path, options: &DiffOptions<'_>) -> Result<Self, String> {
+        use crate::load::stream::{StreamError, findings, summarize_requests};
+        let slo = options.objectives.slo();
+        super::streams_exactly(path)?;
+        let files = super::window_files(path).map_err(|e| e.to_string())?;
+        let failed = |e: StreamError| match e {
+            StreamError::Load(e) => e.to_string(),
+            StreamError::Unordered(why) => why,
+        };
+        let (summary, metrics) = summarize_requests(&files, super::window(), slo).map_err(failed)?;
+        let done = findings::find(&files, super::window(), &slo, options.thresholds, &Kind::ALL).map_err(failed)?;
+        Ok(StreamedSide {
+            files: files.len(),
+            summary,
+            metrics,
+            done,
+        })
+    }
+
+    fn computed(&self) -> Computed<'_> {
+        let trace = &self.done.trace;
+        Computed {
+            trace,
+            summary: self.summary.summary.clone(),
+            findings: self.done.findings.clone(),
+            metrics: Box::new(move |r| self.metrics.get(trace.request_id(r)).copied().unwrap_or_default()),
+        }
+    }
+
+    /// Records left out, of requests and steps and of tokens.
+    fn rejected(&self) -> u64 {
+        self.done.report.rejected_count() + self.done.incomplete_tokens
+    }
+}
+
+/// `diff` of two Parquet traces streamed: each side's figures, findings and requests' figures from its files, one
+/// side after the other, neither loaded. `Err` with why a trace is to be loaded instead.
+fn streamed(paths: (&Path, &Path), options: &DiffOptions<'_>) -> Result<Output, String> {
+    let a = StreamedSide::of(paths.0, options)?;
+    let b = StreamedSide::of(paths.1, options)?;
+    let c = compare_computed(a.computed(), b.computed());
+    let (side_a, side_b) = (Side::streamed(&a.done), Side::streamed(&b.done));
+    let stdout = shown(paths, (&side_a, &side_b), &c, options, "streamed");
+    let mut stderr = String::new();
+    if options.verbose {
+        stderr.push_str(&format!(
+            "note: both traces were streamed, neither loaded: A from {} Parquet file(s), its tokens in {} pass(es) for \
+             its figures and {} for its findings; B from {}, in {} and {}\n",
+            a.files, a.summary.passes, a.done.passes, b.files, b.summary.passes, b.done.passes
+        ));
+    }
+    for (path, side) in [(paths.0, &a), (paths.1, &b)] {
+        if side.rejected() > 0 {
+            stderr.push_str(&format!(
+                "note: {}: {} record(s) were rejected; `tokenscope validate` lists them\n",
+                path.display(),
+                side.rejected()
+            ));
+        }
+    }
+    Ok(Output {
+        stdout,
+        stderr,
+        code: 0,
+    })
 }

@@ -43,7 +43,7 @@ fn steps(trace: &Trace, f: &Finding) -> Vec<String> {
 
 /// Where a token row is: its request row and `index`. A loaded trace's rows say; a streamed trace's findings come
 /// with the tokens they name.
-type TokenAt<'a> = &'a dyn Fn(usize) -> Option<(u32, u32)>;
+pub(super) type TokenAt<'a> = &'a dyn Fn(usize) -> Option<(u32, u32)>;
 
 /// A loaded trace's token rows.
 fn rows_of(trace: &Trace) -> impl Fn(usize) -> Option<(u32, u32)> + '_ {
@@ -65,7 +65,7 @@ pub fn finding_json(trace: &Trace, origin: i64, f: &Finding) -> Value {
 }
 
 /// The JSON form of a finding whose tokens are found by `at`.
-fn json_of(trace: &Trace, origin: i64, f: &Finding, at: TokenAt<'_>) -> Value {
+pub(super) fn json_of(trace: &Trace, origin: i64, f: &Finding, at: TokenAt<'_>) -> Value {
     json!({
         "kind": f.kind.name(),
         "title": f.kind.title(),

@@ -14,3 +14,30 @@ pub fn tokenscope(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Numbers equal to a relative 1e-9 (a streamed figure is summed or divided in another order than a loaded one),
+/// everything else exactly.
+pub fn assert_json_close(x: &serde_json::Value, y: &serde_json::Value, at: &str) {
+    match (x, y) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{at}");
+            for (k, v) in a {
+                assert_json_close(v, &b[k], &format!("{at}.{k}"));
+            }
+        }
+        (serde_json::Value::Array(a), serde_json::Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{at}");
+            for (i, (u, v)) in a.iter().zip(b).enumerate() {
+                assert_json_close(u, v, &format!("{at}[{i}]"));
+            }
+        }
+        (serde_json::Value::Number(a), serde_json::Value::Number(b)) => {
+            let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+            assert!(
+                (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0),
+                "{at}: {a} != {b}"
+            );
+        }
+        _ => assert_eq!(x, y, "{at}"),
+    }
+}

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::trace::Trace;
 
 /// The latency figures of one request, in nanoseconds. `None` when the trace lacks what defines them.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RequestMetrics {
     /// scheduled − arrival.
     pub queue_ns: Option<i64>,

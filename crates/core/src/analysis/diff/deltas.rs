@@ -3,8 +3,7 @@
 use serde::Serialize;
 
 use super::*;
-use crate::analysis::metrics::{RequestMetrics, ms, request_metrics};
-use crate::trace::Trace;
+use crate::analysis::metrics::{RequestMetrics, ms};
 
 /// One paired request's figures in A and B, ms.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,21 +21,20 @@ pub struct PairDelta {
 }
 
 impl PairDelta {
-    pub(super) fn of(a: &Trace, ra: u32, b: &Trace, rb: u32) -> Self {
-        let (ma, mb) = (request_metrics(a, ra), request_metrics(b, rb));
+    /// The change between A's request `ra` and B's `rb`, of the figures given.
+    pub fn between((ra, ma): (u32, &RequestMetrics), (rb, mb): (u32, &RequestMetrics)) -> Self {
         let ttft = |m: &RequestMetrics| m.ttft_ns.map(ms);
         let tpot = |m: &RequestMetrics| m.tpot_ns.map(|t| t / 1e6);
         let e2e = |m: &RequestMetrics| m.e2e_ns.map(ms);
         PairDelta {
             a: ra,
             b: rb,
-            ttft_ms: (ttft(&ma), ttft(&mb)),
-            tpot_ms: (tpot(&ma), tpot(&mb)),
-            e2e_ms: (e2e(&ma), e2e(&mb)),
+            ttft_ms: (ttft(ma), ttft(mb)),
+            tpot_ms: (tpot(ma), tpot(mb)),
+            e2e_ms: (e2e(ma), e2e(mb)),
         }
     }
 
-    /// B − A of a metric, when both are defined.
     pub fn change(self, metric: Metric) -> Option<f64> {
         let (x, y) = self.get(metric);
         x.zip(y).map(|(x, y)| y - x)

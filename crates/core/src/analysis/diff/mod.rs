@@ -23,6 +23,7 @@ mod tokens;
 
 use crate::analysis::cost::Prices;
 use crate::analysis::findings::{Finding, Thresholds, find};
+use crate::analysis::metrics::{RequestMetrics, request_metrics};
 use crate::analysis::summary::{GroupBy, Slo, Summary, summarize_all, summarize_by};
 use crate::trace::Trace;
 
@@ -93,6 +94,17 @@ pub struct CompareOptions<'a> {
     pub by: Option<GroupBy>,
 }
 
+/// One side of a comparison, its figures and findings computed: from a loaded trace ([`compare`]), or from a
+/// streamed one, whose `trace` holds its requests without their tokens.
+pub struct Computed<'t> {
+    /// The requests (the findings name them by row).
+    pub trace: &'t Trace,
+    pub summary: Summary,
+    pub findings: Vec<Finding>,
+    /// A request row's latency figures.
+    pub metrics: Box<dyn Fn(u32) -> RequestMetrics + Sync + 't>,
+}
+
 /// Compares A and B: both are summarised and searched at once (rayon), then their requests paired and their
 /// findings matched.
 pub fn compare(a: &Trace, b: &Trace, options: &CompareOptions<'_>) -> Comparison {
@@ -103,28 +115,41 @@ pub fn compare(a: &Trace, b: &Trace, options: &CompareOptions<'_>) -> Comparison
         || (summarize_all(a, slo, prices), find(a, &slo, th)),
         || (summarize_all(b, slo, prices), find(b, &slo, th)),
     );
-    let pairing = pair_requests(a, b);
-    let offset = offset_ns(a, b, &pairing);
-    let deltas = pairing
-        .pairs
-        .iter()
-        .map(|&(ra, rb)| PairDelta::of(a, ra, b, rb))
-        .collect();
-    let groups = options.by.map_or_else(Vec::new, |by| {
+    let side = |trace, summary, findings| Computed {
+        trace,
+        summary,
+        findings,
+        metrics: Box::new(move |r| request_metrics(trace, r)),
+    };
+    let mut c = compare_computed(side(a, sa, fa), side(b, sb, fb));
+    c.groups = options.by.map_or_else(Vec::new, |by| {
         let (ga, gb) = rayon::join(|| summarize_by(a, by, slo, prices), || summarize_by(b, by, slo, prices));
         join_groups(ga, gb)
     });
+    c
+}
+
+/// Compares two sides computed already: their figures, their requests paired and their findings matched (no
+/// groups).
+pub fn compare_computed(a: Computed<'_>, b: Computed<'_>) -> Comparison {
+    let pairing = pair_requests(a.trace, b.trace);
+    let offset = offset_ns(a.trace, b.trace, &pairing);
+    let deltas = pairing
+        .pairs
+        .iter()
+        .map(|&(ra, rb)| PairDelta::between((ra, &(a.metrics)(ra)), (rb, &(b.metrics)(rb))))
+        .collect();
     Comparison {
-        changes: changes(&sa, &sb),
-        findings: match_findings(&fa, &fb, &pairing, offset),
+        changes: changes(&a.summary, &b.summary),
+        findings: match_findings(&a.findings, &b.findings, &pairing, offset),
         offset_ns: offset,
-        a: sa,
-        b: sb,
-        findings_a: fa,
-        findings_b: fb,
+        a: a.summary,
+        b: b.summary,
+        findings_a: a.findings,
+        findings_b: b.findings,
         pairing,
         deltas,
-        groups,
+        groups: Vec::new(),
     }
 }
 

@@ -26,7 +26,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::exact::{Outcome, Tally};
 use crate::analysis::facts::{RequestFacts, StepFigures};
-use crate::analysis::metrics::Distribution;
+use crate::analysis::metrics::{Distribution, RequestMetrics};
 use crate::analysis::summary::{NO_LABEL, Slo, Summary, Totals};
 use parquet::file::metadata::RowGroupMetaData;
 
@@ -459,6 +459,39 @@ pub fn summarize_keeping(
     slo: Slo,
     keep: usize,
 ) -> Result<StreamedSummary, StreamError> {
+    summarized(files, window, slo, keep).map(|(summary, _)| summary)
+}
+
+/// Each request's latency figures, by its id.
+pub type MetricsById = FxHashMap<Box<str>, RequestMetrics>;
+
+/// [`summarize`], and each request's latency figures by its id (what `diff` pairs and compares).
+///
+/// # Errors
+/// As [`summarize`].
+pub fn summarize_requests(
+    files: &[PathBuf],
+    window: Option<&Window>,
+    slo: Slo,
+) -> Result<(StreamedSummary, MetricsById), StreamError> {
+    let (summary, s) = summarized(files, window, slo, KEEP)?;
+    let mut by_id = FxHashMap::default();
+    by_id.reserve(s.requests.len());
+    for (id, row) in s.ids {
+        if let Some(f) = s.requests.get(row as usize) {
+            by_id.insert(id, f.metrics());
+        }
+    }
+    Ok((summary, by_id))
+}
+
+/// The summary of a streamed trace, and the trace as streamed.
+fn summarized(
+    files: &[PathBuf],
+    window: Option<&Window>,
+    slo: Slo,
+    keep: usize,
+) -> Result<(StreamedSummary, Streamed), StreamError> {
     let mut s = Streamed::open(files, window, true)?;
     let tally = s.read_tokens(Some(keep))?.unwrap_or_else(|| Tally::new(keep));
     let itl = match tally.finish() {
@@ -474,13 +507,14 @@ pub fn summarize_keeping(
             st.tokens.1,
         )
     }));
-    Ok(StreamedSummary {
+    let summary = StreamedSummary {
         summary: s.summary(slo, itl),
         passes: s.passes,
         skipped: s.skipped,
         steps,
         samples: s.samples,
-    })
+    };
+    Ok((summary, s))
 }
 
 impl Streamed {
