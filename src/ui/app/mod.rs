@@ -13,6 +13,7 @@ mod output;
 mod watching;
 mod what_if;
 mod windows;
+mod without_tokens;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -119,8 +120,16 @@ struct Loading {
     rx: Job<LoadResult>,
 }
 
-/// What a load gives: the trace and where to read its candidates from.
-type LoadResult = Result<(Loaded, Option<Arc<dyn CandidateSource>>), LoadError>;
+/// What a load gives: the trace and where to read its candidates from, and for a trace opened without its tokens
+/// (over the memory budget), its streamed findings.
+type LoadResult = Result<
+    (
+        Loaded,
+        Option<Arc<dyn CandidateSource>>,
+        Option<without_tokens::WithoutTokens>,
+    ),
+    LoadError,
+>;
 
 /// An open-file dialog running on its own thread.
 struct Dialog {
@@ -437,33 +446,43 @@ impl App {
         // A what-if replays the trace on screen.
         let shown = self.session.as_ref().map(|s| Arc::clone(&s.view.trace));
         let worker = (Arc::clone(&progress), source.clone());
+        let judged = (self.settings.slo, self.settings.thresholds);
         let spawned = Job::spawn("trace-loader", self.ctx.as_ref(), move || {
             let (progress, source) = worker;
-            let result = match source {
+            let result = match &source {
                 TraceSource::Path(p) | TraceSource::Live { journal: p, .. } | TraceSource::Watch { log: p } => {
-                    load::load_with(&p, &progress, options)
+                    load::load_with(p, &progress, options)
                 }
                 TraceSource::Part(p, window) => load::load_with(
-                    &p,
+                    p,
                     &progress,
                     load::LoadOptions {
-                        window: Some(Arc::new(window)),
+                        window: Some(Arc::new(window.clone())),
                         ..options
                     },
                 ),
                 TraceSource::Paths(ps) => {
                     load::load_many(&ps.iter().map(PathBuf::as_path).collect::<Vec<_>>(), &progress, options)
                 }
-                TraceSource::WhatIf { settings } => what_if::replay(shown.as_deref(), &settings),
+                TraceSource::WhatIf { settings } => what_if::replay(shown.as_deref(), settings),
                 TraceSource::Demo => Ok(load::Loaded {
                     trace: crate::synth::demo(),
                     report: crate::trace::report::Report::default(),
                 }),
             };
+            // A Parquet trace over the budget opens without its tokens, its findings streamed.
+            let (slo, thresholds) = judged;
+            let result = match result {
+                Err(over @ LoadError::OverBudget { .. }) => {
+                    return without_tokens::open(&source, over, &progress, slo, &thresholds)
+                        .map(|(loaded, streamed)| (loaded, None, Some(streamed)));
+                }
+                other => other,
+            };
             // The candidate reader reads the files' metadata once, here rather than at the first click.
             result.and_then(|loaded| {
                 let reader = load::open_candidates(&loaded.trace)?;
-                Ok((loaded, reader))
+                Ok((loaded, reader, None))
             })
         });
         match spawned {
@@ -517,12 +536,12 @@ impl App {
         self.loading = None;
         self.preview = None;
         match result {
-            Ok((loaded, reader)) if purpose == Purpose::Compare => {
+            Ok((loaded, reader, _)) if purpose == Purpose::Compare => {
                 let other = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
                 self.compare = Some(Comparing::new(other));
                 self.message = None;
             }
-            Ok((loaded, reader)) => {
+            Ok((loaded, reader, without_tokens)) => {
                 if let TraceSource::Path(p) | TraceSource::Part(p, _) = &source {
                     let p = p.display().to_string();
                     self.settings.recent.retain(|r| *r != p);
@@ -542,6 +561,11 @@ impl App {
                 let mut session = Session::new(source, loaded, reader, self.settings.order, self.session.as_ref());
                 if self.session.is_none() {
                     session.stats.prices = self.settings.prices.clone();
+                }
+                if let Some(w) = without_tokens {
+                    let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
+                    session.findings.computed(w.findings, slo, thresholds, None);
+                    self.notice = Some(w.notice);
                 }
                 // The previous session goes whole, with its jobs and its comparison: nothing of it can land on
                 // this trace.

@@ -86,9 +86,25 @@ pub fn find(
     th: &Thresholds,
     kinds: &[Kind],
 ) -> Result<StreamedFindings, StreamError> {
+    find_reporting(files, window, slo, th, kinds, &Progress::default())
+}
+
+/// [`find`], the reading of the requests and steps reported to `progress` (the app draws them as they come) and
+/// cancelled by it.
+///
+/// # Errors
+/// As [`find`].
+pub fn find_reporting(
+    files: &[PathBuf],
+    window: Option<&Window>,
+    slo: &Slo,
+    th: &Thresholds,
+    kinds: &[Kind],
+    progress: &Progress,
+) -> Result<StreamedFindings, StreamError> {
     let window = window.filter(|w| !w.is_all());
     refuse_halves(files)?;
-    let (trace, report) = skeleton(files, window)?;
+    let (trace, report) = skeleton(files, window, progress)?;
     if !trace.references.is_empty() && kinds.iter().any(|k| !STREAMABLE.contains(k)) {
         return Err(StreamError::Unordered(
             "a re-scored run's verdicts (off-distribution, sampling-accident) are judged on the trace loaded"
@@ -137,7 +153,7 @@ pub fn needing_a_load() -> Vec<Kind> {
 }
 
 /// The trace of `files` without its tokens, resolved and checked as a load would.
-fn skeleton(files: &[PathBuf], window: Option<&Window>) -> Result<(Trace, Report), StreamError> {
+fn skeleton(files: &[PathBuf], window: Option<&Window>, progress: &Progress) -> Result<(Trace, Report), StreamError> {
     let mut b = TraceBuilder::default();
     b.window = window.cloned();
     for p in files {
@@ -151,7 +167,7 @@ fn skeleton(files: &[PathBuf], window: Option<&Window>) -> Result<(Trace, Report
         .enumerate()
         .map(|(i, p)| (p.as_path(), u32::try_from(i).unwrap_or(u32::MAX)))
         .collect();
-    read_files_without_tokens(&parts, &mut b, &Progress::default(), window)?;
+    read_files_without_tokens(&parts, &mut b, progress, window)?;
     Ok(b.finish())
 }
 
