@@ -18,7 +18,7 @@
 //! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8 --rotate-every 5 --frames-seconds 20]`
 //! (`--tokens 0` leaves out the snapshots by size)
 
-#[path = "../tests/common/replay.rs"]
+#[path = "../tests/it/common/replay.rs"]
 mod replay;
 
 use std::io::Write;

@@ -7,7 +7,7 @@
 //! recorder's own work per chunk without the network (SSE payload to a token with its candidates), which the two
 //! end-to-end figures, both paced by the local server, cannot resolve.
 
-#[path = "../tests/common/replay.rs"]
+#[path = "../tests/it/common/replay.rs"]
 mod replay;
 
 use std::time::{Duration, Instant};

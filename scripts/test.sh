@@ -15,15 +15,15 @@ missing=()
 # A C compiler and pkg-config for the -sys crates (zstd, lz4).
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
-# Mesa's EGL and software rasterizer: the headless PNG renders (tests/render.rs) draw through them with no GPU.
+# Mesa's EGL and software rasterizer: the headless PNG renders (tests/it/cli_render.rs) draw through them with no GPU.
 if ! { ldconfig -p 2>/dev/null || /sbin/ldconfig -p; } | grep -q 'libEGL_mesa.so.0'; then
   missing+=(libegl1 libegl-mesa0)
 fi
 compgen -G '/usr/lib/*/dri/swrast_dri.so' >/dev/null || compgen -G '/usr/lib/*/dri/llvmpipe_dri.so' >/dev/null ||
   missing+=(libgl1-mesa-dri)
-# A JDK for Apache Spark (tests/fleet.rs runs sql/tokenscope.sql on it in local mode).
+# A JDK for Apache Spark (tests/it/fleet.rs runs sql/tokenscope.sql on it in local mode).
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
-# A font with Chinese, Japanese and Korean glyphs (tests/gui_opening.rs draws all three scripts).
+# A font with Chinese, Japanese and Korean glyphs (tests/it/gui_opening.rs draws all three scripts).
 [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || missing+=(fonts-wqy-microhei)
 # Python 3 with venv and pip, for PySpark.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
@@ -49,7 +49,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # PySpark, pinned: the python3 on PATH when it has it, else a virtual environment of the tests' own, put first on
-# PATH for them (tests/fleet.rs runs `python3`).
+# PATH for them (tests/it/fleet.rs runs `python3`).
 if ! python3 -c 'import pyspark' >/dev/null 2>&1; then
   venv=target/test-python
   if ! "$venv/bin/python3" -c 'import pyspark' >/dev/null 2>&1; then

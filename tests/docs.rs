@@ -47,7 +47,7 @@ fn every_console_example_in_the_docs_prints_what_the_docs_show() {
 }
 
 /// The README's "Two commands" are the ones a fresh machine runs: `cargo run --release` (the app on the
-/// demo: `tests/gui.rs` opens it), and `scripts/test.sh`, which installs what the tests need and runs them: exactly
+/// demo: `tests/it/gui.rs` opens it), and `scripts/test.sh`, which installs what the tests need and runs them: exactly
 /// what `.ci/run` runs after its format and lint checks. With the test above, which runs the README's examples in
 /// order from a fresh folder, this is a new user's first hour replayed.
 #[test]

@@ -2,7 +2,7 @@
 # Regenerates the measured part of docs/FIDELITY.md from the committed runs of tests/data/fidelity/ (recorded by
 # scripts/fidelity/runs.sh): the profile fitted on the mid-load run, its error on every other run, and the server's
 # own spread between the two repeats of each load. Rewrites the text between the `<!-- measured -->` markers, and
-# the profile tests/data/fidelity/profile.json that tests/fit.rs pins.
+# the profile tests/data/fidelity/profile.json that tests/it/fit.rs pins.
 #
 #   scripts/fidelity/report.sh
 #

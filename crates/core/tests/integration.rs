@@ -1,7 +1,7 @@
 //! The core's integration tests, in one test binary that links no GUI crate (`cargo test -p tokenscope-core` runs
 //! them): the figures worked by hand, the findings, the diagnosis corpus, and the importers on what SGLang's and
 //! vLLM's own code emits. Each file is a module here (`cargo test -p tokenscope-core --test integration findings::`
-//! runs one), as in the top crate's `tests/integration.rs`.
+//! runs one), as in the top crate's `tests/it/main.rs`.
 
 mod common;
 

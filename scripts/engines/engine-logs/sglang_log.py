@@ -1582,7 +1582,7 @@ def pd_main():  # noqa: C901  (one scenario, written out in order)
     }
     for role, text in texts.items():
         # <base>-<role>.truth.json: this log's lines alone, in the schema of the other fixtures' truth files
-        # (tests/server_logs.rs reads every X.log with its X.truth.json); <base>.truth.json has the pair
+        # (tests/it/server_logs.rs reads every X.log with its X.truth.json); <base>.truth.json has the pair
         common.write_outputs(f"{OUT_BASE}-{role}", text, {
             "engine": "sglang", "version": VERSION, "scenario": f"pd-{role}", "timezone": "UTC",
             "pair_truth": os.path.basename(OUT_BASE) + ".truth.json",

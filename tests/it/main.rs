@@ -1,0 +1,71 @@
+//! The app's and the CLI's integration tests, in one test binary. Each file of `tests/it/` is a module here (`cargo
+//! test --test integration <name>::` runs one of them; `gui_` files drive the window with egui_kittest, `cli_` files
+//! the command line, the others both or the library): one binary links the app,
+//! polars and wgpu once, where one binary per file linked them twenty times over (about 5 GB of test executables,
+//! which ran a CI machine's disk out). `tests/docs.rs` is apart: it changes the process's working directory.
+
+// Test helpers may unwrap (a panic here is a failed test) and start threads (a stopper, a watchdog).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod common;
+
+mod cli;
+mod cli_render;
+mod cli_streamed;
+mod corrupt;
+mod diff;
+mod disaggregation;
+mod export;
+mod fit;
+mod fleet;
+mod formats;
+mod gui;
+mod gui_compare;
+mod gui_live;
+mod gui_microscope;
+mod gui_opening;
+mod gui_random;
+mod gui_stats;
+mod import;
+mod join;
+mod real_runs;
+mod record;
+mod rescore;
+mod server_logs;
+mod speculative;
+mod sse_streams;
+mod synth;
+mod watch;
+
+/// Every file of `tests/it/` is a module of this binary: a file left out of the list above would never be compiled,
+/// and its tests never run.
+#[test]
+fn every_test_file_is_compiled() {
+    let main = include_str!("main.rs");
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&here).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let is_module = path.extension().is_some_and(|e| e == "rs") || path.join("mod.rs").is_file();
+        if is_module && name != "main" && !main.lines().any(|l| l == format!("mod {name};")) {
+            missing.push(name.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/it/ files not compiled (add `mod NAME;` to tests/it/main.rs): {missing:?}"
+    );
+    // Nor is a test file left in tests/ itself, where nothing compiles it but the docs' binary.
+    let stray: Vec<std::path::PathBuf> = std::fs::read_dir(here.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "rs") && !p.ends_with("docs.rs"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "test files in tests/ that no test target compiles: {stray:?}"
+    );
+}
