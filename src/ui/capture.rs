@@ -107,7 +107,7 @@ pub fn paint_caption(painter: &egui::Painter, strip: Rect, text: String) {
         egui::Align2::LEFT_CENTER,
         text,
         egui::FontId::proportional(12.0),
-        egui::Color32::WHITE,
+        super::theme::CAPTION_TEXT,
     );
 }
 

@@ -379,7 +379,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                         || m.choices[k].probability.is_some_and(|p| p < 0.5);
                     let mut rich = RichText::new(text)
                         .monospace()
-                        .color(Color32::BLACK)
+                        .color(theme::CHIP_TEXT)
                         .background_color(chip_color(trace, m, k));
                     if low {
                         rich = rich.underline();
@@ -419,7 +419,7 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
                         RichText::new(shown)
                             .monospace()
                             .italics()
-                            .color(Color32::BLACK)
+                            .color(theme::CHIP_TEXT)
                             .background_color(theme::FRESH_TOKEN),
                     )
                     .on_hover_text("streaming: arrived after the snapshot on screen");

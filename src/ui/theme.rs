@@ -258,6 +258,32 @@ pub const CURSOR: Color32 = Color32::from_rgba_unmultiplied_const(255, 255, 255,
 
 /// Background of the caption strip on PNG captures.
 pub const CAPTION_FILL: Color32 = Color32::from_gray(12);
+/// A PNG caption's text.
+pub const CAPTION_TEXT: Color32 = Color32::WHITE;
+/// The time ruler's band above the waterfall.
+pub const RULER_FILL: Color32 = Color32::from_gray(30);
+/// The top edge of a run of merged steps (many steps, not one).
+pub const MERGED_EDGE: Color32 = Color32::from_black_alpha(120);
+/// An idle column of an instance's load strip: a line, not a block.
+pub const IDLE_LOAD: Color32 = Color32::from_gray(120);
+/// Text on a token's chip (the chip is light).
+pub const CHIP_TEXT: Color32 = Color32::BLACK;
+/// The status dots: recording, stopping, watching.
+pub const RECORDING: Color32 = Color32::from_rgb(220, 60, 60);
+pub const STOPPING: Color32 = Color32::from_rgb(220, 160, 60);
+pub const WATCHING: Color32 = Color32::from_rgb(60, 160, 220);
+/// The colours of a plot's lines: the first as the waterfall's counters, then warmer for the higher percentiles
+/// (p50, p95, p99) and for goodput against output; more for more labels.
+pub const LINE_COLORS: [Color32; 8] = [
+    COUNTER_COLOR,
+    Color32::from_rgb(0xE0, 0xA0, 0x40),
+    Color32::from_rgb(0xE0, 0x50, 0x50),
+    Color32::from_rgb(0x60, 0xC0, 0x90),
+    Color32::from_rgb(0xB0, 0x80, 0xE0),
+    Color32::from_rgb(0x50, 0xC0, 0xD0),
+    Color32::from_rgb(0xD0, 0xD0, 0x60),
+    Color32::from_rgb(0xE0, 0x80, 0xB0),
+];
 
 #[cfg(test)]
 mod tests {
@@ -309,5 +335,49 @@ mod tests {
                 assert_ne!(stage_color(*a), stage_color(*b));
             }
         }
+    }
+
+    /// Every colour the app draws is one of this file: a `Color32` written anywhere else under `src/ui/` (outside
+    /// its tests) fails here, naming the file and line. `Color32::TRANSPARENT` (no colour) is allowed.
+    #[test]
+    fn every_colour_is_the_themes() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ui");
+        let mut files = Vec::new();
+        walk(&ui, &mut files);
+        assert!(files.len() > 20, "{} files under {}", files.len(), ui.display());
+        let mut written = Vec::new();
+        for file in files.iter().filter(|f| !f.ends_with("theme.rs")) {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("#[cfg(test)]") {
+                    break;
+                }
+                let code = line.split("//").next().unwrap_or("");
+                // A colour made (`from_rgb`, `from_gray`, ...) or named (`WHITE`); not a method of one.
+                let colours = code.match_indices("Color32::").filter(|(at, _)| {
+                    let rest = &code[at + "Color32::".len()..];
+                    (rest.starts_with("from_") || rest.starts_with(|c: char| c.is_ascii_uppercase()))
+                        && !rest.starts_with("TRANSPARENT")
+                });
+                if colours.count() > 0 {
+                    written.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            written.is_empty(),
+            "colours written outside ui/theme.rs:\n{}",
+            written.join("\n")
+        );
     }
 }

@@ -538,18 +538,8 @@ pub fn timeline_ui(
     waterfall.linked_hover_ns = hover;
 }
 
-/// The colours of a plot's lines: the first as the waterfall's counters, then warmer for the higher percentiles
-/// (p50, p95, p99) and for goodput against output; more for more labels.
-const LINE_COLORS: [egui::Color32; 8] = [
-    theme::COUNTER_COLOR,
-    egui::Color32::from_rgb(0xE0, 0xA0, 0x40),
-    egui::Color32::from_rgb(0xE0, 0x50, 0x50),
-    egui::Color32::from_rgb(0x60, 0xC0, 0x90),
-    egui::Color32::from_rgb(0xB0, 0x80, 0xE0),
-    egui::Color32::from_rgb(0x50, 0xC0, 0xD0),
-    egui::Color32::from_rgb(0xD0, 0xD0, 0x60),
-    egui::Color32::from_rgb(0xE0, 0x80, 0xB0),
-];
+/// The colours of a plot's lines.
+const LINE_COLORS: [egui::Color32; 8] = theme::LINE_COLORS;
 
 /// A plot's top value, short: 12, 3.4, 0.05, 12.3k.
 fn short(v: f64) -> String {

@@ -266,11 +266,11 @@ impl App {
         ui.horizontal_wrapped(|ui| {
             let (dot, state) = match &live.phase {
                 Phase::Recording => (
-                    RichText::new("●").color(egui::Color32::from_rgb(220, 60, 60)),
+                    RichText::new("●").color(crate::ui::theme::RECORDING),
                     "Recording".to_owned(),
                 ),
                 Phase::Stopping => (
-                    RichText::new("●").color(egui::Color32::from_rgb(220, 160, 60)),
+                    RichText::new("●").color(crate::ui::theme::STOPPING),
                     "Stopping".to_owned(),
                 ),
                 Phase::Ended(what) => (RichText::new("■"), format!("Recorded: {what}")),

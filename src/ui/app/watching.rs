@@ -107,7 +107,7 @@ impl App {
         let mut follow_again = false;
         ui.horizontal_wrapped(|ui| {
             if w.running() {
-                ui.label(RichText::new("●").color(egui::Color32::from_rgb(60, 160, 220)));
+                ui.label(RichText::new("●").color(crate::ui::theme::WATCHING));
             } else {
                 ui.label(RichText::new("■"));
             }

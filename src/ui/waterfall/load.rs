@@ -13,7 +13,7 @@ use crate::view::trace_view::TraceView;
 /// The height of an instance's row.
 pub const ROW: f32 = 14.0;
 /// An idle column: a line, not a block.
-const IDLE: Color32 = Color32::from_gray(120);
+const IDLE: Color32 = crate::ui::theme::IDLE_LOAD;
 
 /// The height of the heading line.
 const HEADING: f32 = 14.0;

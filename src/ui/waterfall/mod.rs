@@ -540,7 +540,7 @@ fn draw_ruler(p: &Paint<'_>, ticks: &[i64], step: i64, hover: &mut Option<Hover>
         pointer,
         ..
     } = *p;
-    painter.rect_filled(frame.ruler, 0.0, egui::Color32::from_gray(30));
+    painter.rect_filled(frame.ruler, 0.0, theme::RULER_FILL);
     for &t in ticks {
         let x = frame.time.left() + vp.x_from_time(t) as f32;
         painter.text(
@@ -591,7 +591,7 @@ fn draw_items(
         if matches!(item, RenderItem::Merged { .. }) {
             // Merged runs get a darker top edge, so they read as many steps, not one.
             let edge = Rect::from_x_y_ranges(r.x_range(), r.top()..=r.top() + 1.0);
-            mesh.add_colored_rect(edge, egui::Color32::from_black_alpha(120));
+            mesh.add_colored_rect(edge, theme::MERGED_EDGE);
         }
         if pointer.is_some_and(|p| r.expand2(vec2(1.0, 0.0)).contains(p)) {
             hovered = Some(item.clone());
