@@ -1,4 +1,4 @@
-//! `tokenscope watch --log FILE [--metrics URL] [--otlp HOST:PORT] [--json] [--incidents DIR] [--before-s S] [--after-s S]
+//! `tokenscope watch --log FILE|--otlp HOST:PORT [--metrics URL] [--json] [--incidents DIR] [--before-s S] [--after-s S]
 //! [--keep-s S] [--ring-bytes SIZE] [--part-s S] [--on-finding CMD] [--interval-s S] [--idle-exit S]`: follows what a
 //! server already writes, sending it nothing but a read of its `/metrics`, and says each incident once, as it
 //! happens; with `--incidents`, keeps the minutes around it as a trace of its own, and the last minutes as a ring
@@ -6,7 +6,7 @@
 //! prints each new finding as a JSON line; without, the app shows the watch (its waterfall, Timeline and findings).
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
@@ -21,9 +21,9 @@ use crate::trace::Trace;
 pub struct WatchArgs {
     /// The server's log to follow: llama-server's `--log-file` (at `-lv 5` every step and token), or a vLLM or SGLang
     /// log (its output redirected to a file: its stats lines, and its request timing lines where enabled). It need
-    /// not exist yet.
-    #[arg(long, value_name = "FILE")]
-    pub log: PathBuf,
+    /// not exist yet. Without it, `--otlp` is what is watched.
+    #[arg(long, value_name = "FILE", required_unless_present = "otlp")]
+    pub log: Option<PathBuf>,
     /// Also read the server's Prometheus metrics at each look (llama-server started with --metrics:
     /// http://HOST:PORT/metrics; vLLM's, SGLang's): requests running and waiting, KV use and throughputs, as the
     /// samples of source `metrics` (what a server does not export stays absent).
@@ -100,7 +100,8 @@ impl WatchArgs {
             ring_bytes: self.ring_bytes,
             part_s: self.part_s,
             interval: Duration::from_secs_f64(self.interval_s.max(0.05)),
-            ..WatchOptions::of(&self.log)
+            log: self.log.clone(),
+            ..WatchOptions::of(Path::new(""))
         })
     }
 
@@ -124,7 +125,10 @@ impl WatchArgs {
             Ok(w) => w,
             Err(e) => return Output::error(e, 1),
         };
-        eprintln!("watching {} (nothing is sent to the server)", self.log.display());
+        eprintln!(
+            "watching {} (nothing is sent to the server)",
+            watcher.options().watched()
+        );
         if let Some(addr) = watcher.otlp_addr() {
             eprintln!("receiving spans on http://{addr}/v1/traces");
         }

@@ -36,6 +36,8 @@ enum Reading {
     Held(Lines, Box<Held>),
     /// Another file: read whole when it grew (its length when last read).
     Whole(Option<u64>),
+    /// No log is followed.
+    Absent,
 }
 
 /// A server's log being read as it is written.
@@ -186,6 +188,13 @@ impl ServerLogTail {
         }
     }
 
+    /// No log: the trace is made of what is given beside it ([`Self::poll_with`]: a receiver's spans).
+    pub fn none() -> Self {
+        let mut tail = Self::new(Path::new(""));
+        tail.reading = Reading::Absent;
+        tail
+    }
+
     /// The log's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -262,7 +271,7 @@ impl ServerLogTail {
         let path = self.path.clone();
         let failed = |e: std::io::Error| format!("{}: {e}", path.display());
         match &mut self.reading {
-            Reading::Unknown => Ok(false),
+            Reading::Unknown | Reading::Absent => Ok(false),
             Reading::Llamacpp(lines, follow) => {
                 match lines.read(READ_AT_MOST, |line| follow.line(line)).map_err(failed)? {
                     // Made again (rotated, emptied, or a restarted server's): its lines held until one says which.
@@ -312,7 +321,7 @@ impl ServerLogTail {
             }),
             // A whole read's trace is taken as it is: an OTLP receiver's spans are joined only to a server's log.
             Reading::Whole(_) => return self.whole.take(),
-            Reading::Unknown => None,
+            Reading::Unknown | Reading::Absent => None,
         };
         if own.is_none() && also.is_empty() {
             return None;

@@ -22,8 +22,8 @@ use crate::trace::Trace;
 /// What a watch follows and keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchOptions {
-    /// The server's log.
-    pub log: PathBuf,
+    /// The server's log (none: its spans alone are received).
+    pub log: Option<PathBuf>,
     /// Its Prometheus page, read at each look.
     pub metrics: Option<String>,
     /// Where to receive its spans (OTLP/HTTP), `HOST:PORT`.
@@ -48,11 +48,20 @@ pub struct WatchOptions {
 }
 
 impl WatchOptions {
+    /// What is watched, for messages and titles: the log, else where spans are received.
+    pub fn watched(&self) -> String {
+        match (&self.log, &self.otlp) {
+            (Some(log), _) => log.display().to_string(),
+            (None, Some(addr)) => format!("the spans received on {addr}"),
+            (None, None) => "nothing".to_owned(),
+        }
+    }
+
     /// A watch of `log` with the defaults of `tokenscope watch`: no metrics, no incident files, 120 s before and 30 s
     /// after a finding, 600 s held, a ring of 1 GB in parts of 60 s, a look a second.
     pub fn of(log: &Path) -> Self {
         WatchOptions {
-            log: log.to_owned(),
+            log: Some(log.to_owned()),
             metrics: None,
             otlp: None,
             incidents: None,
@@ -126,11 +135,15 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A watch of `options.log` (it need not exist yet).
+    /// A watch of `options.log` (it need not exist yet) and of the spans received.
     ///
     /// # Errors
-    /// The incidents folder or its ring cannot be made, or the metrics client cannot start: why.
+    /// Neither a log nor a receiver is given; the incidents folder or its ring cannot be made, or the metrics client
+    /// or the receiver cannot start: why.
     pub fn new(options: WatchOptions) -> Result<Self, String> {
+        if options.log.is_none() && options.otlp.is_none() {
+            return Err("nothing to watch: give the server's log (--log), or receive its spans (--otlp)".to_owned());
+        }
         let ring = match &options.incidents {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
@@ -148,7 +161,10 @@ impl Watcher {
             None => None,
         };
         Ok(Watcher {
-            tail: ServerLogTail::new(&options.log),
+            tail: options
+                .log
+                .as_deref()
+                .map_or_else(ServerLogTail::none, ServerLogTail::new),
             options,
             metrics,
             receiver,
@@ -286,7 +302,7 @@ impl Watcher {
         };
         format!(
             "{}: {} requests held at most, {} forgotten past --keep-s{scraped}{received}{kept}{restarted}, {} finding(s)",
-            self.options.log.display(),
+            self.options.watched(),
             self.requests,
             self.forgotten,
             self.said.len()

@@ -71,7 +71,7 @@ pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
 /// Opens the window on a server's log watched as it is written (`tokenscope watch` without `--json`); returns when
 /// the window is closed (the watch then stops).
 pub fn run_watch(options: crate::record::watcher::WatchOptions) -> Result<(), eframe::Error> {
-    let title = format!("tokenscope: watching {}", options.log.display());
+    let title = format!("tokenscope: watching {}", options.watched());
     eframe::run_native(
         "tokenscope",
         window(&title),

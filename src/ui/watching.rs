@@ -65,7 +65,8 @@ impl Watching {
     /// # Errors
     /// The watch cannot start (its incidents folder, its metrics client, its thread): why.
     pub fn start(options: WatchOptions, waker: Option<&egui::Context>) -> Result<Self, String> {
-        let log = options.log.clone();
+        // The watch's name in the window: its log, else where its spans come.
+        let log = PathBuf::from(options.watched());
         let interval = options.interval;
         let mut watcher = Watcher::new(options)?;
         let (tx, looks) = std::sync::mpsc::channel();

@@ -744,3 +744,71 @@ fn the_otlp_receiver_takes_grpc_and_http_exports_and_refuses_what_is_none() {
     assert!(loaded.request_count() >= 4, "{}", loaded.request_count());
     assert_eq!(requests_of(&live), requests_of(&loaded));
 }
+
+/// `watch --otlp` without a log: the spans a server exports are what is watched. The receiver's address (port 0:
+/// a free one) is said on stderr; an export sent there is counted and its requests held; with neither a log nor a
+/// receiver, watch says the log is needed.
+#[test]
+fn watch_with_only_a_receiver_takes_the_spans_exported_to_it() {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokenscope"))
+        .args([
+            "watch",
+            "--json",
+            "--interval-s",
+            "0.2",
+            "--idle-exit",
+            "2",
+            "--otlp",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap_or_else(|| panic!("no stderr")));
+    let mut said = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap_or(0) > 0,
+            "watch ended before saying its address: {said}"
+        );
+        said.push_str(&line);
+        if let Some(url) = line.trim().strip_prefix("receiving spans on ") {
+            break url.to_owned();
+        }
+    };
+    assert!(said.contains("watching the spans received on 127.0.0.1:0"), "{said}");
+    let body =
+        std::fs::read("tests/data/import/vllm/engine/0.33.0/long_prompt/000.pb").unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let status = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/x-protobuf")
+            .body(body)
+            .send()
+            .await
+            .map_or_else(|e| panic!("{e}"), |r| r.status().as_u16())
+    });
+    assert_eq!(status, 200);
+    let started = Instant::now();
+    while child.try_wait().ok().flatten().is_none() {
+        assert!(started.elapsed() < Duration::from_mins(1), "watch did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap_or_else(|e| panic!("{e}"));
+    // vLLM 0.33's long-prompt scenario: two requests, one export.
+    assert!(
+        rest.contains("2 requests held at most") && rest.contains("1 OTLP export(s) received"),
+        "{rest}"
+    );
+    let (code, _, err) = crate::common::tokenscope(&["watch", "--json"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("required arguments were not provided") && err.contains("--log"),
+        "{err}"
+    );
+}
