@@ -18,6 +18,10 @@
 //! `cargo bench --bench live [-- --tokens 10000,100000,500000 --seconds 8 --rotate-every 5 --frames-seconds 20]`
 //! (`--tokens 0` leaves out the snapshots by size)
 
+/// The allocator the command and the app run with (`src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "../tests/it/common/replay.rs"]
 mod replay;
 

@@ -659,6 +659,9 @@ impl StreamedSide {
 /// `diff` of two Parquet traces streamed: each side's figures, findings and requests' figures from its files, one
 /// side after the other, neither loaded. `Err` with why a trace is to be loaded instead.
 fn streamed(paths: (&Path, &Path), options: &DiffOptions<'_>) -> Result<Output, String> {
+    // Both are looked at before either is streamed: a side that must be loaded loads both.
+    super::streams_exactly(paths.0)?;
+    super::streams_exactly(paths.1)?;
     let a = StreamedSide::of(paths.0, options)?;
     let b = StreamedSide::of(paths.1, options)?;
     let c = compare_computed(a.computed(), b.computed());

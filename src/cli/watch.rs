@@ -140,8 +140,8 @@ impl WatchArgs {
             for n in notes {
                 match n {
                     Note::Restarted => eprintln!(
-                        "watch: the server started again (its log's clock went back); its new run is read afresh, \
-                         what was kept of the last stays"
+                        "watch: the server started again; its new run's findings are its own, what was kept of the \
+                         last stays"
                     ),
                     Note::Trouble(e) => eprintln!("watch: {e}"),
                 }

@@ -67,6 +67,7 @@ impl Receiver {
             .worker_threads(1)
             .thread_name("otlp-receiver")
             .enable_io()
+            .enable_time()
             .build()
             .map_err(|e| format!("cannot start the receiver: {e}"))?;
         let inbox = Arc::new(Mutex::new(Inbox::default()));
@@ -125,6 +126,11 @@ impl Receiver {
         }
     }
 
+    /// Whether any span is held.
+    pub fn has_spans(&self) -> bool {
+        !self.spans.is_empty()
+    }
+
     /// The spans held, as a source of the watch's trace.
     pub fn part(&self) -> LivePart<'_> {
         LivePart::Spans {
@@ -164,7 +170,11 @@ async fn serve(
         tokio::select! {
             _ = &mut stopped => return,
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let Ok((stream, _)) = accepted else {
+                    // Out of file descriptors, say: waited out rather than tried again at once.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                };
                 let inbox = Arc::clone(&inbox);
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| answer(req, Arc::clone(&inbox)));
@@ -228,13 +238,20 @@ async fn answer(
         }
         reply(transport, Err((status, why)))
     };
-    let path = if transport == Transport::Grpc {
-        GRPC_EXPORT
+    // OTLP/HTTP's path, or the root: an exporter given an endpoint posts to it as written.
+    let path = req.uri().path();
+    let known = if transport == Transport::Grpc {
+        path == GRPC_EXPORT
     } else {
-        "/v1/traces"
+        path == "/v1/traces" || path == "/"
     };
-    if req.method() != hyper::Method::POST || req.uri().path() != path {
-        let why = format!("{} {}: only POST {path} is received", req.method(), req.uri().path());
+    if req.method() != hyper::Method::POST || !known {
+        let wanted = if transport == Transport::Grpc {
+            GRPC_EXPORT
+        } else {
+            "/v1/traces"
+        };
+        let why = format!("{} {path}: only POST {wanted} is received", req.method());
         return Ok(refuse(StatusCode::NOT_FOUND, why));
     }
     let body = match Limited::new(req.into_body(), BODY_AT_MOST).collect().await {
@@ -270,12 +287,21 @@ fn grpc_message(body: &[u8], packed: &str) -> Result<Bytes, String> {
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(u32::from_be_bytes)
         .ok_or("a gRPC frame cut before its length")? as usize;
+    let end = len.checked_add(4).ok_or("a gRPC frame longer than memory")?;
     let message = rest
-        .get(4..4 + len)
+        .get(4..end)
         .ok_or_else(|| format!("a gRPC frame of {len} bytes cut at {}", rest.len().saturating_sub(4)))?;
-    match flag {
-        0 => Ok(Bytes::copy_from_slice(message)),
-        1 => unpack(Bytes::copy_from_slice(message), packed),
+    // Export is a unary call: one message.
+    if rest.len() > end {
+        return Err(format!(
+            "{} bytes after the gRPC message (Export takes one)",
+            rest.len() - end
+        ));
+    }
+    match (flag, packed) {
+        (0, _) => Ok(Bytes::copy_from_slice(message)),
+        (1, "" | "identity") => Err("a gRPC message flagged compressed without a grpc-encoding".to_owned()),
+        (1, _) => unpack(Bytes::copy_from_slice(message), packed),
         _ => Err(format!("a gRPC frame flagged {flag}, neither 0 nor 1")),
     }
 }
@@ -290,8 +316,11 @@ fn unpack(body: Bytes, encoding: &str) -> Result<Bytes, String> {
         other => return Err(format!("a body encoded as {other}: gzip, deflate or none are read")),
     };
     let mut out = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(reader, BODY_AT_MOST as u64), &mut out)
+    std::io::Read::read_to_end(&mut std::io::Read::take(reader, BODY_AT_MOST as u64 + 1), &mut out)
         .map_err(|e| format!("{encoding} body unread: {e}"))?;
+    if out.len() > BODY_AT_MOST {
+        return Err(format!("a {encoding} body of more than {BODY_AT_MOST} bytes unpacked"));
+    }
     Ok(Bytes::from(out))
 }
 

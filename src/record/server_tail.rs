@@ -90,8 +90,10 @@ impl Follow {
     }
 }
 
-/// The uvicorn line vLLM's and SGLang's servers print once at each start.
+/// The uvicorn line vLLM's and SGLang's servers print once at each start (once per API server process: lines of
+/// one start come within [`ONE_START_S`] of each other).
 const STARTED: &[u8] = b"Started server process";
+const ONE_START_S: i64 = 10;
 
 /// A vLLM or SGLang log's lines as they are read, each with the time of the last line that gave one (seconds of its
 /// local clock, a year ahead past a New Year the log gives no year for), so that those older than a watch's window
@@ -105,15 +107,15 @@ struct Held {
     last: Option<i64>,
     month: u32,
     years: i64,
-    /// Starts of the server seen (`Started server process`).
+    /// Starts of the server seen (`Started server process`), the time of the last, and those the log held when it
+    /// was first read to its end (starts before the watch are not restarts).
     starts: u32,
+    last_start: Option<i64>,
+    starts_before: Option<u32>,
     /// The lines held, one after another, as the importer reads them; made again when lines came.
     text: Vec<u8>,
     stale: bool,
 }
-
-/// Seconds in a year of the held lines' clock: 12 months of 31 days.
-const YEAR_S: i64 = 12 * 31 * 86_400;
 
 impl Held {
     fn new(kind: Kind) -> Self {
@@ -124,29 +126,53 @@ impl Held {
             month: 0,
             years: 0,
             starts: 0,
+            last_start: None,
+            starts_before: None,
             text: Vec::new(),
             stale: false,
         }
     }
 
     fn line(&mut self, raw: &[u8]) {
-        if let Some(t) = crate::import::vllm_log::line_time(raw) {
+        use crate::import::vllm_log::{LineTime, line_time};
+        let form = if self.kind == Kind::SglangLog {
+            LineTime::Sglang
+        } else {
+            LineTime::Vllm
+        };
+        if let Some(t) = line_time(raw, Some(form)) {
             // A log without years runs from December into January: its time goes on.
-            if t.month + 6 < self.month {
+            if t.year.is_none() && t.month + 6 < self.month {
                 self.years += 1;
             }
             self.month = t.month;
             let year = i64::from(t.year.unwrap_or(0)) + self.years;
             let s = ((year * 12 + i64::from(t.month) - 1) * 31 + i64::from(t.day) - 1) * 86_400
                 + i64::from(t.second_of_day);
-            debug_assert!(s >= year * YEAR_S);
             self.last = Some(self.last.map_or(s, |l| l.max(s)));
         }
         if memchr::memmem::find(raw, STARTED).is_some() {
-            self.starts += 1;
+            let now = self.last.unwrap_or(i64::MIN);
+            if self.last_start.is_none_or(|t| now.saturating_sub(t) > ONE_START_S) {
+                self.starts += 1;
+            }
+            self.last_start = Some(now);
         }
         self.lines.push_back((self.last.unwrap_or(i64::MIN), raw.to_vec()));
         self.stale = true;
+    }
+
+    /// The log was read to its end: the starts it held so far were before the watch.
+    fn caught_up(&mut self) {
+        self.starts_before.get_or_insert(self.starts);
+    }
+
+    /// Starts of the server after its first and after the log was first read to its end: a watch begun while the
+    /// server was still starting sees its start, not a restart. (A watch begun on a rotated log whose start line is
+    /// in the file before takes the first restart for the start.)
+    fn restarts(&self) -> u32 {
+        self.starts_before
+            .map_or(0, |before| self.starts.saturating_sub(before.max(1)))
     }
 
     /// Forgets the lines written more than `keep_s` before the last: the SGLang request timing lines among them.
@@ -206,11 +232,11 @@ impl ServerLogTail {
     }
 
     /// How many times the server was seen to start again: a llama-server log whose clock went back, a vLLM or
-    /// SGLang log's second `Started server process` and later.
+    /// SGLang log's `Started server process` once the log was first read to its end.
     pub fn restarts(&self) -> u32 {
         match &self.reading {
             Reading::Llamacpp(_, follow) => follow.restarts,
-            Reading::Held(_, held) => held.starts.saturating_sub(1),
+            Reading::Held(_, held) => held.restarts(),
             _ => 0,
         }
     }
@@ -263,8 +289,12 @@ impl ServerLogTail {
                     Reading::Llamacpp(Lines::new(&self.path), Follow::default())
                 }
                 Some(text) => match held_kind(&text) {
-                    Some(kind) => Reading::Held(Lines::new(&self.path), Box::new(Held::new(kind))),
-                    None => Reading::Whole(None),
+                    Some(Ok(kind)) => Reading::Held(Lines::new(&self.path), Box::new(Held::new(kind))),
+                    Some(Err(())) => Reading::Whole(None),
+                    // Nothing says yet (a server still starting has printed only its warnings): looked at again,
+                    // unless its start is all that is looked at.
+                    None if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= HEAD) => Reading::Whole(None),
+                    None => return Ok(false),
                 },
             };
         }
@@ -292,7 +322,12 @@ impl ServerLogTail {
                     lines.read(READ_AT_MOST, |line| held.line(line)).map_err(failed)?;
                     Ok(true)
                 }
-                Got::Lines { read, .. } => Ok(read > 0 && read < READ_AT_MOST),
+                Got::Lines { read, .. } => {
+                    if read < READ_AT_MOST {
+                        held.caught_up();
+                    }
+                    Ok(read > 0 && read < READ_AT_MOST)
+                }
                 Got::NotThere => Ok(false),
             },
             Reading::Whole(read_at) => {
@@ -320,7 +355,16 @@ impl ServerLogTail {
                 bytes: held.text(),
             }),
             // A whole read's trace is taken as it is: an OTLP receiver's spans are joined only to a server's log.
-            Reading::Whole(_) => return self.whole.take(),
+            Reading::Whole(_) => {
+                let mut whole = self.whole.take()?;
+                if !also.is_empty() {
+                    whole.report.notes.push(format!(
+                        "{}: spans received are joined to a llama.cpp, vLLM or SGLang log only; this one is read whole",
+                        path.display()
+                    ));
+                }
+                return Some(whole);
+            }
             Reading::Unknown | Reading::Absent => None,
         };
         if own.is_none() && also.is_empty() {
@@ -332,23 +376,25 @@ impl ServerLogTail {
     }
 }
 
-/// How a log whose start is `text` is held line by line: a vLLM or SGLang log (its lines timed as theirs are, even
-/// before any stats line says which), or `None` for another file.
-fn held_kind(text: &str) -> Option<Kind> {
+/// How a log whose start is `text` is read: held line by line as a vLLM or SGLang log (its lines timed as theirs
+/// are, even before any stats line says which: `Ok`), read whole as another file (`Err`), or not known yet (`None`:
+/// nothing in it says).
+fn held_kind(text: &str) -> Option<Result<Kind, ()>> {
+    use crate::import::vllm_log::{LineTime, line_time};
     match crate::import::sniff_bytes(text.as_bytes()) {
-        Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => Some(kind),
-        Some(_) => None,
-        None => text
-            .lines()
-            .find(|l| crate::import::vllm_log::line_time(l.as_bytes()).is_some())
-            .map(|l| {
-                if crate::import::server_log::strip_ansi(l).trim_start().starts_with('[') {
-                    Kind::SglangLog
-                } else {
-                    Kind::VllmLog
-                }
-            }),
+        Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => return Some(Ok(kind)),
+        Some(_) => return Some(Err(())),
+        None => {}
     }
+    for l in text.lines() {
+        if line_time(l.as_bytes(), Some(LineTime::Sglang)).is_some() {
+            return Some(Ok(Kind::SglangLog));
+        }
+        if line_time(l.as_bytes(), Some(LineTime::Vllm)).is_some() {
+            return Some(Ok(Kind::VllmLog));
+        }
+    }
+    None
 }
 
 /// The start of the file as text, when it has any.

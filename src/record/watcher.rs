@@ -194,7 +194,13 @@ impl Watcher {
             notes.extend(troubles.into_iter().map(Note::Trouble));
             came
         });
-        let spans: Vec<_> = self.receiver.iter().map(Receiver::part).collect();
+        // No spans yet: no part (an empty one would name an engine the log is not).
+        let spans: Vec<_> = self
+            .receiver
+            .iter()
+            .filter(|r| r.has_spans())
+            .map(Receiver::part)
+            .collect();
         if let Err(e) = self.tail.poll_with(&spans, spans_came) {
             notes.push(Note::Trouble(e));
         }

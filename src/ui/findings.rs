@@ -36,6 +36,12 @@ pub struct FindingsState {
     job: Option<(Key, super::job::Job<Vec<Finding>>)>,
     /// A live recording's: from this time on requests are still streaming, so findings reaching it are provisional.
     pub open_from_ns: Option<i64>,
+    /// Judged on tokens this trace does not hold (a trace opened without them, its tokens streamed from disk): never
+    /// judged again on the trace, whose detectors would see no token; other objectives or thresholds need it opened
+    /// again.
+    pub judged_on_disk: bool,
+    /// The objectives or thresholds changed since such findings were judged.
+    stale: bool,
 }
 
 /// The colour of a severity.
@@ -67,6 +73,10 @@ impl FindingsState {
         waker: Option<&egui::Context>,
     ) -> bool {
         let key = Key { slo, thresholds };
+        if self.judged_on_disk {
+            self.stale = self.key != Some(key);
+            return false;
+        }
         if let Some((_, rx)) = &self.job {
             match rx.try_recv() {
                 Ok(f) => {
@@ -249,6 +259,12 @@ pub fn findings_ui(
     ui.label(format!("{c} critical · {w} warning · {i} info. Click one to go there."));
     if state.open_from_ns.is_some() {
         ui.weak("Live: a finding whose window reaches a request still streaming is provisional.");
+    }
+    if state.stale {
+        ui.weak(
+            "Judged on the tokens on disk with the objectives and thresholds of when the trace was opened: open it \
+             again to judge them with the new ones.",
+        );
     }
     ui.horizontal_wrapped(|ui| {
         for kind in Kind::ALL {

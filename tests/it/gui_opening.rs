@@ -113,6 +113,19 @@ fn a_parquet_trace_above_the_memory_budget_opens_without_its_tokens_with_its_fin
         .collect();
     assert!(want.len() >= 4, "{want:?}");
     assert_eq!(got, want);
+    // Other objectives do not judge the trace without its tokens again (its token detectors would see none).
+    let mut app = app;
+    let s = app.session_mut().unwrap();
+    let trace = std::sync::Arc::clone(&s.view.trace);
+    let stricter = Slo {
+        ttft_ms: Some(1.0),
+        ..Slo::DEFAULT
+    };
+    assert!(
+        !s.findings.refresh(&trace, stricter, Thresholds::default(), None),
+        "nothing computed again"
+    );
+    assert_eq!(s.findings.findings.as_ref().map(Vec::len), Some(want.len()));
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);

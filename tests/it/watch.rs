@@ -565,6 +565,10 @@ fn a_vllm_or_sglang_log_followed_across_rotation_and_emptying_reads_every_line_o
         let mut tail = tokenscope::record::server_tail::ServerLogTail::new(&log);
         let ends = piece_ends(&text, 6);
         let piece = |k: usize| &text[if k == 0 { 0 } else { ends[k - 1] }..ends[k]];
+        // What a server started under nohup writes first, before its own lines: nothing says which log it is yet.
+        append(&log, b"nohup: ignoring input\n");
+        tail.poll().unwrap_or_else(|e| panic!("{e}"));
+        assert!(tail.loaded().is_none(), "{fixture}: a trace of nothing");
         append(&log, piece(0));
         tail.poll().unwrap_or_else(|e| panic!("{e}"));
         let first = tail.loaded().map_or(0, |l| l.trace.samples.time_ns.len());
@@ -585,8 +589,12 @@ fn a_vllm_or_sglang_log_followed_across_rotation_and_emptying_reads_every_line_o
         assert_eq!(readings(followed), readings(&whole), "{fixture}");
         assert_eq!(tail.restarts(), 0, "{fixture}");
 
-        // The server started again, appending to its log: counted, what it said before kept.
-        append(&log, b"INFO:     Started server process [4243]\n");
+        // The server started again, appending to its log: counted once however many API servers say so, what it
+        // said before kept.
+        append(
+            &log,
+            b"INFO:     Started server process [4243]\nINFO:     Started server process [4244]\n",
+        );
         tail.poll().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tail.restarts(), 1, "{fixture}");
 

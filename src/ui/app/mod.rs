@@ -473,7 +473,8 @@ impl App {
             // A Parquet trace over the budget opens without its tokens, its findings streamed.
             let (slo, thresholds) = judged;
             let result = match result {
-                Err(over @ LoadError::OverBudget { .. }) => {
+                // B of a comparison is compared with its tokens: it is refused over the budget, as before.
+                Err(over @ LoadError::OverBudget { .. }) if purpose != Purpose::Compare => {
                     return without_tokens::open(&source, over, &progress, slo, &thresholds)
                         .map(|(loaded, streamed)| (loaded, None, Some(streamed)));
                 }
@@ -563,8 +564,8 @@ impl App {
                     session.stats.prices = self.settings.prices.clone();
                 }
                 if let Some(w) = without_tokens {
-                    let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
-                    session.findings.computed(w.findings, slo, thresholds, None);
+                    session.findings.computed(w.findings, w.slo, w.thresholds, None);
+                    session.findings.judged_on_disk = true;
                     self.notice = Some(w.notice);
                 }
                 // The previous session goes whole, with its jobs and its comparison: nothing of it can land on

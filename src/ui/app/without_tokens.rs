@@ -15,6 +15,9 @@ use crate::ui::session::TraceSource;
 pub struct WithoutTokens {
     pub findings: Vec<Finding>,
     pub notice: String,
+    /// What they were judged with.
+    pub slo: Slo,
+    pub thresholds: Thresholds,
 }
 
 /// The trace of `source` without its tokens and its streamed findings, when `over` (the load's refusal) is a
@@ -47,7 +50,7 @@ pub fn open(
     let size = crate::ingest::size;
     let notice = format!(
         "Opened without its tokens: loaded, it would take about {}, over the memory budget of {}. Its findings come \
-         from a stream of its tokens on disk; the tokens themselves are not shown.",
+         from a stream of its tokens on disk; the tokens are not shown, nor figures the requests do not state.",
         size(need),
         size(budget),
     );
@@ -64,5 +67,13 @@ pub fn open(
         trace: done.trace,
         report: done.report,
     };
-    Ok((loaded, WithoutTokens { findings, notice }))
+    Ok((
+        loaded,
+        WithoutTokens {
+            findings,
+            notice,
+            slo,
+            thresholds: *thresholds,
+        },
+    ))
 }

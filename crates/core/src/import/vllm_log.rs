@@ -421,20 +421,40 @@ fn prefix_time(prefix: &str) -> Option<(u32, u32, u32)> {
     })
 }
 
-/// The local time a vLLM or SGLang log line was written at (vLLM's `MM-DD HH:MM:SS` after its level, SGLang's
-/// `[YYYY-MM-DD HH:MM:SS]`), past terminal colours and a process manager's name; `None` for a line without one (a
-/// traceback's, a progress bar's).
-pub fn line_time(line: &[u8]) -> Option<LocalTime> {
+/// How a server's log lines say their time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineTime {
+    /// vLLM's: a level, then `MM-DD HH:MM:SS` (`INFO 11-03 14:05:00 [utils.py:325] ...`), no year.
+    Vllm,
+    /// SGLang's: `[YYYY-MM-DD HH:MM:SS ...]` at the start.
+    Sglang,
+}
+
+/// The local time a vLLM or SGLang log line was written at, in `form` (either, when `None`), past terminal colours
+/// and a process manager's name; `None` for a line without one (a traceback's, a progress bar's) or with a time of
+/// the other form (another tool's line in the same output).
+pub fn line_time(line: &[u8], form: Option<LineTime>) -> Option<LocalTime> {
     // The time is at the line's start: its first bytes are enough (and a long line is not read whole).
     let head = String::from_utf8_lossy(&line[..line.len().min(200)]);
     let head = strip_ansi(&head);
     let (_, head) = server_prefix(&head);
-    if let Some((local, _)) = super::sglang_log::prefix(head).filter(|_| head.trim_start().starts_with('[')) {
+    if form != Some(LineTime::Vllm)
+        && head.trim_start().starts_with('[')
+        && let Some((local, _)) = super::sglang_log::prefix(head)
+    {
         return Some(local);
     }
-    // vLLM's level and time come before the source file in brackets: `INFO 11-03 14:05:00 [utils.py:325]`.
+    if form == Some(LineTime::Sglang) {
+        return None;
+    }
+    // vLLM's level, then its date and time, before the source file in brackets.
     let before = head.find(" [").map_or(head, |at| &head[..at]);
-    prefix_time(before).map(|(month, day, second_of_day)| LocalTime {
+    let words: Vec<&str> = before.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| matches!(*w, "DEBUG" | "INFO" | "WARNING" | "ERROR" | "CRITICAL"))?;
+    let date_time = words.get(at + 1..at + 3)?.join(" ");
+    prefix_time(&date_time).map(|(month, day, second_of_day)| LocalTime {
         year: None,
         month,
         day,
