@@ -94,6 +94,14 @@ impl Kind {
         }
     }
 
+    /// How the places of its files are counted: items of TensorRT-LLM's JSON documents, else lines.
+    pub fn encoding(self) -> crate::trace::report::Encoding {
+        match self {
+            Kind::TrtllmIterations | Kind::TrtllmPerf => crate::trace::report::Encoding::Items,
+            _ => crate::trace::report::Encoding::Jsonl,
+        }
+    }
+
     /// The engine the kind comes from, for the trace's meta.
     pub fn engine(self) -> Option<&'static str> {
         match self {
@@ -414,7 +422,7 @@ pub fn live(parts: &[LivePart<'_>]) -> (crate::trace::Trace, crate::trace::repor
             LivePart::Llamacpp { path, .. } | LivePart::Spans { path, .. } => {
                 (path, crate::trace::report::Encoding::Jsonl)
             }
-            LivePart::Bytes { kind, path, .. } => (path, crate::load::Format::Import(kind).encoding()),
+            LivePart::Bytes { kind, path, .. } => (path, kind.encoding()),
         };
         b.report.files.push(crate::trace::report::SourceFile {
             path: path.display().to_string(),

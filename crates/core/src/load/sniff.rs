@@ -23,8 +23,7 @@ impl Format {
     pub fn encoding(self) -> Encoding {
         match self {
             Format::Native(enc) => enc,
-            Format::Import(Kind::TrtllmIterations | Kind::TrtllmPerf) => Encoding::Items,
-            Format::Import(_) => Encoding::Jsonl,
+            Format::Import(kind) => kind.encoding(),
         }
     }
 }
