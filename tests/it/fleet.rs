@@ -74,7 +74,7 @@ fn the_sql_file_on_spark_and_out_of_core_gives_summarys_figures() {
     let (code, memory, err) = tokenscope(&["summary", dataset, "--json"]);
     assert_eq!(code, 0, "{err}");
     let memory = json(&memory);
-    assert_eq!(memory["requests"], 309);
+    assert_eq!(memory["requests"], crate::common::DEMO_REQUESTS);
 
     let (code, streaming, err) = tokenscope(&["summary", dataset, "--json", "--out-of-core"]);
     assert_eq!(code, 0, "{err}");

@@ -64,7 +64,7 @@ pub(crate) fn t0(h: &Harness<'_, App>) -> i64 {
 fn the_app_opens_the_demo() {
     let h = harness(demo_app());
     let shown = h.state().session().expect("a trace is shown");
-    assert_eq!(shown.view.trace.request_count(), 309);
+    assert_eq!(shown.view.trace.request_count(), crate::common::DEMO_REQUESTS);
     assert_eq!(shown.view.engines.len(), 2, "one engine track per instance");
     h.get_by_label_contains("309 requests · 40078 tokens");
     h.get_by_label_contains("demo.parquet");
@@ -194,7 +194,7 @@ fn a_bad_file_reports_its_error_and_keeps_the_trace_on_screen() {
     let h = harness(app);
     assert_eq!(
         h.state().session().unwrap().view.trace.request_count(),
-        309,
+        crate::common::DEMO_REQUESTS,
         "the demo is still shown"
     );
     h.get_by_label_contains("broken.parquet is not a readable Parquet file");
@@ -732,7 +732,10 @@ fn lanes_pack_the_demo_into_its_peak_concurrency_and_a_click_selects_the_request
     assert_eq!(lanes.len(), peak, "as many lanes as requests alive at once at the peak");
     assert_eq!(peak, 15);
     // Every request is in a lane, and a lane's requests never overlap.
-    assert_eq!((0..lanes.len()).map(|k| lanes.requests(k).len()).sum::<usize>(), 309);
+    assert_eq!(
+        (0..lanes.len()).map(|k| lanes.requests(k).len()).sum::<usize>(),
+        crate::common::DEMO_REQUESTS
+    );
     for k in 0..lanes.len() {
         assert!(
             lanes.extents(k).windows(2).all(|w| w[0].1 <= w[1].0),

@@ -191,6 +191,9 @@ fn a_comparison_asked_while_a_loads_waits_for_it_and_a_bad_b_leaves_a_on_screen(
     app.wait_compared();
     let h = harness(app);
     assert!(h.state().comparing().is_none());
-    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
+    assert_eq!(
+        h.state().session().unwrap().view.trace.request_count(),
+        crate::common::DEMO_REQUESTS
+    );
     h.get_by_label_contains("Cannot compare: ");
 }

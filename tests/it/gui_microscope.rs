@@ -65,6 +65,8 @@ fn the_eos_that_ended_the_medical_answer_is_a_badge_with_rank_2_and_10_percent()
 fn the_stalled_token_is_explained_by_the_prefill_in_its_step() {
     let mut h = harness_on("sample_traces/prefill_interrupts_decode.jsonl");
     select(&mut h, "chat-victim");
+    // chat-victim's request line: first token at ...203.071406205 s, finished at ...207.720802755 s, 80 output
+    // tokens: TPOT (7.720802755 - 3.071406205) s / 79 = 58.85 ms.
     h.get_by_label_contains("SLO missed: TPOT 58.9 ms > 50 ms");
     let (k, transform) = {
         let m = h.state().session().unwrap().microscope.as_ref().unwrap();

@@ -183,12 +183,15 @@ fn a_trace_is_drawn_while_it_loads_and_replaced_by_the_whole_when_done() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let shown = h.state().preview_requests().unwrap();
-    assert!(shown > 0 && shown <= 309, "{shown}");
+    assert!(shown > 0 && shown <= crate::common::DEMO_REQUESTS, "{shown}");
     h.get_by_label_contains("read so far. Findings and statistics start when the load ends.");
     h.state_mut().wait_loaded();
     h.step();
     assert_eq!(h.state().preview_requests(), None);
-    assert_eq!(h.state().session().unwrap().view.trace.request_count(), 309);
+    assert_eq!(
+        h.state().session().unwrap().view.trace.request_count(),
+        crate::common::DEMO_REQUESTS
+    );
 }
 
 #[test]

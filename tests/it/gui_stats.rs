@@ -140,12 +140,22 @@ fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
     assert_eq!(firsts, ["medical", "code", "search", "chat"]);
     let rows = h.state().session().unwrap().stats.rows().unwrap();
     assert_eq!(header.split(',').count(), 1 + columns_for(&rows).len());
-    assert!(
-        text.lines()
-            .nth(4)
-            .unwrap()
-            .starts_with("chat,171,196307,171008,22984,")
+    // The chat row: its requests and token sums counted here from the trace's request rows.
+    let t = &h.state().session().unwrap().view.trace;
+    let chat = t.labels.lookup("chat").unwrap();
+    let rows: Vec<usize> = (0..t.request_count())
+        .filter(|&r| t.requests.app_id[r] == chat)
+        .collect();
+    let sum = |col: &[Option<u32>]| rows.iter().map(|&r| u64::from(col[r].unwrap_or(0))).sum::<u64>();
+    let want = format!(
+        "chat,{},{},{},{},",
+        rows.len(),
+        sum(&t.requests.input_tokens),
+        sum(&t.requests.cached_tokens),
+        sum(&t.requests.output_tokens)
     );
+    assert!(rows.len() > 100, "{}", rows.len());
+    assert!(text.lines().nth(4).unwrap().starts_with(&want), "{want}\n{text}");
 }
 
 #[test]

@@ -41,3 +41,8 @@ pub fn assert_json_close(x: &serde_json::Value, y: &serde_json::Value, at: &str)
         _ => assert_eq!(x, y, "{at}"),
     }
 }
+
+/// The demo trace's requests (`sample_traces/demo.parquet`: `synth --scenario mixed`): the scenario's 300 ordinary
+/// requests, and those it plants: chat-victim, rag-24k and four rag-6k (a prefill interrupting decodes), med-question
+/// (an EOS mis-trigger), doc-96k and short-700 (a long prefill).
+pub const DEMO_REQUESTS: usize = 300 + 6 + 1 + 2;
