@@ -9,7 +9,6 @@
 //! gRPC's unary call is a 5-byte frame around the message and a status in the trailers; that much is written here
 //! rather than bringing tonic's server stack (tower, axum) into the build for one method.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -45,9 +44,9 @@ pub struct Receiver {
     inbox: Arc<Mutex<Inbox>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     runtime: Option<tokio::runtime::Runtime>,
-    /// The exports of the window, each with its latest time, oldest first, and their spans one after another.
-    held: VecDeque<(i64, Vec<Span>)>,
-    spans: Vec<Span>,
+    /// The exports of the window, oldest first, and each one's latest time.
+    exports: Vec<Vec<Span>>,
+    latest: Vec<i64>,
     /// Exports taken in all, and refused (not an export, too large, not a POST to /v1/traces).
     pub received: u64,
     pub refused: u64,
@@ -79,8 +78,8 @@ impl Receiver {
             inbox,
             stop: Some(stop),
             runtime: Some(runtime),
-            held: VecDeque::new(),
-            spans: Vec::new(),
+            exports: Vec::new(),
+            latest: Vec::new(),
             received: 0,
             refused: 0,
         })
@@ -107,35 +106,33 @@ impl Receiver {
                 .filter_map(|s| s.end_ns.or(s.start_ns))
                 .max()
                 .unwrap_or(i64::MIN);
-            self.spans.extend(spans.iter().cloned());
-            self.held.push_back((latest, spans));
+            self.latest.push(latest);
+            self.exports.push(spans);
         }
         (gained, troubles)
     }
 
     /// Forgets the exports whose spans all ended more than `keep_s` before the latest held.
     pub fn forget_before(&mut self, keep_s: f64) {
-        let Some(latest) = self.held.iter().map(|(t, _)| *t).max() else {
+        let Some(&latest) = self.latest.iter().max() else {
             return;
         };
         let cutoff = latest.saturating_sub((keep_s * 1e9) as i64);
-        let before = self.held.len();
-        self.held.retain(|(t, _)| *t >= cutoff);
-        if self.held.len() < before {
-            self.spans = self.held.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
-        }
+        let mut kept = self.latest.iter().map(|&t| t >= cutoff);
+        self.exports.retain(|_| kept.next().unwrap_or(true));
+        self.latest.retain(|&t| t >= cutoff);
     }
 
     /// Whether any span is held.
     pub fn has_spans(&self) -> bool {
-        !self.spans.is_empty()
+        !self.exports.is_empty()
     }
 
     /// The spans held, as a source of the watch's trace.
     pub fn part(&self) -> LivePart<'_> {
         LivePart::Spans {
             path: &self.name,
-            spans: &self.spans,
+            exports: &self.exports,
         }
     }
 }

@@ -140,7 +140,7 @@ impl Held {
         } else {
             LineTime::Vllm
         };
-        if let Some(t) = line_time(raw, Some(form)) {
+        if let Some(t) = line_time(raw, form) {
             // A log without years runs from December into January: its time goes on.
             if t.year.is_none() && t.month + 6 < self.month {
                 self.years += 1;
@@ -288,13 +288,15 @@ impl ServerLogTail {
                 Some(text) if llamacpp_log::looks_like(&text) => {
                     Reading::Llamacpp(Lines::new(&self.path), Follow::default())
                 }
-                Some(text) => match held_kind(&text) {
-                    Some(Ok(kind)) => Reading::Held(Lines::new(&self.path), Box::new(Held::new(kind))),
-                    Some(Err(())) => Reading::Whole(None),
+                Some(text) => match sniff(&text) {
+                    Sniffed::Held(kind) => Reading::Held(Lines::new(&self.path), Box::new(Held::new(kind))),
+                    Sniffed::Other => Reading::Whole(None),
                     // Nothing says yet (a server still starting has printed only its warnings): looked at again,
                     // unless its start is all that is looked at.
-                    None if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= HEAD) => Reading::Whole(None),
-                    None => return Ok(false),
+                    Sniffed::Unsaid if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= HEAD) => {
+                        Reading::Whole(None)
+                    }
+                    Sniffed::Unsaid => return Ok(false),
                 },
             };
         }
@@ -376,25 +378,33 @@ impl ServerLogTail {
     }
 }
 
-/// How a log whose start is `text` is read: held line by line as a vLLM or SGLang log (its lines timed as theirs
-/// are, even before any stats line says which: `Ok`), read whole as another file (`Err`), or not known yet (`None`:
-/// nothing in it says).
-fn held_kind(text: &str) -> Option<Result<Kind, ()>> {
+/// What the start of a log that is not llama-server's says of it.
+enum Sniffed {
+    /// A vLLM or SGLang log, held line by line (its lines timed as theirs are, even before a stats line says which).
+    Held(Kind),
+    /// Another file, read whole.
+    Other,
+    /// Nothing yet.
+    Unsaid,
+}
+
+/// What the start of a log, `text`, says of it.
+fn sniff(text: &str) -> Sniffed {
     use crate::import::vllm_log::{LineTime, line_time};
     match crate::import::sniff_bytes(text.as_bytes()) {
-        Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => return Some(Ok(kind)),
-        Some(_) => return Some(Err(())),
+        Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => return Sniffed::Held(kind),
+        Some(_) => return Sniffed::Other,
         None => {}
     }
     for l in text.lines() {
-        if line_time(l.as_bytes(), Some(LineTime::Sglang)).is_some() {
-            return Some(Ok(Kind::SglangLog));
+        if line_time(l.as_bytes(), LineTime::Sglang).is_some() {
+            return Sniffed::Held(Kind::SglangLog);
         }
-        if line_time(l.as_bytes(), Some(LineTime::Vllm)).is_some() {
-            return Some(Ok(Kind::VllmLog));
+        if line_time(l.as_bytes(), LineTime::Vllm).is_some() {
+            return Sniffed::Held(Kind::VllmLog);
         }
     }
-    None
+    Sniffed::Unsaid
 }
 
 /// The start of the file as text, when it has any.

@@ -248,6 +248,16 @@ pub struct Imported {
 }
 
 impl Imported {
+    /// Runs `read` with the SGLang spans' collector, noting `file` as the first that held any.
+    fn collecting_sglang<R>(&mut self, file: u32, read: impl FnOnce(&mut otlp::sglang::Collector) -> R) -> R {
+        let before = self.sglang.len();
+        let out = read(&mut self.sglang);
+        if self.sglang.len() > before {
+            self.sglang_file.get_or_insert(file);
+        }
+        out
+    }
+
     /// What the files of a trace will say, read with the user's date and zone for logs.
     pub fn with_clock(clock: log_clock::LogClock) -> Self {
         Self {
@@ -372,11 +382,9 @@ pub fn read_from(
     let mut sink = Sink::new(b, file, kind);
     match kind {
         Kind::SglangOtlp | Kind::VllmOtlp => {
-            let before = imported.sglang.len();
-            otlp::read(input, path, &mut sink, progress, &mut imported.sglang)?;
-            if imported.sglang.len() > before {
-                imported.sglang_file.get_or_insert(file);
-            }
+            imported.collecting_sglang(file, |collector| {
+                otlp::read(input, path, &mut sink, progress, collector)
+            })?;
         }
         // One reader for both engines' stats lines, wherever they are (a proxy's log can hold both).
         Kind::VllmLog | Kind::SglangLog => vllm_log::read(input, path, &mut sink, progress)?,
@@ -408,8 +416,11 @@ pub enum LivePart<'a> {
         path: &'a Path,
         bytes: &'a [u8],
     },
-    /// Spans an OTLP receiver was sent, decoded.
-    Spans { path: &'a Path, spans: &'a [otlp::Span] },
+    /// Spans an OTLP receiver was sent, decoded: each export's.
+    Spans {
+        path: &'a Path,
+        exports: &'a [Vec<otlp::Span>],
+    },
 }
 
 /// The trace of sources read as they are written, as [`crate::load::load`] would make it of their files.
@@ -440,18 +451,15 @@ pub fn live(parts: &[LivePart<'_>]) -> (crate::trace::Trace, crate::trace::repor
                     b.report.notes.push(format!("{}: {e}", path.display()));
                 }
             }
-            LivePart::Spans { path, spans } => {
-                let kind = if spans.iter().any(otlp::vllm::is_vllm) {
+            LivePart::Spans { path, exports } => {
+                let spans = || exports.iter().flatten();
+                let kind = if spans().any(otlp::vllm::is_vllm) {
                     Kind::VllmOtlp
                 } else {
                     Kind::SglangOtlp
                 };
                 let mut sink = Sink::new(&mut b, file, kind);
-                let before = imported.sglang.len();
-                otlp::read_spans(spans, path, &mut sink, &mut imported.sglang);
-                if imported.sglang.len() > before {
-                    imported.sglang_file.get_or_insert(file);
-                }
+                imported.collecting_sglang(file, |collector| otlp::read_spans(spans(), path, &mut sink, collector));
                 imported.took(sink, path);
             }
         }

@@ -215,7 +215,9 @@ pub fn read(
     collector: &mut sglang::Collector,
 ) -> Result<(), LoadError> {
     let mut mapper = Mapper::new(sink, collector);
-    for_each_span(input, path, sink, progress, |span, sink| mapper.span(span, sink))?;
+    for_each_span(input, path, sink, progress, |span, sink| {
+        mapper.span(std::borrow::Cow::Owned(span), sink);
+    })?;
     mapper.done(path, sink);
     Ok(())
 }
@@ -244,10 +246,15 @@ pub fn export_spans(body: &[u8], json: bool, line: u64) -> Result<Vec<Span>, Str
 }
 
 /// Maps spans already decoded (an OTLP receiver's), as [`read`] maps a file's.
-pub fn read_spans(spans: &[Span], path: &Path, sink: &mut Sink<'_>, collector: &mut sglang::Collector) {
+pub fn read_spans<'s>(
+    spans: impl IntoIterator<Item = &'s Span>,
+    path: &Path,
+    sink: &mut Sink<'_>,
+    collector: &mut sglang::Collector,
+) {
     let mut mapper = Mapper::new(sink, collector);
     for span in spans {
-        mapper.span(span.clone(), sink);
+        mapper.span(std::borrow::Cow::Borrowed(span), sink);
     }
     mapper.done(path, sink);
 }
@@ -273,7 +280,9 @@ impl<'c> Mapper<'c> {
         }
     }
 
-    fn span(&mut self, span: Span, sink: &mut Sink<'_>) {
+    /// A span: a vLLM one mapped at once, an SGLang one kept for its request's tree (copied only then, when
+    /// borrowed).
+    fn span(&mut self, span: std::borrow::Cow<'_, Span>, sink: &mut Sink<'_>) {
         if let Some(t) = span.start_ns {
             self.first = Some(self.first.map_or(t, |f| f.min(t)));
         }
@@ -281,7 +290,7 @@ impl<'c> Mapper<'c> {
             self.vllm_count += 1;
             vllm::map_one(&span, sink, &mut self.seen);
         } else {
-            self.collector.push(span);
+            self.collector.push(span.into_owned());
         }
     }
 

@@ -430,22 +430,21 @@ pub enum LineTime {
     Sglang,
 }
 
-/// The local time a vLLM or SGLang log line was written at, in `form` (either, when `None`), past terminal colours
-/// and a process manager's name; `None` for a line without one (a traceback's, a progress bar's) or with a time of
-/// the other form (another tool's line in the same output).
-pub fn line_time(line: &[u8], form: Option<LineTime>) -> Option<LocalTime> {
+/// The local time a vLLM or SGLang log line was written at, in `form`, past terminal colours and a process
+/// manager's name; `None` for a line without one (a traceback's, a progress bar's) or with a time of the other form
+/// (another tool's line in the same output).
+pub fn line_time(line: &[u8], form: LineTime) -> Option<LocalTime> {
     // The time is at the line's start: its first bytes are enough (and a long line is not read whole).
     let head = String::from_utf8_lossy(&line[..line.len().min(200)]);
     let head = strip_ansi(&head);
     let (_, head) = server_prefix(&head);
-    if form != Some(LineTime::Vllm)
-        && head.trim_start().starts_with('[')
-        && let Some((local, _)) = super::sglang_log::prefix(head)
-    {
-        return Some(local);
-    }
-    if form == Some(LineTime::Sglang) {
-        return None;
+    if form == LineTime::Sglang {
+        return head
+            .trim_start()
+            .starts_with('[')
+            .then(|| super::sglang_log::prefix(head))
+            .flatten()
+            .map(|(local, _)| local);
     }
     // vLLM's level, then its date and time, before the source file in brackets.
     let before = head.find(" [").map_or(head, |at| &head[..at]);
