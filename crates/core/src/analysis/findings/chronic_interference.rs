@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::context::waited_steps;
+use super::context::WaitedSteps;
 use super::words::{duration, multiple, range, row_u32};
 use super::{After, Context, Detector, Finding, Kind, MAX_LISTED_REQUESTS, RequestTokens, Severity, Visitor};
 use crate::analysis::exact::{Outcome, Second, Tally};
@@ -68,6 +68,7 @@ impl Detector for ChronicInterference {
             origin: cx.trace.start_ns(),
             round: Round::Windows,
             windows: HashMap::default(),
+            slowed: HashMap::default(),
             episodes: HashMap::default(),
             found: HashMap::default(),
             medians: HashMap::default(),
@@ -81,10 +82,9 @@ impl Detector for ChronicInterference {
 enum Round {
     /// Every decode token, counted into its window.
     Windows,
-    /// The tokens of the episodes, gathered into what their findings say.
+    /// The tokens of the episodes, gathered into what their findings say, and their slowed latencies in the buckets
+    /// that hold their medians, for their exact values.
     Episodes,
-    /// The slowed latencies of the episodes whose median was counted per bucket, for its exact value.
-    Medians,
 }
 
 /// The detector's work across its passes.
@@ -96,72 +96,73 @@ struct Chronic<'c> {
     round: Round,
     /// Per source: its windows of a minute.
     windows: HashMap<u32, Vec<Window>>,
+    /// Per source: each window's slowed latencies counted per bucket, so that an episode's median is found in the
+    /// same visit that gathers its finding.
+    slowed: HashMap<u32, Vec<Tally>>,
     /// Per source: runs of consecutive interfered windows, as ranges of window indices.
     episodes: HashMap<u32, Vec<std::ops::Range<usize>>>,
     /// Per source: what each of its episodes' findings says.
     found: HashMap<u32, Vec<Episode>>,
     /// The median of each episode's slowed latencies.
     medians: HashMap<(u32, usize), i64>,
-    /// The episodes whose median is counted exactly in one more pass.
+    /// The episodes whose median is counted exactly in the pass that gathers them.
     second: HashMap<(u32, usize), Second>,
 }
 
-impl Chronic<'_> {
-    fn window_of(&self, g: &Gap) -> usize {
-        usize::try_from((g.emitted - self.origin) / WINDOW_NS).unwrap_or(0)
-    }
+/// The window of a token: minutes from `origin`.
+fn window_of(origin: i64, g: &Gap) -> usize {
+    usize::try_from((g.emitted - origin) / WINDOW_NS).unwrap_or(0)
+}
 
-    /// The episode of a token, if any: its place among its source's episodes.
-    fn episode_of(&self, source: u32, g: &Gap) -> Option<usize> {
-        let runs = self.episodes.get(&source)?;
-        let w = self.window_of(g);
-        let k = runs.partition_point(|e| e.end <= w);
-        runs.get(k).is_some_and(|e| e.contains(&w)).then_some(k)
-    }
+/// The episode of window `w`, if any: its place among its source's episodes (`runs`).
+fn episode_of(runs: &[std::ops::Range<usize>], w: usize) -> Option<usize> {
+    let k = runs.partition_point(|e| e.end <= w);
+    runs.get(k).is_some_and(|e| e.contains(&w)).then_some(k)
 }
 
 impl<'c> Visitor<'c> for Chronic<'c> {
     fn see(&mut self, rt: &RequestTokens<'_>) {
         let cx = self.cx;
         let source = cx.trace.decode_source(rt.request);
-        let mut gaps = Vec::new();
-        let wanted = match self.round {
-            Round::Windows => true,
-            Round::Episodes => self.episodes.contains_key(&source),
-            Round::Medians => self.second.keys().any(|k| k.0 == source),
-        };
-        if !wanted {
-            return;
-        }
-        self.steps.gaps(cx, rt, &mut |g| gaps.push(g));
-        for g in gaps {
-            match self.round {
-                Round::Windows => {
-                    let w = self.window_of(&g);
-                    let list = self.windows.entry(source).or_default();
-                    if list.len() <= w {
-                        list.resize(w + 1, Window::default());
+        match self.round {
+            Round::Windows => {
+                let (origin, steps) = (self.origin, &self.steps);
+                let windows = self.windows.entry(source).or_default();
+                let slowed = self.slowed.entry(source).or_default();
+                steps.gaps(cx, rt, |g| {
+                    let w = window_of(origin, &g);
+                    if windows.len() <= w {
+                        windows.resize(w + 1, Window::default());
+                        slowed.resize_with(w + 1, || Tally::coarse(0, WINDOW_BUCKET_BITS));
                     }
-                    list[w].add(&g);
-                }
-                Round::Episodes => {
-                    if let Some(k) = self.episode_of(source, &g)
-                        && let Some(f) = self.found.get_mut(&source).and_then(|list| list.get_mut(k))
-                    {
+                    windows[w].add(&g);
+                    if g.owed > 0 {
+                        #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
+                        slowed[w].add(g.itl as f64);
+                    }
+                });
+            }
+            Round::Episodes => {
+                let (Some(runs), Some(found)) = (self.episodes.get(&source), self.found.get_mut(&source)) else {
+                    return;
+                };
+                let (origin, second) = (self.origin, &mut self.second);
+                self.steps.gaps(cx, rt, |g| {
+                    let Some(k) = episode_of(runs, window_of(origin, &g)) else {
+                        return;
+                    };
+                    if let Some(f) = found.get_mut(k) {
                         f.add(cx.trace, &g);
                     }
-                }
-                Round::Medians => {
                     #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                     let itl = g.itl as f64;
                     if g.owed > 0
-                        && let Some(k) = self.episode_of(source, &g)
-                        && let Some(s) = self.second.get_mut(&(source, k))
+                        && let Some(s) = second.get_mut(&(source, k))
                         && s.wants(itl)
                     {
                         s.add(itl);
                     }
-                }
+                });
             }
         }
     }
@@ -174,6 +175,7 @@ impl<'c> Visitor<'c> for Chronic<'c> {
                     // A token came before every arrival, step and sample: the windows start there.
                     self.origin = cx.start_ns();
                     self.windows.clear();
+                    self.slowed.clear();
                     return After::Again(self);
                 }
                 for (&source, list) in &self.windows {
@@ -191,20 +193,21 @@ impl<'c> Visitor<'c> for Chronic<'c> {
                 if self.episodes.is_empty() {
                     return After::Findings(Vec::new());
                 }
-                self.found = self
-                    .episodes
-                    .iter()
-                    .map(|(&s, runs)| (s, runs.iter().map(|_| Episode::new()).collect()))
-                    .collect();
-                self.round = Round::Episodes;
-                After::Again(self)
-            }
-            Round::Episodes => {
-                // The median of each episode's slowed latencies: from those kept while few, else counted exactly in
-                // one more pass over the values in the bucket that holds it.
-                for (&source, list) in &mut self.found {
-                    for (k, e) in list.iter_mut().enumerate() {
-                        match std::mem::replace(&mut e.slowed, Tally::new(0)).finish() {
+                // Each episode's median: the bucket that holds it is known from its windows' counts; its exact value
+                // is found in the pass that gathers the episode.
+                let mut slowed = std::mem::take(&mut self.slowed);
+                for (&source, runs) in &self.episodes {
+                    let Some(tallies) = slowed.get_mut(&source) else {
+                        continue;
+                    };
+                    for (k, run) in runs.iter().enumerate() {
+                        let mut tally = Tally::coarse(0, WINDOW_BUCKET_BITS);
+                        for w in run.clone() {
+                            if let Some(t) = tallies.get_mut(w) {
+                                tally.merge(std::mem::replace(t, Tally::coarse(0, WINDOW_BUCKET_BITS)));
+                            }
+                        }
+                        match tally.finish() {
                             Outcome::Done(d) => {
                                 self.medians.insert((source, k), as_ns(d.p50));
                             }
@@ -214,14 +217,15 @@ impl<'c> Visitor<'c> for Chronic<'c> {
                         }
                     }
                 }
-                if self.second.is_empty() {
-                    After::Findings(self.findings())
-                } else {
-                    self.round = Round::Medians;
-                    After::Again(self)
-                }
+                self.found = self
+                    .episodes
+                    .iter()
+                    .map(|(&s, runs)| (s, runs.iter().map(|_| Episode::new()).collect()))
+                    .collect();
+                self.round = Round::Episodes;
+                After::Again(self)
             }
-            Round::Medians => {
+            Round::Episodes => {
                 let second = std::mem::take(&mut self.second);
                 self.medians
                     .extend(second.into_iter().map(|(k, s)| (k, as_ns(s.finish().p50))));
@@ -278,13 +282,11 @@ impl Window {
     }
 }
 
-/// Slowed latencies an episode keeps to find their median; with more, it counts them per bucket and finds it in
-/// one more visit (`analysis::exact`): 8 MB an episode, whatever the number of tokens. (A few in the unit tests, so
-/// that they take the second way.)
-#[cfg(not(test))]
-const KEEP_SLOWED: usize = 1 << 20;
-#[cfg(test)]
-const KEEP_SLOWED: usize = 16;
+/// Bits of mantissa of the buckets a window counts its slowed latencies in: a bucket 1/256 of its value wide, so
+/// that a window holds a few hundred of them (at 16 bits, the default, tens of thousands: hundreds of MB over the
+/// windows of a long trace), and the second count meets, in the bucket of an episode's median, a few thousand distinct
+/// latencies.
+const WINDOW_BUCKET_BITS: u32 = 8;
 
 /// A latency found by [`Tally`] again in ns (it counts them as `f64`, exact below 2^53).
 #[expect(clippy::cast_possible_truncation, reason = "an i64 of ns given as f64")]
@@ -296,8 +298,6 @@ fn as_ns(v: Option<f64>) -> i64 {
 #[derive(Debug)]
 struct Episode {
     window: Window,
-    /// The latencies of its slowed tokens, for their median.
-    slowed: Tally,
     mixed: usize,
     /// Per request: the time it owed, and its token that owed the most (owed, its place among the request's tokens).
     /// Indexed by request row (a lookup for each of millions of tokens); untouched requests have no token.
@@ -310,7 +310,6 @@ impl Episode {
     fn new() -> Self {
         Episode {
             window: Window::default(),
-            slowed: Tally::new(KEEP_SLOWED),
             mixed: 0,
             by_request: Vec::new(),
             from: None,
@@ -320,10 +319,6 @@ impl Episode {
 
     fn add(&mut self, trace: &Trace, g: &Gap) {
         self.window.add(g);
-        if g.owed > 0 {
-            #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
-            self.slowed.add(g.itl as f64);
-        }
         if g.mixed {
             self.mixed += 1;
         }
@@ -391,7 +386,7 @@ impl Steps {
 
     /// The decode tokens of one request, with what they owe to other requests' prefill (none on an instance
     /// without a decode-only step).
-    fn gaps(&self, cx: &Context<'_>, rt: &RequestTokens<'_>, visit: &mut dyn FnMut(Gap)) {
+    fn gaps(&self, cx: &Context<'_>, rt: &RequestTokens<'_>, mut visit: impl FnMut(Gap)) {
         let trace = cx.trace;
         let it = &trace.iterations;
         let other = |row: usize, r: u32| {
@@ -404,6 +399,7 @@ impl Steps {
             return;
         };
         let starts = &it.start_ns[rows.clone()];
+        let mut waits = WaitedSteps::default();
         for k in 1..rt.len() {
             if rt.index[k] != rt.index[k - 1] + 1 {
                 continue;
@@ -413,7 +409,7 @@ impl Steps {
             if itl <= 0 {
                 continue;
             }
-            let (window, own) = waited_steps(rows, starts, (prev, emitted), rt.iter_row[k]);
+            let (window, own) = waits.steps(rows, starts, (prev, emitted), rt.iter_row[k]);
             let prefilled = window.clone().any(|row| other(row, r));
             visit(Gap {
                 request: r,
@@ -433,7 +429,6 @@ fn finding(cx: &Context<'_>, source: u32, base: i64, e: Episode, slowed_median: 
     let trace = cx.trace;
     let Episode {
         window,
-        slowed: _,
         mixed,
         by_request,
         from,

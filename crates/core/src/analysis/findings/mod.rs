@@ -46,7 +46,7 @@ pub use repetition_loop::repetition_loops;
 pub use slo_violations::slo_violations;
 pub use thresholds::*;
 pub use token_mismatch::token_mismatches;
-pub use tokens::{RequestTokens, TokenChoice, TokenSource, facts_of};
+pub use tokens::{RequestTokens, Texts, TokenChoice, TokenSource, facts_of};
 pub use truncation::truncation;
 
 /// Requests listed in a grouped finding; its sentence gives the total.
@@ -346,10 +346,10 @@ pub fn find_kinds_over(
 }
 
 /// Passes over the tokens a run makes at most: one feeds every visitor; chronic interference asks for one more when
-/// it found an episode, one more again to place its median exactly when the episode has more slowed tokens than it
-/// keeps, and, on a streamed trace whose first token came before every arrival, step and sample, one more to count
-/// its windows from there. (A visitor still asking after these is given its findings so far: none is dropped.)
-const MAX_PASSES: u32 = 4;
+/// it found an episode (to gather it and place its median exactly), and, on a streamed trace whose first token came
+/// before every arrival, step and sample, one more to count its windows from there. (A visitor still asking after
+/// these is given its findings so far: none is dropped.)
+const MAX_PASSES: u32 = 3;
 
 /// The findings of the detectors of `kinds` on one run's context. The detectors that read the tokens one by one
 /// share one pass over them ([`TokenSource::visit_all`]; a streamed trace learns each request's facts in it too),

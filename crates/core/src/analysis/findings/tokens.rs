@@ -36,7 +36,36 @@ pub struct RequestTokens<'a> {
     /// Each token's `special` flag. Empty when the visit was not asked for texts.
     pub special: &'a [Flag],
     /// The texts `text` names.
-    pub texts: &'a Interner,
+    pub texts: Texts<'a>,
+}
+
+/// The texts a visit's `text` ids name.
+#[derive(Debug, Clone, Copy)]
+pub enum Texts<'a> {
+    /// A loaded trace's texts, each once.
+    Interned(&'a Interner),
+    /// One request's own texts, as spans of `buf` (a streamed request's: interning each of a hundred million texts
+    /// cost more than every detector that reads them). Id `k` is span `k`; equal texts of tokens without an id share
+    /// the first's, so that ids compare as texts where they are compared.
+    Spans {
+        /// The texts, one after another.
+        buf: &'a str,
+        /// Each text's bytes in `buf`.
+        spans: &'a [(u32, u32)],
+    },
+}
+
+impl<'a> Texts<'a> {
+    /// The text of id `id` (`None` for [`crate::trace::NO_STR`] or an id not given).
+    pub fn get(&self, id: u32) -> Option<&'a str> {
+        match *self {
+            Texts::Interned(i) => i.get(id),
+            Texts::Spans { buf, spans } => {
+                let &(a, b) = spans.get(id as usize)?;
+                buf.get(a as usize..b as usize)
+            }
+        }
+    }
 }
 
 impl RequestTokens<'_> {
@@ -122,7 +151,7 @@ impl TokenSource for Trace {
                 token_id: &tk.token_id[pick(texts)],
                 text: &tk.text[pick(texts)],
                 special: &tk.special[pick(texts)],
-                texts: &self.texts,
+                texts: Texts::Interned(&self.texts),
             });
         }
     }

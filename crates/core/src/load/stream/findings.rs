@@ -24,8 +24,10 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::StreamError;
+use super::step_rows::StepRows;
 use crate::analysis::findings::{
-    Context, Finding, Kind, RequestTokens, STREAMABLE, Thresholds, TokenChoice, TokenSource, Visitor, find_kinds_over,
+    Context, Finding, Kind, RequestTokens, STREAMABLE, Texts, Thresholds, TokenChoice, TokenSource, Visitor,
+    find_kinds_over,
 };
 use crate::analysis::summary::Slo;
 use crate::format::parquet::CandidateReader;
@@ -35,7 +37,7 @@ use crate::format::window::Window;
 use crate::ingest::Progress;
 use crate::ingest::validate::is_epoch_ns;
 use crate::trace::report::{Encoding, Report, SourceFile};
-use crate::trace::{Flag, Interner, NO_STR, NULL_I64, NULL_U32, StageKind, Trace, TraceBuilder};
+use crate::trace::{Flag, NO_STR, NULL_I64, NULL_U32, StageKind, Trace, TraceBuilder};
 
 /// The columns of a token pass, `kind` first; a pass without texts reads the first six.
 const COLUMNS: [&str; 8] = [
@@ -178,7 +180,7 @@ struct Files<'a> {
     paths: Vec<PathBuf>,
     files: Vec<StreamFile>,
     /// (source, iteration) to step row.
-    steps: FxHashMap<(u32, i64), u32>,
+    steps: StepRows,
     /// What the first pass learnt of each request's tokens.
     facts: OnceLock<Facts>,
     passes: AtomicU32,
@@ -342,9 +344,13 @@ struct Open {
     iteration: Vec<i64>,
     iter_row: Vec<u32>,
     token_id: Vec<u32>,
+    /// Each token's text: an id of [`Texts::Spans`] over `text_buf` and `spans`.
     text: Vec<u32>,
     special: Vec<Flag>,
-    texts: Interner,
+    text_buf: String,
+    spans: Vec<(u32, u32)>,
+    /// The ids of the texts of tokens without an id, each text once.
+    unnamed: FxHashMap<Box<str>, u32>,
 }
 
 impl<'a> Files<'a> {
@@ -359,10 +365,7 @@ impl<'a> Files<'a> {
         for f in &files {
             f.check_types(&types)?;
         }
-        let it = &trace.iterations;
-        let steps = (0..it.len())
-            .map(|i| ((it.source[i], it.iteration[i]), u32::try_from(i).unwrap_or(NULL_U32)))
-            .collect();
+        let steps = StepRows::of(trace);
         Ok(Files {
             trace,
             paths: paths.to_vec(),
@@ -485,7 +488,10 @@ fn tokens_of(t: &Open, texts: bool) -> RequestTokens<'_> {
         token_id: if texts { &t.token_id } else { &[] },
         text: &t.text,
         special: &t.special,
-        texts: &t.texts,
+        texts: Texts::Spans {
+            buf: &t.text_buf,
+            spans: &t.spans,
+        },
     }
 }
 
@@ -510,23 +516,33 @@ impl Files<'_> {
         } else {
             NO_STR
         };
-        o.iter_row.extend(piece.iteration.iter().map(|&n| {
-            if n == NULL_I64 {
-                NULL_U32
-            } else {
-                self.steps.get(&(source, n)).copied().unwrap_or(NULL_U32)
-            }
-        }));
+        let steps = self.steps.of_source(source);
+        o.iter_row.extend(piece.iteration.iter().map(|&n| steps.row(n)));
         o.index.extend_from_slice(&piece.index);
         o.emitted.extend_from_slice(&piece.emitted);
         o.iteration.extend_from_slice(&piece.iteration);
         o.token_id.extend_from_slice(&piece.token_id);
         o.special.extend_from_slice(&piece.special);
-        for t in &piece.text {
-            let id = t
-                .as_ref()
-                .and_then(|r| piece.buf.get(r.start as usize..r.end as usize))
-                .map_or(NO_STR, |s| o.texts.intern(s));
+        // The piece's texts are one after another in its buffer: they follow the request's, moved by its length.
+        let shift = u32::try_from(o.text_buf.len()).unwrap_or(u32::MAX);
+        o.text_buf.push_str(&piece.buf);
+        for (t, &token_id) in piece.text.iter().zip(&piece.token_id) {
+            let Some(r) = t else {
+                o.text.push(NO_STR);
+                continue;
+            };
+            let span = (r.start.saturating_add(shift), r.end.saturating_add(shift));
+            let fresh = u32::try_from(o.spans.len()).unwrap_or(NO_STR);
+            let id = if token_id == NULL_U32 {
+                // Without an id, a token is told from another by its text: equal texts, one id.
+                let text = o.text_buf.get(span.0 as usize..span.1 as usize).unwrap_or_default();
+                *o.unnamed.entry(text.into()).or_insert(fresh)
+            } else {
+                fresh
+            };
+            if id == fresh {
+                o.spans.push(span);
+            }
             o.text.push(id);
         }
     }

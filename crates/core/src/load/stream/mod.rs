@@ -18,6 +18,7 @@
 //! rules are `tokenscope validate`'s.
 
 pub mod findings;
+mod step_rows;
 mod tokens;
 
 use std::path::PathBuf;
