@@ -63,9 +63,10 @@ impl App {
                 ui.separator();
             }
             if let Some(loading) = &self.loading {
-                ui.label(match loading.purpose {
-                    Purpose::Show | Purpose::Watch => format!("Loading {}", loading.source.name()),
-                    Purpose::Compare => format!("Loading B: {}", loading.source.name()),
+                ui.label(match (loading.purpose, loading.progress.stage()) {
+                    (Purpose::Show | Purpose::Watch, Some(stage)) => format!("{}: {stage}", loading.source.name()),
+                    (Purpose::Show | Purpose::Watch, None) => format!("Loading {}", loading.source.name()),
+                    (Purpose::Compare, _) => format!("Loading B: {}", loading.source.name()),
                 });
                 ui.add(
                     egui::ProgressBar::new(loading.progress.fraction())

@@ -139,6 +139,8 @@ pub struct Progress {
     total_bytes: AtomicU64,
     cancel: AtomicBool,
     previews: Option<Previews>,
+    /// What is being done, when it is not the reading of the trace (a window names it).
+    stage: std::sync::Mutex<Option<&'static str>>,
 }
 
 /// Who hears of previews during a load, and how often.
@@ -204,6 +206,19 @@ impl Progress {
         *last = Some((std::time::Instant::now(), start.elapsed()));
         drop(last);
         (p.sink)(preview);
+    }
+
+    /// Starts a stage of its own, `what` (a window says it beside the file's name), with `total` units to do and
+    /// none done.
+    pub fn start_stage(&self, what: &'static str, total: u64) {
+        *self.stage.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(what);
+        self.done_bytes.store(0, Ordering::Relaxed);
+        self.total_bytes.store(total, Ordering::Relaxed);
+    }
+
+    /// The stage started last, if any.
+    pub fn stage(&self) -> Option<&'static str> {
+        *self.stage.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Sets the bytes to process.

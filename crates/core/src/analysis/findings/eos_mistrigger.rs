@@ -103,44 +103,53 @@ impl<'c> Visitor<'c> for Stops<'c> {
 
     fn finish(self: Box<Self>) -> After<'c> {
         let cx = self.cx;
-        let rows: Vec<usize> = self
-            .found
-            .iter()
-            .map(|s| cx.tokens.rows(s.request).start + s.k)
-            .collect();
-        // The stop tokens' logprob and rank first (sorted by row, looked up by search: no map of every answer); the
-        // candidates of those whose rank is not written, or that are unlikely by their probability or rank (the
-        // alternative a finding names), after.
-        let mut first = cx.tokens.choices(&rows, false);
-        first.sort_unstable_by_key(|c| c.0);
-        let again: Vec<usize> = first
-            .iter()
-            .filter(|(_, c)| {
-                let (p, rank) = chance(c, NULL_U32);
-                c.rank == NULL_U32 || unlikely(cx.th, p, rank)
-            })
-            .map(|c| c.0)
-            .collect();
-        let second: HashMap<usize, TokenChoice> = if again.is_empty() {
-            HashMap::default()
-        } else {
-            cx.tokens.choices(&again, true).into_iter().collect()
-        };
-        let choice_of = |t: usize| {
-            second
-                .get(&t)
-                .or_else(|| first.binary_search_by_key(&t, |c| c.0).ok().map(|k| &first[k].1))
-        };
         let medians = output_medians(cx);
-        let mut out: Vec<Finding> = self
-            .found
-            .iter()
-            .zip(rows)
-            .filter_map(|(s, t)| judged(cx, &medians, s, t, choice_of(t)))
-            .collect();
+        // The answers a share at a time, in the order the pass met them (their rows in order): the candidates read
+        // for one share are let go before the next (those of half a million stop tokens, held at once, were a
+        // quarter of a streamed run's peak memory), and each share reads its part of the files.
+        let mut out: Vec<Finding> = Vec::new();
+        for stops in self.found.chunks(JUDGED_AT_ONCE) {
+            out.extend(judged_share(cx, &medians, stops));
+        }
         out.sort_by_key(|f| f.requests.first().copied());
         After::Findings(out)
     }
+}
+
+/// Answers judged at once: their stop tokens' choices, and the candidates of those that need them, are held together.
+const JUDGED_AT_ONCE: usize = 1 << 16;
+
+/// The findings of some of the answers that ended on a stop token.
+fn judged_share(cx: &Context<'_>, medians: &HashMap<(u32, u32), (u32, usize)>, stops: &[Stop]) -> Vec<Finding> {
+    let rows: Vec<usize> = stops.iter().map(|s| cx.tokens.rows(s.request).start + s.k).collect();
+    // The stop tokens' logprob and rank first (sorted by row, looked up by search: no map of every answer); the
+    // candidates of those whose rank is not written, or that are unlikely by their probability or rank (the
+    // alternative a finding names), after.
+    let mut first = cx.tokens.choices(&rows, false);
+    first.sort_unstable_by_key(|c| c.0);
+    let again: Vec<usize> = first
+        .iter()
+        .filter(|(_, c)| {
+            let (p, rank) = chance(c, NULL_U32);
+            c.rank == NULL_U32 || unlikely(cx.th, p, rank)
+        })
+        .map(|c| c.0)
+        .collect();
+    let second: HashMap<usize, TokenChoice> = if again.is_empty() {
+        HashMap::default()
+    } else {
+        cx.tokens.choices(&again, true).into_iter().collect()
+    };
+    let choice_of = |t: usize| {
+        second
+            .get(&t)
+            .or_else(|| first.binary_search_by_key(&t, |c| c.0).ok().map(|k| &first[k].1))
+    };
+    stops
+        .iter()
+        .zip(rows)
+        .filter_map(|(s, t)| judged(cx, medians, s, t, choice_of(t)))
+        .collect()
 }
 
 /// A stop token's probability and rank (the chosen token's id `chosen`, for a rank found among its candidates).

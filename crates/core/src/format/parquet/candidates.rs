@@ -61,7 +61,11 @@ impl CandidateReader {
     /// A reader for these Parquet files.
     pub fn of_files(paths: &[std::path::PathBuf]) -> Result<Self, LoadError> {
         let disk_files = paths;
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+        // The offset index places the pages a selection of rows needs; the column index (each page's minimum and
+        // maximum) is not read: nothing is filtered by value.
+        let options = ArrowReaderOptions::new()
+            .with_offset_index_policy(PageIndexPolicy::Optional)
+            .with_column_index_policy(PageIndexPolicy::Skip);
         let files = disk_files
             .iter()
             .map(|path| {

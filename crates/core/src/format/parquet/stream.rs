@@ -83,6 +83,18 @@ impl StreamFile {
         Ok(())
     }
 
+    /// The rows of the row groups a stream of `kind`'s rows reads: those whose statistics show that kind alone, or
+    /// no single kind.
+    pub fn rows_of_kind(&self, kind: &str) -> u64 {
+        self.meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .filter(|rg| only_value(rg, KIND).is_none_or(|k| k == kind))
+            .map(|rg| u64::try_from(rg.num_rows()).unwrap_or(0))
+            .sum()
+    }
+
     /// Whether the file has a column of this name.
     pub fn has_column(&self, name: &str) -> bool {
         self.meta.schema().field_with_name(name).is_ok()

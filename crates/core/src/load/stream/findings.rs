@@ -24,6 +24,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::StreamError;
+use super::pieces::{Batch, COLUMNS, NOT_KEPT, Piece, TYPES, WITHOUT_TEXTS, decode};
 use super::step_rows::StepRows;
 use crate::analysis::findings::{
     Context, Finding, Kind, RequestTokens, STREAMABLE, Texts, Thresholds, TokenChoice, TokenSource, Visitor,
@@ -32,30 +33,11 @@ use crate::analysis::findings::{
 use crate::analysis::summary::Slo;
 use crate::format::parquet::CandidateReader;
 use crate::format::parquet::read_files_without_tokens;
-use crate::format::parquet::stream::{At, Columns, StreamFile, stream};
+use crate::format::parquet::stream::{At, StreamFile, stream};
 use crate::format::window::Window;
 use crate::ingest::Progress;
-use crate::ingest::validate::is_epoch_ns;
 use crate::trace::report::{Encoding, Report, SourceFile};
-use crate::trace::{Flag, NO_STR, NULL_I64, NULL_U32, StageKind, Trace, TraceBuilder};
-
-/// The columns of a token pass, `kind` first; a pass without texts reads the first six.
-const COLUMNS: [&str; 8] = [
-    "kind",
-    "request_id",
-    "index",
-    "emitted_ns",
-    "iteration",
-    "token_id",
-    "text",
-    "special",
-];
-const WITHOUT_TEXTS: usize = 6;
-/// The types of [`COLUMNS`], as the format has them.
-const TYPES: [&str; 8] = ["string", "string", "int", "int", "int", "int", "string", "boolean"];
-
-/// Not a request of the trace (an orphan, or outside the window): its tokens are not the trace's.
-const NOT_KEPT: u32 = u32::MAX;
+use crate::trace::{Flag, NO_STR, NULL_U32, StageKind, Trace, TraceBuilder};
 
 /// The findings of a streamed trace.
 pub struct StreamedFindings {
@@ -91,8 +73,8 @@ pub fn find(
     find_reporting(files, window, slo, th, kinds, &Progress::default())
 }
 
-/// [`find`], the reading of the requests and steps reported to `progress` (the app draws them as they come) and
-/// cancelled by it.
+/// [`find`], reported to `progress` and cancelled by it: the reading of the requests and steps (the app draws them as
+/// they come), then each pass over the tokens (a stage of its own).
 ///
 /// # Errors
 /// As [`find`].
@@ -113,7 +95,7 @@ pub fn find_reporting(
                 .to_owned(),
         ));
     }
-    let streamed = Files::open(files, &trace)?;
+    let streamed = Files::open(files, &trace, progress)?;
     let findings = find_kinds_over(&trace, &streamed, slo, th, kinds);
     streamed.failed()?;
     let mut wanted: Vec<usize> = findings.iter().flat_map(|f| f.tokens.iter().copied()).collect();
@@ -177,6 +159,8 @@ fn skeleton(files: &[PathBuf], window: Option<&Window>, progress: &Progress) -> 
 struct Files<'a> {
     /// The trace without its tokens.
     trace: &'a Trace,
+    /// Told of each pass's rows as they are read; a pass stops when it is cancelled.
+    progress: &'a Progress,
     paths: Vec<PathBuf>,
     files: Vec<StreamFile>,
     /// (source, iteration) to step row.
@@ -184,6 +168,8 @@ struct Files<'a> {
     /// What the first pass learnt of each request's tokens.
     facts: OnceLock<Facts>,
     passes: AtomicU32,
+    /// The reader of the tokens' choices, opened by the first read of them.
+    choices: OnceLock<CandidateReader>,
     /// The first failure of a pass: the detectors' visits cannot return one, so it is kept and said at the end.
     error: Mutex<Option<StreamError>>,
 }
@@ -309,30 +295,6 @@ impl Facts {
     }
 }
 
-/// Consecutive token rows of one request in a batch, decoded.
-#[derive(Default)]
-struct Piece {
-    request: u32,
-    /// The file's rows of its first and last token.
-    rows: (u64, u64),
-    index: Vec<u32>,
-    emitted: Vec<i64>,
-    iteration: Vec<i64>,
-    token_id: Vec<u32>,
-    /// Each token's text as a range of `buf` (`None`: no text).
-    text: Vec<Option<Range<u32>>>,
-    buf: String,
-    special: Vec<Flag>,
-}
-
-/// A batch's pieces, in row order.
-struct Batch {
-    pieces: Vec<Piece>,
-    incomplete: u64,
-    /// The first token out of `index` order within a piece.
-    unordered: Option<String>,
-}
-
 /// One request's tokens being gathered across batches.
 #[derive(Default)]
 struct Open {
@@ -355,7 +317,7 @@ struct Open {
 
 impl<'a> Files<'a> {
     /// The footers of `files`; the tokens are read by the first visit.
-    fn open(paths: &[PathBuf], trace: &'a Trace) -> Result<Self, StreamError> {
+    fn open(paths: &[PathBuf], trace: &'a Trace, progress: &'a Progress) -> Result<Self, StreamError> {
         let files = paths
             .iter()
             .map(|p| StreamFile::open(p))
@@ -368,11 +330,13 @@ impl<'a> Files<'a> {
         let steps = StepRows::of(trace);
         Ok(Files {
             trace,
+            progress,
             paths: paths.to_vec(),
             files,
             steps,
             facts: OnceLock::new(),
             passes: AtomicU32::new(0),
+            choices: OnceLock::new(),
             error: Mutex::new(None),
         })
     }
@@ -406,6 +370,10 @@ impl<'a> Files<'a> {
         let mut incomplete = 0u64;
         // Why the files break the order a stream relies on: said as such, not as an unreadable file.
         let mut unordered: Option<String> = None;
+        let progress = self.progress;
+        let rows = self.files.iter().map(|f| f.rows_of_kind("token")).sum();
+        progress.start_stage("Finding incidents in its tokens", rows);
+        let mut cancelled = false;
         let wanted =
             |kind: Option<&str>, _: &parquet::file::metadata::RowGroupMetaData| matches!(kind, None | Some("token"));
         let result = stream(
@@ -414,6 +382,11 @@ impl<'a> Files<'a> {
             wanted,
             |c, at| decode(c, at, trace, texts),
             |batch: Batch, at: At| {
+                if progress.is_cancelled() {
+                    cancelled = true;
+                    return Err(String::new());
+                }
+                progress.add_done(batch.rows);
                 incomplete += batch.incomplete;
                 if let Some(why) = batch.unordered {
                     unordered = Some(format!("{}: {why}", paths[at.file]));
@@ -461,6 +434,9 @@ impl<'a> Files<'a> {
                 Ok(())
             },
         );
+        if cancelled {
+            return Err(StreamError::Load(crate::ingest::LoadError::Cancelled));
+        }
         if let Some(why) = unordered {
             return Err(StreamError::Unordered(why));
         }
@@ -589,76 +565,6 @@ impl Files<'_> {
     }
 }
 
-/// Decodes a batch's token rows into pieces of consecutive rows of one request.
-fn decode(c: &Columns, at: At, trace: &Trace, texts: bool) -> Result<Batch, String> {
-    c.check_from(0, &TYPES[..WITHOUT_TEXTS])?;
-    if texts {
-        c.check_from(WITHOUT_TEXTS, &TYPES[WITHOUT_TEXTS..])?;
-    }
-    let mut out = Batch {
-        pieces: Vec::new(),
-        incomplete: 0,
-        unordered: None,
-    };
-    let mut id: Option<&str> = None;
-    for i in 0..c.rows() {
-        if c.kind(i) != Some("token") {
-            continue;
-        }
-        // The rules a load checks of the fields read: a request, a count for `index`, epoch ns, a token id.
-        let token_id = c.int(5, i);
-        let (Some(rid), Some(index), Some(emitted), true) = (
-            c.str(1, i),
-            c.int(2, i)
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|&n| n < NULL_U32),
-            c.int(3, i).filter(|&t| is_epoch_ns(t)),
-            token_id.is_none_or(|n| (0..i64::from(NULL_U32)).contains(&n)),
-        ) else {
-            out.incomplete += 1;
-            continue;
-        };
-        let row = at.first_row + i as u64;
-        if id != Some(rid) || out.pieces.is_empty() {
-            id = Some(rid);
-            out.pieces.push(Piece {
-                request: trace.request_row(rid).unwrap_or(NOT_KEPT),
-                rows: (row, row),
-                ..Piece::default()
-            });
-        }
-        let Some(p) = out.pieces.last_mut() else { continue };
-        p.rows.1 = row;
-        if p.request == NOT_KEPT {
-            continue;
-        }
-        if let Some(&last) = p.index.last()
-            && index <= last
-        {
-            out.unordered = Some(format!(
-                "row {row}: token {index} of request {rid} repeats or comes after its token {last} (a request's tokens \
-                 must be in index order, each once)"
-            ));
-            return Ok(out);
-        }
-        p.index.push(index);
-        p.emitted.push(emitted);
-        p.iteration.push(c.int(4, i).unwrap_or(NULL_I64));
-        p.token_id
-            .push(token_id.and_then(|n| u32::try_from(n).ok()).unwrap_or(NULL_U32));
-        if texts {
-            let text = c.str(6, i).map(|s| {
-                let from = u32::try_from(p.buf.len()).unwrap_or(u32::MAX);
-                p.buf.push_str(s);
-                from..u32::try_from(p.buf.len()).unwrap_or(u32::MAX)
-            });
-            p.text.push(text);
-            p.special.push(Flag::from_opt(c.flag(7, i)));
-        }
-    }
-    Ok(out)
-}
-
 impl TokenSource for Files<'_> {
     fn rows(&self, r: u32) -> Range<usize> {
         self.facts.get().map_or(0..0, |f| f.rows(r))
@@ -733,11 +639,15 @@ impl TokenSource for Files<'_> {
         if by_file.is_empty() {
             return Vec::new();
         }
-        let reader = match CandidateReader::of_files(&self.paths) {
-            Ok(r) => r,
-            Err(e) => {
-                self.fail(e.into());
-                return Vec::new();
+        let reader = if let Some(r) = self.choices.get() {
+            r
+        } else {
+            match CandidateReader::of_files(&self.paths) {
+                Ok(r) => self.choices.get_or_init(|| r),
+                Err(e) => {
+                    self.fail(e.into());
+                    return Vec::new();
+                }
             }
         };
         let mut out = Vec::new();
@@ -756,5 +666,50 @@ impl TokenSource for Files<'_> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::LoadError;
+
+    #[test]
+    fn a_pass_over_the_tokens_is_told_to_the_progress_and_stops_when_cancelled() {
+        // Requests a and b, 3 tokens each, written in row groups of 2 rows.
+        const T0: i64 = 1_764_403_200_000_000_000;
+        let mut lines = Vec::new();
+        for id in ["a", "b"] {
+            lines.push(format!(r#"{{"kind":"request","request_id":"{id}","arrival_ns":{T0}}}"#));
+            for k in 0..3 {
+                let at = T0 + (k + 1) * 1_000_000;
+                lines.push(format!(
+                    r#"{{"kind":"token","request_id":"{id}","index":{k},"emitted_ns":{at},"token_id":{k}}}"#
+                ));
+            }
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("t.parquet");
+        crate::format::parquet::write_with_row_groups(&crate::test_support::trace_of(&lines.join("\n")), &path, 2)
+            .expect("written");
+        let paths = [path];
+        let (trace, _) = skeleton(&paths, None, &Progress::default()).expect("read");
+        let progress = Progress::default();
+        let files = Files::open(&paths, &trace, &progress).expect("opened");
+        let mut tokens = 0;
+        files.visit(false, &mut |t| tokens += t.len());
+        assert_eq!(tokens, 6);
+        assert_eq!(progress.stage(), Some("Finding incidents in its tokens"));
+        assert!(
+            (progress.fraction() - 1.0).abs() < f32::EPSILON,
+            "{}",
+            progress.fraction()
+        );
+        // Cancelled (another file opened): the next pass stops at its first batch, and says why.
+        progress.cancel();
+        let mut tokens = 0;
+        files.visit(false, &mut |t| tokens += t.len());
+        assert_eq!(tokens, 0);
+        assert!(matches!(files.failed(), Err(StreamError::Load(LoadError::Cancelled))));
     }
 }

@@ -18,6 +18,7 @@
 //! rules are `tokenscope validate`'s.
 
 pub mod findings;
+mod pieces;
 mod step_rows;
 mod tokens;
 
