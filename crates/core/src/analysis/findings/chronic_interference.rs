@@ -546,8 +546,9 @@ mod tests {
     }
 
     #[test]
-    fn the_median_of_more_slowed_latencies_than_kept_is_found_exactly_in_one_more_visit() {
-        // 1,000 slowed latencies of 50 ms, more than the 16 kept here: the median comes from the second visit.
+    fn an_episodes_median_is_found_exactly_in_the_visit_that_gathers_it() {
+        // 1,000 slowed latencies of 50 ms: the windows count them per bucket in the first visit, the median's value is
+        // counted in the second, the one that gathers the episode (`tests/corpus.rs` counts the passes).
         let t = chunked();
         let found = chronic_interference(&t, &super::super::Thresholds::default());
         assert_eq!(found.len(), 1, "{found:#?}");
