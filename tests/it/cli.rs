@@ -743,7 +743,9 @@ fn a_source_without_cached_counts_shows_them_absent_not_zero() {
 fn summary_of_a_steps_only_log_shows_its_steps_and_no_token_counts() {
     // vLLM's iteration log: nine steps, no request. Read off the log by hand: prompt tokens 512 + 256 + 128 = 896,
     // one output token in each of steps 1, 2, 3, 5, 6, 7 and 8 = 7; durations 40, 25, 10, 10, 20 and four of 12.5
-    // ms: nearest-rank p50 is the 5th of nine sorted (12.5), p99 the 9th (40).
+    // ms: nearest-rank p50 is the 5th of nine sorted (12.5), p99 the 9th (40). The log's times are whole seconds, so
+    // each step starts at the later of its second and the previous step's end: steps 0-3 from 08:00:00 (40 + 25 + 10
+    // + 10 ms), 4-5 from 08:00:01, 6-8 from 08:00:02 (3 x 12.5 ms): the steps span 2 s + 37.5 ms = 2.038 s.
     let (code, out, err) = tokenscope(&["summary", "sample_traces/engines/vllm/server.log"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("requests          0\n"), "{out}");

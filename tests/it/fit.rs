@@ -11,6 +11,19 @@ fn run(name: &str) -> String {
     format!("{DATA}/{name}.parquet")
 }
 
+/// The median time to first token of a run's requests, in ms: the nearest rank (the ceil(n / 2)-th smallest).
+fn ttft_p50_ms(path: &str) -> f64 {
+    let t = tokenscope::load::load(std::path::Path::new(path), &tokenscope::ingest::Progress::default())
+        .unwrap()
+        .trace;
+    let mut ttft: Vec<i64> = (0..t.request_count())
+        .filter_map(|r| t.first_token_ns(r as u32).map(|f| f - t.requests.arrival_ns[r]))
+        .collect();
+    ttft.sort_unstable();
+    assert!(!ttft.is_empty(), "{path}: no request with a first token");
+    ttft[ttft.len().div_ceil(2) - 1] as f64 / 1e6
+}
+
 /// The largest |error| in % each held-out figure may reach: what was measured when the profile was committed
 /// (docs/FIDELITY.md), plus 3 points. If the simulator or the fit changes and an error grows past it, this fails.
 const PINNED: &[(&str, &str, u32, f64)] = &[
@@ -275,9 +288,16 @@ fn a_replay_says_which_profile_it_ran_on_and_its_measured_error() {
 fn diff_fidelity_gives_each_figure_its_signed_error_and_verdict() {
     let (code, stdout, stderr) = tokenscope(&["diff", &run("high-a"), &run("high-b"), "--fidelity"]);
     assert_eq!(code, 0, "{stderr}");
-    // TTFT p50: 7008.2 ms in high-a (`tokenscope summary`), 4895.9 ms in high-b: (4895.9 - 7008.2) / 7008.2 = -30.1 %.
+    // TTFT p50 of each run worked out here from its requests (first token less arrival, the nearest rank
+    // ceil(n / 2) of the sorted values), its signed error (B - A) / A, OFF beyond the 10 % tolerance.
+    let (a, b) = (ttft_p50_ms(&run("high-a")), ttft_p50_ms(&run("high-b")));
+    let pct = (b - a) / a * 100.0;
+    assert!(pct.abs() > 10.0, "the two runs' loads differ: {pct}");
     assert!(
-        stdout.contains("TTFT     p50     7008.2     4895.9   -30.1 %  OFF"),
+        stdout.contains(&format!(
+            "TTFT     p50 {a:>10.1} {b:>10.1} {:>9}  OFF",
+            format!("{pct:+.1} %")
+        )),
         "{stdout}"
     );
     let (code, stdout, _) = tokenscope(&["diff", &run("high-a"), &run("high-b"), "--fidelity", "--json"]);

@@ -315,8 +315,13 @@ fn a_recording_and_its_servers_log_dropped_together_open_as_one_run() {
     settle(&mut h);
     let shown = h.state().session().unwrap();
     assert_eq!(shown.source, TraceSource::Paths(halves.to_vec()));
-    // The client's 5 requests and 544 tokens, with the server's steps: both halves in one trace.
-    h.get_by_label_contains("5 requests · 544 tokens · 172 steps");
+    // The client's requests and tokens (5 and 544), with the server's steps (172): both halves in one trace.
+    h.get_by_label_contains(&format!(
+        "{} requests · {} tokens · {} steps",
+        crate::common::parquet_records(&halves[0], "request"),
+        crate::common::parquet_records(&halves[0], "token"),
+        crate::common::llamacpp_log_steps(&halves[1])
+    ));
     assert!(
         shown.view.trace.labels.lookup("llama-server").is_some(),
         "the server's steps, its source"
@@ -511,7 +516,18 @@ fn what_engines_and_tools_write_opens_in_the_app_and_says_what_it_lacks() {
     h.get_by_label_contains("2 requests · 7 tokens · 6 steps · no candidates");
     // AIPerf: client-side chunks, no engine steps.
     let h = harness_on("sample_traces/engines/aiperf");
-    h.get_by_label_contains("100 requests · 21626 tokens · no steps · no candidates");
+    // Its records, counted in the export: one token record per chunk, a request's first and one per gap after it.
+    let export = std::fs::read_to_string("sample_traces/engines/aiperf/profile_export.jsonl").unwrap();
+    let records: Vec<serde_json::Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let chunks: usize = records
+        .iter()
+        .filter_map(|r| r["metrics"]["inter_chunk_latency"]["value"].as_array())
+        .map(|gaps| gaps.len() + 1)
+        .sum();
+    h.get_by_label_contains(&format!(
+        "{} requests · {chunks} tokens · no steps · no candidates",
+        records.len()
+    ));
     h.get_by_label_contains("openai/gpt-oss-20b");
     // AIPerf raw with logprobs: candidates, so the status bar does not say they are missing.
     let mut h = harness_on("sample_traces/engines/aiperf-raw");

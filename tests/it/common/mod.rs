@@ -46,3 +46,54 @@ pub fn assert_json_close(x: &serde_json::Value, y: &serde_json::Value, at: &str)
 /// requests, and those it plants: chat-victim, rag-24k and four rag-6k (a prefill interrupting decodes), med-question
 /// (an EOS mis-trigger), doc-96k and short-700 (a long prefill).
 pub const DEMO_REQUESTS: usize = 300 + 6 + 1 + 2;
+
+/// The records of a Parquet trace counted by `kind` and the value of one string column (`""` when null), read with
+/// the parquet crate alone: the figures a test expects of a file, found without tokenscope's reader.
+pub fn parquet_counts(path: &std::path::Path, column: &str) -> std::collections::BTreeMap<(String, String), usize> {
+    use arrow_array::{Array, StringArray};
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let wanted = ProjectionMask::columns(builder.parquet_schema(), ["kind", column]);
+    let mut counts = std::collections::BTreeMap::new();
+    for batch in builder.with_projection(wanted).build().unwrap() {
+        let batch = batch.unwrap();
+        let strings = |name: &str| {
+            batch
+                .column_by_name(name)
+                .unwrap_or_else(|| panic!("{}: no column {name}", path.display()))
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap_or_else(|| panic!("{}: {name} is not Utf8", path.display()))
+                .clone()
+        };
+        let (kind, value) = (strings("kind"), strings(column));
+        for row in 0..batch.num_rows() {
+            let v = if value.is_null(row) { "" } else { value.value(row) };
+            *counts.entry((kind.value(row).to_owned(), v.to_owned())).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// The records of a Parquet trace of one kind, counted with the parquet crate alone (see [`parquet_counts`]).
+pub fn parquet_records(path: &std::path::Path, kind: &str) -> usize {
+    parquet_counts(path, "kind")
+        .iter()
+        .filter(|((k, _), _)| k == kind)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The engine steps of a gzipped llama-server log at `-lv 5`: one `llama_decode` a step, each logging its batch size
+/// (`srv decode: n_batch (effective) = N`), counted in the text.
+pub fn llamacpp_log_steps(path: &std::path::Path) -> usize {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    text.lines()
+        .filter(|l| l.contains(" decode: n_batch (effective) = "))
+        .count()
+}

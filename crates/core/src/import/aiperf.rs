@@ -43,15 +43,18 @@ fn metric<'a>(metrics: &'a serde_json::Map<String, Value>, tag: &str) -> Option<
 /// Reads `profile_export.jsonl`.
 pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progress) -> Result<(), LoadError> {
     let file = sink.file;
-    let mut chunk_mismatches = 0u64;
+    // Requests that streamed fewer chunks than their tokens, and more.
+    let (mut fewer, mut more) = (0u64, 0u64);
     let mut requests = 0u64;
     for_each_line(input, path, file, sink.b, progress, |line, place, b| {
         let mut sink = Sink::new(b, file, super::Kind::Aiperf);
         match serde_json::from_slice::<Line>(line) {
             Ok(l) => {
                 requests += 1;
-                if map_line(&l, place.at, &mut sink) {
-                    chunk_mismatches += 1;
+                match map_line(&l, place.at, &mut sink) {
+                    Some(std::cmp::Ordering::Less) => fewer += 1,
+                    Some(std::cmp::Ordering::Greater) => more += 1,
+                    _ => {}
                 }
             }
             Err(e) => sink.reject(
@@ -68,17 +71,28 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         "AIPerf measures on the client: arrival is the send time, token times are chunk arrival times".to_owned(),
     );
     sink.note("no iterations, stages or candidates in an AIPerf export (its raw export carries logprobs)".to_owned());
-    if chunk_mismatches > 0 {
+    if fewer + more > 0 {
+        let mut how = Vec::new();
+        if fewer > 0 {
+            how.push(format!("{fewer} fewer (a chunk carried several tokens)"));
+        }
+        if more > 0 {
+            how.push(format!(
+                "{more} more (a chunk whose text AIPerf counted as no token of its own)"
+            ));
+        }
         sink.note(format!(
-            "{chunk_mismatches} of {requests} AIPerf requests streamed fewer chunks than tokens (a chunk carried \
-             several tokens): their token records are chunks, their output_tokens AIPerf's token count"
+            "{} of {requests} AIPerf requests streamed a number of chunks that is not their token count, {}: their \
+             token records are chunks, their output_tokens AIPerf's token count",
+            fewer + more,
+            how.join(", ")
         ));
     }
     Ok(())
 }
 
-/// Maps one record; true when its chunks and its token count differ.
-fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
+/// Maps one record; how its chunks compare with its token count, when it streamed and has one.
+fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> Option<std::cmp::Ordering> {
     let Some(meta) = &l.metadata else {
         sink.reject(
             at,
@@ -86,7 +100,7 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
             Some("metadata"),
             "an AIPerf record needs its metadata".to_owned(),
         );
-        return false;
+        return None;
     };
     let empty = serde_json::Map::new();
     let metrics = l.metrics.as_ref().unwrap_or(&empty);
@@ -106,7 +120,7 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
             Some("metadata.timestamp_ns"),
             format!("request {id}: no send time (metadata.timestamp_ns or request_start_ns, epoch ns)"),
         );
-        return false;
+        return None;
     };
     let ms = |tag: &str| metric(metrics, tag).and_then(float_of).and_then(ns_from_ms);
     let first_token = ms("ttft").or_else(|| ms("time_to_first_token")).map(|d| arrival + d);
@@ -141,9 +155,7 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
         }
     }
     sink.add(&r, at);
-    let Some(first) = first_token else {
-        return false;
-    };
+    let first = first_token?;
     let gaps: Vec<f64> = metric(metrics, "inter_chunk_latency")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(float_of).collect())
@@ -157,7 +169,7 @@ fn map_line(l: &Line, at: u64, sink: &mut Sink<'_>) -> bool {
         token.emitted_ns = ok(emitted);
         sink.add(&token, at);
     }
-    output_tokens.is_some_and(|n| n != i64::try_from(gaps.len() + 1).unwrap_or(i64::MAX))
+    output_tokens.map(|n| i64::try_from(gaps.len() + 1).unwrap_or(i64::MAX).cmp(&n))
 }
 
 /// Reads `profile_export_aiperf.json`, the run's aggregate, for the model it names; the figures in it are
