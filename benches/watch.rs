@@ -5,8 +5,9 @@
 //! renumbered, so that every request, step and token is one llama-server wrote.
 //!
 //! Printed: resident memory (now and peak) and the ring's bytes against its budget at each simulated ten minutes; a
-//! look's time (p50, p99, max) at the steady state, in frames of 60 Hz, beside the time to read the same second of
-//! log alone (the reference: what any reader pays), measured in the same run. The log is written a second of it at
+//! look's time to the window (read and judged: p50, p99, max) at the steady state, in frames of 60 Hz, beside the
+//! time to read the same second of log alone (the reference: what any reader pays), measured in the same run; then
+//! the incident files the look found due, written after it. The log is written a second of it at
 //! a time, as fast as the look allows: the hour takes what its looks take.
 //!
 //! `cargo bench --bench watch [-- --minutes 60 --lines-per-s 2000 --keep-s 600 --ring-mb 256]`
@@ -112,7 +113,7 @@ fn main() {
     writeln!(file, "0.00.000.100 I srv          main: starting the main loop").unwrap_or_else(|e| panic!("{e}"));
     let total_s = (minutes * 60.0) as i64;
     let (mut cycle, mut next) = (0i64, 0usize);
-    let (mut looks, mut reads): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    let (mut looks, mut reads, mut writes): (Vec<f64>, Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new(), Vec::new());
     let started = Instant::now();
     for second in 1..=total_s {
         // Every line of this second of log.
@@ -142,9 +143,13 @@ fn main() {
             alone.line(l.as_bytes(), 0);
         }
         reads.push(r.elapsed().as_secs_f64() * 1e3);
+        // A look as the app's window gets it (read and judged), then the incident files it found due.
         let l = Instant::now();
-        let _ = watcher.look(second == total_s);
+        let _ = watcher.read_and_judge(second == total_s);
         looks.push(l.elapsed().as_secs_f64() * 1e3);
+        let w = Instant::now();
+        let _ = watcher.write_due();
+        writes.push(w.elapsed().as_secs_f64() * 1e3);
         if second % 600 == 0 || second == total_s {
             let ring: u64 = std::fs::read_dir(incidents.join("ring")).map_or(0, |d| {
                 d.filter_map(Result::ok)
@@ -177,7 +182,7 @@ fn main() {
             .copied()
             .unwrap_or(0.0)
     };
-    let (l, r) = (steady(&looks), steady(&reads));
+    let (l, r, w) = (steady(&looks), steady(&reads), steady(&writes));
     let slowest = looks
         .iter()
         .enumerate()
@@ -195,6 +200,12 @@ fn main() {
         q(&r, 0.5),
         q(&r, 0.99),
         q(&l, 0.99) / q(&r, 0.99).max(1e-9)
+    );
+    println!(
+        "then the incident files due, written after the window has the look: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        q(&w, 0.5),
+        q(&w, 0.99),
+        w.last().copied().unwrap_or(0.0)
     );
     println!(
         "after {minutes} min at {rate} lines/s: peak resident {:.0} MiB, now {:.0} MiB; {} incident file(s)",

@@ -132,6 +132,8 @@ pub struct Watcher {
     /// What the last look judged (the log's trace with the metrics' readings), and its findings.
     trace: Option<Trace>,
     findings: Vec<Finding>,
+    /// The incident files due to be written from `trace` ([`Self::write_due`]), and the finding each keeps.
+    due: Vec<(PathBuf, Finding)>,
 }
 
 impl Watcher {
@@ -176,6 +178,7 @@ impl Watcher {
             forgotten: 0,
             trace: None,
             findings: Vec::new(),
+            due: Vec::new(),
         })
     }
 
@@ -188,6 +191,15 @@ impl Watcher {
     /// due, then forgets what is past `keep_s`. `flush` (the last look): the ring's pending part and every incident
     /// file still open are written now.
     pub fn look(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
+        let (new, mut notes) = self.read_and_judge(flush);
+        notes.extend(self.write_due());
+        (new, notes)
+    }
+
+    /// [`Self::look`] but for the incident files due, which [`Self::write_due`] writes: a window shows what was
+    /// read and judged without waiting for them (writing a window of a few minutes around an incident takes up to
+    /// 200 ms, as long as the rest of a look).
+    pub fn read_and_judge(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
         let mut notes = Vec::new();
         let spans_came = self.receiver.as_mut().is_some_and(|r| {
             let (came, troubles) = r.take();
@@ -231,7 +243,7 @@ impl Watcher {
                 None => loaded.trace.clone(),
             };
             let findings = find(&trace, &self.options.slo, &self.options.thresholds);
-            new = self.keep(&trace, &findings, restarts, &mut notes);
+            new = self.keep(&trace, &findings, restarts);
             if flush {
                 self.close(&trace, restarts, &mut notes);
             }
@@ -315,22 +327,38 @@ impl Watcher {
         )
     }
 
+    /// Writes the incident files the last look found due, from its trace; what could not be written.
+    pub fn write_due(&mut self) -> Vec<Note> {
+        let mut notes = Vec::new();
+        let due = std::mem::take(&mut self.due);
+        if let Some(trace) = &self.trace {
+            let latest = latest_ns(trace);
+            for (file, finding) in &due {
+                if let Err(e) = write_incident(trace, finding, self.options.before_s, latest, file) {
+                    notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+                }
+            }
+        }
+        notes
+    }
+
     /// Writes the incident files of `run` still open a last time, from `trace`.
     fn close(&mut self, trace: &Trace, run: u32, notes: &mut Vec<Note>) {
         let latest = latest_ns(trace);
         for s in self.said.values_mut().filter(|s| s.run == run && !s.closed) {
-            if let Some(file) = &s.file
-                && let Err(e) = write_incident(trace, &s.finding, self.options.before_s, latest, file)
-            {
-                notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+            if let Some(file) = &s.file {
+                // Written here, with all the run said: not again from the next look's trace.
+                self.due.retain(|(due, _)| due != file);
+                if let Err(e) = write_incident(trace, &s.finding, self.options.before_s, latest, file) {
+                    notes.push(Note::Trouble(format!("{}: {e}", file.display())));
+                }
             }
             s.closed = true;
         }
     }
 
-    /// Hands out the findings not said before and writes the incident files due.
-    fn keep(&mut self, trace: &Trace, findings: &[Finding], restarts: u32, notes: &mut Vec<Note>) -> Vec<New> {
-        let latest = latest_ns(trace);
+    /// Hands out the findings not said before and queues the incident files due ([`Self::write_due`]).
+    fn keep(&mut self, trace: &Trace, findings: &[Finding], restarts: u32) -> Vec<New> {
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for f in findings {
@@ -360,9 +388,8 @@ impl Watcher {
             let write = s.run == restarts && !s.closed && (new || due || after);
             s.finding = f.clone();
             if write && let Some(file) = &s.file {
-                if let Err(e) = write_incident(trace, f, self.options.before_s, latest, file) {
-                    notes.push(Note::Trouble(format!("{}: {e}", file.display())));
-                }
+                self.due.retain(|(due, _)| due != file);
+                self.due.push((file.clone(), f.clone()));
                 s.written = Some(Instant::now());
                 s.closed = after;
             }

@@ -77,9 +77,12 @@ impl Watching {
         let resend_rx = Arc::clone(&resend);
         let job = Job::spawn("watch", None, move || {
             let mut shown: Option<(i64, usize)> = None;
+            // What writing the last look's incident files found wrong, said with the next look.
+            let mut unwritten: Vec<Note> = Vec::new();
             loop {
                 let last = stop_rx.load(Ordering::Relaxed);
-                let (new, notes) = watcher.look(last);
+                let (new, mut notes) = watcher.read_and_judge(last);
+                notes.splice(0..0, std::mem::take(&mut unwritten));
                 let mut said: Vec<String> = new
                     .iter()
                     .map(|n| {
@@ -121,6 +124,8 @@ impl Watching {
                         }
                     }
                 }
+                // The window has the look: now the incident files it found due.
+                unwritten = watcher.write_due();
                 if last {
                     break;
                 }

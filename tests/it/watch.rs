@@ -820,3 +820,42 @@ fn watch_with_only_a_receiver_takes_the_spans_exported_to_it() {
         "{err}"
     );
 }
+
+/// A look hands out what it read and judged before its incident files are written (the window shows it without
+/// waiting for them); the files come with `write_due`, and a plain `look` does both.
+#[test]
+fn a_look_is_handed_out_before_its_incident_files_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, kept) = (dir.path().join("server.log"), dir.path().join("kept"));
+    std::fs::write(&log, incident_log()).unwrap();
+    let mut options = WatchOptions::of(&log);
+    options.incidents = Some(kept.clone());
+    let mut watcher = tokenscope::record::watcher::Watcher::new(options).unwrap();
+    let (new, notes) = watcher.read_and_judge(false);
+    assert!(notes.is_empty(), "{notes:?}");
+    // The incident run's interruption and monopoly (its own findings, `incident_log`): each kept in a file...
+    let files: Vec<std::path::PathBuf> = new.iter().filter_map(|n| n.file.clone()).collect();
+    assert!(
+        new.iter().any(|n| n.finding.kind == Kind::DecodeInterrupted),
+        "{:?}",
+        new.iter().map(|n| n.finding.kind).collect::<Vec<_>>()
+    );
+    assert!(!files.is_empty());
+    // ...not written yet: the look is the window's first.
+    assert!(files.iter().all(|f| !f.exists()), "{files:?}");
+    assert!(watcher.trace().is_some_and(|t| t.request_count() > 0));
+    // Then written, each a trace of the minutes around its finding.
+    assert!(watcher.write_due().is_empty());
+    for f in &files {
+        let t = tokenscope::load::load(f, &tokenscope::ingest::Progress::default())
+            .unwrap()
+            .trace;
+        assert!(t.request_count() > 0 && !t.iterations.is_empty(), "{}", f.display());
+    }
+    // Nothing is due twice.
+    for f in &files {
+        std::fs::remove_file(f).unwrap();
+    }
+    assert!(watcher.write_due().is_empty());
+    assert!(files.iter().all(|f| !f.exists()));
+}
