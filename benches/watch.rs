@@ -183,6 +183,8 @@ fn main() {
             .unwrap_or(0.0)
     };
     let (l, r, w) = (steady(&looks), steady(&reads), steady(&writes));
+    let both: Vec<f64> = looks.iter().zip(&writes).map(|(a, b)| a + b).collect();
+    let both = steady(&both);
     let slowest = looks
         .iter()
         .enumerate()
@@ -206,6 +208,11 @@ fn main() {
         q(&w, 0.5),
         q(&w, 0.99),
         w.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "the look and its files together (what a window waited for when they were one): p50 {:.1} ms, p99 {:.1} ms",
+        q(&both, 0.5),
+        q(&both, 0.99)
     );
     println!(
         "after {minutes} min at {rate} lines/s: peak resident {:.0} MiB, now {:.0} MiB; {} incident file(s)",
