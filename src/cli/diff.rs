@@ -514,7 +514,7 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
                 Ok(image) => image,
                 Err(e) => return Output::error(e, 1),
             };
-            let written = crate::ui::capture::encode_png(&image)
+            let written = crate::ui::png::encode_png(&image)
                 .and_then(|bytes| std::fs::write(png, bytes).map_err(|e| e.to_string()));
             if let Err(e) = written {
                 return Output::error(format!("{}: {e}", png.display()), 1);

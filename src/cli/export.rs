@@ -122,7 +122,7 @@ pub fn run(inputs: &[&Path], options: &ExportOptions, output: &Path) -> Output {
         redact(&mut part);
     }
     let written = if is_chrome {
-        format::chrome::write(&part, output).map_err(|e| format!("cannot write {}: {e}", output.display()))
+        crate::export::perfetto::write(&part, output).map_err(|e| format!("cannot write {}: {e}", output.display()))
     } else {
         format::write(&part, output).map_err(|e| e.to_string())
     };

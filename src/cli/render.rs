@@ -12,7 +12,7 @@ use crate::analysis::findings::{Thresholds, find};
 use crate::analysis::summary::Slo;
 use crate::load::LoadOptions;
 use crate::trace::{CandidateSource, Trace};
-use crate::ui::capture;
+use crate::ui::png;
 use crate::ui::render::{Scene, Size, View, check, render};
 use crate::view::TraceView;
 use crate::view::lanes::TrackLayout;
@@ -257,7 +257,7 @@ fn write_png(scene: Scene, which: View, size: Size, output: &Path) -> Output {
         Ok(i) => i,
         Err(e) => return Output::error(e, 1),
     };
-    let png = match capture::encode_png(&image) {
+    let png = match png::encode_png(&image) {
         Ok(p) => p,
         Err(e) => return Output::error(format!("cannot encode the PNG: {e}"), 1),
     };

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::capture::{self, View};
+use super::png::{self, View};
 
 /// Which trace of a comparison a finding or a request belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +71,9 @@ pub enum Command {
     /// Read server logs' times with this date and zone (File > Server log times), and open the trace again.
     SetLogClock(crate::import::log_clock::LogClock),
     /// Draw views offscreen at 2x and save or copy the PNG.
-    RenderPng(View, capture::Destination),
+    RenderPng(View, png::Destination),
     /// Capture the window, or one of its panels, as on screen, with its caption.
-    Capture(capture::Target, capture::Destination),
+    Capture(png::Target, png::Destination),
     /// Ask for a trace to compare the one on screen with, through the file dialog.
     CompareDialog,
     /// Compare the trace on screen (A) with this one (B).

@@ -1,7 +1,6 @@
 //! The desktop app (eframe): the shell, the wide-angle waterfall, and their panels.
 
 pub mod app;
-pub mod capture;
 pub mod command;
 pub mod compare;
 pub mod compare_tokens;
@@ -12,6 +11,7 @@ pub mod job;
 pub mod live;
 pub mod microscope;
 pub mod panels;
+pub mod png;
 pub mod preview;
 #[cfg(feature = "query")]
 pub mod query;

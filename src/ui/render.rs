@@ -10,9 +10,9 @@ use egui_kittest::Harness;
 
 use crate::view::lanes::TrackLayout;
 
-use super::capture;
-pub use super::capture::View;
 use super::microscope::{Microscope, microscope_ui};
+use super::png;
+pub use super::png::View;
 use super::theme;
 use super::waterfall::{self, WaterfallState};
 use crate::analysis::summary::Slo;
@@ -68,7 +68,7 @@ struct State {
 fn draw(ui: &mut Ui, s: &mut State) {
     let trace = Arc::clone(&s.scene.view.trace);
     if s.scene.caption {
-        let text = capture::caption_text(
+        let text = png::caption_text(
             &s.scene.source_name,
             s.waterfall.viewport,
             s.scene.request.map(|r| trace.request_id(r)),
@@ -78,9 +78,9 @@ fn draw(ui: &mut Ui, s: &mut State) {
                 .map(|t| trace.tokens.index[t]),
         );
         egui::Panel::bottom("caption")
-            .exact_size(capture::CAPTION_HEIGHT)
+            .exact_size(png::CAPTION_HEIGHT)
             .frame(egui::Frame::NONE)
-            .show(ui, |ui| capture::paint_caption(ui.painter(), ui.max_rect(), text));
+            .show(ui, |ui| png::paint_caption(ui.painter(), ui.max_rect(), text));
     }
     let slo = s.scene.slo;
     // A still image has nobody to act on what its widgets would ask for.
@@ -301,7 +301,7 @@ pub fn render(scene: Scene, which: View, size: Size) -> Result<ColorImage, Rende
 /// take longer: the render is tried once more, and a panic is an error like the others.
 fn read_back<S>(harness: &mut Harness<'_, S>) -> Result<ColorImage, RenderError> {
     let mut render = || {
-        crate::format::quiet::catch(|| harness.render())
+        crate::ingest::quiet::catch(|| harness.render())
             .map_err(|panic| format!("the renderer failed ({panic})"))
             .and_then(|r| r)
     };

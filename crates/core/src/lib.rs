@@ -1,5 +1,5 @@
 //! tokenscope's core, without a GUI: the trace format and its readers (`format`), the importers of what engines
-//! and tools write (`import`), the columnar model (`trace`), the analysis and findings (`analysis`), the view math
+//! and tools write (`import`), the trace written for other tools (`export`: Perfetto's), the columnar model (`trace`), the analysis and findings (`analysis`), the view math
 //! the waterfall draws from (`view`), the engine simulator (`synth`) and the diagnosis corpus the findings are
 //! measured on (`corpus`).
 //!
@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod corpus;
+pub mod export;
 pub mod format;
 pub mod import;
 pub mod ingest;

@@ -1,9 +1,9 @@
-//! A panic inside `format::quiet::catch` comes back as its message and reaches no panic hook; a panic anywhere else
+//! A panic inside `ingest::quiet::catch` comes back as its message and reaches no panic hook; a panic anywhere else
 //! still reaches the hook that was there. (A test binary of its own: it sets the process's panic hook.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokenscope_core::format::quiet;
+use tokenscope_core::ingest::quiet;
 
 static PRINTED: AtomicUsize = AtomicUsize::new(0);
 

@@ -57,11 +57,11 @@ impl App {
             Command::RenderPng(which, destination) => self.render_png(which, ctx.content_rect().size(), destination),
             Command::Capture(target, destination) => {
                 let crop = match target {
-                    capture::Target::Window => None,
-                    capture::Target::Waterfall => self.panel_rects[0],
-                    capture::Target::Microscope => self.panel_rects[1],
+                    png::Target::Window => None,
+                    png::Target::Waterfall => self.panel_rects[0],
+                    png::Target::Microscope => self.panel_rects[1],
                 };
-                self.pending_capture = Some(capture::request(ctx, crop, destination));
+                self.pending_capture = Some(png::request(ctx, crop, destination));
             }
             Command::CopyText(text) => ctx.copy_text(text),
             Command::ExportRange { chrome } => self.export_range(chrome),

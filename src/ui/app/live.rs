@@ -230,7 +230,7 @@ impl App {
             let name = chrono::Utc::now()
                 .format("tokenscope-recording-%Y%m%d-%H%M%S.parquet")
                 .to_string();
-            let path = crate::ui::capture::destination(save_dir.as_deref(), "Save what was recorded so far", &name)?;
+            let path = crate::ui::png::destination(save_dir.as_deref(), "Save what was recorded so far", &name)?;
             crate::format::write(&trace, &path).map_err(|e| e.to_string())?;
             Ok(path)
         });

@@ -9,8 +9,8 @@ use super::log_clock::LogClockInput;
 use super::what_if;
 use super::{App, Purpose};
 use crate::load;
-use crate::ui::capture;
 use crate::ui::command::Command;
+use crate::ui::png;
 use crate::ui::render::View;
 
 impl App {
@@ -31,23 +31,20 @@ impl App {
                 ];
                 for (label, which, enabled) in renders {
                     if ui.add_enabled(enabled, egui::Button::new(label)).clicked() {
-                        out.push(Command::RenderPng(which, capture::Destination::File));
+                        out.push(Command::RenderPng(which, png::Destination::File));
                         ui.close();
                     }
                 }
                 if ui.button("Copy 2x PNG of the views").clicked() {
-                    out.push(Command::RenderPng(View::Both, capture::Destination::Clipboard));
+                    out.push(Command::RenderPng(View::Both, png::Destination::Clipboard));
                     ui.close();
                 }
                 if ui.button("Save PNG of the window as on screen").clicked() {
-                    out.push(Command::Capture(capture::Target::Window, capture::Destination::File));
+                    out.push(Command::Capture(png::Target::Window, png::Destination::File));
                     ui.close();
                 }
                 if ui.button("Copy PNG of the window").clicked() {
-                    out.push(Command::Capture(
-                        capture::Target::Window,
-                        capture::Destination::Clipboard,
-                    ));
+                    out.push(Command::Capture(png::Target::Window, png::Destination::Clipboard));
                     ui.close();
                 }
                 ui.checkbox(&mut self.settings.caption, "Caption strip on PNGs");

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 
 use eframe::egui::{self, RichText, Ui};
 
-use super::capture;
 use super::command::Command;
 use super::compare::{Comparing, Side};
 use super::dataset::{Answer, DatasetDialog};
 use super::job::Job;
 use super::microscope::microscope_ui;
 use super::panels;
+use super::png;
 use super::preview::Preview;
 use super::render::View;
 use super::session::{Session, TraceSource};
@@ -186,7 +186,7 @@ pub struct App {
     pub show_timeline: bool,
     fonts_installed: bool,
     /// A screenshot on its way from the renderer.
-    pending_capture: Option<capture::Pending>,
+    pending_capture: Option<png::Pending>,
     /// A PNG being saved (through a dialog) on its own thread.
     saving: Option<Job<Result<PathBuf, String>>>,
     /// A 2x image being rendered for the clipboard on its own thread.
@@ -651,7 +651,7 @@ impl App {
     fn caption_ui(&self, ctx: &egui::Context, region: egui::Rect) {
         let Some(s) = &self.session else { return };
         let trace = &s.view.trace;
-        let text = capture::caption_text(
+        let text = png::caption_text(
             &s.source.name(),
             s.waterfall.viewport,
             s.selected.map(|r| trace.request_id(r)),
@@ -662,10 +662,10 @@ impl App {
         );
         let painter = ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("caption")));
         let strip = egui::Rect::from_min_max(
-            egui::pos2(region.left(), region.bottom() - capture::CAPTION_HEIGHT),
+            egui::pos2(region.left(), region.bottom() - png::CAPTION_HEIGHT),
             region.max,
         );
-        capture::paint_caption(&painter, strip, text);
+        png::paint_caption(&painter, strip, text);
     }
 
     /// The whole window: draws every panel, then applies what was asked for during the frame.
@@ -697,7 +697,7 @@ impl App {
         self.poll_capture(ui.ctx());
         if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND | egui::Modifiers::SHIFT, egui::Key::S)) {
             self.commands
-                .push(Command::RenderPng(View::Both, capture::Destination::File));
+                .push(Command::RenderPng(View::Both, png::Destination::File));
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));

@@ -8,8 +8,8 @@ use eframe::egui;
 
 use super::App;
 use crate::format;
-use crate::ui::capture;
 use crate::ui::job::Job;
+use crate::ui::png;
 use crate::ui::render::{self, View};
 
 impl App {
@@ -27,7 +27,7 @@ impl App {
             let name = chrono::Utc::now()
                 .format(&format!("tokenscope-slice-%Y%m%d-%H%M%S.{ext}"))
                 .to_string();
-            let path = capture::destination(save_dir.as_deref(), "Export the selected range", &name)?;
+            let path = png::destination(save_dir.as_deref(), "Export the selected range", &name)?;
             let part = match &reader {
                 Some(rd) => {
                     let unread = std::cell::OnceCell::new();
@@ -46,7 +46,7 @@ impl App {
                 None => crate::trace::slice::slice(&trace, from, to, None),
             };
             let written = if chrome {
-                format::chrome::write(&part, &path).map_err(|e| e.to_string())
+                crate::export::perfetto::write(&part, &path).map_err(|e| e.to_string())
             } else {
                 format::write(&part, &path).map_err(|e| e.to_string())
             };
@@ -56,7 +56,7 @@ impl App {
 
     /// Draws the views as they are on screen (time range, scroll, selection, token) offscreen at 2 pixels per
     /// point on a thread of its own, and saves the PNG.
-    pub(super) fn render_png(&mut self, which: View, size: egui::Vec2, destination: capture::Destination) {
+    pub(super) fn render_png(&mut self, which: View, size: egui::Vec2, destination: png::Destination) {
         let Some(s) = &self.session else { return };
         if self.saving.is_some() || self.rendering.is_some() {
             self.notice = Some("A PNG is being made: wait for it before asking for another.".to_owned());
@@ -87,7 +87,7 @@ impl App {
             // 2x, unless a very large window would exceed the renderer's largest image.
             pixels_per_point: render::fitting_scale(width, height, 2.0),
         };
-        if destination == capture::Destination::Clipboard {
+        if destination == png::Destination::Clipboard {
             match Job::spawn("render-png", self.ctx.as_ref(), move || {
                 render::render(scene, which, size).map_err(|e| e.to_string())
             }) {
@@ -99,17 +99,15 @@ impl App {
         let save_dir = self.save_dir.clone();
         self.save_job("render-png", move || {
             let image = render::render(scene, which, size).map_err(|e| e.to_string())?;
-            let png = capture::encode_png(&image)?;
-            capture::save(&png, save_dir.as_deref(), &capture::default_name())
+            let png = png::encode_png(&image)?;
+            png::save(&png, save_dir.as_deref(), &png::default_name())
         });
     }
 
     /// Saves bytes on a thread of their own (the dialog blocks), to `save_dir` when set.
     pub(super) fn save_in_background(&mut self, bytes: Vec<u8>, title: &'static str, name: String) {
         let save_dir = self.save_dir.clone();
-        self.save_job("save", move || {
-            capture::save_as(&bytes, save_dir.as_deref(), title, &name)
-        });
+        self.save_job("save", move || png::save_as(&bytes, save_dir.as_deref(), title, &name));
     }
 
     /// Runs a job that writes a file on a thread of its own; `poll_capture` reports the path it wrote or its error.
@@ -147,19 +145,19 @@ impl App {
         if let Some(p) = &self.pending_capture
             && let Ok(image) = p.rx.try_recv()
         {
-            let cropped = capture::crop_image(&image, p.crop, ctx.pixels_per_point());
+            let cropped = png::crop_image(&image, p.crop, ctx.pixels_per_point());
             let destination = p.destination;
             self.pending_capture = None;
             match destination {
-                capture::Destination::Clipboard => {
+                png::Destination::Clipboard => {
                     ctx.copy_image(cropped);
                     self.notice = Some("Copied the PNG to the clipboard.".to_owned());
                 }
-                capture::Destination::File => match capture::encode_png(&cropped) {
+                png::Destination::File => match png::encode_png(&cropped) {
                     Ok(png) => {
                         let save_dir = self.save_dir.clone();
                         self.save_job("save-png", move || {
-                            capture::save(&png, save_dir.as_deref(), &capture::default_name())
+                            png::save(&png, save_dir.as_deref(), &png::default_name())
                         });
                     }
                     Err(e) => self.message = Some(format!("cannot encode the PNG: {e}")),

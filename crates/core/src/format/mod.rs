@@ -1,12 +1,10 @@
 //! The tokenscope trace format v1 (`docs/TRACE_FORMAT.md`): readers for Parquet and JSONL (plain, gzip, zstd),
 //! writers for both. The loader (`load/`) decides which files are read by these readers and which by an importer.
 
-pub mod chrome;
 pub mod jsonl;
 pub mod page_headers;
 pub mod parquet;
 pub mod partition;
-pub mod quiet;
 pub mod records;
 pub mod schema;
 pub mod window;

@@ -1,10 +1,13 @@
 //! What every reader of a trace shares, below the loader and beside the model: the error that stops a load
 //! ([`LoadError`]), the progress and cancel flag a load reports to ([`Progress`]), the raw record every reader
-//! builds ([`raw`]) and the one validator that turns raw records into model rows ([`validate`]).
+//! builds ([`raw`]), the one validator that turns raw records into model rows ([`validate`]), and the
+//! containment of a panic inside a third-party decoder, which costs the rows it was decoding, not the load
+//! ([`quiet`]).
 //!
 //! The native format's readers (`format/`) and the importers (`import/`) both build on this module; the loader
 //! (`load/`) sits above them all.
 
+pub mod quiet;
 pub mod raw;
 pub mod validate;
 

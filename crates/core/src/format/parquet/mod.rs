@@ -37,7 +37,7 @@ fn decode_footer(
     path: &Path,
 ) -> Result<parquet::arrow::arrow_reader::ArrowReaderMetadata, LoadError> {
     use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-    crate::format::quiet::catch(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
+    crate::ingest::quiet::catch(|| ArrowReaderMetadata::load(reader, ArrowReaderOptions::new()))
         .map_err(|why| parquet_error(path, format!("its footer cannot be decoded ({why})")))?
         .map_err(|e| parquet_error(path, e))
 }

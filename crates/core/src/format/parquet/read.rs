@@ -306,7 +306,7 @@ where
     /// rejection of the row group instead of a crash.
     fn read_row_group_guarded(&self, rg: usize, stop: &impl Fn() -> bool) -> Result<TraceBuilder, LoadError> {
         // A panic in the decoder is this row group's problem, said in the report, not printed on the terminal.
-        crate::format::quiet::catch(|| self.read_row_group(rg, stop)).unwrap_or_else(|why| {
+        crate::ingest::quiet::catch(|| self.read_row_group(rg, stop)).unwrap_or_else(|why| {
             let mut b = TraceBuilder::default();
             let (first_row, rows) = (self.first_rows[rg], self.rows_of(rg));
             reject_rest_of_row_group(

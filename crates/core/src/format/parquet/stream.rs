@@ -293,7 +293,7 @@ where
         )
     };
     let decode_unit = |u: &Unit| -> Result<Vec<(P, At)>, LoadError> {
-        crate::format::quiet::catch(|| read_unit(&files[u.file], u, columns, &decode))
+        crate::ingest::quiet::catch(|| read_unit(&files[u.file], u, columns, &decode))
             .unwrap_or_else(|why| Err(format!("the decoder failed ({why})")))
             .map_err(|e| fail(u, e))
     };
