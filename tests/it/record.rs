@@ -165,15 +165,7 @@ fn a_cut_stream_keeps_its_tokens_and_says_it_was_cut() {
 
 #[test]
 fn a_server_that_stops_sending_times_out_and_the_run_goes_on() {
-    let Behavior::Stream { events, .. } = Behavior::replay(&capture("chat_length.sse"), Duration::ZERO) else {
-        unreachable!()
-    };
-    let server = start(Behavior::Stream {
-        events,
-        gap: Duration::from_millis(1),
-        cut_after: None,
-        stall_after: Some(4),
-    });
+    let server = start(Behavior::stalling(&capture("chat_length.sse"), 4));
     let mut o = options(&server.url, Api::Chat, 2);
     o.limits.idle = Duration::from_millis(300);
     let rec = record(&o);
@@ -216,15 +208,7 @@ fn a_stop_mid_stream_keeps_what_was_recorded_and_marks_it() {
     // The server sends each stream's first five chunks (the role, then four tokens) and holds it there; the stop
     // comes once the journal shows both streams five chunks in (a signal, not a clock), the grace is 200 ms: each
     // stream is cut with its four tokens, and no request starts after the stop.
-    let Behavior::Stream { events, .. } = Behavior::replay(&capture("chat_length.sse"), Duration::ZERO) else {
-        unreachable!()
-    };
-    let server = start(Behavior::Stream {
-        events,
-        gap: Duration::from_millis(1),
-        cut_after: None,
-        stall_after: Some(5),
-    });
+    let server = start(Behavior::stalling(&capture("chat_length.sse"), 5));
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("rec.parquet.partial.jsonl");
     let mut o = options(&server.url, Api::Chat, 6);

@@ -34,6 +34,20 @@ pub enum Behavior {
 }
 
 impl Behavior {
+    /// Replays a captured `.sse` file a millisecond apart, and stops sending (for a long while) after `after` of
+    /// its payloads: a stream held open at a known point.
+    pub fn stalling(sse: &str, after: usize) -> Self {
+        match Self::replay(sse, Duration::from_millis(1)) {
+            Behavior::Stream { events, gap, .. } => Behavior::Stream {
+                events,
+                gap,
+                cut_after: None,
+                stall_after: Some(after),
+            },
+            other => other,
+        }
+    }
+
     /// Replays a captured `.sse` file: its `data:` lines in order.
     pub fn replay(sse: &str, gap: Duration) -> Self {
         Behavior::Stream {
