@@ -37,6 +37,53 @@ mod sse_streams;
 mod synth;
 mod watch;
 
+/// A test that drives the window (egui_kittest's `Harness`) is found by `cargo test --test integration gui_`: it is
+/// in a `gui_` file, or its name starts with `gui_`.
+#[test]
+fn every_gui_test_is_named_so() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir(&here).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(file) = path.file_name().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if path.extension().is_none_or(|e| e != "rs") || file.starts_with("gui") || file == "main.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "#[test]" {
+                continue;
+            }
+            // The test's name and body: from its `fn` line to the next line that closes an item at column 0.
+            let Some((at, name)) = lines[i + 1..]
+                .iter()
+                .enumerate()
+                .find_map(|(k, l)| l.strip_prefix("fn ").map(|n| (i + 1 + k, n)))
+            else {
+                continue;
+            };
+            let name = name.split('(').next().unwrap_or(name);
+            let end = lines[at..]
+                .iter()
+                .position(|l| *l == "}")
+                .map_or(lines.len(), |k| at + k);
+            let drives_the_window = lines[at..end]
+                .iter()
+                .any(|l| l.contains("Harness") || l.contains("harness(") || l.contains("harness_on("));
+            if drives_the_window && !name.starts_with("gui_") {
+                unnamed.push(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "tests that drive the window without a gui_ name (`cargo test gui_` would miss them): {unnamed:?}"
+    );
+}
+
 /// Every file of `tests/it/` is a module of this binary: a file left out of the list above would never be compiled,
 /// and its tests never run.
 #[test]

@@ -192,7 +192,7 @@ fn a_prefill_planted_among_verify_steps_is_still_an_interruption() {
 }
 
 #[test]
-fn the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it_rejected() {
+fn gui_the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), false);
     let mut app = App::new(TraceSource::Path(path.into()), None);
@@ -223,7 +223,7 @@ fn the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it_rej
 }
 
 #[test]
-fn the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tokens_per_step() {
+fn gui_the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tokens_per_step() {
     // 120 of 320 drafts accepted (each residue of (r + s) % 4 on 20 of the 80 verify steps: 20 × (0+1+2+3)),
     // (120 + 80) / 80 = 2.50 tokens a step; positions 1-4 accepted on 3/4, 2/4, 1/4 and none of the steps.
     let dir = tempfile::tempdir().unwrap();

@@ -425,7 +425,7 @@ fn step_until(h: &mut Harness<'static, App>, what: &str, mut done: impl FnMut(&A
 }
 
 #[test]
-fn the_app_watching_a_growing_log_shows_its_requests_and_findings_and_says_where_each_incident_was_kept() {
+fn gui_the_app_watching_a_growing_log_shows_its_requests_and_findings_and_says_where_each_incident_was_kept() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let log = dir.path().join("server.log");
     let kept = dir.path().join("incidents");
