@@ -37,14 +37,25 @@ mod sse_streams;
 mod synth;
 mod watch;
 
+/// `tests/it/`.
+fn this_folder() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it")
+}
+
+/// The paths of `tests/it/`'s files and folders.
+fn entries_of_this_folder() -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(this_folder())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect()
+}
+
 /// A test that drives the window (egui_kittest's `Harness`) is found by `cargo test --test integration gui_`: it is
 /// in a `gui_` file, or its name starts with `gui_`.
 #[test]
 fn every_gui_test_is_named_so() {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     let mut unnamed = Vec::new();
-    for entry in std::fs::read_dir(&here).unwrap() {
-        let path = entry.unwrap().path();
+    for path in entries_of_this_folder() {
         let Some(file) = path.file_name().and_then(|s| s.to_str()) else {
             continue;
         };
@@ -89,10 +100,9 @@ fn every_gui_test_is_named_so() {
 #[test]
 fn every_test_file_is_compiled() {
     let main = include_str!("main.rs");
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let here = this_folder();
     let mut missing = Vec::new();
-    for entry in std::fs::read_dir(&here).unwrap() {
-        let path = entry.unwrap().path();
+    for path in entries_of_this_folder() {
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
