@@ -99,12 +99,12 @@ fn inputs(requests: usize) -> Vec<(&'static str, PathBuf, &'static str, u64)> {
                 w,
                 "(APIServer pid=1) INFO {} [loggers.py:199] Engine 000: Iteration({i}): {} context requests, {} context tokens, {} generation requests, {} generation tokens, iteration elapsed time: {:.2} ms, GPU KV cache usage: {:.1}%",
                 t.format("%m-%d %H:%M:%S"),
-                its.num_prefill_reqs[i].unwrap_or(0),
-                its.num_prefill_tokens[i].unwrap_or(0),
-                its.num_decode_reqs[i].unwrap_or(0),
-                its.num_decode_tokens[i].unwrap_or(0),
+                its.num_prefill_reqs.at(i).unwrap_or(0),
+                its.num_prefill_tokens.at(i).unwrap_or(0),
+                its.num_decode_reqs.at(i).unwrap_or(0),
+                its.num_decode_tokens.at(i).unwrap_or(0),
                 (its.end_ns[i] - its.start_ns[i]) as f64 / 1e6,
-                its.kv_usage[i].unwrap_or(0.0) * 100.0
+                its.kv_usage.at(i).unwrap_or(0.0) * 100.0
             )
             .unwrap_or_else(|e| panic!("{e}"));
         }
@@ -120,12 +120,12 @@ fn inputs(requests: usize) -> Vec<(&'static str, PathBuf, &'static str, u64)> {
                 "iter": i,
                 "timestamp": t.format("%m-%d-%Y %H:%M:%S%.6f").to_string(),
                 "iterLatencyMS": (its.end_ns[i] - its.start_ns[i]) as f64 / 1e6,
-                "numQueuedRequests": its.num_waiting[i].unwrap_or(0),
+                "numQueuedRequests": its.num_waiting.at(i).unwrap_or(0),
                 "inflightBatchingStats": {
-                    "numScheduledRequests": its.num_reqs[i].unwrap_or(0),
-                    "numContextRequests": its.num_prefill_reqs[i].unwrap_or(0),
-                    "numCtxTokens": its.num_prefill_tokens[i].unwrap_or(0),
-                    "numGenRequests": its.num_decode_reqs[i].unwrap_or(0),
+                    "numScheduledRequests": its.num_reqs.at(i).unwrap_or(0),
+                    "numContextRequests": its.num_prefill_reqs.at(i).unwrap_or(0),
+                    "numCtxTokens": its.num_prefill_tokens.at(i).unwrap_or(0),
+                    "numGenRequests": its.num_decode_reqs.at(i).unwrap_or(0),
                 },
                 "kvCacheStats": {"usedNumBlocks": 10, "maxNumBlocks": 1000},
             });

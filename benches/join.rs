@@ -29,9 +29,7 @@ fn halves(requests: usize) -> (PathBuf, PathBuf) {
             &mut t.requests.finished_ns,
             &mut t.requests.scheduled_ns,
         ] {
-            for v in column.iter_mut().flatten() {
-                *v += shift;
-            }
+            column.map_known(|v| v + shift);
         }
         for e in &mut t.tokens.emitted_ns {
             *e += shift;

@@ -120,7 +120,7 @@ impl RescoreArgs {
             bar.set_message(id.to_owned());
             match rescorer.rescore(trace, r, prompt, |i| bar.set_position((done + i) as u64)) {
                 Ok(rescored) => {
-                    if let Some(n) = trace.requests.input_tokens[r as usize]
+                    if let Some(n) = trace.requests.input_tokens.at(r as usize)
                         && n as usize != rescored.prompt_tokens
                     {
                         notes.push(format!(

@@ -60,8 +60,8 @@ fn steps_text(trace: &Trace) -> Option<String> {
             it.source[i],
             it.start_ns[i],
             it.end_ns[i],
-            it.num_prefill_tokens[i],
-            it.num_decode_tokens[i],
+            it.num_prefill_tokens.at(i),
+            it.num_decode_tokens.at(i),
         )
     });
     crate::analysis::facts::StepFigures::of(rows).map(|f| steps_line(&f))

@@ -390,7 +390,7 @@ pub(crate) mod tests {
         let t = &loaded.trace;
         assert_eq!((t.request_count(), t.token_count()), (2, 2));
         let b = t.request_row("b").unwrap() as usize;
-        assert_eq!(t.requests.finished_ns[b], None);
+        assert_eq!(t.requests.finished_ns.at(b), None);
         // The line that was not JSON is counted against its number, 3.
         assert_eq!(loaded.report.rejected_count(), 1);
         assert_eq!(loaded.report.rejected[0].place.at, 3);

@@ -509,7 +509,7 @@ pub fn latest_ns(trace: &Trace) -> i64 {
     r.arrival_ns
         .iter()
         .copied()
-        .chain(r.finished_ns.iter().flatten().copied())
+        .chain(r.finished_ns.iter().flatten())
         .chain(trace.iterations.end_ns.iter().copied())
         .chain(trace.tokens.emitted_ns.iter().copied())
         .chain(trace.samples.time_ns.iter().copied())

@@ -604,7 +604,7 @@ fn with_server_log(loaded: Loaded, log: &mut ServerLogTail) -> Loaded {
 /// The earliest send of a request still streaming (no end yet).
 fn open_from(trace: &crate::trace::Trace) -> Option<i64> {
     (0..trace.request_count())
-        .filter(|&r| trace.requests.finished_ns[r].is_none())
+        .filter(|&r| trace.requests.finished_ns.at(r).is_none())
         .map(|r| trace.requests.arrival_ns[r])
         .min()
 }

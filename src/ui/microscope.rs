@@ -266,7 +266,7 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
         ));
     });
     let records = trace.tokens_of(m.request).len();
-    let usage = q.output_tokens[r];
+    let usage = q.output_tokens.at(r);
     let reconciled = match usage {
         Some(u) if u as usize != records && records > 0 => format!("usage {u} ≠ {records} token records"),
         Some(_) => "usage = token records".to_owned(),
@@ -274,9 +274,9 @@ fn header_ui(ui: &mut Ui, trace: &Trace, m: &Microscope, slo: Slo) {
     };
     ui.label(format!(
         "tokens: input {} · cached {} · context {} · output {} ({reconciled})",
-        n(q.input_tokens[r]),
-        n(q.cached_tokens[r]),
-        n(q.context_tokens[r]),
+        n(q.input_tokens.at(r)),
+        n(q.cached_tokens.at(r)),
+        n(q.context_tokens.at(r)),
         n(usage)
     ));
     if !trace.has_times() {
@@ -606,8 +606,8 @@ fn step_load_ui(ui: &mut Ui, trace: &Trace, load: &StepLoad) {
         "step {} · batch {} · prefill {} tokens, decode {} tokens",
         it.iteration[i],
         load.batch_size.map_or("?".to_owned(), |b| b.to_string()),
-        it.num_prefill_tokens[i].map_or("?".to_owned(), |v| v.to_string()),
-        it.num_decode_tokens[i].map_or("?".to_owned(), |v| v.to_string())
+        it.num_prefill_tokens.at(i).map_or("?".to_owned(), |v| v.to_string()),
+        it.num_decode_tokens.at(i).map_or("?".to_owned(), |v| v.to_string())
     ));
     if load.prefills.is_empty() {
         ui.label("no other request prefilled in this step");

@@ -440,7 +440,7 @@ fn synth_replays_a_trace_under_a_changed_configuration() {
         let id = ta.request_id(r);
         let rb = tb.request_row(id).unwrap_or_else(|| panic!("{id} replayed"));
         let (ia, ib) = (r as usize, rb as usize);
-        assert_eq!(ta.requests.input_tokens[ia], tb.requests.input_tokens[ib], "{id}");
+        assert_eq!(ta.requests.input_tokens.at(ia), tb.requests.input_tokens.at(ib), "{id}");
         assert_eq!(ta.output_tokens(r), tb.output_tokens(rb), "{id}");
         assert_eq!(ta.requests.arrival_ns[ia], tb.requests.arrival_ns[ib], "{id}");
         let label = |t: &tokenscope::trace::Trace, id: u32| t.label(id).map(str::to_owned);
@@ -459,12 +459,12 @@ fn synth_replays_a_trace_under_a_changed_configuration() {
     let it = &tb.iterations;
     assert!(!it.is_empty());
     let largest = (0..it.len())
-        .map(|s| it.num_prefill_tokens[s].unwrap_or(0) + it.num_decode_tokens[s].unwrap_or(0))
+        .map(|s| it.num_prefill_tokens.at(s).unwrap_or(0) + it.num_decode_tokens.at(s).unwrap_or(0))
         .max()
         .unwrap_or(0);
     assert!(largest <= 2048, "a step of {largest} tokens");
     // Mixed steps only happen with chunked prefill, now on on both instances.
-    assert!((0..it.len()).any(|s| it.num_prefill_tokens[s] > Some(0) && it.num_decode_tokens[s] > Some(0)));
+    assert!((0..it.len()).any(|s| it.num_prefill_tokens.at(s) > Some(0) && it.num_decode_tokens.at(s) > Some(0)));
 }
 
 #[test]

@@ -145,7 +145,7 @@ fn a_one_prefill_one_decode_replay_removes_the_interruption_and_prices_the_trans
     let mut transfers = 0;
     for r in 0..tb.request_count() as u32 {
         let ri = r as usize;
-        let Some(input) = tb.requests.input_tokens[ri] else {
+        let Some(input) = tb.requests.input_tokens.at(ri) else {
             continue;
         };
         if tb.tokens_of(r).is_empty() {

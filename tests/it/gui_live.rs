@@ -112,7 +112,7 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     let first = shown(h.state());
     let s = h.state().session().unwrap();
     let streaming = (0..s.view.trace.request_count())
-        .find(|&r| s.view.trace.requests.finished_ns[r].is_none())
+        .find(|&r| s.view.trace.requests.finished_ns.at(r).is_none())
         .expect("a request still streaming");
     let id = s.view.trace.request_id(streaming as u32).to_owned();
 
@@ -230,7 +230,7 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     assert_eq!(written.trace.request_count(), s.view.trace.request_count());
     assert_eq!(written.trace.token_count(), s.view.trace.token_count());
     assert!(written.trace.request_count() >= first.0);
-    assert!((0..written.trace.request_count()).all(|r| written.trace.requests.finished_ns[r].is_some()));
+    assert!((0..written.trace.request_count()).all(|r| written.trace.requests.finished_ns.at(r).is_some()));
     // The tokens drawn before their snapshot were the request's next ones, in order.
     let w = &written.trace;
     let recorded: Vec<String> = w

@@ -15,6 +15,7 @@ use egui_kittest::kittest::Queryable;
 use serde_json::Value;
 use tokenscope::analysis::stats::columns_for;
 use tokenscope::analysis::summary::GroupBy;
+use tokenscope::trace::Nullable;
 use tokenscope::ui::stats::Grouping;
 use tokenscope::ui::{App, TraceSource};
 
@@ -146,7 +147,7 @@ fn a_click_on_a_header_sorts_and_the_csv_holds_the_rows_shown() {
     let rows: Vec<usize> = (0..t.request_count())
         .filter(|&r| t.requests.app_id[r] == chat)
         .collect();
-    let sum = |col: &[Option<u32>]| rows.iter().map(|&r| u64::from(col[r].unwrap_or(0))).sum::<u64>();
+    let sum = |col: &Nullable<u32>| rows.iter().map(|&r| u64::from(col.at(r).unwrap_or(0))).sum::<u64>();
     let want = format!(
         "chat,{},{},{},{},",
         rows.len(),

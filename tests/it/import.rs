@@ -211,17 +211,17 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
         (ma.ttft_ns, ma.e2e_ns, ma.output_tokens),
         (Some(20_000_000), Some(98_000_000), 4)
     );
-    assert_eq!(t.requests.server_ttft_ns[a as usize], Some(21_000_000));
+    assert_eq!(t.requests.server_ttft_ns.at(a as usize), Some(21_000_000));
     let mb = request_metrics(t, b);
     assert_eq!(t.requests.arrival_ns[b as usize], at_ms(25));
     assert_eq!(
         (mb.ttft_ns, mb.e2e_ns, mb.output_tokens),
         (Some(71_000_000), Some(97_000_000), 3)
     );
-    assert_eq!(t.requests.server_ttft_ns[b as usize], Some(73_000_000));
+    assert_eq!(t.requests.server_ttft_ns.at(b as usize), Some(73_000_000));
     // Queue: prefill_waiting A 4->5, B 32->33: scheduled at 5 and 33.
-    assert_eq!(t.requests.scheduled_ns[a as usize], Some(at_ms(5)));
-    assert_eq!(t.requests.scheduled_ns[b as usize], Some(at_ms(33)));
+    assert_eq!(t.requests.scheduled_ns.at(a as usize), Some(at_ms(5)));
+    assert_eq!(t.requests.scheduled_ns.at(b as usize), Some(at_ms(33)));
     assert_eq!(t.label(t.requests.finish_reason[a as usize]), Some("length"));
 
     // Six distinct bids, one scheduler: six iterations in time order, starting at their schedule events
@@ -235,18 +235,18 @@ fn sglang_otlp_gives_requests_batches_as_iterations_and_tokens() {
     assert_eq!(starts, [6, 22, 34, 66, 100, 111].map(at_ms));
     assert_eq!(ends, [20, 30, 64, 96, 110, 120].map(at_ms));
     // Members: the mixed batches (34, 66) carry B's prefill chunks and A's decode.
-    let prefill: Vec<u32> = (0..6).map(|i| its.num_prefill_reqs[i].unwrap()).collect();
-    let decode: Vec<u32> = (0..6).map(|i| its.num_decode_reqs[i].unwrap()).collect();
+    let prefill: Vec<u32> = (0..6).map(|i| its.num_prefill_reqs.at(i).unwrap()).collect();
+    let decode: Vec<u32> = (0..6).map(|i| its.num_decode_reqs.at(i).unwrap()).collect();
     assert_eq!(prefill, [1, 0, 1, 1, 0, 0]);
     assert_eq!(decode, [0, 1, 1, 1, 1, 1]);
     assert_eq!(
-        (0..6).map(|i| its.num_reqs[i].unwrap()).collect::<Vec<_>>(),
+        (0..6).map(|i| its.num_reqs.at(i).unwrap()).collect::<Vec<_>>(),
         [1, 1, 2, 2, 1, 1]
     );
 
     // Prefill tokens: A's 120-token prompt ran whole in the first batch; B's 2,000 were chunked over the mixed
     // batches, and SGLang says nothing of the split: absent, not guessed. Decode-only batches: none.
-    let prefill_tokens: Vec<Option<u32>> = (0..6).map(|i| its.num_prefill_tokens[i]).collect();
+    let prefill_tokens: Vec<Option<u32>> = (0..6).map(|i| its.num_prefill_tokens.at(i)).collect();
     assert_eq!(prefill_tokens, [Some(120), Some(0), None, None, Some(0), Some(0)]);
 
     // Tokens: A's first at 20 (the end of its prefill_forward), then the ends of the batches it decoded in: 30, 64,
@@ -304,7 +304,10 @@ fn vllm_spans_and_iteration_log_of_one_run_open_as_one_trace() {
         (m1.ttft_ns, m1.e2e_ns, m1.queue_ns),
         (Some(50_000_000), Some(115_000_000), Some(2_000_000))
     );
-    assert_eq!((m1.output_tokens, t.requests.input_tokens[r1 as usize]), (4, Some(512)));
+    assert_eq!(
+        (m1.output_tokens, t.requests.input_tokens.at(r1 as usize)),
+        (4, Some(512))
+    );
     // R2: one output token, so no TPOT.
     let r2 = t.request_row("chatcmpl-00000000000000a2").unwrap();
     assert_eq!(request_metrics(t, r2).tpot_ns, None);
@@ -315,18 +318,22 @@ fn vllm_spans_and_iteration_log_of_one_run_open_as_one_trace() {
     // Nine iterations; context tokens 512, 256, 0, 0, 128, 0..., sum 896 = the prompts' sum.
     let its = &t.iterations;
     assert_eq!(its.len(), 9);
-    let ctx: Vec<u32> = (0..9).map(|i| its.num_prefill_tokens[i].unwrap()).collect();
+    let ctx: Vec<u32> = (0..9).map(|i| its.num_prefill_tokens.at(i).unwrap()).collect();
     assert_eq!(ctx, [512, 256, 0, 0, 128, 0, 0, 0, 0]);
-    let gen_tokens: u32 = (0..9).map(|i| its.num_decode_tokens[i].unwrap()).sum();
+    let gen_tokens: u32 = (0..9).map(|i| its.num_decode_tokens.at(i).unwrap()).sum();
     assert_eq!(gen_tokens, 7);
     // Iteration 1 carried one context and one generation request; its elapsed 25 ms is its length.
     assert_eq!(
-        (its.num_prefill_reqs[1], its.num_decode_reqs[1], its.num_reqs[1]),
+        (
+            its.num_prefill_reqs.at(1),
+            its.num_decode_reqs.at(1),
+            its.num_reqs.at(1)
+        ),
         (Some(1), Some(1), Some(2))
     );
     assert_eq!(its.end_ns[1] - its.start_ns[1], 25_000_000);
     // KV use 0.3 %.
-    assert!((its.kv_usage[1].unwrap() - 0.003).abs() < 1e-9);
+    assert!((its.kv_usage.at(1).unwrap() - 0.003).abs() < 1e-9);
     // Placed from whole seconds: iterations 0-3 in 08:00:00, 4-5 in 08:00:01, 6-8 in 08:00:02, in order.
     let second = |i: usize| (its.start_ns[i] - at_ms(0)).div_euclid(1_000_000_000);
     assert_eq!((0..9).map(second).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 2, 2, 2]);
@@ -368,7 +375,7 @@ fn trtllm_iteration_stats_log_and_perf_metrics_open_together() {
         (0..6).map(|i| its.end_ns[i]).collect::<Vec<_>>(),
         [40, 50, 60, 140, 150, 160].map(at_ms)
     );
-    let ctx: Vec<u32> = (0..6).map(|i| its.num_prefill_tokens[i].unwrap()).collect();
+    let ctx: Vec<u32> = (0..6).map(|i| its.num_prefill_tokens.at(i).unwrap()).collect();
     assert_eq!(ctx, [512, 0, 0, 1024, 0, 0]);
     assert!(
         l.report
@@ -397,7 +404,10 @@ fn trtllm_iteration_stats_log_and_perf_metrics_open_together() {
     // are 10, 10 and 80 ms, the last one behind request 2's 1,024-token prefill.
     let emitted = |r: u32| t.tokens_of(r).map(|i| t.tokens.emitted_ns[i]).collect::<Vec<_>>();
     assert_eq!(emitted(r1), [40, 50, 60, 140].map(at_ms));
-    assert_eq!((m1.output_tokens, t.requests.input_tokens[r1 as usize]), (4, Some(512)));
+    assert_eq!(
+        (m1.output_tokens, t.requests.input_tokens.at(r1 as usize)),
+        (4, Some(512))
+    );
     // Request 2: arrival 1000.055 -> 55 ms; TTFT 85 ms, E2E 105 ms; tokens at 140, 150, 160; prefill in iteration 4.
     let r2 = t.request_row("2").unwrap();
     let m2 = request_metrics(t, r2);
@@ -422,8 +432,8 @@ fn trtllm_iteration_log_alone_gives_iterations() {
         (0..6).map(|i| its.start_ns[i]).collect::<Vec<_>>(),
         [0, 40, 50, 60, 140, 150].map(at_ms)
     );
-    assert_eq!(its.num_prefill_tokens[3], Some(1024));
-    assert!((its.kv_usage[3].unwrap() - 0.033).abs() < 1e-9);
+    assert_eq!(its.num_prefill_tokens.at(3), Some(1024));
+    assert!((its.kv_usage.at(3).unwrap() - 0.033).abs() < 1e-9);
     assert_eq!(l.trace.request_count(), 0, "the log names no requests");
 }
 
@@ -680,7 +690,7 @@ fn a_simulated_run_written_as_sglang_traces_it_imports_back_to_the_same_requests
         assert_eq!((a.e2e_ns, a.output_tokens), (b.e2e_ns, b.output_tokens), "{id}");
         // SGLang's time to first token (the tokenizer's) is kept as the server's TTFT; the first token itself is
         // the scheduler's, at its prefill step's end.
-        assert_eq!(t.requests.server_ttft_ns[back as usize], a.ttft_ns, "{id}");
+        assert_eq!(t.requests.server_ttft_ns.at(back as usize), a.ttft_ns, "{id}");
         // One token record per step, as the original had, each at its step's end, which the simulator's tokens
         // leave within 0.2 ms of (sampling and detokenizing).
         let (ta, tb): (Vec<usize>, Vec<usize>) = (original.tokens_of(r).collect(), t.tokens_of(back).collect());

@@ -53,7 +53,7 @@ fn a_recording_and_the_servers_log_are_one_trace() {
     // rec-00003 is task 54: a 2,583-token prompt (`new prompt ... task.n_tokens = 2583`), prefilled in five chunks
     // whose `cached n_tokens` positions are 0, 1, 2046, 2067 and 2579.
     let r = t.request_row("rec-00003").unwrap();
-    assert_eq!(t.requests.input_tokens[r as usize], Some(2_583));
+    assert_eq!(t.requests.input_tokens.at(r as usize), Some(2_583));
     let chunks: Vec<u32> = t
         .stages_of(r)
         .iter()
@@ -72,7 +72,7 @@ fn a_recording_and_the_servers_log_are_one_trace() {
     }
     // The client sent every request before the server received it (on one clock now), to within the band.
     for q in 0..5u32 {
-        let sent = t.requests.sent_ns[q as usize].unwrap();
+        let sent = t.requests.sent_ns.at(q as usize).unwrap();
         assert!(t.requests.arrival_ns[q as usize] >= sent - 4_000_000);
     }
 }
@@ -86,12 +86,12 @@ fn the_stall_and_its_culprit_on_a_real_engine() {
     let rows = t.iterations_of_source(source);
     let big = rows
         .clone()
-        .find(|&i| t.iterations.num_prefill_tokens[i] == Some(2_045))
+        .find(|&i| t.iterations.num_prefill_tokens.at(i) == Some(2_045))
         .unwrap();
     let took = t.iterations.end_ns[big] - t.iterations.start_ns[big];
     assert!((7_000_000_000..7_100_000_000).contains(&took), "{took}");
     // Three answers were decoding: their tokens fed into that step.
-    assert_eq!(t.iterations.num_decode_tokens[big], Some(3));
+    assert_eq!(t.iterations.num_decode_tokens.at(big), Some(3));
 
     let found = find_kinds(
         t,
@@ -167,12 +167,12 @@ fn the_default_log_of_llama_server_joins_its_recording_too() {
     // last (24 generated): a 17-token prompt, of which `prompt eval time = 704.16 ms / 16 tokens` computed 16: one
     // came from the cache. The recording's usage says the same (prompt 17, cached 1).
     let r = t.request_row("rec-00002").unwrap() as usize;
-    assert_eq!(t.requests.input_tokens[r], Some(17));
-    assert_eq!(t.requests.cached_tokens[r], Some(1));
+    assert_eq!(t.requests.input_tokens.at(r), Some(17));
+    assert_eq!(t.requests.cached_tokens.at(r), Some(1));
     // llama.cpp's own prompt time, as its stream's `timings.prompt_ms` gave it (704.159 ms; the log rounds it to
     // 704.16).
-    assert_eq!(t.requests.server_ttft_ns[r], Some(704_159_000));
-    assert_eq!(t.requests.output_tokens[r], Some(24));
+    assert_eq!(t.requests.server_ttft_ns.at(r), Some(704_159_000));
+    assert_eq!(t.requests.output_tokens.at(r), Some(24));
     // The log times no token, so the tokens keep the client's times: the client's TTFT is a figure (the
     // recording's own TTFTs: 526.8, 695.6, 751.3 and 842.3 ms; nearest-rank p50 is the 2nd), token delivery is
     // absent, not zero.
@@ -188,7 +188,7 @@ fn the_default_log_of_llama_server_joins_its_recording_too() {
     let log = Path::new("sample_traces/engines/llamacpp/llama-server-default.log");
     let alone = load_many(&[log], &Progress::default(), LoadOptions::default()).unwrap();
     assert_eq!(alone.trace.request_count(), 4);
-    assert!(alone.trace.requests.scheduled_ns.iter().all(Option::is_none));
+    assert!(alone.trace.requests.scheduled_ns.iter().all(|v| v.is_none()));
     let s = tokenscope::analysis::summary::summarize_all(&alone.trace, Slo::default(), None);
     assert_eq!(s.queue_ms.count, 0);
 }

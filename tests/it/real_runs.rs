@@ -86,8 +86,8 @@ fn the_speculative_runs_say_what_their_logs_say_step_by_step_and_task_by_task() 
         let mut per_request: Vec<(u32, u32)> = (0..12)
             .map(|r| {
                 let (d, a) = (
-                    t.requests.spec_drafted_tokens[r].unwrap(),
-                    t.requests.spec_accepted_tokens[r].unwrap(),
+                    t.requests.spec_drafted_tokens.at(r).unwrap(),
+                    t.requests.spec_accepted_tokens.at(r).unwrap(),
                 );
                 let mine = tokenscope::analysis::spec::verify_steps(&t, &[r as u32]);
                 let sum = mine.iter().fold((0, 0), |(x, y), s| (x + s.0, y + s.1));

@@ -100,8 +100,8 @@ fn chat_stream_that_leaves_out_its_eos_gets_it_back_from_usage() {
         assert_eq!(t.label(t.requests.finish_reason[r as usize]), Some("stop"));
         assert_eq!(t.label(t.requests.app_id[r as usize]), Some("chat"));
         // llama.cpp's own timings of the request: prompt_ms 48.725, predicted_ms 114.971.
-        assert_eq!(t.requests.server_ttft_ns[r as usize], Some(48_725_000));
-        assert_eq!(t.requests.server_decode_ns[r as usize], Some(114_971_000));
+        assert_eq!(t.requests.server_ttft_ns.at(r as usize), Some(48_725_000));
+        assert_eq!(t.requests.server_decode_ns.at(r as usize), Some(114_971_000));
     }
     assert_eq!(t.meta.clock.as_deref(), Some("client"));
     assert!(

@@ -157,7 +157,12 @@ fn the_servers_own_draft_counts_are_kept_per_request() {
         .trace;
     assert_eq!(t.request_count(), 3);
     let spec: Vec<(Option<u32>, Option<u32>)> = (0..3)
-        .map(|r| (t.requests.spec_drafted_tokens[r], t.requests.spec_accepted_tokens[r]))
+        .map(|r| {
+            (
+                t.requests.spec_drafted_tokens.at(r),
+                t.requests.spec_accepted_tokens.at(r),
+            )
+        })
         .collect();
     // vLLM's histogram agrees with its counts: 1x1 + 3x3 = 10 accepted over 43 steps of 3 drafts (129).
     assert_eq!(spec, [(Some(604), Some(515)), (Some(129), Some(10)), (None, None)]);

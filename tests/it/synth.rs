@@ -91,7 +91,7 @@ fn assert_prefill_interrupts_decode(t: &Trace) {
     let it = prefill
         .iter_row
         .unwrap_or_else(|| panic!("the prefill names its iteration")) as usize;
-    assert_eq!(t.iterations.num_decode_reqs[it], Some(0));
+    assert_eq!(t.iterations.num_decode_reqs.at(it), Some(0));
 }
 
 /// EOS mis-trigger: the answer ends at index 37 on a stop token whose text is empty, with rank 2 and p ~ 10 %.
@@ -116,7 +116,7 @@ fn assert_eos_mistrigger(t: &Trace) {
 /// behind it waits over 2 s to be scheduled and has a TTFT over 7 s.
 fn assert_long_prefill(t: &Trace) {
     let long = row(t, LONG_ID);
-    assert_eq!(t.requests.input_tokens[long as usize], Some(LONG_INPUT));
+    assert_eq!(t.requests.input_tokens.at(long as usize), Some(LONG_INPUT));
     let chunks: Vec<i64> = t
         .stages_of(long)
         .into_iter()
@@ -215,8 +215,8 @@ fn replaying_mooncake_keeps_lengths_gaps_and_shared_prefixes() {
     assert_eq!(t.request_count(), n_rows);
     for (n, src) in rows.iter().enumerate() {
         let r = row(&t, &format!("replay-{n:06}")) as usize;
-        assert_eq!(t.requests.input_tokens[r], Some(src.input_length), "request {n}");
-        assert_eq!(t.requests.output_tokens[r], Some(src.output_length), "request {n}");
+        assert_eq!(t.requests.input_tokens.at(r), Some(src.input_length), "request {n}");
+        assert_eq!(t.requests.output_tokens.at(r), Some(src.output_length), "request {n}");
         // Arrival gaps are the file's (ms), times the time scale.
         assert_eq!(
             t.requests.arrival_ns[r] - T0_NS,
@@ -234,7 +234,11 @@ fn replaying_mooncake_keeps_lengths_gaps_and_shared_prefixes() {
             .max()
             .unwrap_or(0);
         best_shared.push(shared as u32);
-        let cached = t.requests.cached_tokens[row(&t, &format!("replay-{n:06}")) as usize].unwrap_or(0);
+        let cached = t
+            .requests
+            .cached_tokens
+            .at(row(&t, &format!("replay-{n:06}")) as usize)
+            .unwrap_or(0);
         assert!(
             cached <= shared as u32 * 512,
             "request {n}: cached {cached}, shares {shared} blocks"
@@ -244,13 +248,18 @@ fn replaying_mooncake_keeps_lengths_gaps_and_shared_prefixes() {
             "request {n}: cached {cached}"
         );
     }
-    let hits = (0..n_rows).filter(|&n| t.requests.cached_tokens[row(&t, &format!("replay-{n:06}")) as usize] > Some(0));
+    let hits =
+        (0..n_rows).filter(|&n| t.requests.cached_tokens.at(row(&t, &format!("replay-{n:06}")) as usize) > Some(0));
     assert!(
         hits.count() > n_rows / 2,
         "most requests hit the shared system-prompt block"
     );
     let deep = (0..n_rows).find(|&n| {
-        let cached = t.requests.cached_tokens[row(&t, &format!("replay-{n:06}")) as usize].unwrap_or(0);
+        let cached = t
+            .requests
+            .cached_tokens
+            .at(row(&t, &format!("replay-{n:06}")) as usize)
+            .unwrap_or(0);
         best_shared[n] >= 3 && cached >= 3 * 512
     });
     assert!(
@@ -273,8 +282,8 @@ fn replaying_azure_reads_its_timestamps_and_lengths() {
     assert_eq!(t.request_count(), 20);
     // Rows 1 and 2: 18:15:46.6805900 (374 -> 44 tokens), 18:15:50.9951690 (396 -> 109): 4,314,579,000 ns apart.
     let (a, b) = (row(&t, "replay-000000") as usize, row(&t, "replay-000001") as usize);
-    assert_eq!(t.requests.input_tokens[a], Some(374));
-    assert_eq!(t.requests.output_tokens[b], Some(109));
+    assert_eq!(t.requests.input_tokens.at(a), Some(374));
+    assert_eq!(t.requests.output_tokens.at(b), Some(109));
     assert_eq!(t.requests.arrival_ns[b] - t.requests.arrival_ns[a], 4_314_579_000);
 }
 

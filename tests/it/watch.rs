@@ -624,7 +624,7 @@ fn requests_of(trace: &tokenscope::trace::Trace) -> Vec<(String, i64, Option<i64
             (
                 trace.request_id(r32).to_owned(),
                 trace.requests.arrival_ns[r],
-                trace.requests.finished_ns[r],
+                trace.requests.finished_ns.at(r),
             )
         })
         .collect();

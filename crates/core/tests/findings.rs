@@ -251,7 +251,11 @@ fn long_prefill_is_doc_96k_holding_five_steps_while_short_700_waits() {
     assert!(f.steps.windows(2).all(|w| w[1] == w[0] + 1));
     let prompt: u64 = chunks.iter().map(|&s| u64::from(t.stages.tokens[s].unwrap())).sum();
     let d = doc as usize;
-    let uncached = t.requests.input_tokens[d].map(|n| u64::from(n - t.requests.cached_tokens[d].unwrap_or(0)));
+    let uncached = t
+        .requests
+        .input_tokens
+        .at(d)
+        .map(|n| u64::from(n - t.requests.cached_tokens.at(d).unwrap_or(0)));
     assert_eq!(Some(prompt), uncached);
     let (from, to) = (
         t.iterations.start_ns[rows[0] as usize],

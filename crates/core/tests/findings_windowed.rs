@@ -209,7 +209,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         .collect();
     let mut waits: Vec<i64> = inside
         .iter()
-        .map(|&r| q.scheduled_ns[r].unwrap() - q.arrival_ns[r])
+        .map(|&r| q.scheduled_ns.at(r).unwrap() - q.arrival_ns[r])
         .collect();
     waits.sort_unstable();
     // Nearest rank: the ceil(n / 2)-th smallest.
@@ -231,7 +231,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         .map(|&a| {
             let at = q.arrival_ns[a];
             (0..t.request_count())
-                .filter(|&r| q.arrival_ns[r] <= at && q.scheduled_ns[r].unwrap() > at)
+                .filter(|&r| q.arrival_ns[r] <= at && q.scheduled_ns.at(r).unwrap() > at)
                 .count()
         })
         .max()
@@ -247,7 +247,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
     assert!(found.iter().any(|f| f.kind == Kind::ChronicInterference), "{found:#?}");
     // The requests that waited longest are named first.
     let first = f.requests[0] as usize;
-    assert_eq!(q.scheduled_ns[first].unwrap() - q.arrival_ns[first], longest);
+    assert_eq!(q.scheduled_ns.at(first).unwrap() - q.arrival_ns[first], longest);
 }
 
 #[test]

@@ -69,7 +69,7 @@ fn tokens_by_rid(loaded: &Loaded) -> Vec<(String, Option<u32>, Vec<i64>)> {
             let r = u32::try_from(r).unwrap();
             let id = t.request_id(r).to_owned();
             let times = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
-            (id, t.requests.output_tokens[r as usize], times)
+            (id, t.requests.output_tokens.at(r as usize), times)
         })
         .collect();
     out.sort();
@@ -163,7 +163,7 @@ fn every_output_token_is_a_token_record_at_the_time_the_scheduler_produced_it() 
                 let output = u32::try_from(req["output_tokens"].as_u64().unwrap()).unwrap();
                 // 0.5.3's roots carry no token counts: absent, and the token records say it.
                 if output > 0 && version != "0.5.3" {
-                    assert_eq!(t.requests.output_tokens[r as usize], Some(output), "{at}");
+                    assert_eq!(t.requests.output_tokens.at(r as usize), Some(output), "{at}");
                 }
                 let times: Vec<i64> = t.tokens_of(r).map(|k| t.tokens.emitted_ns[k]).collect();
                 assert_eq!(times.len(), output as usize, "{at}: one record per output token");

@@ -72,24 +72,27 @@ fn every_request_with_a_span_imports_with_the_figures_vllm_measured() {
                     let q = &t.requests;
                     let completion = u32::try_from(req["completion_tokens"].as_u64().unwrap()).unwrap();
                     let prompt = u32::try_from(req["prompt_tokens"].as_u64().unwrap()).unwrap();
-                    assert_eq!(q.input_tokens[r], Some(prompt), "{at} {id}");
+                    assert_eq!(q.input_tokens.at(r), Some(prompt), "{at} {id}");
                     // Sequences are matched in the order their spans come: compare the count against either.
-                    assert!(q.output_tokens[r].is_some(), "{at} {id}");
+                    assert!(q.output_tokens.at(r).is_some(), "{at} {id}");
                     if req["n"].as_i64() == Some(1) {
-                        assert_eq!(q.output_tokens[r], Some(completion), "{at} {id}");
+                        assert_eq!(q.output_tokens.at(r), Some(completion), "{at} {id}");
                     }
                     assert!(close(Some(q.arrival_ns[r]), &req["arrival_ns"]), "{at} {id}: arrival");
                     if completion > 0 {
                         assert!(
-                            close(q.first_token_ns[r], &req["first_token_ns"]),
+                            close(q.first_token_ns.at(r), &req["first_token_ns"]),
                             "{at} {id}: first token"
                         );
-                        assert!(close(q.scheduled_ns[r], &req["scheduled_ns"]), "{at} {id}: scheduled");
+                        assert!(
+                            close(q.scheduled_ns.at(r), &req["scheduled_ns"]),
+                            "{at} {id}: scheduled"
+                        );
                     } else {
                         // Dropped before a token: no first token, no queue end (vLLM writes TTFT = e2e and a queue
                         // of 0 for it).
-                        assert_eq!(q.first_token_ns[r], None, "{at} {id}");
-                        assert_eq!(q.scheduled_ns[r], None, "{at} {id}");
+                        assert_eq!(q.first_token_ns.at(r), None, "{at} {id}");
+                        assert_eq!(q.scheduled_ns.at(r), None, "{at} {id}");
                     }
                 }
             }

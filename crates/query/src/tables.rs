@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use polars::prelude::*;
 use tokenscope_core::analysis::metrics::{RequestMetrics, request_metrics};
-use tokenscope_core::trace::{StageSpan, Trace, opt_f64, opt_i64, opt_u8, opt_u32};
+use tokenscope_core::trace::{Nullable, StageSpan, Trace, opt_f64, opt_i64, opt_u8, opt_u32};
 
 /// A table of the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,7 +259,7 @@ use candidates::CANDIDATES;
 use samples::SAMPLES;
 use spans::{STAGES, TRANSFERS};
 
-fn opt_ns_ms(v: &[Option<i64>]) -> Vec<Option<f64>> {
+fn opt_ns_ms(v: &Nullable<i64>) -> Vec<Option<f64>> {
     v.iter().map(|x| x.map(ms)).collect()
 }
 
@@ -308,7 +308,7 @@ static REQUESTS: &[Col] = &[
         }
     ),
     col!("scheduled_ns", "i64", "end of queueing", |s| {
-        Series::new("scheduled_ns".into(), &s.trace.requests.scheduled_ns)
+        Series::new("scheduled_ns".into(), s.trace.requests.scheduled_ns.to_options())
     }),
     col!(
         "first_token_ns",
@@ -354,19 +354,19 @@ static REQUESTS: &[Col] = &[
         Series::new("e2e_ms".into(), v)
     }),
     col!("input_tokens", "u32", "prompt tokens", |s| {
-        Series::new("input_tokens".into(), &s.trace.requests.input_tokens)
+        Series::new("input_tokens".into(), s.trace.requests.input_tokens.to_options())
     }),
     col!(
         "cached_tokens",
         "u32",
         "prompt tokens served from the prefix cache",
-        |s| { Series::new("cached_tokens".into(), &s.trace.requests.cached_tokens) }
+        |s| { Series::new("cached_tokens".into(), s.trace.requests.cached_tokens.to_options()) }
     ),
     col!(
         "context_tokens",
         "u32",
         "prompt tokens that are conversation history",
-        |s| { Series::new("context_tokens".into(), &s.trace.requests.context_tokens) }
+        |s| { Series::new("context_tokens".into(), s.trace.requests.context_tokens.to_options()) }
     ),
     col!(
         "output_tokens",
@@ -389,26 +389,26 @@ static REQUESTS: &[Col] = &[
         labels(s, "error_code", &s.trace.requests.error_code)
     }),
     col!("temperature", "f64", "sampling temperature", |s| {
-        Series::new("temperature".into(), &s.trace.requests.temperature)
+        Series::new("temperature".into(), s.trace.requests.temperature.to_options())
     }),
     col!("top_p", "f64", "nucleus sampling threshold", |s| Series::new(
         "top_p".into(),
-        &s.trace.requests.top_p
+        s.trace.requests.top_p.to_options()
     )),
     col!("top_k", "i64", "top-k sampling", |s| Series::new(
         "top_k".into(),
-        &s.trace.requests.top_k
+        s.trace.requests.top_k.to_options()
     )),
     col!("max_tokens", "i64", "output limit", |s| Series::new(
         "max_tokens".into(),
-        &s.trace.requests.max_tokens
+        s.trace.requests.max_tokens.to_options()
     )),
     col!("seed", "i64", "sampling seed", |s| Series::new(
         "seed".into(),
-        &s.trace.requests.seed
+        s.trace.requests.seed.to_options()
     )),
     col!("num_preemptions", "u32", "times the request was preempted", |s| {
-        Series::new("num_preemptions".into(), &s.trace.requests.num_preemptions)
+        Series::new("num_preemptions".into(), s.trace.requests.num_preemptions.to_options())
     }),
     col!("prompt_hash", "str", "a hash of the prompt", |s| {
         labels(s, "prompt_hash", &s.trace.requests.prompt_hash)
@@ -432,7 +432,7 @@ static REQUESTS: &[Col] = &[
         "sent_ns",
         "i64",
         "a joined trace: when the client sent it (arrival_ns is then the server's, on the client's clock)",
-        |s| Series::new("sent_ns".into(), &s.trace.requests.sent_ns)
+        |s| Series::new("sent_ns".into(), s.trace.requests.sent_ns.to_options())
     ),
     col!(
         "client_ttft_ms",
@@ -442,7 +442,7 @@ static REQUESTS: &[Col] = &[
             let t = s.trace;
             let v: Vec<Option<f64>> = (0..t.request_count())
                 .map(|r| {
-                    let sent = t.requests.sent_ns[r]?;
+                    let sent = t.requests.sent_ns.at(r)?;
                     let k = t.tokens_of(u32::try_from(r).ok()?).next()?;
                     opt_i64(t.tokens.received_ns[k]).map(|f| ms(f - sent))
                 })
@@ -466,13 +466,19 @@ static REQUESTS: &[Col] = &[
         "spec_drafted_tokens",
         "u32",
         "speculative decoding: draft tokens proposed for the request",
-        |s| Series::new("spec_drafted_tokens".into(), &s.trace.requests.spec_drafted_tokens)
+        |s| Series::new(
+            "spec_drafted_tokens".into(),
+            s.trace.requests.spec_drafted_tokens.to_options()
+        )
     ),
     col!(
         "spec_accepted_tokens",
         "u32",
         "speculative decoding: of those, the ones accepted",
-        |s| Series::new("spec_accepted_tokens".into(), &s.trace.requests.spec_accepted_tokens)
+        |s| Series::new(
+            "spec_accepted_tokens".into(),
+            s.trace.requests.spec_accepted_tokens.to_options()
+        )
     ),
 ];
 
@@ -672,40 +678,58 @@ static STEPS: &[Col] = &[
     }),
     col!("num_reqs", "u32", "requests in the batch", |s| Series::new(
         "num_reqs".into(),
-        &s.trace.iterations.num_reqs
+        s.trace.iterations.num_reqs.to_options()
     )),
     col!("num_prefill_reqs", "u32", "requests prefilling", |s| {
-        Series::new("num_prefill_reqs".into(), &s.trace.iterations.num_prefill_reqs)
+        Series::new(
+            "num_prefill_reqs".into(),
+            s.trace.iterations.num_prefill_reqs.to_options(),
+        )
     }),
     col!("num_decode_reqs", "u32", "requests decoding", |s| {
-        Series::new("num_decode_reqs".into(), &s.trace.iterations.num_decode_reqs)
+        Series::new(
+            "num_decode_reqs".into(),
+            s.trace.iterations.num_decode_reqs.to_options(),
+        )
     }),
     col!("num_prefill_tokens", "u32", "prompt tokens computed", |s| {
-        Series::new("num_prefill_tokens".into(), &s.trace.iterations.num_prefill_tokens)
+        Series::new(
+            "num_prefill_tokens".into(),
+            s.trace.iterations.num_prefill_tokens.to_options(),
+        )
     }),
     col!("num_decode_tokens", "u32", "output tokens computed", |s| {
-        Series::new("num_decode_tokens".into(), &s.trace.iterations.num_decode_tokens)
+        Series::new(
+            "num_decode_tokens".into(),
+            s.trace.iterations.num_decode_tokens.to_options(),
+        )
     }),
     col!("num_waiting", "u32", "requests waiting at the step's start", |s| {
-        Series::new("num_waiting".into(), &s.trace.iterations.num_waiting)
+        Series::new("num_waiting".into(), s.trace.iterations.num_waiting.to_options())
     }),
     col!("kv_usage", "f64", "KV-cache use, 0..1", |s| Series::new(
         "kv_usage".into(),
-        &s.trace.iterations.kv_usage
+        s.trace.iterations.kv_usage.to_options()
     )),
     col!("num_preempted", "u32", "requests preempted in the step", |s| {
-        Series::new("num_preempted".into(), &s.trace.iterations.num_preempted)
+        Series::new("num_preempted".into(), s.trace.iterations.num_preempted.to_options())
     }),
     col!(
         "spec_drafted_tokens",
         "u32",
         "speculative decoding: draft tokens the step verified",
-        |s| Series::new("spec_drafted_tokens".into(), &s.trace.iterations.spec_drafted_tokens)
+        |s| Series::new(
+            "spec_drafted_tokens".into(),
+            s.trace.iterations.spec_drafted_tokens.to_options()
+        )
     ),
     col!(
         "spec_accepted_tokens",
         "u32",
         "speculative decoding: of those, the ones it accepted",
-        |s| Series::new("spec_accepted_tokens".into(), &s.trace.iterations.spec_accepted_tokens)
+        |s| Series::new(
+            "spec_accepted_tokens".into(),
+            s.trace.iterations.spec_accepted_tokens.to_options()
+        )
     ),
 ];

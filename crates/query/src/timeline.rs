@@ -258,11 +258,11 @@ fn frames_of(trace: &Trace, options: &TimelineOptions) -> PolarsResult<Frames> {
     };
     let mut step_g: Vec<&str> = it.source.iter().map(|&s| group(s)).collect();
     let mut step_start = it.start_ns.clone();
-    let mut waiting = it.num_waiting.clone();
-    let mut kv = it.kv_usage.clone();
-    let mut preempted = it.num_preempted.clone();
-    let mut drafted = it.spec_drafted_tokens.clone();
-    let mut accepted = it.spec_accepted_tokens.clone();
+    let mut waiting = it.num_waiting.to_options();
+    let mut kv = it.kv_usage.to_options();
+    let mut preempted = it.num_preempted.to_options();
+    let mut drafted = it.spec_drafted_tokens.to_options();
+    let mut accepted = it.spec_accepted_tokens.to_options();
     let mut spec_length: Vec<Option<f64>> = vec![None; it.len()];
     for &i in &sampled {
         step_g.push(group(sa.source[i]));

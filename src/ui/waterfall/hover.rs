@@ -36,14 +36,14 @@ pub(super) fn hover_ui(ui: &mut Ui, view: &TraceView, hover: Hover) {
                     ));
                     ui.label(format!(
                         "prefill {} tokens, decode {} tokens",
-                        it.num_prefill_tokens[i].map_or("?".into(), |v| v.to_string()),
-                        it.num_decode_tokens[i].map_or("?".into(), |v| v.to_string())
+                        it.num_prefill_tokens.at(i).map_or("?".into(), |v| v.to_string()),
+                        it.num_decode_tokens.at(i).map_or("?".into(), |v| v.to_string())
                     ));
                     ui.label(format!(
                         "batch {} requests, {} waiting, KV {}",
-                        it.num_reqs[i].map_or("?".into(), |v| v.to_string()),
-                        it.num_waiting[i].map_or("?".into(), |v| v.to_string()),
-                        it.kv_usage[i].map_or("?".into(), |v| format!("{:.0} %", v * 100.0))
+                        it.num_reqs.at(i).map_or("?".into(), |v| v.to_string()),
+                        it.num_waiting.at(i).map_or("?".into(), |v| v.to_string()),
+                        it.kv_usage.at(i).map_or("?".into(), |v| format!("{:.0} %", v * 100.0))
                     ));
                 }
                 RenderItem::Merged {

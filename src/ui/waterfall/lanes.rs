@@ -128,7 +128,7 @@ fn live_overlay(
         let (Some(&r), Some(&(_, end))) = (lanes.requests(k).last(), lanes.extents(k).last()) else {
             continue;
         };
-        if trace.requests.finished_ns[r as usize].is_none() {
+        if trace.requests.finished_ns.at(r as usize).is_none() {
             let top = area.top() + k as f32 * at.row_h - at.scroll_y;
             let from = trace.finish_ns(r).unwrap_or(end);
             draw_open(&mut mesh, at, r, from, egui::Rangef::new(top, top + at.row_h), &x_at);

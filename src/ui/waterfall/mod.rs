@@ -670,7 +670,7 @@ fn draw_requests(p: &Paint<'_>, at: RowsAt, selected: Option<u32>, hover: &mut O
             mesh.add_colored_rect(bar, theme::MARKER);
         }
         // Live: a request without an end yet is open from what is known of it to the present.
-        if at.open_until_ns.is_some() && trace.requests.finished_ns[r as usize].is_none() {
+        if at.open_until_ns.is_some() && trace.requests.finished_ns.at(r as usize).is_none() {
             let from = spans.last().map_or(trace.requests.arrival_ns[r as usize], |s| s.end_ns);
             draw_open(&mut mesh, at, r, from, egui::Rangef::new(top, top + row_h), &x_at);
         }

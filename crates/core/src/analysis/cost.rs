@@ -203,8 +203,8 @@ impl Prices {
         let q = &trace.requests;
         let ri = r as usize;
         let price = self.for_model(trace.label(q.model[ri]));
-        let input = f64::from(q.input_tokens[ri].unwrap_or(0));
-        let cached = f64::from(q.cached_tokens[ri].unwrap_or(0)).min(input);
+        let input = f64::from(q.input_tokens.at(ri).unwrap_or(0));
+        let cached = f64::from(q.cached_tokens.at(ri).unwrap_or(0)).min(input);
         let output = f64::from(trace.output_tokens(r));
         let per = |tokens: f64, price: f64| tokens * price / 1e6;
         let c = Cost {

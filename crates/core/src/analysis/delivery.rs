@@ -36,7 +36,7 @@ pub fn delivery(trace: &Trace, requests: &[u32]) -> Option<Delivery> {
     let mut joined = 0u64;
     for &r in requests {
         let ri = r as usize;
-        let Some(sent) = trace.requests.sent_ns.get(ri).copied().flatten() else {
+        let Some(sent) = trace.requests.sent_ns.get(ri) else {
             continue;
         };
         joined += 1;

@@ -47,7 +47,7 @@ pub fn request_metrics(trace: &Trace, request: u32) -> RequestMetrics {
         _ => None,
     };
     RequestMetrics {
-        queue_ns: trace.requests.scheduled_ns[r].map(|s| s - arrival),
+        queue_ns: trace.requests.scheduled_ns.at(r).map(|s| s - arrival),
         ttft_ns,
         e2e_ns,
         tpot_ns,

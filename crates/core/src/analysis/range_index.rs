@@ -168,8 +168,8 @@ impl SourceSteps {
         decode.push(0);
         for i in rows.clone() {
             d = d.saturating_add(it.end_ns[i].saturating_sub(it.start_ns[i]));
-            p += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
-            q += u64::from(it.num_decode_tokens[i].unwrap_or(0));
+            p += u64::from(it.num_prefill_tokens.at(i).unwrap_or(0));
+            q += u64::from(it.num_decode_tokens.at(i).unwrap_or(0));
             duration.push(d);
             prefill.push(p);
             decode.push(q);
@@ -419,7 +419,7 @@ impl RangeIndex {
                 }
             }
             let arrival = q.arrival_ns[r as usize];
-            let scheduled = q.scheduled_ns[r as usize];
+            let scheduled = q.scheduled_ns.at(r as usize);
             if !has_queue && let Some(s) = scheduled {
                 waits.push(Window {
                     start_ns: arrival,
@@ -559,11 +559,11 @@ mod tests {
                     max_ns: rows.clone().map(|i| it.end_ns[i] - it.start_ns[i]).max().unwrap_or(0),
                     prefill_tokens: rows
                         .clone()
-                        .map(|i| u64::from(it.num_prefill_tokens[i].unwrap_or(0)))
+                        .map(|i| u64::from(it.num_prefill_tokens.at(i).unwrap_or(0)))
                         .sum(),
                     decode_tokens: rows
                         .clone()
-                        .map(|i| u64::from(it.num_decode_tokens[i].unwrap_or(0)))
+                        .map(|i| u64::from(it.num_decode_tokens.at(i).unwrap_or(0)))
                         .sum(),
                 };
                 assert_eq!(totals, walk, "source {k}, {a}..{b} ms");

@@ -114,11 +114,12 @@ pub fn acceptance_by_position(steps: impl Iterator<Item = (u32, u32)> + Clone) -
 /// say); `None` when nothing in the trace speaks of speculation.
 pub fn spec_figures(trace: &Trace, requests: &[u32]) -> Option<SpecFigures> {
     let q = &trace.requests;
-    let sum = |d: &[Option<u32>], a: &[Option<u32>], rows: &mut dyn Iterator<Item = usize>| {
+    // The drafted and accepted tokens summed over the rows that say both.
+    let sum = |pairs: &mut dyn Iterator<Item = (Option<u32>, Option<u32>)>| {
         let mut any = false;
         let (mut drafted, mut accepted) = (0u64, 0u64);
-        for i in rows {
-            if let (Some(dr), Some(ac)) = (d[i], a[i]) {
+        for pair in pairs {
+            if let (Some(dr), Some(ac)) = pair {
                 any = true;
                 drafted += u64::from(dr);
                 accepted += u64::from(ac);
@@ -128,11 +129,10 @@ pub fn spec_figures(trace: &Trace, requests: &[u32]) -> Option<SpecFigures> {
     };
     let all_requests = requests.len() == trace.request_count();
     let steps = verify_steps(trace, requests);
-    let (from, (drafted, accepted)) = if let Some(t) = sum(
-        &q.spec_drafted_tokens,
-        &q.spec_accepted_tokens,
-        &mut requests.iter().map(|&r| r as usize),
-    ) {
+    let (from, (drafted, accepted)) = if let Some(t) = sum(&mut requests.iter().map(|&r| {
+        let r = r as usize;
+        (q.spec_drafted_tokens.at(r), q.spec_accepted_tokens.at(r))
+    })) {
         (SpecSource::Requests, t)
     } else if !steps.is_empty() {
         let drafted = steps.iter().map(|s| u64::from(s.0)).sum();
@@ -141,17 +141,22 @@ pub fn spec_figures(trace: &Trace, requests: &[u32]) -> Option<SpecFigures> {
     } else if !all_requests {
         // A group of requests: the steps and samples are the instances', not the group's.
         return None;
-    } else if let Some(t) = sum(
-        &trace.iterations.spec_drafted_tokens,
-        &trace.iterations.spec_accepted_tokens,
-        &mut (0..trace.iterations.len()),
-    ) {
+    } else if let Some(t) = sum(&mut trace
+        .iterations
+        .spec_drafted_tokens
+        .iter()
+        .zip(trace.iterations.spec_accepted_tokens.iter()))
+    {
         (SpecSource::Steps, t)
     } else {
         let s = &trace.samples;
         (
             SpecSource::Samples,
-            sum(&s.spec_drafted_tokens, &s.spec_accepted_tokens, &mut (0..s.len()))?,
+            sum(&mut s
+                .spec_drafted_tokens
+                .iter()
+                .copied()
+                .zip(s.spec_accepted_tokens.iter().copied()))?,
         )
     };
     let n = steps.len() as u64;

@@ -166,8 +166,8 @@ pub fn summarize(trace: &Trace, requests: &[u32], slo: Slo, prices: Option<&Pric
             &RequestCounts {
                 arrival_ns: trace.requests.arrival_ns[ri],
                 finish_ns: finish_ns(trace, r),
-                input_tokens: trace.requests.input_tokens[ri],
-                cached_tokens: trace.requests.cached_tokens[ri],
+                input_tokens: trace.requests.input_tokens.at(ri),
+                cached_tokens: trace.requests.cached_tokens.at(ri),
                 finish_reason: trace.label(trace.requests.finish_reason[ri]),
                 token_mismatch: token_mismatch(trace, r).is_some(),
             },
@@ -311,7 +311,7 @@ impl Totals {
 /// When a request's `output_tokens` disagrees with its token records (and it has some): the usage and the number
 /// of records.
 pub fn token_mismatch(trace: &Trace, r: u32) -> Option<(u32, usize)> {
-    mismatch(trace.requests.output_tokens[r as usize], trace.tokens_of(r).len())
+    mismatch(trace.requests.output_tokens.at(r as usize), trace.tokens_of(r).len())
 }
 
 /// An `output_tokens` of `usage` against `records` token records: the two when they disagree (and there are

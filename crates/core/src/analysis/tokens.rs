@@ -174,7 +174,7 @@ pub fn step_loads(trace: &Trace, request: u32) -> Vec<StepLoad> {
             let waited_behind = sorted(behind);
             StepLoad {
                 iteration_row: own,
-                batch_size: own.and_then(|r| trace.iterations.num_reqs[r as usize]),
+                batch_size: own.and_then(|r| trace.iterations.num_reqs.at(r as usize)),
                 others_prefill_tokens: prefills.iter().chain(&waited_behind).map(|p| p.1).sum(),
                 prefills,
                 waited_behind,

@@ -53,13 +53,13 @@ pub fn events(trace: &Trace) -> Vec<Value> {
         out.push(
             json!({"ph": "X", "name": format!("step {}", it.iteration[i]), "cat": "engine", "pid": pid,
             "tid": 0, "ts": ts, "dur": us(it.end_ns[i], it.start_ns[i]),
-            "args": {"prefill_tokens": it.num_prefill_tokens[i], "decode_tokens": it.num_decode_tokens[i],
-                     "num_reqs": it.num_reqs[i], "num_waiting": it.num_waiting[i], "kv_usage": it.kv_usage[i]}}),
+            "args": {"prefill_tokens": it.num_prefill_tokens.at(i), "decode_tokens": it.num_decode_tokens.at(i),
+                     "num_reqs": it.num_reqs.at(i), "num_waiting": it.num_waiting.at(i), "kv_usage": it.kv_usage.at(i)}}),
         );
         for (name, value) in [
-            ("batch size", it.num_reqs[i].map(f64::from)),
-            ("KV use", it.kv_usage[i]),
-            ("waiting", it.num_waiting[i].map(f64::from)),
+            ("batch size", it.num_reqs.at(i).map(f64::from)),
+            ("KV use", it.kv_usage.at(i)),
+            ("waiting", it.num_waiting.at(i).map(f64::from)),
         ] {
             if let Some(v) = value {
                 out.push(json!({"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": ts, "args": {"value": v}}));

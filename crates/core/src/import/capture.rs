@@ -263,8 +263,8 @@ mod tests {
         let t = build(&c, Unfinished::InFlight);
         assert_eq!((t.request_count(), t.token_count()), (2, 3));
         let a = t.request_row("a").unwrap() as usize;
-        assert_eq!(t.requests.finished_ns[a], None);
-        assert_eq!(t.requests.first_token_ns[a], Some(T0 + 100_000_000));
+        assert_eq!(t.requests.finished_ns.at(a), None);
+        assert_eq!(t.requests.first_token_ns.at(a), Some(T0 + 100_000_000));
         assert_eq!((c.requests(), c.unfinished(), c.chunks()), (2, 2, 3));
         assert_eq!(c.latest_ns(), Some(T0 + 150_000_000));
 
@@ -276,15 +276,15 @@ mod tests {
             t.request_row("a").unwrap() as usize,
             t.request_row("b").unwrap() as usize,
         );
-        assert_eq!(t.requests.finished_ns[a], Some(T0 + 130_000_000));
-        assert_eq!(t.requests.finished_ns[b], None);
+        assert_eq!(t.requests.finished_ns.at(a), Some(T0 + 130_000_000));
+        assert_eq!(t.requests.finished_ns.at(b), None);
         assert_eq!(t.token_count(), 4);
         assert_eq!(c.unfinished(), 1);
 
         // The same lines read after a kill: b is cut.
         let t = build(&c, Unfinished::Cut);
         let b = t.request_row("b").unwrap() as usize;
-        assert_eq!(t.requests.finished_ns[b], Some(T0 + 160_000_000));
+        assert_eq!(t.requests.finished_ns.at(b), Some(T0 + 160_000_000));
         assert_eq!(t.labels.get(t.requests.error_code[b]), Some("recorder_stopped"));
     }
 

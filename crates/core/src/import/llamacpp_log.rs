@@ -849,8 +849,8 @@ mod tests {
         std::fs::write(&path, SPECULATIVE).unwrap();
         let t = crate::load::load(&path, &Progress::default()).unwrap().trace;
         // The task's totals are its end line's: 6 of 8 (steps 1 and 2: 2 of 4 and 4 of 4).
-        assert_eq!(t.requests.spec_drafted_tokens[0], Some(8));
-        assert_eq!(t.requests.spec_accepted_tokens[0], Some(6));
+        assert_eq!(t.requests.spec_drafted_tokens.at(0), Some(8));
+        assert_eq!(t.requests.spec_accepted_tokens.at(0), Some(6));
         // Three steps: the prefill's, then the two verify steps with their drafts and accepted drafts.
         let it = &t.iterations;
         assert_eq!(it.len(), 3);
@@ -858,7 +858,7 @@ mod tests {
         assert_eq!(it.spec_accepted_tokens, [Some(0), Some(2), Some(4)]);
         // A verify step computes the slot's token and its 4 drafts; it begins with its drafting (0.110.110 and
         // 0.140.310, ms 110.11 and 140.31), not at its decode line.
-        assert_eq!(it.num_decode_tokens[1], Some(5));
+        assert_eq!(it.num_decode_tokens.at(1), Some(5));
         assert_eq!(it.start_ns[1] - it.start_ns[0], 10_060_000);
         assert_eq!(it.start_ns[2] - it.start_ns[0], 40_260_000);
         // Tokens 1..9: plain (the prefill's); draft, draft, bonus; draft x4, bonus.

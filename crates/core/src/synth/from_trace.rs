@@ -129,7 +129,7 @@ pub fn arrivals(trace: &Trace, pins: Option<&[u32]>, options: ReplayOptions) -> 
         .map(|i| {
             #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]
             let row = i as u32;
-            let input = match r.input_tokens[i] {
+            let input = match r.input_tokens.at(i) {
                 None => {
                     clamped.no_input += 1;
                     1
@@ -152,7 +152,7 @@ pub fn arrivals(trace: &Trace, pins: Option<&[u32]>, options: ReplayOptions) -> 
             }
             let (input, output) = (input.min(MAX_REPLAY_TOKENS), output.min(MAX_REPLAY_TOKENS));
             let app = trace.label(r.app_id[i]).unwrap_or("replay");
-            let cached = r.cached_tokens[i].unwrap_or(0);
+            let cached = r.cached_tokens.at(i).unwrap_or(0);
             let blocks = input.div_ceil(PREFIX_BLOCK_TOKENS);
             let shared = (cached / PREFIX_BLOCK_TOKENS).min(blocks);
             let app_key = (label_hash(app) & ((1 << 40) - 1)) << 20;
@@ -241,15 +241,15 @@ fn evidence(trace: &Trace, rows: std::ops::Range<usize>, decoding: &mut [(i64, i
             latest_end = latest_end.max(decoding[next].1);
             next += 1;
         }
-        let prefill = it.num_prefill_tokens[s];
-        let decode = it.num_decode_tokens[s].or(it.num_decode_reqs[s]);
+        let prefill = it.num_prefill_tokens.at(s);
+        let decode = it.num_decode_tokens.at(s).or(it.num_decode_reqs.at(s));
         if prefill.is_some() || decode.is_some() {
             ev.with_tokens += 1;
             ev.largest_tokens = ev
                 .largest_tokens
                 .max(u64::from(prefill.unwrap_or(0)) + u64::from(decode.unwrap_or(0)));
         }
-        if let Some(n) = it.num_reqs[s] {
+        if let Some(n) = it.num_reqs.at(s) {
             ev.largest_reqs = Some(ev.largest_reqs.map_or(n, |m| m.max(n)));
         }
         match (prefill.unwrap_or(0), decode) {
@@ -662,7 +662,9 @@ mod tests {
 
     #[test]
     fn absurd_lengths_are_cut_and_counted() {
-        let t = trace(&[req("big", "e", 0, u32::MAX, u32::MAX, u32::MAX)], &[]);
+        // u32::MAX itself is a column's "absent": the largest count it holds is one less.
+        let absurd = u32::MAX - 1;
+        let t = trace(&[req("big", "e", 0, absurd, absurd, absurd)], &[]);
         let (a, clamped) = arrivals(&t, None, ReplayOptions::default());
         assert_eq!(
             (a[0].input_tokens, a[0].output_tokens),
@@ -772,7 +774,7 @@ mod tests {
         .unwrap();
         let largest = |name: &str| {
             let rows = t.iterations_of_source(t.labels.lookup(name).unwrap());
-            rows.map(|s| t.iterations.num_prefill_tokens[s].unwrap() + t.iterations.num_decode_tokens[s].unwrap())
+            rows.map(|s| t.iterations.num_prefill_tokens.at(s).unwrap() + t.iterations.num_decode_tokens.at(s).unwrap())
                 .max()
                 .unwrap()
         };

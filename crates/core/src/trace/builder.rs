@@ -878,7 +878,7 @@ fn check_requests(trace: &Trace, missing_iterations: &HashMap<u32, u64>, report:
                     ),
                 });
             }
-            if let Some(usage) = trace.requests.output_tokens[r as usize]
+            if let Some(usage) = trace.requests.output_tokens.at(r as usize)
                 && usage as usize != tokens.len()
             {
                 report.warn(Warning {

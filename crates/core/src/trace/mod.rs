@@ -4,6 +4,7 @@
 //! consumers share it as `Arc<Trace>`. It knows nothing of files or of the GUI.
 
 mod builder;
+pub mod column;
 pub mod emission;
 pub mod instances;
 pub mod report;
@@ -17,6 +18,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::ops::Range;
 
 pub use builder::TraceBuilder;
+pub use column::Nullable;
 pub use stages::StageSpan;
 pub use strings::{Interner, NO_STR};
 pub use tables::{
@@ -299,8 +301,6 @@ impl Trace {
         self.requests
             .output_tokens
             .get(r)
-            .copied()
-            .flatten()
             .unwrap_or_else(|| u32::try_from(self.tokens_of(request).len()).unwrap_or(u32::MAX))
     }
 
@@ -309,7 +309,7 @@ impl Trace {
     pub fn first_token_ns(&self, request: u32) -> Option<i64> {
         let r = request as usize;
         let tokens = self.tokens_of(request);
-        self.requests.first_token_ns.get(r).copied().flatten().or_else(|| {
+        self.requests.first_token_ns.get(r).or_else(|| {
             let first = tokens.start;
             (!tokens.is_empty() && self.tokens.index[first] == 0).then(|| self.tokens.emitted_ns[first])
         })
@@ -321,8 +321,6 @@ impl Trace {
         self.requests
             .finished_ns
             .get(request as usize)
-            .copied()
-            .flatten()
             .or_else(|| tokens.last().map(|t| self.tokens.emitted_ns[t]))
     }
 

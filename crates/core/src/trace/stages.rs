@@ -51,7 +51,7 @@ impl Trace {
             });
         }
         let arrival = self.requests.arrival_ns[r];
-        let scheduled = self.requests.scheduled_ns[r];
+        let scheduled = self.requests.scheduled_ns.at(r);
         let tokens = self.tokens_of(request);
         let derived = |kind, start_ns, end_ns| StageSpan {
             kind,

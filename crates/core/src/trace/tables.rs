@@ -1,9 +1,13 @@
 //! The columnar tables of a trace: one struct of vectors per record kind, one row struct to push and read rows.
 //!
-//! Small tables (requests, iterations, stages) use `Option` columns. The two big ones (tokens, candidates: millions
-//! of rows) use sentinels instead, [`NULL_I64`], [`NULL_U32`], [`NULL_F64`] (NaN) and [`Flag::Null`], to halve
-//! their memory; read them through the accessors that turn sentinels back into `Option`.
+//! A row struct has `Option` fields; its table stores them as it can afford. The requests' and steps' optional
+//! numbers are [`Nullable`] columns (the value alone, a sentinel where absent: read them with `at`, `get` and
+//! `iter`), since a trace too large to load keeps those tables whole while its tokens stream; the stages, samples
+//! and references keep `Vec<Option<_>>`. The two big tables (tokens, candidates: millions of rows) use sentinels in
+//! plain columns, [`NULL_I64`], [`NULL_U32`], [`NULL_F64`] (NaN) and [`Flag::Null`]: read them through the
+//! accessors that turn sentinels back into `Option`.
 
+use super::column::{Column, Nullable};
 use super::strings::NO_STR;
 
 /// Absent `i64` in a sentinel column.
@@ -74,12 +78,19 @@ impl Flag {
     }
 }
 
-/// Declares a row struct and its columnar table (one `Vec` per field) with `push`, `row`, `len` and `permute`.
+/// The storage of a column: `Vec<$ty>`, or the type written after `as` (a [`Nullable`] column of an option).
+macro_rules! column_of {
+    ($ty:ty) => { Vec<$ty> };
+    ($ty:ty, $col:ty) => { $col };
+}
+
+/// Declares a row struct and its columnar table (one column per field: a `Vec`, or the [`Column`] written after the
+/// field's type with `as`) with `push`, `row`, `len` and `permute`.
 macro_rules! table {
     (
         $(#[$tm:meta])* $table:ident,
         $(#[$rm:meta])* $row:ident {
-            $( $(#[$fm:meta])* $field:ident : $ty:ty ),+ $(,)?
+            $( $(#[$fm:meta])* $field:ident : $ty:ty $(as $col:ty)? ),+ $(,)?
         }
     ) => {
         $(#[$rm])*
@@ -91,13 +102,13 @@ macro_rules! table {
         $(#[$tm])*
         #[derive(Debug, Clone, Default)]
         pub struct $table {
-            $( $(#[$fm])* pub $field: Vec<$ty>, )+
+            $( $(#[$fm])* pub $field: column_of!($ty $(, $col)?), )+
         }
 
         impl $table {
             /// Number of rows.
             pub fn len(&self) -> usize {
-                [$(self.$field.len()),+][0]
+                [$(Column::<$ty>::rows(&self.$field)),+][0]
             }
 
             /// True when the table has no rows.
@@ -107,33 +118,33 @@ macro_rules! table {
 
             /// Appends a row.
             pub fn push(&mut self, row: $row) {
-                $( self.$field.push(row.$field); )+
+                $( Column::<$ty>::put(&mut self.$field, row.$field); )+
             }
 
             /// Appends every row of `other`, column by column.
             pub fn append(&mut self, other: &Self) {
-                $( self.$field.extend_from_slice(&other.$field); )+
+                $( Column::<$ty>::append_column(&mut self.$field, &other.$field); )+
             }
 
             /// Makes room for `additional` more rows in every column it can; false when some column could not
             /// grow (the count was absurd, or memory short): the table then grows as rows come.
             pub fn try_reserve(&mut self, additional: usize) -> bool {
-                true $( && self.$field.try_reserve(additional).is_ok() )+
+                true $( && Column::<$ty>::reserve_rows(&mut self.$field, additional) )+
             }
 
             /// The row at `i`. Panics when `i` is out of range, like slice indexing: callers hold valid row ids.
             pub fn row(&self, i: usize) -> $row {
-                $row { $( $field: self.$field[i], )+ }
+                $row { $( $field: Column::<$ty>::value(&self.$field, i), )+ }
             }
 
             /// Reorders rows so that new row `k` is old row `order[k]`; rows not in `order` are dropped.
             pub fn permute(&mut self, order: &[u32]) {
-                $( self.$field = order.iter().map(|&i| self.$field[i as usize]).collect(); )+
+                $( self.$field = Column::<$ty>::permuted(&self.$field, order); )+
             }
 
             /// Bytes held by the columns.
             pub fn heap_bytes(&self) -> usize {
-                0 $( + self.$field.len() * std::mem::size_of::<$ty>() )+
+                0 $( + Column::<$ty>::bytes(&self.$field) )+
             }
         }
     };
@@ -159,19 +170,19 @@ table! {
         /// When the engine received the request (ns since the Unix epoch).
         arrival_ns: i64,
         /// End of queueing.
-        scheduled_ns: Option<i64>,
+        scheduled_ns: Option<i64> as Nullable<i64>,
         /// When the first output token was produced.
-        first_token_ns: Option<i64>,
+        first_token_ns: Option<i64> as Nullable<i64>,
         /// When the request finished.
-        finished_ns: Option<i64>,
+        finished_ns: Option<i64> as Nullable<i64>,
         /// Prompt tokens (engine usage).
-        input_tokens: Option<u32>,
+        input_tokens: Option<u32> as Nullable<u32>,
         /// Prompt tokens served from the prefix cache.
-        cached_tokens: Option<u32>,
+        cached_tokens: Option<u32> as Nullable<u32>,
         /// Prompt tokens that are conversation history.
-        context_tokens: Option<u32>,
+        context_tokens: Option<u32> as Nullable<u32>,
         /// Generated tokens (engine usage).
-        output_tokens: Option<u32>,
+        output_tokens: Option<u32> as Nullable<u32>,
         /// `stop`, `length`, `abort`, `error`, or [`NO_STR`].
         finish_reason: u32,
         /// `ok`, `timeout`, `rate_limited`, `error`, or [`NO_STR`].
@@ -179,33 +190,33 @@ table! {
         /// Engine error code, or [`NO_STR`].
         error_code: u32,
         /// Sampling temperature.
-        temperature: Option<f64>,
+        temperature: Option<f64> as Nullable<f64>,
         /// Nucleus sampling threshold.
-        top_p: Option<f64>,
+        top_p: Option<f64> as Nullable<f64>,
         /// Top-k sampling.
-        top_k: Option<i64>,
+        top_k: Option<i64> as Nullable<i64>,
         /// Output limit.
-        max_tokens: Option<i64>,
+        max_tokens: Option<i64> as Nullable<i64>,
         /// Sampling seed.
-        seed: Option<i64>,
+        seed: Option<i64> as Nullable<i64>,
         /// Times the request was preempted.
-        num_preemptions: Option<u32>,
+        num_preemptions: Option<u32> as Nullable<u32>,
         /// A hash of the prompt, or [`NO_STR`].
         prompt_hash: u32,
         /// The server's own queue time, when it reports it (vLLM's per-request metrics).
-        server_queue_ns: Option<i64>,
+        server_queue_ns: Option<i64> as Nullable<i64>,
         /// The server's own time to the first token (vLLM's metrics; llama.cpp's prompt processing time).
-        server_ttft_ns: Option<i64>,
+        server_ttft_ns: Option<i64> as Nullable<i64>,
         /// The server's own time generating after the first token (vLLM's generation time; llama.cpp's).
-        server_decode_ns: Option<i64>,
+        server_decode_ns: Option<i64> as Nullable<i64>,
         /// When the client sent the request, in a joined trace (its `arrival_ns` is then the server's arrival).
-        sent_ns: Option<i64>,
+        sent_ns: Option<i64> as Nullable<i64>,
         /// The id the server answered with (the response's `id`), in a recording; or [`NO_STR`].
         server_request_id: u32,
         /// Speculative decoding: draft tokens proposed for the request over its verify steps.
-        spec_drafted_tokens: Option<u32>,
+        spec_drafted_tokens: Option<u32> as Nullable<u32>,
         /// Speculative decoding: of those, the ones verification accepted.
-        spec_accepted_tokens: Option<u32>,
+        spec_accepted_tokens: Option<u32> as Nullable<u32>,
         /// Disaggregated serving: the instance that decoded the request when it is not `source` (which then is the
         /// instance that queued and prefilled it); [`NO_STR`] when the request decoded where it prefilled. Its
         /// tokens and decode stages name steps of this instance; its `kv_transfer` stages move its KV cache here.
@@ -227,31 +238,31 @@ table! {
         /// End of the step.
         end_ns: i64,
         /// Time spent scheduling inside the step.
-        schedule_ns: Option<i64>,
+        schedule_ns: Option<i64> as Nullable<i64>,
         /// Time spent in the model forward pass.
-        forward_ns: Option<i64>,
+        forward_ns: Option<i64> as Nullable<i64>,
         /// Time spent sampling and detokenizing.
-        sample_ns: Option<i64>,
+        sample_ns: Option<i64> as Nullable<i64>,
         /// Requests in the batch.
-        num_reqs: Option<u32>,
+        num_reqs: Option<u32> as Nullable<u32>,
         /// Requests prefilling in the batch.
-        num_prefill_reqs: Option<u32>,
+        num_prefill_reqs: Option<u32> as Nullable<u32>,
         /// Requests decoding in the batch.
-        num_decode_reqs: Option<u32>,
+        num_decode_reqs: Option<u32> as Nullable<u32>,
         /// Prompt tokens computed in the step.
-        num_prefill_tokens: Option<u32>,
+        num_prefill_tokens: Option<u32> as Nullable<u32>,
         /// Output tokens computed in the step.
-        num_decode_tokens: Option<u32>,
+        num_decode_tokens: Option<u32> as Nullable<u32>,
         /// Requests waiting at the step's start.
-        num_waiting: Option<u32>,
+        num_waiting: Option<u32> as Nullable<u32>,
         /// KV-cache use, 0..1.
-        kv_usage: Option<f64>,
+        kv_usage: Option<f64> as Nullable<f64>,
         /// Requests preempted in this step.
-        num_preempted: Option<u32>,
+        num_preempted: Option<u32> as Nullable<u32>,
         /// Speculative decoding: draft tokens the step verified, over its requests.
-        spec_drafted_tokens: Option<u32>,
+        spec_drafted_tokens: Option<u32> as Nullable<u32>,
         /// Speculative decoding: of those, the ones it accepted.
-        spec_accepted_tokens: Option<u32>,
+        spec_accepted_tokens: Option<u32> as Nullable<u32>,
     }
 }
 

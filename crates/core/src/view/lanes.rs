@@ -96,7 +96,8 @@ impl Lanes {
             lane_of[r as usize] = lane;
             // In a live view a request with no end is still streaming and keeps its lane: whatever came after it
             // would be drawn over its open end.
-            let open = open_ends && trace.requests.finished_ns.get(r as usize).is_some_and(Option::is_none);
+            let open =
+                open_ends && (r as usize) < trace.requests.len() && trace.requests.finished_ns.at(r as usize).is_none();
             busy.push(Reverse((if open { i64::MAX } else { end }, lane)));
         }
         Lanes {
@@ -239,7 +240,7 @@ pub fn coarse_spans(trace: &Trace, r: u32) -> impl Iterator<Item = Span> + use<>
 /// request with no scheduling time (a client-side trace) is marked [`UNSPLIT`]: its wait is not split.
 fn marks_of(trace: &Trace, r: u32, arrival: i64, end: i64) -> (i64, Option<i64>) {
     let first = trace.first_token_ns(r).map(|f| f.clamp(arrival, end));
-    match trace.requests.scheduled_ns[r as usize] {
+    match trace.requests.scheduled_ns.at(r as usize) {
         Some(s) => {
             let scheduled = s.clamp(arrival, end);
             (scheduled, first.map(|f| f.max(scheduled)))

@@ -119,14 +119,14 @@ pub const PREFILL_CLASSES: u8 = 10;
 /// rather than a step with no prefill at all.
 pub fn prefill_mix(trace: &Trace, i: usize) -> (u64, u64) {
     let it = &trace.iterations;
-    match (it.num_prefill_tokens[i], it.num_prefill_reqs[i]) {
+    match (it.num_prefill_tokens.at(i), it.num_prefill_reqs.at(i)) {
         (None, Some(r)) if r > 0 => (
             u64::from(r),
-            u64::from(it.num_decode_reqs[i].or(it.num_decode_tokens[i]).unwrap_or(0)),
+            u64::from(it.num_decode_reqs.at(i).or(it.num_decode_tokens.at(i)).unwrap_or(0)),
         ),
         (p, _) => (
             u64::from(p.unwrap_or(0)),
-            u64::from(it.num_decode_tokens[i].unwrap_or(0)),
+            u64::from(it.num_decode_tokens.at(i).unwrap_or(0)),
         ),
     }
 }

@@ -167,11 +167,13 @@ fn request_changes(trace: &Trace) -> Vec<(u32, Vec<Change>)> {
             continue;
         }
         let arrival = q.arrival_ns[r];
-        let Some(end) = q.finished_ns[r].or(q.first_token_ns[r]) else {
+        let Some(end) = q.finished_ns.at(r).or(q.first_token_ns.at(r)) else {
             continue;
         };
-        let scheduled = q.scheduled_ns[r]
-            .or(q.first_token_ns[r])
+        let scheduled = q
+            .scheduled_ns
+            .at(r)
+            .or(q.first_token_ns.at(r))
             .unwrap_or(end)
             .clamp(arrival, end);
         events.push((source, arrival, 0, 1));
@@ -185,7 +187,7 @@ fn request_changes(trace: &Trace) -> Vec<(u32, Vec<Change>)> {
                     .filter(|&s| trace.stages.kind[s] == StageKind::KvTransfer)
                     .map(|s| trace.stages.end_ns[s])
                     .max()
-                    .or(q.first_token_ns[r])
+                    .or(q.first_token_ns.at(r))
             })
             .flatten()
             .map(|t| t.clamp(scheduled, end));

@@ -12,8 +12,13 @@ pub const COUNTERS: [&str; 4] = ["batch size", "prefill tokens", "KV use", "wait
 pub fn counter_values(trace: &Trace, i: usize) -> [f32; 4] {
     let it = &trace.iterations;
     let f = |v: Option<u32>| v.unwrap_or(0) as f32;
-    let kv = it.kv_usage[i].unwrap_or(0.0) as f32;
-    [f(it.num_reqs[i]), f(it.num_prefill_tokens[i]), kv, f(it.num_waiting[i])]
+    let kv = it.kv_usage.at(i).unwrap_or(0.0) as f32;
+    [
+        f(it.num_reqs.at(i)),
+        f(it.num_prefill_tokens.at(i)),
+        kv,
+        f(it.num_waiting.at(i)),
+    ]
 }
 
 /// Buckets of the finest level across the trace's span.
@@ -238,7 +243,7 @@ mod tests {
             // Tokens are shared out by time and add up to the steps' (in buckets whose start is in the view).
             let prefill: u64 = rows
                 .clone()
-                .map(|i| u64::from(it.num_prefill_tokens[i].unwrap_or(0)))
+                .map(|i| u64::from(it.num_prefill_tokens.at(i).unwrap_or(0)))
                 .sum();
             let drawn_prefill: u64 = c.tokens.iter().map(|t| t.0).sum();
             assert!(drawn_prefill == prefill, "{drawn_prefill} of {prefill}");

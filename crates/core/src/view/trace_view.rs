@@ -129,10 +129,10 @@ pub fn sample_tracks(trace: &Trace) -> Vec<SampleTrack> {
 pub fn counters_present(trace: &Trace, i: usize) -> [bool; 4] {
     let it = &trace.iterations;
     [
-        it.num_reqs[i].is_some(),
-        it.num_prefill_tokens[i].is_some(),
-        it.kv_usage[i].is_some(),
-        it.num_waiting[i].is_some(),
+        it.num_reqs.at(i).is_some(),
+        it.num_prefill_tokens.at(i).is_some(),
+        it.kv_usage.at(i).is_some(),
+        it.num_waiting.at(i).is_some(),
     ]
 }
 
@@ -153,11 +153,11 @@ impl TraceView {
             .finished_ns
             .iter()
             .flatten()
-            .chain(t.iterations.end_ns.iter())
-            .chain(t.samples.time_ns.iter())
-            .chain(t.tokens.emitted_ns.iter())
-            .chain(t.requests.arrival_ns.iter());
-        let t1_ns = ends.copied().max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
+            .chain(t.iterations.end_ns.iter().copied())
+            .chain(t.samples.time_ns.iter().copied())
+            .chain(t.tokens.emitted_ns.iter().copied())
+            .chain(t.requests.arrival_ns.iter().copied());
+        let t1_ns = ends.max().unwrap_or(t0_ns).max(t0_ns + 1_000_000);
         let roles = t.instance_roles();
         let mut engines: Vec<EngineTrack> = t
             .sources_with_iterations()

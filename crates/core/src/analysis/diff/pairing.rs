@@ -69,8 +69,8 @@ fn same_prompts(a: &Trace, b: &Trace, pairs: &[(u32, u32)]) -> bool {
     let (mut known, mut equal) = (0usize, 0usize);
     for &(ra, rb) in pairs {
         if let (Some(x), Some(y)) = (
-            a.requests.input_tokens[ra as usize],
-            b.requests.input_tokens[rb as usize],
+            a.requests.input_tokens.at(ra as usize),
+            b.requests.input_tokens.at(rb as usize),
         ) {
             known += 1;
             equal += usize::from(x == y);
@@ -91,7 +91,7 @@ fn by_arrival(a: &Trace, b: &Trace) -> Vec<(u32, u32)> {
     let mut twins: HashMap<u32, std::collections::BTreeSet<(i64, u32)>> = HashMap::new();
     for rb in rows(b) {
         let i = rb as usize;
-        if let Some(len) = b.requests.input_tokens[i] {
+        if let Some(len) = b.requests.input_tokens.at(i) {
             twins
                 .entry(len)
                 .or_default()
@@ -101,7 +101,7 @@ fn by_arrival(a: &Trace, b: &Trace) -> Vec<(u32, u32)> {
     let mut pairs = Vec::new();
     for ra in rows(a) {
         let i = ra as usize;
-        let Some(set) = a.requests.input_tokens[i].and_then(|len| twins.get_mut(&len)) else {
+        let Some(set) = a.requests.input_tokens.at(i).and_then(|len| twins.get_mut(&len)) else {
             continue;
         };
         let at = a.requests.arrival_ns[i].saturating_sub(oa);

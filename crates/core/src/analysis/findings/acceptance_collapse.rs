@@ -45,7 +45,10 @@ fn collapsed_requests(cx: &Context<'_>) -> Option<Finding> {
     let q = &trace.requests;
     let with: Vec<(u32, u64, u64)> = (0..row_u32(trace.request_count()))
         .filter_map(|r| {
-            let (d, a) = (q.spec_drafted_tokens[r as usize]?, q.spec_accepted_tokens[r as usize]?);
+            let (d, a) = (
+                q.spec_drafted_tokens.at(r as usize)?,
+                q.spec_accepted_tokens.at(r as usize)?,
+            );
             (d > 0).then_some((r, u64::from(d), u64::from(a)))
         })
         .collect();
@@ -131,12 +134,12 @@ fn collapsed_windows(cx: &Context<'_>) -> Vec<Finding> {
     for (&source, rows) in cx.source_rows() {
         let counted: Vec<usize> = rows
             .clone()
-            .filter(|&i| it.spec_drafted_tokens[i].is_some_and(|d| d > 0) && it.spec_accepted_tokens[i].is_some())
+            .filter(|&i| it.spec_drafted_tokens.at(i).is_some_and(|d| d > 0) && it.spec_accepted_tokens.at(i).is_some())
             .collect();
         let (drafted, accepted) = counted.iter().fold((0u64, 0u64), |(d, a), &i| {
             (
-                d + u64::from(it.spec_drafted_tokens[i].unwrap_or(0)),
-                a + u64::from(it.spec_accepted_tokens[i].unwrap_or(0)),
+                d + u64::from(it.spec_drafted_tokens.at(i).unwrap_or(0)),
+                a + u64::from(it.spec_accepted_tokens.at(i).unwrap_or(0)),
             )
         });
         if drafted == 0 || accepted == 0 {
@@ -150,8 +153,8 @@ fn collapsed_windows(cx: &Context<'_>) -> Vec<Finding> {
         for &i in &counted {
             let w = (it.start_ns[i] - origin).div_euclid(WINDOW_NS);
             let e = windows.entry(w).or_default();
-            e.0 += u64::from(it.spec_drafted_tokens[i].unwrap_or(0));
-            e.1 += u64::from(it.spec_accepted_tokens[i].unwrap_or(0));
+            e.0 += u64::from(it.spec_drafted_tokens.at(i).unwrap_or(0));
+            e.1 += u64::from(it.spec_accepted_tokens.at(i).unwrap_or(0));
             e.2.push(row_u32(i));
         }
         let low = |d: u64, a: u64| d >= u64::from(th.collapse_min_drafts) && rate(a, d) <= th.collapse_factor * run;

@@ -58,7 +58,7 @@ impl PrefillTimes {
         let mut decode_only: HashMap<u32, Vec<i64>> = HashMap::default();
         for row in 0..it.len() {
             let d = it.end_ns[row] - it.start_ns[row];
-            if prefills.of(trace, row).next().is_none() && it.num_decode_reqs[row].is_none_or(|n| n > 0) && d > 0 {
+            if prefills.of(trace, row).next().is_none() && it.num_decode_reqs.at(row).is_none_or(|n| n > 0) && d > 0 {
                 decode_only.entry(it.source[row]).or_default().push(d);
             }
         }
@@ -268,13 +268,7 @@ impl<'a> Context<'a> {
             .iter()
             .take_while(|&&(at, _)| at <= to)
             .map(|&(at, r)| {
-                let prompt = trace
-                    .requests
-                    .input_tokens
-                    .get(r as usize)
-                    .copied()
-                    .flatten()
-                    .unwrap_or(0);
+                let prompt = trace.requests.input_tokens.get(r as usize).unwrap_or(0);
                 u64::from(prompt) + self.tokens.emitted_before(r, at)
             })
             .sum()
@@ -424,7 +418,7 @@ impl PrefillIndex {
             _ => &[],
         };
         let anonymous = (!self.attributed)
-            .then(|| trace.iterations.num_prefill_tokens.get(row).copied().flatten())
+            .then(|| trace.iterations.num_prefill_tokens.get(row))
             .flatten()
             .filter(|&n| n > 0)
             .map(|n| (NULL_U32, n));
@@ -478,7 +472,7 @@ impl WaitIndex {
                     _ => {}
                 }
             }
-            if !queue_stage && let Some(s) = trace.requests.scheduled_ns[ri] {
+            if !queue_stage && let Some(s) = trace.requests.scheduled_ns.at(ri) {
                 push(trace.requests.arrival_ns[ri], s);
             }
         }

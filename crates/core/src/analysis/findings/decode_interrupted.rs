@@ -152,7 +152,7 @@ impl<'c> Visitor<'c> for Stalls<'c> {
             let alone = !steps.is_empty()
                 && itl as f64 >= th.stall_factor * median_ns as f64
                 && prefill_ns >= STALL_ALONE_SHARE * itl as f64
-                && steps.iter().all(|&s| it.num_decode_tokens[s as usize] == Some(0));
+                && steps.iter().all(|&s| it.num_decode_tokens.at(s as usize) == Some(0));
             let decided = match ordinary {
                 Some(_) => outsized,
                 None => (others > 0 && others >= u64::from(th.large_prefill_tokens)) || absolute || alone,
@@ -210,7 +210,7 @@ impl<'c> Visitor<'c> for Stalls<'c> {
 fn prefill_time_ns(trace: &Trace, row: usize, others: u64) -> f64 {
     let it = &trace.iterations;
     let span = (it.end_ns[row] - it.start_ns[row]).max(0) as f64;
-    let total = it.num_prefill_tokens[row].map_or(0, u64::from) + it.num_decode_tokens[row].map_or(0, u64::from);
+    let total = it.num_prefill_tokens.at(row).map_or(0, u64::from) + it.num_decode_tokens.at(row).map_or(0, u64::from);
     if total == 0 {
         span
     } else {

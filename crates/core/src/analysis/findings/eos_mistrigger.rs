@@ -258,7 +258,7 @@ fn ends_on_stop(
     (token_id, text, special): (u32, Option<&str>, Flag),
 ) -> bool {
     let reason = trace.requests.finish_reason[r as usize];
-    let output = trace.requests.output_tokens[r as usize].unwrap_or(count);
+    let output = trace.requests.output_tokens.at(r as usize).unwrap_or(count);
     (reason == NO_STR || Some(reason) == stop)
         && index + 1 == output
         && (trace.is_special_token(token_id, special) || text.is_some_and(|s| STOP_TEXTS.contains(&s)))

@@ -33,7 +33,7 @@ impl Detector for KvSaturation {
     fn detect(&self, cx: &Context<'_>) -> Vec<Finding> {
         let (trace, th) = (cx.trace, cx.th);
         let it = &trace.iterations;
-        let saturated = |i: usize| it.kv_usage[i].is_some_and(|u| u >= th.kv_saturation);
+        let saturated = |i: usize| it.kv_usage.at(i).is_some_and(|u| u >= th.kv_saturation);
         let mut out = Vec::new();
         for &(source, ref rows) in trace.sources_with_iterations() {
             let steps: Vec<usize> = (rows.start as usize..rows.end as usize)
@@ -59,12 +59,12 @@ impl Detector for KvSaturation {
                 };
                 let (from_ns, to_ns) = range(it.start_ns[a], it.end_ns[last]);
                 let saturated_ns: i64 = episode.iter().map(|&i| it.end_ns[i] - it.start_ns[i]).sum();
-                let preempted: u32 = (a..=last).map(|i| it.num_preempted[i].unwrap_or(0)).sum();
+                let preempted: u32 = (a..=last).map(|i| it.num_preempted.at(i).unwrap_or(0)).sum();
                 #[expect(clippy::cast_precision_loss, reason = "ns far below 2^53")]
                 if (saturated_ns as f64) < MIN_SATURATED_MS * 1e6 && preempted == 0 {
                     continue;
                 }
-                let peak = episode.iter().filter_map(|&i| it.kv_usage[i]).fold(0.0, f64::max);
+                let peak = episode.iter().filter_map(|&i| it.kv_usage.at(i)).fold(0.0, f64::max);
                 let mut requests = cx.preempted_in(source, from_ns, to_ns);
                 let n = episode.len();
                 let mut summary = format!(

@@ -153,7 +153,10 @@ fn queue_spans(trace: &Trace) -> Vec<(u32, Vec<Wait>)> {
     for r in 0..row_u32(trace.request_count()) {
         let ri = r as usize;
         let arrival = q.arrival_ns[ri];
-        let scheduled = q.scheduled_ns[ri].or_else(|| q.server_queue_ns[ri].map(|w| arrival + w.max(0)));
+        let scheduled = q
+            .scheduled_ns
+            .at(ri)
+            .or_else(|| q.server_queue_ns.at(ri).map(|w| arrival + w.max(0)));
         if let Some(scheduled) = scheduled.filter(|&s| s >= arrival) {
             by_source.entry(q.source[ri]).or_default().push(Wait {
                 request: r,

@@ -27,7 +27,7 @@ impl Detector for PreemptionBurst {
         let mut out = Vec::new();
         for &(source, ref rows) in trace.sources_with_iterations() {
             let preempting: Vec<usize> = (rows.start as usize..rows.end as usize)
-                .filter(|&i| it.num_preempted[i].unwrap_or(0) > 0)
+                .filter(|&i| it.num_preempted.at(i).unwrap_or(0) > 0)
                 .collect();
             let mut a = 0;
             while a < preempting.len() {
@@ -36,7 +36,7 @@ impl Detector for PreemptionBurst {
                     b += 1;
                 }
                 let cluster = &preempting[a..b];
-                let total: u32 = cluster.iter().map(|&i| it.num_preempted[i].unwrap_or(0)).sum();
+                let total: u32 = cluster.iter().map(|&i| it.num_preempted.at(i).unwrap_or(0)).sum();
                 if total >= th.preemption_burst_count {
                     let (first, last) = (cluster[0], cluster[cluster.len() - 1]);
                     let (from_ns, to_ns) = range(it.start_ns[first], it.end_ns[last]);
@@ -54,7 +54,7 @@ impl Detector for PreemptionBurst {
                             let _ = write!(summary, " ({} tokens computed again)", thousands(recomputed));
                         }
                     }
-                    if let Some(peak) = cluster.iter().filter_map(|&i| it.kv_usage[i]).reduce(f64::max) {
+                    if let Some(peak) = cluster.iter().filter_map(|&i| it.kv_usage.at(i)).reduce(f64::max) {
                         let _ = write!(summary, " (KV cache up to {:.1} %)", 100.0 * peak);
                     }
                     requests.truncate(MAX_LISTED_REQUESTS);

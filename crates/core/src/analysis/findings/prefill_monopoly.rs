@@ -93,7 +93,7 @@ fn monopoly_finding(cx: &Context<'_>, waits: &WaitIndex, request: u32, run: &[(u
     let waiting = waits.waiting(source, from_ns, to_ns, request);
     let max_waiting = run[1..]
         .iter()
-        .filter_map(|&(row, _)| it.num_waiting[row as usize])
+        .filter_map(|&(row, _)| it.num_waiting.at(row as usize))
         .max()
         .unwrap_or(0);
     if waiting.is_empty() && max_waiting == 0 {

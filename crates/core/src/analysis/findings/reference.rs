@@ -141,7 +141,10 @@ impl Detector for SamplingAccident {
             {
                 continue;
             }
-            let temperature = trace.requests.temperature[r.request as usize]
+            let temperature = trace
+                .requests
+                .temperature
+                .at(r.request as usize)
                 .map_or_else(String::new, |x| format!(" at temperature {x}"));
             let summary = format!(
                 "{}'s answer stopped at token {} on {} drawn by sampling{temperature}: the reference (the same model \

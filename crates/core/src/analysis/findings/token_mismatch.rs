@@ -19,7 +19,7 @@ impl Detector for TokenMismatch {
         let trace = cx.trace;
         let mut bad: Vec<(u32, u32, usize)> = (0..row_u32(trace.request_count()))
             .filter_map(|r| {
-                crate::analysis::summary::mismatch(trace.requests.output_tokens[r as usize], cx.tokens.rows(r).len())
+                crate::analysis::summary::mismatch(trace.requests.output_tokens.at(r as usize), cx.tokens.rows(r).len())
                     .map(|(u, k)| (r, u, k))
             })
             .collect();

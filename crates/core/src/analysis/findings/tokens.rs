@@ -199,12 +199,12 @@ pub fn facts_of(trace: &Trace, tokens: &dyn TokenSource, r: u32) -> RequestFacts
     let (token0_ns, last_token_ns) = tokens.ends(r);
     RequestFacts {
         arrival_ns: q.arrival_ns[i],
-        scheduled_ns: q.scheduled_ns[i],
-        first_token_ns: q.first_token_ns[i],
-        finished_ns: q.finished_ns[i],
-        input_tokens: q.input_tokens[i],
-        cached_tokens: q.cached_tokens[i],
-        output_tokens: q.output_tokens[i],
+        scheduled_ns: q.scheduled_ns.at(i),
+        first_token_ns: q.first_token_ns.at(i),
+        finished_ns: q.finished_ns.at(i),
+        input_tokens: q.input_tokens.at(i),
+        cached_tokens: q.cached_tokens.at(i),
+        output_tokens: q.output_tokens.at(i),
         tokens: u32::try_from(tokens.rows(r).len()).unwrap_or(u32::MAX),
         token0_ns,
         last_token_ns,

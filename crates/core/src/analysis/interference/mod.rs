@@ -279,7 +279,7 @@ pub fn interference_indexed(trace: &Trace, index: &RangeIndex, from_ns: i64, to_
                 let i = c.step as usize;
                 let tokens = u64::from(c.tokens);
                 let step_tokens =
-                    u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
+                    u64::from(it.num_prefill_tokens.at(i).unwrap_or(0) + it.num_decode_tokens.at(i).unwrap_or(0));
                 let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
                 let held = if step_tokens == 0 {
                     0.0
@@ -432,8 +432,8 @@ pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interfer
         let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
         out.steps.busy_ms += inside;
         *busy_by_source.entry(it.source[i]).or_default() += inside;
-        out.steps.prefill_tokens += u64::from(it.num_prefill_tokens[i].unwrap_or(0));
-        out.steps.decode_tokens += u64::from(it.num_decode_tokens[i].unwrap_or(0));
+        out.steps.prefill_tokens += u64::from(it.num_prefill_tokens.at(i).unwrap_or(0));
+        out.steps.decode_tokens += u64::from(it.num_decode_tokens.at(i).unwrap_or(0));
     }
     out.steps.count = step_rows.len() as u64;
     out.steps.mean_ms = if step_rows.is_empty() {
@@ -455,7 +455,7 @@ pub fn interference_by_walk(trace: &Trace, from_ns: i64, to_ns: i64) -> Interfer
         };
         let i = row as usize;
         let tokens = u64::from(trace.stages.tokens[s].unwrap_or(0));
-        let step_tokens = u64::from(it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0));
+        let step_tokens = u64::from(it.num_prefill_tokens.at(i).unwrap_or(0) + it.num_decode_tokens.at(i).unwrap_or(0));
         let inside = ms(overlap(it.start_ns[i], it.end_ns[i], from_ns, to_ns));
         let held = if step_tokens == 0 {
             0.0

@@ -89,7 +89,7 @@ fn shape(t: &Trace, r: u32) -> Shape {
         .collect();
     Shape {
         at_ns: t.requests.arrival_ns[r as usize],
-        input: t.requests.input_tokens[r as usize],
+        input: t.requests.input_tokens.at(r as usize),
         output: t.output_tokens(r),
         ids,
     }
@@ -457,18 +457,25 @@ pub fn build(client: Trace, server: &Trace, join: &Join, mut report: Report) -> 
         server_paired[s as usize] = true;
         let (ci, srv) = (c as usize, server.requests.row(s as usize));
         let q = &mut t.requests;
-        q.sent_ns[ci] = Some(q.arrival_ns[ci]);
+        q.sent_ns.set(ci, Some(q.arrival_ns[ci]));
         q.arrival_ns[ci] = srv.arrival_ns.saturating_add(off);
-        q.scheduled_ns[ci] = shifted(srv.scheduled_ns, off);
-        q.first_token_ns[ci] = shifted(srv.first_token_ns.or_else(|| server.first_token_ns(s)), off);
-        q.finished_ns[ci] = shifted(srv.finished_ns.or_else(|| server.finish_ns(s)), off);
+        q.scheduled_ns.set(ci, shifted(srv.scheduled_ns, off));
+        q.first_token_ns.set(
+            ci,
+            shifted(srv.first_token_ns.or_else(|| server.first_token_ns(s)), off),
+        );
+        q.finished_ns
+            .set(ci, shifted(srv.finished_ns.or_else(|| server.finish_ns(s)), off));
         q.source[ci] = mapped(&server_labels, srv.source);
-        q.input_tokens[ci] = q.input_tokens[ci].or(srv.input_tokens);
-        q.cached_tokens[ci] = srv.cached_tokens.or(q.cached_tokens[ci]);
-        q.output_tokens[ci] = q.output_tokens[ci].or(srv.output_tokens);
-        q.num_preemptions[ci] = srv.num_preemptions.or(q.num_preemptions[ci]);
-        q.spec_drafted_tokens[ci] = srv.spec_drafted_tokens.or(q.spec_drafted_tokens[ci]);
-        q.spec_accepted_tokens[ci] = srv.spec_accepted_tokens.or(q.spec_accepted_tokens[ci]);
+        q.input_tokens.set(ci, q.input_tokens.at(ci).or(srv.input_tokens));
+        q.cached_tokens.set(ci, srv.cached_tokens.or(q.cached_tokens.at(ci)));
+        q.output_tokens.set(ci, q.output_tokens.at(ci).or(srv.output_tokens));
+        q.num_preemptions
+            .set(ci, srv.num_preemptions.or(q.num_preemptions.at(ci)));
+        q.spec_drafted_tokens
+            .set(ci, srv.spec_drafted_tokens.or(q.spec_drafted_tokens.at(ci)));
+        q.spec_accepted_tokens
+            .set(ci, srv.spec_accepted_tokens.or(q.spec_accepted_tokens.at(ci)));
         // Both sides' tokens are in index order: walked together.
         let theirs = server.tokens_of(s);
         let mut k = theirs.start;
@@ -615,13 +622,7 @@ fn server_token(server: &Trace, k: usize, label: u32, texts: &[u32], off: i64) -
 
 /// Client-side figures in a joined trace: true when a request has both halves.
 pub fn is_joined(trace: &Trace, request: u32) -> bool {
-    trace
-        .requests
-        .sent_ns
-        .get(request as usize)
-        .copied()
-        .flatten()
-        .is_some()
+    trace.requests.sent_ns.get(request as usize).is_some()
 }
 
 /// A token's delivery: from the server producing it to the client receiving it, ns (a joined trace only).

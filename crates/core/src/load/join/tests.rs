@@ -42,7 +42,7 @@ fn server_request(id: &str, c: &[String], skew: i64, up: i64, down: i64, step: i
     let (client, _) = trace_of(c);
     let sent = client.requests.arrival_ns[0];
     let arrival = sent + up - skew;
-    let input = client.requests.input_tokens[0].unwrap();
+    let input = client.requests.input_tokens.at(0).unwrap();
     let mut out = vec![format!(
         r#"{{"kind":"request","request_id":"{id}","source":"llama-server","arrival_ns":{arrival},"scheduled_ns":{arrival},"input_tokens":{input}}}"#
     )];
@@ -95,7 +95,7 @@ fn pairs_by_tokens_and_time_and_places_the_offset_between_the_bounds() {
     assert_eq!(t.meta.engine.as_deref(), Some("llama.cpp"));
     let r = t.request_row("rec-00000").unwrap();
     // Sent at T, reached the server 1 ms later on its clock: T + 1 ms - 2 s, moved by 2 s + 1 ms.
-    assert_eq!(t.requests.sent_ns[r as usize], Some(T));
+    assert_eq!(t.requests.sent_ns.at(r as usize), Some(T));
     assert_eq!(t.requests.arrival_ns[r as usize], T + 2 * MS);
     assert_eq!(t.label(t.requests.source[r as usize]), Some("llama-server"));
     let toks = t.tokens_of(r);
@@ -224,7 +224,8 @@ fn keeps_what_pairs_with_nothing() {
     assert_eq!(t.requests.len(), 3);
     let lone = t.request_row("rec-00002").unwrap();
     assert_eq!(
-        t.requests.sent_ns[lone as usize], None,
+        t.requests.sent_ns.at(lone as usize),
+        None,
         "a client-only request keeps its own times"
     );
     assert_eq!(t.requests.arrival_ns[lone as usize], T + 5 * S);

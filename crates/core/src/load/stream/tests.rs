@@ -76,8 +76,8 @@ fn the_samples_cut_into_row_groups_of_every_size_stream_to_their_loaded_figures(
                     it.source[i],
                     it.start_ns[i],
                     it.end_ns[i],
-                    it.num_prefill_tokens[i],
-                    it.num_decode_tokens[i],
+                    it.num_prefill_tokens.at(i),
+                    it.num_decode_tokens.at(i),
                 )
             }));
             assert_eq!(streamed.steps, steps, "{name} in groups of {size}");

@@ -119,11 +119,11 @@ fn two_requests_on_one_engine_step_as_worked_out_by_hand() {
     assert_eq!(steps_of(a), [1, 2, 3]);
     assert_eq!(steps_of(b), [2, 3]);
     let q = &t.requests;
-    assert_eq!(q.scheduled_ns[b as usize], Some(ms(18.2)), "b waited 13.2 ms");
-    assert_eq!(q.first_token_ns[a as usize], Some(ms(36.25)));
-    assert_eq!(q.finished_ns[a as usize], Some(ms(59.90)));
+    assert_eq!(q.scheduled_ns.at(b as usize), Some(ms(18.2)), "b waited 13.2 ms");
+    assert_eq!(q.first_token_ns.at(a as usize), Some(ms(36.25)));
+    assert_eq!(q.finished_ns.at(a as usize), Some(ms(59.90)));
     assert_eq!(
-        (q.cached_tokens[a as usize], q.output_tokens[b as usize]),
+        (q.cached_tokens.at(a as usize), q.output_tokens.at(b as usize)),
         (Some(0), Some(2))
     );
     assert_eq!(t.label(q.finish_reason[a as usize]), Some("stop"));
@@ -324,7 +324,10 @@ fn a_speculating_engine_verifies_drafts_as_worked_out_by_hand() {
         ]
     );
     assert_eq!(
-        (t.requests.spec_drafted_tokens[0], t.requests.spec_accepted_tokens[0]),
+        (
+            t.requests.spec_drafted_tokens.at(0),
+            t.requests.spec_accepted_tokens.at(0)
+        ),
         (Some(4), Some(4))
     );
     assert_eq!(t.label(t.requests.finish_reason[0]), Some("stop"));

@@ -233,7 +233,8 @@ fn scheduler(traces: &[(String, &Trace)]) -> Scheduler {
             .iter()
             .flat_map(|(_, t)| {
                 let it = &t.iterations;
-                (0..it.len()).map(|i| it.num_prefill_tokens[i].unwrap_or(0) + it.num_decode_tokens[i].unwrap_or(0))
+                (0..it.len())
+                    .map(|i| it.num_prefill_tokens.at(i).unwrap_or(0) + it.num_decode_tokens.at(i).unwrap_or(0))
             })
             .max()
             .unwrap_or(cut)
@@ -259,20 +260,25 @@ fn scheduler(traces: &[(String, &Trace)]) -> Scheduler {
     let mut longest_context = 0u32;
     for (file, t) in traces {
         let it = &t.iterations;
-        let cap = (0..it.len()).filter_map(|i| it.num_reqs[i]).max().unwrap_or(0);
+        let cap = (0..it.len()).filter_map(|i| it.num_reqs.at(i)).max().unwrap_or(0);
         largest = largest.max(cap);
         let r = &t.requests;
         for q in 0..r.len() {
-            let context = r.input_tokens[q]
+            let context = r
+                .input_tokens
+                .at(q)
                 .unwrap_or(0)
-                .saturating_add(r.output_tokens[q].unwrap_or(0));
+                .saturating_add(r.output_tokens.at(q).unwrap_or(0));
             longest_context = longest_context.max(context);
-            let Some(scheduled) = r.scheduled_ns[q] else { continue };
+            let Some(scheduled) = r.scheduled_ns.at(q) else {
+                continue;
+            };
             if binding.is_some() {
                 continue;
             }
-            let waited = (0..it.len())
-                .find(|&i| it.num_reqs[i] == Some(cap) && it.start_ns[i] > r.arrival_ns[q] && it.end_ns[i] < scheduled);
+            let waited = (0..it.len()).find(|&i| {
+                it.num_reqs.at(i) == Some(cap) && it.start_ns[i] > r.arrival_ns[q] && it.end_ns[i] < scheduled
+            });
             if let Some(i) = waited {
                 binding = Some(format!(
                     "{cap} sequences: {} of {file} waited through step {} that ran {cap}",

@@ -87,7 +87,7 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
             #[expect(clippy::cast_possible_truncation, reason = "row ids of a trace are u32")]
             let row = r as u32;
             prefill_rows.clear();
-            let mut before = u64::from(trace.requests.cached_tokens[r].unwrap_or(0));
+            let mut before = u64::from(trace.requests.cached_tokens.at(r).unwrap_or(0));
             for s in trace.explicit_stages_of(row) {
                 if trace.stages.kind[s] != StageKind::Prefill {
                     continue;
@@ -103,7 +103,7 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
                 before += u64::from(tokens);
                 prefill_rows.push(step);
             }
-            let input = u64::from(trace.requests.input_tokens[r].unwrap_or(0));
+            let input = u64::from(trace.requests.input_tokens.at(r).unwrap_or(0));
             let mut last_step = None;
             for t in trace.tokens_of(row) {
                 let Some(step) = opt_u32(trace.tokens.iter_row[t]) else {
@@ -125,15 +125,15 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
     } else {
         let it = &trace.iterations;
         for i in 0..n {
-            let prefill = it.num_prefill_tokens[i].filter(|&t| t > 0);
-            let decode = it.num_decode_reqs[i].or(it.num_decode_tokens[i]);
+            let prefill = it.num_prefill_tokens.at(i).filter(|&t| t > 0);
+            let decode = it.num_decode_reqs.at(i).or(it.num_decode_tokens.at(i));
             if prefill.is_none() && decode.is_none() {
                 continue;
             }
             work[i].prefill_tokens = u64::from(prefill.unwrap_or(0));
-            work[i].prefill_chunks = u64::from(it.num_prefill_reqs[i].unwrap_or(u32::from(prefill.is_some())));
+            work[i].prefill_chunks = u64::from(it.num_prefill_reqs.at(i).unwrap_or(u32::from(prefill.is_some())));
             work[i].decode_seqs = u64::from(decode.unwrap_or(0));
-            work[i].verify_tokens = u64::from(it.spec_drafted_tokens[i].unwrap_or(0));
+            work[i].verify_tokens = u64::from(it.spec_drafted_tokens.at(i).unwrap_or(0));
             known[i] = work[i].prefill_tokens + work[i].decode_seqs > 0;
         }
     }
