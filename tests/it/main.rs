@@ -25,6 +25,7 @@ mod gui_live;
 mod gui_microscope;
 mod gui_opening;
 mod gui_random;
+mod gui_snapshots;
 mod gui_stats;
 mod import;
 mod join;

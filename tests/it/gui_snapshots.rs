@@ -1,0 +1,73 @@
+//! Five views of the demo trace drawn by the window and compared with the reviewed pictures in `tests/snapshots/`:
+//! the waterfall, the long prefill's finding under the microscope, the lanes, the timeline and the statistics.
+//!
+//! A picture that changes fails its test and leaves `NAME.new.png` and `NAME.diff.png` beside the reviewed one. Look
+//! at them; when the change is meant, `UPDATE_SNAPSHOTS=1 cargo test gui_snapshot` takes the new pictures, which
+//! are then reviewed and committed with the change (docs/DEVELOPING.md).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers may unwrap: a panic here is a failed test"
+)]
+
+use eframe::egui;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use tokenscope::ui::App;
+
+use crate::gui::{demo_app, harness, settle};
+
+/// What the window draws, compared with `tests/snapshots/{name}.png`. The window's text says no time of day nor
+/// how long anything took, so its pixels are the same run after run on the same renderer (Mesa's).
+fn check(h: &mut Harness<'static, App>, name: &str) {
+    settle(h);
+    h.snapshot(name);
+}
+
+#[test]
+fn gui_snapshot_the_demo_opens_on_its_waterfall() {
+    let mut h = harness(demo_app());
+    check(&mut h, "waterfall");
+}
+
+#[test]
+fn gui_snapshot_a_finding_clicked_zooms_to_its_request_under_the_microscope() {
+    let mut h = harness(demo_app());
+    h.get_by_label_contains("doc-96k's prefill of 96,213 prompt tokens")
+        .click();
+    check(&mut h, "finding_microscope");
+}
+
+#[test]
+fn gui_snapshot_lanes_pack_the_demo() {
+    let mut h = harness(demo_app());
+    h.get_by_label("Layout").click();
+    h.run();
+    h.get_by_label("lanes (packed)").click();
+    check(&mut h, "lanes");
+}
+
+#[test]
+fn gui_snapshot_the_timeline_under_the_waterfall() {
+    let mut h = harness(demo_app());
+    h.get_by_label("Timeline").click();
+    h.step();
+    h.state_mut().session_mut().unwrap().timeline.wait();
+    check(&mut h, "timeline");
+}
+
+#[test]
+fn gui_snapshot_the_statistics_by_app() {
+    let mut app = demo_app();
+    app.session_mut().unwrap().stats.grouping =
+        tokenscope::ui::stats::Grouping::By(tokenscope::analysis::summary::GroupBy::AppId);
+    app.show_stats = true;
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1400.0, 860.0))
+        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
+    h.step();
+    h.state_mut().session_mut().unwrap().findings.wait();
+    h.state_mut().session_mut().unwrap().stats.wait();
+    check(&mut h, "statistics");
+}
