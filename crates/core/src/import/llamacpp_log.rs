@@ -411,7 +411,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         log.line(&String::from_utf8_lossy(line), place);
     })?;
     let anchor_us = anchor_us(path, log.last_us);
-    place(log, anchor_us, path, sink);
+    place(&log, anchor_us, path, sink);
     Ok(())
 }
 
@@ -453,12 +453,11 @@ impl Incremental {
     /// tasks that were launched; the server's own, a `/metrics` read, are not counted).
     pub fn forget_before(&mut self, cutoff_us: i64) -> usize {
         let log = &mut self.log;
-        let ends: Vec<i64> = log.steps.iter().map(|s| s.end_us).collect();
-        let first = log.first_step;
+        let (steps, first) = (&log.steps, log.first_step);
         let step_end = |i: u64| {
             i.checked_sub(first)
-                .and_then(|k| ends.get(usize::try_from(k).ok()?))
-                .copied()
+                .and_then(|k| steps.get(usize::try_from(k).ok()?))
+                .map(|s| s.end_us)
         };
         let mut forgotten = 0;
         log.tasks.retain(|_, t| {
@@ -477,11 +476,12 @@ impl Incremental {
             .tasks
             .values()
             .flat_map(|t| {
-                let chunks = t.chunks.iter().map(|&(_, s)| s);
+                // Each list is in the order of its steps: its first is its earliest.
+                let chunk = t.chunks.first().map(|&(_, s)| s);
                 let last = t.last_chunk.map(|(s, _)| s);
-                let tokens = t.tokens.iter().filter_map(|k| k.4);
-                let verified = t.verified.iter().map(|v| v.0);
-                chunks.chain(last).chain(tokens).chain(verified)
+                let token = t.tokens.iter().find_map(|k| k.4);
+                let verified = t.verified.first().map(|v| v.0);
+                [chunk, last, token, verified].into_iter().flatten()
             })
             .chain(log.current_step)
             .min()
@@ -499,7 +499,7 @@ impl Incremental {
 
     /// Adds the records of the lines fed so far, timed as [`read`] times the file at `path`.
     pub fn place_into(&self, path: &Path, sink: &mut Sink<'_>) {
-        place(self.log.clone(), anchor_us(path, self.log.last_us), path, sink);
+        place(&self.log, anchor_us(path, self.log.last_us), path, sink);
     }
 }
 
@@ -522,7 +522,7 @@ fn anchor_us(path: &Path, last_us: i64) -> i64 {
 }
 
 /// Adds the log's records, its times moved by `anchor_us`.
-fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
+fn place(log: &Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
     let ns = |us: i64| (anchor_us + us).saturating_mul(1_000);
     let name = path.display();
     let mut meta = record("meta");
@@ -544,16 +544,24 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             None => s.end_us,
         })
         .collect();
-    // Each step's prefill tokens, per task, from the chunk positions.
-    let mut prefill: BTreeMap<u64, Vec<(i64, i64)>> = BTreeMap::new();
+    // The place of step `step` among the steps held (a chunk may name one forgotten, or the one still to come).
+    let held = |step: u64| {
+        step.checked_sub(log.first_step)
+            .and_then(|k| usize::try_from(k).ok())
+            .filter(|&k| k < log.steps.len())
+    };
+    // Each held step's prefill tokens, per task, from the chunk positions.
+    let mut prefill: Vec<Vec<(i64, i64)>> = vec![Vec::new(); log.steps.len()];
     for (&id, t) in &log.tasks {
         for (k, &(c, step)) in t.chunks.iter().enumerate() {
             let end = match t.chunks.get(k + 1) {
                 Some(&(next, _)) => Some(next),
                 None => t.last_chunk.filter(|&(s, _)| s == step).map(|(_, total)| total),
             };
-            if let Some(end) = end.filter(|&e| e > c) {
-                prefill.entry(step).or_default().push((id, end - c));
+            if let Some(end) = end.filter(|&e| e > c)
+                && let Some(k) = held(step)
+            {
+                prefill[k].push((id, end - c));
             }
         }
     }
@@ -561,11 +569,12 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
     // Tasks whose end line's draft totals differ from the sum of their verify steps: (request, line, sum).
     let mut mismatched: Vec<(String, DraftTotals, DraftTotals)> = Vec::new();
     // Each step's drafts and accepted drafts, over its tasks.
-    let mut step_spec: BTreeMap<u64, (u32, u32)> = BTreeMap::new();
+    let mut step_spec: Vec<(u32, u32)> = vec![(0, 0); if log.speculative { log.steps.len() } else { 0 }];
     for t in log.tasks.values() {
         for &(step, drafted, accepted) in &t.verified {
-            let e = step_spec.entry(step).or_default();
-            *e = (e.0 + drafted, e.1 + accepted);
+            if let Some(e) = held(step).and_then(|k| step_spec.get_mut(k)) {
+                *e = (e.0 + drafted, e.1 + accepted);
+            }
         }
     }
     for (&id, t) in &log.tasks {
@@ -639,28 +648,30 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         }
         sink.add(&r, t.place.at);
         let roles = spec_roles(&t.tokens, &t.verified, log.speculative);
+        // One record for all the task's tokens, each field set anew, its strings borrowed: a watch places every
+        // held task's tokens at each look.
+        let mut k = record("token");
+        k.request_id = text(rid.as_str());
         for ((n, id_tok, piece, us, step), (role, drafted)) in t.tokens.iter().zip(roles) {
-            let mut k = record("token");
-            k.request_id = text(rid.clone());
             k.index = ok(n - 1);
             k.emitted_ns = ok(ns(*us));
             k.iteration = step.map(|s| Val::Ok(s as i64));
             k.token_id = ok(*id_tok);
-            k.text = text(piece.clone());
+            k.text = text(piece.as_str());
             k.spec = role.and_then(text);
             k.spec_drafted_tokens = drafted.map(|d| Val::Ok(i64::from(d)));
             sink.add(&k, t.place.at);
         }
+        let mut st = record("stage");
+        st.request_id = text(rid.as_str());
+        st.stage = text("prefill");
         for &(_, step) in &t.chunks {
             let Some(s) = log.step(step) else {
                 continue;
             };
-            let Some(&(_, tokens)) = prefill.get(&step).and_then(|v| v.iter().find(|(task, _)| *task == id)) else {
+            let Some(&(_, tokens)) = held(step).and_then(|k| prefill[k].iter().find(|(task, _)| *task == id)) else {
                 continue;
             };
-            let mut st = record("stage");
-            st.request_id = text(rid.clone());
-            st.stage = text("prefill");
             st.start_ns = ok(ns(s.start_us));
             st.end_ns = ok(ns(ends[(step - log.first_step) as usize]));
             st.iteration = ok(step as i64);
@@ -668,12 +679,14 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
             sink.add(&st, s.place.at);
         }
     }
+    // One record for every step, each field set anew: a record is a few kilobytes, and a watch places every held
+    // step at each look.
+    let mut it = record("iteration");
+    it.source = text(SOURCE);
     for (k, s) in log.steps.iter().enumerate() {
         let i64_of = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let i = log.first_step + k as u64;
-        let chunks = prefill.get(&i).map_or(&[][..], Vec::as_slice);
-        let mut it = record("iteration");
-        it.source = text(SOURCE);
+        let chunks = prefill[k].as_slice();
         it.iteration = ok(i64::try_from(i).unwrap_or(i64::MAX));
         it.start_ns = ok(ns(s.start_us));
         it.end_ns = ok(ns(ends[k]));
@@ -682,7 +695,7 @@ fn place(log: Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
         it.num_decode_reqs = ok(i64_of(s.decode_tasks.len()));
         it.num_decode_tokens = ok(i64::try_from(fed).unwrap_or(i64::MAX));
         if log.speculative {
-            let (drafted, accepted) = step_spec.get(&i).copied().unwrap_or_default();
+            let (drafted, accepted) = step_spec[k];
             it.spec_drafted_tokens = ok(i64::from(drafted));
             it.spec_accepted_tokens = ok(i64::from(accepted));
         }
