@@ -303,10 +303,13 @@ mod tests {
         // 40 points for 422 ms: 60 requests a lane in view, more than one per two columns, so sampled; the columns
         // (10.5 ms) fall on every stage of the requests (7 ms).
         let frame = Areas {
+            whole: Rect::NOTHING,
             time: Rect::from_min_size(pos2(100.0, 0.0), vec2(40.0, 100.0)),
             labels_x: 4.0,
             ruler: Rect::NOTHING,
+            load_top: 0.0,
             engines_top: 0.0,
+            sampled_top: 0.0,
             requests: Rect::from_min_size(pos2(0.0, 20.0), vec2(140.0, 48.0)),
         };
         let at = RowsAt {
@@ -385,10 +388,13 @@ mod tests {
         assert_eq!(view.lanes().len(), 2);
         // 1 point a millisecond from t0; lanes 16 points tall from y = 20.
         let frame = Areas {
+            whole: Rect::NOTHING,
             time: Rect::from_min_size(pos2(100.0, 0.0), vec2(40.0, 100.0)),
             labels_x: 4.0,
             ruler: Rect::NOTHING,
+            load_top: 0.0,
             engines_top: 0.0,
+            sampled_top: 0.0,
             requests: Rect::from_min_size(pos2(0.0, 20.0), vec2(140.0, 80.0)),
         };
         let vp = Viewport {

@@ -181,10 +181,16 @@ enum Hover {
 /// Where the parts of the waterfall go in this frame.
 #[derive(Debug, Clone, Copy)]
 struct Areas {
+    /// The whole waterfall, labels included.
+    whole: Rect,
     time: Rect,
     labels_x: f32,
     ruler: Rect,
+    /// The top of the load rows (below the ruler).
+    load_top: f32,
     engines_top: f32,
+    /// The top of the sampled counters' rows (below the engines).
+    sampled_top: f32,
     requests: Rect,
 }
 
@@ -209,7 +215,8 @@ fn no_rows_text(trace: &Trace) -> &'static str {
     }
 }
 
-/// Draws the waterfall in the remaining space of `ui` and handles its input.
+/// Draws the waterfall in the remaining space of `ui` and handles its input: its areas laid out, the input turned
+/// into a viewport and commands, the rows placed, then everything painted.
 pub fn waterfall_ui(
     ui: &mut Ui,
     view: &TraceView,
@@ -219,10 +226,63 @@ pub fn waterfall_ui(
 ) {
     let rect = ui.available_rect_before_wrap();
     let response = ui.allocate_rect(rect, Sense::click_and_drag());
+    let frame = layout_areas(rect, view);
+    let time = frame.time;
+    let width = f64::from(time.width().max(1.0));
+    let mut vp = state.viewport.unwrap_or_else(|| view.full_view(width));
+    vp.width = width;
+    if let Some((a, b)) = state.fit.take() {
+        vp = Viewport::fit(a, b, width);
+        state.viewport = Some(vp);
+    }
+    let vp = navigate(ui, &response, (view, selected), &frame, state, vp, out);
+    // When the time range changed and none of the tracks on screen is alive in it, bring the first that is into
+    // view: zoomed into minute 70, tracks of minute 1 would show nothing.
+    if state
+        .viewport
+        .is_some_and(|old| old.start_ns != vp.start_ns || old.ns_per_point != vp.ns_per_point)
+    {
+        scroll_to_alive(state, view, &vp, frame.requests.height());
+    }
+    let row_h = place_rows(view, state, selected, &frame, &vp);
+    if response.clicked()
+        && let Some(p) = response.interact_pointer_pos()
+        && let Some(r) = request_at(&frame, view, state, &vp, p)
+    {
+        out.push(Command::Select {
+            request: Some(r),
+            scroll: false,
+        });
+    }
+    let pointer = response.hover_pos();
+    state.viewport = Some(vp);
+    state.time_rect = Some(time);
+    state.requests_rect = Some(frame.requests);
+    state.hover_ns = pointer
+        .filter(|p| time.contains(*p))
+        .map(|p| vp.time_from_x(f64::from(p.x - time.left())));
     let painter = ui.painter_at(rect);
+    let paint = Paint {
+        ui,
+        painter: &painter,
+        areas: &frame,
+        vp: &vp,
+        view,
+        pointer,
+    };
+    if let Some(h) = paint_waterfall(&paint, state, selected, row_h)
+        && state.drag.is_none()
+    {
+        response.on_hover_ui_at_pointer(|ui| hover_ui(ui, view, h));
+    }
+}
+
+/// Where each part of the waterfall goes in `rect`: the ruler, the load rows, the engine tracks, the sampled
+/// counters, and the request tracks below them.
+fn layout_areas(rect: Rect, view: &TraceView) -> Areas {
     let time = Rect::from_min_max(pos2(rect.left() + theme::LABEL_WIDTH, rect.top()), rect.max);
-    let ruler_rect = Rect::from_min_size(time.min, vec2(time.width(), theme::RULER_HEIGHT));
-    let load_top = ruler_rect.bottom();
+    let ruler = Rect::from_min_size(time.min, vec2(time.width(), theme::RULER_HEIGHT));
+    let load_top = ruler.bottom();
     let engines_top = load_top + load::block_height(view);
     let engines_height = match (view.engines.is_empty(), view.sampled.is_empty()) {
         (false, _) => engine_block_height() * view.engines.len() as f32,
@@ -235,23 +295,31 @@ pub fn waterfall_ui(
         pos2(rect.left(), sampled_top + sample_rows::block_height(view)),
         rect.max,
     );
-    let frame = Areas {
+    Areas {
+        whole: rect,
         time,
         labels_x: rect.left() + 4.0,
-        ruler: ruler_rect,
+        ruler,
+        load_top,
         engines_top,
+        sampled_top,
         requests,
-    };
-
-    let width = f64::from(time.width().max(1.0));
-    let mut vp = state.viewport.unwrap_or_else(|| view.full_view(width));
-    vp.width = width;
-    if let Some((a, b)) = state.fit.take() {
-        vp = Viewport::fit(a, b, width);
-        state.viewport = Some(vp);
     }
+}
 
-    // Input: zoom, pan, scroll, keys, drags, clicks.
+/// The viewport after this frame's input (zoom, pan, keys, drags) over the waterfall; a range selected or cleared
+/// is pushed to `out`. `on`: the trace's view and the selected request (F fits it).
+fn navigate(
+    ui: &Ui,
+    response: &egui::Response,
+    (view, selected): (&TraceView, Option<u32>),
+    frame: &Areas,
+    state: &mut WaterfallState,
+    mut vp: Viewport,
+    out: &mut Vec<Command>,
+) -> Viewport {
+    let time = frame.time;
+    let width = vp.width;
     let pointer = response.hover_pos();
     let x_of = |p: Pos2| f64::from(p.x - time.left());
     if let Some(p) = pointer.filter(|p| time.contains(*p)) {
@@ -339,25 +407,28 @@ pub fn waterfall_ui(
         }
         state.drag = None;
     }
-    // When the time range changed and none of the tracks on screen is alive in it, bring the first that is into
-    // view: zoomed into minute 70, tracks of minute 1 would show nothing.
-    if state
-        .viewport
-        .is_some_and(|old| old.start_ns != vp.start_ns || old.ns_per_point != vp.ns_per_point)
-    {
-        scroll_to_alive(state, view, &vp, frame.requests.height());
-    }
+    vp
+}
+
+/// The request rows' height in this layout, and their scroll kept in range (a layout just changed keeps the
+/// selected request in view, else the requests alive in the view).
+fn place_rows(
+    view: &TraceView,
+    state: &mut WaterfallState,
+    selected: Option<u32>,
+    frame: &Areas,
+    vp: &Viewport,
+) -> f32 {
     let rows = row_count(view, state.layout);
     let row_h = row_height_for(state.layout, rows, frame.requests.height());
     state.row_height = row_h;
     if state.drawn_layout != Some(state.layout) {
-        // Rows of another layout: keep the selected request in view, else requests alive in the view.
         if state.drawn_layout.is_some() {
             state.scroll_y = 0.0;
             state.requests_rect = Some(frame.requests);
             match selected {
                 Some(r) => scroll_to_request(state, view, r),
-                None => scroll_to_alive(state, view, &vp, frame.requests.height()),
+                None => scroll_to_alive(state, view, vp, frame.requests.height()),
             }
         }
         state.drawn_layout = Some(state.layout);
@@ -368,41 +439,27 @@ pub fn waterfall_ui(
     state.scroll_y = state
         .scroll_y
         .clamp(0.0, (total_rows_height - frame.requests.height() + row_h).max(0.0));
-    if response.clicked()
-        && let Some(p) = response.interact_pointer_pos()
-        && let Some(r) = request_at(&frame, view, state, &vp, p)
-    {
-        out.push(Command::Select {
-            request: Some(r),
-            scroll: false,
-        });
-    }
-    state.viewport = Some(vp);
-    state.time_rect = Some(time);
-    state.requests_rect = Some(frame.requests);
-    state.hover_ns = pointer.filter(|p| time.contains(*p)).map(|p| vp.time_from_x(x_of(p)));
+    row_h
+}
 
-    // Drawing.
-    painter.rect_filled(rect, 0.0, ui.visuals().extreme_bg_color);
-    let step = ruler::tick_step_ns(&vp, 90.0);
-    let ticks = ruler::ticks(&vp, view.t0_ns, step);
+/// Paints the waterfall of this frame: the grid, the ruler, the load rows, the engines, the sampled counters, the
+/// request rows (tracks or lanes), then the linked time, the range selected and the cursor over them. Returns what
+/// is under the pointer.
+fn paint_waterfall(p: &Paint<'_>, state: &mut WaterfallState, selected: Option<u32>, row_h: f32) -> Option<Hover> {
+    let (painter, frame, vp, view) = (p.painter, p.areas, p.vp, p.view);
+    let time = frame.time;
+    painter.rect_filled(frame.whole, 0.0, p.ui.visuals().extreme_bg_color);
+    let step = ruler::tick_step_ns(vp, 90.0);
+    let ticks = ruler::ticks(vp, view.t0_ns, step);
     let x_at = |t: i64| time.left() + vp.x_from_time(t) as f32;
     for &t in &ticks {
         painter.vline(x_at(t), time.y_range(), Stroke::new(1.0, theme::GRID));
     }
     let mut hover = None;
-    let paint = Paint {
-        ui,
-        painter: &painter,
-        areas: &frame,
-        vp: &vp,
-        view,
-        pointer,
-    };
-    draw_ruler(&paint, &ticks, step, &mut hover);
-    state.load_rows_top = load::draw(&paint, load_top, &mut hover);
-    draw_engines(&paint, &mut hover);
-    sample_rows::draw(ui, &painter, frame.time, frame.labels_x, sampled_top, &vp, view);
+    draw_ruler(p, &ticks, step, &mut hover);
+    state.load_rows_top = load::draw(p, frame.load_top, &mut hover);
+    draw_engines(p, &mut hover);
+    sample_rows::draw(p.ui, painter, time, frame.labels_x, frame.sampled_top, vp, view);
     let rows_at = RowsAt {
         scroll_y: state.scroll_y,
         row_h,
@@ -411,8 +468,8 @@ pub fn waterfall_ui(
         pending: &state.pending,
     };
     match state.layout {
-        TrackLayout::Tracks => draw_requests(&paint, rows_at, selected, &mut hover),
-        TrackLayout::Lanes => draw_lanes(&paint, rows_at, selected, &mut hover, &mut state.lanes_cache),
+        TrackLayout::Tracks => draw_requests(p, rows_at, selected, &mut hover),
+        TrackLayout::Lanes => draw_lanes(p, rows_at, selected, &mut hover, &mut state.lanes_cache),
     }
     if let Some(t) = state.linked_hover_ns.filter(|_| state.hover_ns.is_none()) {
         let x = x_at(t);
@@ -436,14 +493,10 @@ pub fn waterfall_ui(
             );
         }
     }
-    if let Some(x) = pointer.filter(|p| time.contains(*p)).map(|p| p.x) {
+    if let Some(x) = p.pointer.filter(|q| time.contains(*q)).map(|q| q.x) {
         painter.vline(x, time.y_range(), Stroke::new(1.0, theme::CURSOR));
     }
-    if let Some(h) = hover
-        && state.drag.is_none()
-    {
-        response.on_hover_ui_at_pointer(|ui| hover_ui(ui, view, h));
-    }
+    hover
 }
 
 /// True when request `r` is alive (arrived, not finished) at some time in `from_ns..=to_ns`.
