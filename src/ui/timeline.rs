@@ -368,11 +368,81 @@ pub fn timeline_ui(
         &*s
     });
 
+    controls_ui(ui, state, key.every_ns);
+    let rows = match &state.current {
+        Some((_, Ok(rows))) => rows,
+        Some((_, Err(e))) => {
+            ui.colored_label(ui.visuals().error_fg_color, e);
+            return;
+        }
+        None => {
+            ui.spinner();
+            return;
+        }
+    };
+    let every_ns = state.current.as_ref().map_or(key.every_ns, |(k, _)| k.every_ns);
+    let shown: Vec<Metric> = METRICS
+        .iter()
+        .zip(state.shown)
+        .filter(|(_, s)| *s)
+        .map(|(m, _)| *m)
+        .collect();
+    if shown.is_empty() {
+        ui.weak("Tick a metric to plot it.");
+        return;
+    }
+    // Each plot's frame spans the waterfall's time axis exactly, so that one time is at one x on both; the gutter on
+    // its left names the plot and its range, as the waterfall's counter tracks do.
+    let left = ui.max_rect().left();
+    let (gutter, plot_width) = waterfall.time_rect.map_or((120.0, ui.available_width() - 120.0), |r| {
+        ((r.left() - left).max(40.0), r.width().max(40.0))
+    });
+    #[expect(clippy::cast_precision_loss, reason = "a handful of plots")]
+    let height = ((ui.available_height() - 24.0) / shown.len() as f32 - 2.0).max(40.0);
+    let axis = Axis {
+        t0,
+        from_ns: view_from,
+        to_ns: view_to,
+        gutter,
+        plot_width,
+        height,
+    };
+    let mut hover = None;
+    for (i, metric) in shown.iter().enumerate() {
+        let series = lines(rows, metric, state.by, every_ns);
+        let b_series = other
+            .and_then(|s| Some((s.rows()?, s.shown_width()?)))
+            .map_or_else(Vec::new, |(rows, every)| lines(rows, metric, state.by, every));
+        let last = i + 1 == shown.len();
+        let response = plot_ui(ui, &axis, metric, (series, b_series), waterfall, last);
+        let pointer_ns = response.inner.map(|x| axis.ns_of(x));
+        let r = &response.response;
+        if let Some(t) = pointer_ns.filter(|_| r.hovered() || r.dragged()) {
+            hover = Some(t);
+        }
+        if r.drag_started() {
+            state.drag_from = pointer_ns;
+        }
+        if r.drag_stopped()
+            && let (Some(a), Some(b)) = (state.drag_from.take(), pointer_ns)
+        {
+            let (a, b) = (a.min(b), a.max(b));
+            if b > a {
+                out.push(Command::SelectRange(a, b));
+            }
+        }
+    }
+    waterfall.linked_hover_ns = hover;
+}
+
+/// The bar above the plots: the bucket's width, the lines per group, which metrics are plotted, and a spinner while
+/// the series are computed. `auto_ns`: the width the automatic choice takes now.
+fn controls_ui(ui: &mut Ui, state: &mut TimelineState, auto_ns: i64) {
     ui.horizontal(|ui| {
         ui.strong("Timeline");
         let label = ui.label("bucket");
         let current = match state.every_ns {
-            None => format!("auto ({})", width_name(key.every_ns)),
+            None => format!("auto ({})", width_name(auto_ns)),
             Some(w) => width_name(w),
         };
         egui::ComboBox::from_id_salt("timeline-every")
@@ -404,138 +474,116 @@ pub fn timeline_ui(
             ui.spinner();
         }
     });
-    let rows = match &state.current {
-        Some((_, Ok(rows))) => rows,
-        Some((_, Err(e))) => {
-            ui.colored_label(ui.visuals().error_fg_color, e);
-            return;
-        }
-        None => {
-            ui.spinner();
-            return;
-        }
-    };
-    let every_ns = state.current.as_ref().map_or(key.every_ns, |(k, _)| k.every_ns);
-    let shown: Vec<Metric> = METRICS
-        .iter()
-        .zip(state.shown)
-        .filter(|(_, s)| *s)
-        .map(|(m, _)| *m)
-        .collect();
-    if shown.is_empty() {
-        ui.weak("Tick a metric to plot it.");
-        return;
-    }
-    // Each plot's frame spans the waterfall's time axis exactly, so that one time is at one x on both; the gutter on
-    // its left names the plot and its range, as the waterfall's counter tracks do.
-    let left = ui.max_rect().left();
-    let (gutter, plot_width) = waterfall.time_rect.map_or((120.0, ui.available_width() - 120.0), |r| {
-        ((r.left() - left).max(40.0), r.width().max(40.0))
-    });
+}
+
+/// Where the plots go: the waterfall's time axis (from the trace's start `t0`, the view `from_ns..to_ns`), the
+/// gutter left of each plot and each plot's size.
+struct Axis {
+    t0: i64,
+    from_ns: i64,
+    to_ns: i64,
+    gutter: f32,
+    plot_width: f32,
+    height: f32,
+}
+
+impl Axis {
+    /// Seconds since the trace's start, the plots' x.
     #[expect(clippy::cast_precision_loss, reason = "times within a trace, far below 2^53 ns")]
-    let secs = |ns: i64| (ns - t0) as f64 / 1e9;
-    let x_range = secs(view_from)..=secs(view_to);
-    let ns_of = |s: f64| t0 + (s * 1e9) as i64;
-    let count = shown.len();
-    #[expect(clippy::cast_precision_loss, reason = "a handful of plots")]
-    let height = ((ui.available_height() - 24.0) / count as f32 - 2.0).max(40.0);
-    let mut hover = None;
-    for (i, metric) in shown.iter().enumerate() {
-        let series = lines(rows, metric, state.by, every_ns);
-        let b_series = other
-            .and_then(|s| Some((s.rows()?, s.shown_width()?)))
-            .map_or_else(Vec::new, |(rows, every)| lines(rows, metric, state.by, every));
-        let top = series
-            .iter()
-            .chain(&b_series)
-            .flat_map(|s| s.runs.iter().flatten())
-            .filter(|p| x_range.contains(&p[0]))
-            .map(|p| p[1])
-            .fold(0.0_f64, f64::max);
-        let last = i + 1 == count;
-        let response = ui
-            .horizontal(|ui| {
-                ui.spacing_mut().item_spacing.x = 0.0;
-                ui.allocate_ui(egui::vec2(gutter, height), |ui| {
-                    ui.set_width(gutter);
-                    ui.vertical(|ui| {
-                        ui.label(metric.title);
-                        ui.weak(format!("0 – {}", short(top)));
-                    });
-                });
-                let plot = Plot::new(("timeline", metric.title))
-                    .height(if last { height + 18.0 } else { height })
-                    .width(plot_width)
-                    .show_axes([last, false])
-                    .x_axis_formatter(|mark, _| format!("{} s", mark.value))
-                    .show_x(true)
-                    .show_y(true)
-                    .allow_drag(false)
-                    .allow_zoom(false)
-                    .allow_scroll(false)
-                    .allow_boxed_zoom(false)
-                    .allow_double_click_reset(false)
-                    .set_margin_fraction(egui::vec2(0.0, 0.1))
-                    .legend(
-                        Legend::default()
-                            .position(egui_plot::Corner::LeftTop)
-                            .text_style(egui::TextStyle::Small)
-                            .background_alpha(0.6),
-                    )
-                    .include_y(0.0);
-                plot.show(ui, |p| {
-                    p.set_plot_bounds_x(x_range.clone());
-                    let a_names: Vec<String> = series.iter().map(|l| l.name.clone()).collect();
-                    for (k, line) in series.into_iter().enumerate() {
-                        let color = LINE_COLORS[k % LINE_COLORS.len()];
-                        for run in line.runs {
-                            // One name for every run: the legend shows it once and hides them together.
-                            p.line(Line::new(line.name.clone(), PlotPoints::from(run)).color(color));
-                        }
-                    }
-                    // B's lines in the colour of A's line of the same name, dashed.
-                    for (k, line) in b_series.into_iter().enumerate() {
-                        let k = a_names.iter().position(|n| *n == line.name).unwrap_or(k);
-                        let color = LINE_COLORS[k % LINE_COLORS.len()];
-                        let name = format!("{} (B)", line.name);
-                        for run in line.runs {
-                            p.line(
-                                Line::new(name.clone(), PlotPoints::from(run))
-                                    .color(color)
-                                    .style(egui_plot::LineStyle::dashed_loose()),
-                            );
-                        }
-                    }
-                    if let Some((a, b)) = waterfall.range {
-                        for x in [secs(a), secs(b)] {
-                            p.vline(VLine::new("", x).color(theme::SELECTION_EDGE));
-                        }
-                    }
-                    if let Some(t) = waterfall.hover_ns {
-                        p.vline(VLine::new("", secs(t)).color(theme::SELECTION_EDGE).width(0.5));
-                    }
-                    p.pointer_coordinate().map(|c| c.x)
-                })
-            })
-            .inner;
-        let pointer_s = response.inner;
-        let r = &response.response;
-        if let Some(x) = pointer_s.filter(|_| r.hovered() || r.dragged()) {
-            hover = Some(ns_of(x));
-        }
-        if r.drag_started() {
-            state.drag_from = pointer_s.map(ns_of);
-        }
-        if r.drag_stopped()
-            && let (Some(a), Some(b)) = (state.drag_from.take(), pointer_s.map(ns_of))
-        {
-            let (a, b) = (a.min(b), a.max(b));
-            if b > a {
-                out.push(Command::SelectRange(a, b));
-            }
-        }
+    fn secs(&self, ns: i64) -> f64 {
+        (ns - self.t0) as f64 / 1e9
     }
-    waterfall.linked_hover_ns = hover;
+
+    /// The time at plot x `s`.
+    #[expect(clippy::cast_possible_truncation, reason = "seconds within a trace")]
+    fn ns_of(&self, s: f64) -> i64 {
+        self.t0 + (s * 1e9) as i64
+    }
+}
+
+/// One metric's plot with its gutter (the name and the range shown): A's lines, B's dashed over them, the range
+/// selected and the waterfall's hovered time. Returns the plot's response with the pointer's x, seconds.
+fn plot_ui(
+    ui: &mut Ui,
+    axis: &Axis,
+    metric: &Metric,
+    (series, b_series): (Vec<Series>, Vec<Series>),
+    waterfall: &WaterfallState,
+    last: bool,
+) -> egui_plot::PlotResponse<Option<f64>> {
+    let x_range = axis.secs(axis.from_ns)..=axis.secs(axis.to_ns);
+    let top = series
+        .iter()
+        .chain(&b_series)
+        .flat_map(|s| s.runs.iter().flatten())
+        .filter(|p| x_range.contains(&p[0]))
+        .map(|p| p[1])
+        .fold(0.0_f64, f64::max);
+    let height = axis.height;
+    ui.horizontal(|ui| {
+        ui.spacing_mut().item_spacing.x = 0.0;
+        ui.allocate_ui(egui::vec2(axis.gutter, height), |ui| {
+            ui.set_width(axis.gutter);
+            ui.vertical(|ui| {
+                ui.label(metric.title);
+                ui.weak(format!("0 – {}", short(top)));
+            });
+        });
+        let plot = Plot::new(("timeline", metric.title))
+            .height(if last { height + 18.0 } else { height })
+            .width(axis.plot_width)
+            .show_axes([last, false])
+            .x_axis_formatter(|mark, _| format!("{} s", mark.value))
+            .show_x(true)
+            .show_y(true)
+            .allow_drag(false)
+            .allow_zoom(false)
+            .allow_scroll(false)
+            .allow_boxed_zoom(false)
+            .allow_double_click_reset(false)
+            .set_margin_fraction(egui::vec2(0.0, 0.1))
+            .legend(
+                Legend::default()
+                    .position(egui_plot::Corner::LeftTop)
+                    .text_style(egui::TextStyle::Small)
+                    .background_alpha(0.6),
+            )
+            .include_y(0.0);
+        plot.show(ui, |p| {
+            p.set_plot_bounds_x(x_range.clone());
+            let a_names: Vec<String> = series.iter().map(|l| l.name.clone()).collect();
+            for (k, line) in series.into_iter().enumerate() {
+                let color = LINE_COLORS[k % LINE_COLORS.len()];
+                for run in line.runs {
+                    // One name for every run: the legend shows it once and hides them together.
+                    p.line(Line::new(line.name.clone(), PlotPoints::from(run)).color(color));
+                }
+            }
+            // B's lines in the colour of A's line of the same name, dashed.
+            for (k, line) in b_series.into_iter().enumerate() {
+                let k = a_names.iter().position(|n| *n == line.name).unwrap_or(k);
+                let color = LINE_COLORS[k % LINE_COLORS.len()];
+                let name = format!("{} (B)", line.name);
+                for run in line.runs {
+                    p.line(
+                        Line::new(name.clone(), PlotPoints::from(run))
+                            .color(color)
+                            .style(egui_plot::LineStyle::dashed_loose()),
+                    );
+                }
+            }
+            if let Some((a, b)) = waterfall.range {
+                for x in [axis.secs(a), axis.secs(b)] {
+                    p.vline(VLine::new("", x).color(theme::SELECTION_EDGE));
+                }
+            }
+            if let Some(t) = waterfall.hover_ns {
+                p.vline(VLine::new("", axis.secs(t)).color(theme::SELECTION_EDGE).width(0.5));
+            }
+            p.pointer_coordinate().map(|c| c.x)
+        })
+    })
+    .inner
 }
 
 /// The colours of a plot's lines.
