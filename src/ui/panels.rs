@@ -150,8 +150,53 @@ pub fn label_filter_ui(ui: &mut Ui, name: &str, field: &mut u32, values: &[u32],
     changed
 }
 
-/// The interference panel of a drag-selected range.
+/// The interference panel of a drag-selected range: what the range is, who held the engine in it, then the
+/// requests decoding, prefilling, waiting and moving their KV cache there.
 pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64, out: &mut Vec<Command>) {
+    range_header_ui(ui, trace, x, t0_ns, out);
+    ui.add_space(4.0);
+    holders_ui(ui, trace, x, out);
+    ui.add_space(4.0);
+    decoding_ui(ui, trace, x, out);
+    ui.add_space(4.0);
+    ui.strong(format!("Prefilling: {} requests", x.counts.prefilling));
+    for p in x.prefilling.iter().take(20) {
+        ui.horizontal(|ui| {
+            request_link(ui, trace, p.request, out);
+            ui.label(format!(
+                "{} tokens in {} step{}",
+                p.tokens,
+                p.steps,
+                if p.steps == 1 { "" } else { "s" }
+            ));
+        });
+    }
+    ui.add_space(4.0);
+    ui.strong(format!("Waiting: {} requests", x.counts.waiting));
+    for w in x.waiting.iter().take(20) {
+        ui.horizontal(|ui| {
+            request_link(ui, trace, w.request, out);
+            ui.label(format!("{:.1} ms in range", w.waited_ms));
+        });
+    }
+    if !x.transfers.list.is_empty() {
+        ui.add_space(4.0);
+        transfers_ui(ui, trace, x, out);
+    }
+}
+
+/// A request's id as a link that selects it and scrolls to it.
+fn request_link(ui: &mut Ui, trace: &Trace, request: u32, out: &mut Vec<Command>) {
+    if ui.link(trace.request_id(request)).clicked() {
+        out.push(Command::Select {
+            request: Some(request),
+            scroll: true,
+        });
+    }
+}
+
+/// The range's buttons (zoom, copy, close, export), its times from the trace's start `t0_ns`, and its steps.
+fn range_header_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64, out: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         ui.heading("Selected range");
         if ui.small_button("Zoom to selection").clicked() {
@@ -195,7 +240,10 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             s.count, s.prefill_tokens, s.decode_tokens, s.mean_ms, s.max_ms
         ));
     }
-    ui.add_space(4.0);
+}
+
+/// Who held the engine: the prefills of the range by their share of their instance's step time.
+fn holders_ui(ui: &mut Ui, trace: &Trace, x: &Interference, out: &mut Vec<Command>) {
     ui.strong("Who held the engine");
     if x.holders.is_empty() {
         ui.weak("No prefill in this range.");
@@ -215,12 +263,7 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             .take(20)
             .collect();
         for (_, h) in &shown {
-            if ui.link(trace.request_id(h.request)).clicked() {
-                out.push(Command::Select {
-                    request: Some(h.request),
-                    scroll: true,
-                });
-            }
+            request_link(ui, trace, h.request, out);
             let source = trace
                 .label(trace.requests.source[h.request as usize])
                 .unwrap_or("engine");
@@ -239,20 +282,17 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             ui.end_row();
         }
     });
-    ui.add_space(4.0);
-    let stalled = x.counts.stalled;
+}
+
+/// The requests decoding in the range, each with its longest gap against its median, the stalled ones marked.
+fn decoding_ui(ui: &mut Ui, trace: &Trace, x: &Interference, out: &mut Vec<Command>) {
     ui.strong(format!(
         "Decoding: {} requests, {} stalled (gap > 3× their median ITL)",
-        x.counts.decoding, stalled
+        x.counts.decoding, x.counts.stalled
     ));
     egui::Grid::new("decoding").striped(true).num_columns(4).show(ui, |ui| {
         for d in x.decoding.iter().take(30) {
-            if ui.link(trace.request_id(d.request)).clicked() {
-                out.push(Command::Select {
-                    request: Some(d.request),
-                    scroll: true,
-                });
-            }
+            request_link(ui, trace, d.request, out);
             ui.label(format!("{} tokens", d.tokens));
             ui.label(format!(
                 "gap {:.1} ms vs median {:.1} ms",
@@ -266,76 +306,41 @@ pub fn interference_ui(ui: &mut Ui, trace: &Trace, x: &Interference, t0_ns: i64,
             ui.end_row();
         }
     });
-    ui.add_space(4.0);
-    ui.strong(format!("Prefilling: {} requests", x.counts.prefilling));
-    for p in x.prefilling.iter().take(20) {
-        ui.horizontal(|ui| {
-            if ui.link(trace.request_id(p.request)).clicked() {
-                out.push(Command::Select {
-                    request: Some(p.request),
-                    scroll: true,
-                });
-            }
-            ui.label(format!(
-                "{} tokens in {} step{}",
-                p.tokens,
-                p.steps,
-                if p.steps == 1 { "" } else { "s" }
-            ));
-        });
-    }
-    ui.add_space(4.0);
-    ui.strong(format!("Waiting: {} requests", x.counts.waiting));
-    for w in x.waiting.iter().take(20) {
-        ui.horizontal(|ui| {
-            if ui.link(trace.request_id(w.request)).clicked() {
-                out.push(Command::Select {
-                    request: Some(w.request),
-                    scroll: true,
-                });
-            }
-            ui.label(format!("{:.1} ms in range", w.waited_ms));
-        });
-    }
+}
+
+/// The KV transfers of the range (disaggregated serving): their time in it, tokens and bytes, each with its rate.
+fn transfers_ui(ui: &mut Ui, trace: &Trace, x: &Interference, out: &mut Vec<Command>) {
     let moved = &x.transfers;
-    if !moved.list.is_empty() {
-        ui.add_space(4.0);
-        let tokens = moved
-            .tokens
-            .map_or_else(|| "tokens not in the trace".to_owned(), |n| format!("{n} tokens"));
-        let bytes = moved
-            .in_range_bytes
-            .zip(moved.bytes)
-            .map_or_else(String::new, |(inside, all)| {
-                format!(", {} moved, {} of it in range", mb(all), mb(inside))
+    let tokens = moved
+        .tokens
+        .map_or_else(|| "tokens not in the trace".to_owned(), |n| format!("{n} tokens"));
+    let bytes = moved
+        .in_range_bytes
+        .zip(moved.bytes)
+        .map_or_else(String::new, |(inside, all)| {
+            format!(", {} moved, {} of it in range", mb(all), mb(inside))
+        });
+    ui.strong(format!(
+        "KV transfers: {} ({:.1} ms in range, {tokens}{bytes})",
+        moved.list.len(),
+        moved.in_range_ms
+    ));
+    for m in moved.list.iter().take(20) {
+        ui.horizontal(|ui| {
+            request_link(ui, trace, m.request, out);
+            let what = m.tokens.map_or_else(String::new, |n| format!(", {n} tokens"));
+            let size = m.bytes.map_or_else(String::new, |b| {
+                // Its rate over its whole time: what a slow link shows.
+                #[expect(clippy::cast_precision_loss, reason = "bytes to a rate")]
+                let rate = if m.ms > 0.0 {
+                    format!(" at {:.2} GB/s", b as f64 / m.ms / 1e6)
+                } else {
+                    String::new()
+                };
+                format!(", {}{rate}", mb(b))
             });
-        ui.strong(format!(
-            "KV transfers: {} ({:.1} ms in range, {tokens}{bytes})",
-            moved.list.len(),
-            moved.in_range_ms
-        ));
-        for m in moved.list.iter().take(20) {
-            ui.horizontal(|ui| {
-                if ui.link(trace.request_id(m.request)).clicked() {
-                    out.push(Command::Select {
-                        request: Some(m.request),
-                        scroll: true,
-                    });
-                }
-                let what = m.tokens.map_or_else(String::new, |n| format!(", {n} tokens"));
-                let size = m.bytes.map_or_else(String::new, |b| {
-                    // Its rate over its whole time: what a slow link shows.
-                    #[expect(clippy::cast_precision_loss, reason = "bytes to a rate")]
-                    let rate = if m.ms > 0.0 {
-                        format!(" at {:.2} GB/s", b as f64 / m.ms / 1e6)
-                    } else {
-                        String::new()
-                    };
-                    format!(", {}{rate}", mb(b))
-                });
-                ui.label(format!("{:.1} ms{what}{size}", m.ms));
-            });
-        }
+            ui.label(format!("{:.1} ms{what}{size}", m.ms));
+        });
     }
 }
 
