@@ -439,7 +439,8 @@ pub fn cdf(ui: &mut Ui, id: &str, title: &str, sorted: &[f64], other: Option<&[f
     });
 }
 
-/// The window's contents; "Export CSV…" asks the app to save the table.
+/// The window's contents: the controls, the table of groups (a click on a header sorts, on a row chooses the group
+/// whose distributions are drawn), then those distributions. "Export CSV…" asks the app to save the table.
 pub fn stats_ui(
     ui: &mut Ui,
     view: &TraceView,
@@ -452,6 +453,42 @@ pub fn stats_ui(
     // The computation wakes the UI when it is done: no polling.
     state.refresh(trace, slo, Some(ui.ctx()));
     state.ensure_sorted();
+    controls_ui(ui, state, slo, out);
+    if state.show_prices {
+        ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace, &view.filter_labels[0])));
+    }
+    let Some(rows) = state.current.as_ref().map(|c| c.groups.as_slice()) else {
+        ui.spinner();
+        return;
+    };
+    let (clicked_header, clicked_row) = table_ui(ui, state, rows);
+    match clicked_header {
+        Some(None) => state.sort = None,
+        Some(Some(i)) => {
+            state.sort = match state.sort {
+                Some((s, true)) if s == i => Some((i, false)),
+                _ => Some((i, true)),
+            };
+        }
+        None => {}
+    }
+    if let Some(k) = clicked_row
+        && state.grouping != Grouping::All
+    {
+        state.group = if state.group.as_deref() == Some(k.as_str()) {
+            None
+        } else {
+            Some(k)
+        };
+    }
+    ui.separator();
+    if let Some(c) = &state.current {
+        distributions_ui(ui, c, other, slo);
+    }
+}
+
+/// The bar above the table: the grouping, the prices, the CSV export, a spinner while computing, and the SLO.
+fn controls_ui(ui: &mut Ui, state: &mut StatsState, slo: Slo, out: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         let l = ui.label("Group by");
         egui::ComboBox::from_id_salt("stats-group")
@@ -495,13 +532,14 @@ pub fn stats_ui(
             format!("SLO: {} (SLOs menu)", objectives.join(" and "))
         });
     });
-    if state.show_prices {
-        ui.group(|ui| prices_ui(ui, &mut state.prices, &models(trace, &view.filter_labels[0])));
-    }
-    let Some(rows) = state.current.as_ref().map(|c| c.groups.as_slice()) else {
-        ui.spinner();
-        return;
-    };
+}
+
+/// What a click in the table chose: a header (`Some(None)`: the group's column, unsorting; `Some(Some(key))`: a
+/// column to sort by), and a row's group.
+type TableClicks = (Option<Option<&'static str>>, Option<String>);
+
+/// The table of groups, one row each, the current group's row selected. Returns what was clicked.
+fn table_ui(ui: &mut Ui, state: &StatsState, rows: &[(String, Summary)]) -> TableClicks {
     let columns = stats::columns_for(rows);
     let currency = state.prices.currency.clone();
     let mut clicked_header = None;
@@ -560,60 +598,44 @@ pub fn stats_ui(
                 });
             });
     });
-    match clicked_header {
-        Some(None) => state.sort = None,
-        Some(Some(i)) => {
-            state.sort = match state.sort {
-                Some((s, true)) if s == i => Some((i, false)),
-                _ => Some((i, true)),
-            };
+    (clicked_header, clicked_row)
+}
+
+/// The distributions of the chosen group (A's, B's over them when comparing): TTFT and TPOT histograms and CDFs
+/// against the SLO, and the drafts accepted by position when the trace speculated.
+fn distributions_ui(ui: &mut Ui, c: &Computed, other: Option<&Samples>, slo: Slo) {
+    let whose = match &c.key.group {
+        Some(g) => format!("{} = {g}", c.key.grouping.name()),
+        None => "every request".to_owned(),
+    };
+    ui.label(format!(
+        "Distributions of {whose} (click a row to choose a group, again for all)"
+    ));
+    let speculative = !c.acceptance_by_position.is_empty();
+    ui.columns(if speculative { 5 } else { 4 }, |cols| {
+        if speculative {
+            acceptance_bars(&mut cols[4], &c.acceptance_by_position);
         }
-        None => {}
-    }
-    if let Some(k) = clicked_row
-        && state.grouping != Grouping::All
-    {
-        state.group = if state.group.as_deref() == Some(k.as_str()) {
-            None
-        } else {
-            Some(k)
-        };
-    }
-    ui.separator();
-    if let Some(c) = &state.current {
-        let whose = match &c.key.group {
-            Some(g) => format!("{} = {g}", c.key.grouping.name()),
-            None => "every request".to_owned(),
-        };
-        ui.label(format!(
-            "Distributions of {whose} (click a row to choose a group, again for all)"
-        ));
-        let speculative = !c.acceptance_by_position.is_empty();
-        ui.columns(if speculative { 5 } else { 4 }, |cols| {
-            if speculative {
-                acceptance_bars(&mut cols[4], &c.acceptance_by_position);
-            }
-            histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
-            let b = |f: fn(&Samples) -> &[f64]| other.map(f);
-            cdf(
-                &mut cols[1],
-                "ttft",
-                "TTFT CDF",
-                &c.samples.ttft_ms,
-                b(|s| &s.ttft_ms),
-                slo.ttft_ms,
-            );
-            histogram(&mut cols[2], "tpot", "TPOT histogram", &c.samples.tpot_ms, slo.tpot_ms);
-            cdf(
-                &mut cols[3],
-                "tpot",
-                "TPOT CDF",
-                &c.samples.tpot_ms,
-                b(|s| &s.tpot_ms),
-                slo.tpot_ms,
-            );
-        });
-    }
+        histogram(&mut cols[0], "ttft", "TTFT histogram", &c.samples.ttft_ms, slo.ttft_ms);
+        let b = |f: fn(&Samples) -> &[f64]| other.map(f);
+        cdf(
+            &mut cols[1],
+            "ttft",
+            "TTFT CDF",
+            &c.samples.ttft_ms,
+            b(|s| &s.ttft_ms),
+            slo.ttft_ms,
+        );
+        histogram(&mut cols[2], "tpot", "TPOT histogram", &c.samples.tpot_ms, slo.tpot_ms);
+        cdf(
+            &mut cols[3],
+            "tpot",
+            "TPOT CDF",
+            &c.samples.tpot_ms,
+            b(|s| &s.tpot_ms),
+            slo.tpot_ms,
+        );
+    });
 }
 
 #[cfg(test)]
