@@ -428,6 +428,8 @@ fn strip_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope) {
         });
 }
 
+/// The request's two charts, their token axes linked: each token's latency split, then the prefill of others in
+/// the steps it waited through.
 fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Command>) {
     ui.strong("Latency of each token (ms)");
     if !trace.has_times() {
@@ -436,6 +438,24 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
         );
         return;
     }
+    let link = egui::Id::unique("microscope-x");
+    latency_chart_ui(ui, trace, m, link);
+    ui.strong("Other requests' prefill tokens in the token's step and the steps it waited through");
+    if trace.iterations.is_empty() {
+        // An empty chart would read as "no prefill"; the trace cannot say.
+        ui.weak(
+            "Needs the engine's steps: this trace has no kind=\"iteration\" records (a recording made outside the \
+             server, or a source that gives none).",
+        );
+        m.load_transform = None;
+        return;
+    }
+    load_chart_ui(ui, trace, m, link, out);
+}
+
+/// Each token's latency as stacked bars (schedule wait, step compute, output, delivery), the median ITL across;
+/// a click selects the token, a hover splits it.
+fn latency_chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, link: egui::Id) {
     // A token that came out with the one before it (a verify step's) has no bar of its own: its emission's bar
     // stands for both.
     let bars = |part: fn(&Latency) -> Option<i64>, color: Color32| -> Vec<Bar> {
@@ -478,7 +498,6 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
     .color(theme::DELIVERY)
     .stack_on(&[&whole, &wait, &compute, &output]);
     let delivered = m.latencies.iter().any(|l| l.delivery_ns.is_some());
-    let link = egui::Id::unique("microscope-x");
     let height = (ui.available_height() * 0.6).max(80.0);
     let plot = Plot::new("latency")
         .height(height)
@@ -537,16 +556,11 @@ fn chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, out: &mut Vec<Comman
             step_load_ui(ui, trace, &load);
         });
     }
-    ui.strong("Other requests' prefill tokens in the token's step and the steps it waited through");
-    if trace.iterations.is_empty() {
-        // An empty chart would read as "no prefill"; the trace cannot say.
-        ui.weak(
-            "Needs the engine's steps: this trace has no kind=\"iteration\" records (a recording made outside the \
-             server, or a source that gives none).",
-        );
-        m.load_transform = None;
-        return;
-    }
+}
+
+/// The prefill tokens of other requests in each token's step and the steps it waited through; a click selects the
+/// largest prefill of the token's step.
+fn load_chart_ui(ui: &mut Ui, trace: &Trace, m: &mut Microscope, link: egui::Id, out: &mut Vec<Command>) {
     let load_bars: Vec<Bar> = m
         .loads
         .iter()
