@@ -264,49 +264,7 @@ impl App {
             })
             .cloned();
         ui.horizontal_wrapped(|ui| {
-            let (dot, state) = match &live.phase {
-                Phase::Recording => (
-                    RichText::new("●").color(crate::ui::theme::RECORDING),
-                    "Recording".to_owned(),
-                ),
-                Phase::Stopping => (
-                    RichText::new("●").color(crate::ui::theme::STOPPING),
-                    "Stopping".to_owned(),
-                ),
-                Phase::Ended(what) => (RichText::new("■"), format!("Recorded: {what}")),
-            };
-            ui.label(dot);
-            ui.label(format!("{state} · {}", live.url));
-            if let Some(why) = &live.failed {
-                ui.colored_label(ui.visuals().error_fg_color, why);
-            }
-            let p = live.progress;
-            if p.requests == 0 && live.phase == Phase::Recording {
-                ui.spinner();
-                ui.label("waiting for the first chunk…");
-            } else if !matches!(live.phase, Phase::Ended(_)) {
-                #[expect(clippy::cast_precision_loss, reason = "a rate shown")]
-                let rate = p.chunks as f64 / live.started.elapsed().as_secs_f64().max(1e-3);
-                ui.label(format!(
-                    "{} requests ({} streaming) · {} chunks · {rate:.0} chunks/s",
-                    p.requests, p.streaming, p.chunks
-                ));
-                // How far behind the view is: journal written but not yet read, and the last snapshot's age.
-                let unread = p.written.saturating_sub(p.read);
-                if unread > 0 {
-                    ui.colored_label(
-                        ui.visuals().warn_fg_color,
-                        format!("behind: {} KiB of the journal not read yet", unread.div_ceil(1024)),
-                    );
-                }
-                // And the disk behind the streams: lines waiting to be written, and how long the streams were held
-                // for it (nothing is dropped).
-                if let Some(text) = disk_behind(live.backlog.queued(), live.backlog.held()) {
-                    ui.colored_label(ui.visuals().warn_fg_color, text).on_hover_text(
-                        "The journal is written as chunks come; a full queue holds the streams, never drops a chunk",
-                    );
-                }
-            }
+            status_ui(ui, live);
             if let Some(part) = &before {
                 let label = format!("Earlier requests are on disk: open {}", part_label(part, None));
                 if ui
@@ -327,41 +285,7 @@ impl App {
                 return;
             }
             ui.separator();
-            if on_screen {
-                ui.checkbox(&mut live.follow.on, "Follow")
-                    .on_hover_text("Keep the present in view (moving the view turns it off)");
-                let pause = if live.paused { "Resume view" } else { "Pause view" };
-                if ui
-                    .button(pause)
-                    .on_hover_text("Stop (or go on) updating the view; the recording goes on either way")
-                    .clicked()
-                {
-                    live.paused = !live.paused;
-                    live.unseen = 0;
-                }
-                if live.paused && live.unseen > 0 {
-                    ui.weak(format!("{} updates not shown", live.unseen));
-                }
-            } else if live.shown.0.is_some() && ui.button("Show the recording").clicked() {
-                again = true;
-            }
-            if ui
-                .button("Save now…")
-                .on_hover_text("Write what was recorded so far; the recording goes on")
-                .clicked()
-            {
-                save = true;
-            }
-            if live.phase == Phase::Recording
-                && ui
-                    .button("Stop")
-                    .on_hover_text(
-                        "No new requests; streams in flight get the grace period. Everything is kept and written.",
-                    )
-                    .clicked()
-            {
-                live.stop();
-            }
+            (again, save) = controls_ui(ui, live, on_screen);
         });
         if again {
             self.show_live_again();
@@ -373,6 +297,94 @@ impl App {
             self.open(TraceSource::Path(path));
         }
     }
+}
+
+/// The recording's state and server, why it failed, and while it runs: its rates and how far the view and the disk
+/// are behind it.
+fn status_ui(ui: &mut Ui, live: &Live) {
+    let (dot, state) = match &live.phase {
+        Phase::Recording => (
+            RichText::new("●").color(crate::ui::theme::RECORDING),
+            "Recording".to_owned(),
+        ),
+        Phase::Stopping => (
+            RichText::new("●").color(crate::ui::theme::STOPPING),
+            "Stopping".to_owned(),
+        ),
+        Phase::Ended(what) => (RichText::new("■"), format!("Recorded: {what}")),
+    };
+    ui.label(dot);
+    ui.label(format!("{state} · {}", live.url));
+    if let Some(why) = &live.failed {
+        ui.colored_label(ui.visuals().error_fg_color, why);
+    }
+    let p = live.progress;
+    if p.requests == 0 && live.phase == Phase::Recording {
+        ui.spinner();
+        ui.label("waiting for the first chunk…");
+    } else if !matches!(live.phase, Phase::Ended(_)) {
+        #[expect(clippy::cast_precision_loss, reason = "a rate shown")]
+        let rate = p.chunks as f64 / live.started.elapsed().as_secs_f64().max(1e-3);
+        ui.label(format!(
+            "{} requests ({} streaming) · {} chunks · {rate:.0} chunks/s",
+            p.requests, p.streaming, p.chunks
+        ));
+        // How far behind the view is: journal written but not yet read, and the last snapshot's age.
+        let unread = p.written.saturating_sub(p.read);
+        if unread > 0 {
+            ui.colored_label(
+                ui.visuals().warn_fg_color,
+                format!("behind: {} KiB of the journal not read yet", unread.div_ceil(1024)),
+            );
+        }
+        // And the disk behind the streams: lines waiting to be written, and how long the streams were held for it
+        // (nothing is dropped).
+        if let Some(text) = disk_behind(live.backlog.queued(), live.backlog.held()) {
+            ui.colored_label(ui.visuals().warn_fg_color, text).on_hover_text(
+                "The journal is written as chunks come; a full queue holds the streams, never drops a chunk",
+            );
+        }
+    }
+}
+
+/// A running recording's controls: follow and pause the view (when it is on screen) or show it again, save now,
+/// stop. Returns whether to show it again and whether to save now.
+fn controls_ui(ui: &mut Ui, live: &mut Live, on_screen: bool) -> (bool, bool) {
+    let (mut again, mut save) = (false, false);
+    if on_screen {
+        ui.checkbox(&mut live.follow.on, "Follow")
+            .on_hover_text("Keep the present in view (moving the view turns it off)");
+        let pause = if live.paused { "Resume view" } else { "Pause view" };
+        if ui
+            .button(pause)
+            .on_hover_text("Stop (or go on) updating the view; the recording goes on either way")
+            .clicked()
+        {
+            live.paused = !live.paused;
+            live.unseen = 0;
+        }
+        if live.paused && live.unseen > 0 {
+            ui.weak(format!("{} updates not shown", live.unseen));
+        }
+    } else if live.shown.0.is_some() && ui.button("Show the recording").clicked() {
+        again = true;
+    }
+    if ui
+        .button("Save now…")
+        .on_hover_text("Write what was recorded so far; the recording goes on")
+        .clicked()
+    {
+        save = true;
+    }
+    if live.phase == Phase::Recording
+        && ui
+            .button("Stop")
+            .on_hover_text("No new requests; streams in flight get the grace period. Everything is kept and written.")
+            .clicked()
+    {
+        live.stop();
+    }
+    (again, save)
 }
 
 /// What the live bar says of a disk that does not keep up: `queued` lines waiting (said from 512, an eighth of what
