@@ -8,20 +8,24 @@
 //!
 //! What is drawn comes from `view` (viewport, level of detail, layout): this module turns it into shapes and input
 //! into state changes, and nothing else; `engines` draws the engine tracks, `lanes` the requests packed into lanes,
+//! `rows` places and scrolls the request rows,
 //! `hover` what is under the pointer.
 
 mod engines;
 mod hover;
 mod lanes;
 mod load;
+mod rows;
 
 pub use self::load::ROW as LOAD_ROW_HEIGHT;
+pub use self::rows::{follow_axis, scroll_to_request, scroll_to_time};
 
 use eframe::egui::{self, Align2, FontId, Key, Pos2, Rect, Sense, Stroke, Ui, pos2, vec2};
 
 use self::engines::{draw_engines, engine_block_height};
 use self::hover::hover_ui;
 use self::lanes::{LanesCache, draw_lanes};
+use self::rows::{request_at, row_count, row_height_for, scroll_to_alive};
 use super::command::Command;
 use super::sample_rows;
 use super::theme;
@@ -109,47 +113,9 @@ impl WaterfallState {
     }
 }
 
-/// Lanes are never lower than this, points: below it scroll.
-const MIN_LANE_HEIGHT: f32 = 1.0;
 /// A request this wide on screen or wider (in lanes of 8 points or more) is drawn with every stage (each decode
 /// step); narrower, as its queue, prefill and decode from its timestamps, rasterised with its lane (points).
 const DETAIL_WIDTH: f32 = 48.0;
-
-/// How many request rows the layout has.
-fn row_count(view: &TraceView, layout: TrackLayout) -> usize {
-    match layout {
-        TrackLayout::Tracks => view.rows.len(),
-        TrackLayout::Lanes => view.lanes().len(),
-    }
-}
-
-/// The row of request `r`, when shown.
-fn row_of(view: &TraceView, layout: TrackLayout, r: u32) -> Option<usize> {
-    match layout {
-        TrackLayout::Tracks => view.rows.iter().position(|&x| x == r),
-        TrackLayout::Lanes => view.lanes().lane_of(r),
-    }
-}
-
-/// True when row `k` has a request alive at some time in `from_ns..=to_ns`.
-fn row_alive(view: &TraceView, layout: TrackLayout, k: usize, from_ns: i64, to_ns: i64) -> bool {
-    match layout {
-        TrackLayout::Tracks => view
-            .rows
-            .get(k)
-            .is_some_and(|&r| is_alive(&view.trace, r, from_ns, to_ns)),
-        TrackLayout::Lanes => !view.lanes().in_range(k, from_ns, to_ns).is_empty(),
-    }
-}
-
-/// The height of a request row: a track's, or for lanes as low as fits them all in `height` (down to
-/// [`MIN_LANE_HEIGHT`]).
-fn row_height_for(layout: TrackLayout, rows: usize, height: f32) -> f32 {
-    match layout {
-        TrackLayout::Tracks => theme::ROW_HEIGHT,
-        TrackLayout::Lanes => (height / rows.max(1) as f32).clamp(MIN_LANE_HEIGHT, theme::ROW_HEIGHT),
-    }
-}
 
 /// What the pointer is over, to describe in a tooltip.
 enum Hover {
@@ -499,60 +465,6 @@ fn paint_waterfall(p: &Paint<'_>, state: &mut WaterfallState, selected: Option<u
     hover
 }
 
-/// True when request `r` is alive (arrived, not finished) at some time in `from_ns..=to_ns`.
-fn is_alive(trace: &Trace, r: u32, from_ns: i64, to_ns: i64) -> bool {
-    request_extent(trace, r).is_some_and(|(a, b)| b >= from_ns && a <= to_ns)
-}
-
-/// The first row with a request alive in `from_ns..=to_ns`.
-fn first_alive_row(view: &TraceView, layout: TrackLayout, from_ns: i64, to_ns: i64) -> Option<usize> {
-    (0..row_count(view, layout)).find(|&k| row_alive(view, layout, k, from_ns, to_ns))
-}
-
-/// Scrolls the request tracks so that request `r`'s row shows two rows below the top (or as far as the rows go),
-/// unless it is on screen already; nothing when the request is filtered out.
-pub fn scroll_to_request(state: &mut WaterfallState, view: &TraceView, r: u32) {
-    let Some(k) = row_of(view, state.layout, r) else {
-        return;
-    };
-    let h = state.row_height();
-    let top = k as f32 * h;
-    let on_screen = state
-        .requests_rect
-        .is_some_and(|rect| top >= state.scroll_y && top + h <= state.scroll_y + rect.height());
-    if !on_screen {
-        state.scroll_y = (k as f32 - 2.0).max(0.0) * h;
-    }
-}
-
-/// When none of the request rows on screen (`height` points of them) has a request alive in `vp`, scrolls to the
-/// first that has.
-fn scroll_to_alive(state: &mut WaterfallState, view: &TraceView, vp: &Viewport, height: f32) {
-    let (layout, h) = (state.layout, state.row_height());
-    let (from, to) = (vp.start_ns, vp.end_ns());
-    let mut on_screen = layout::visible_rows(state.scroll_y, h, height, row_count(view, layout));
-    if !on_screen.any(|k| row_alive(view, layout, k, from, to))
-        && let Some(k) = first_alive_row(view, layout, from, to)
-    {
-        state.scroll_y = k as f32 * h;
-    }
-}
-
-/// After the time axis was moved from outside (the waterfall it is linked to in a comparison), brings a track alive
-/// in the new range into view as a zoom of its own does.
-pub fn follow_axis(state: &mut WaterfallState, view: &TraceView) {
-    if let (Some(vp), Some(rect)) = (state.viewport, state.requests_rect) {
-        scroll_to_alive(state, view, &vp, rect.height());
-    }
-}
-
-/// Scrolls the request rows to the first with a request alive in `from_ns..=to_ns`.
-pub fn scroll_to_time(state: &mut WaterfallState, view: &TraceView, from_ns: i64, to_ns: i64) {
-    if let Some(k) = first_alive_row(view, state.layout, from_ns, to_ns) {
-        state.scroll_y = k as f32 * state.row_height();
-    }
-}
-
 /// Where the request rows are scrolled to, and how high they are.
 #[derive(Clone, Copy)]
 struct RowsAt<'a> {
@@ -564,24 +476,6 @@ struct RowsAt<'a> {
     fresh: &'a [(u32, i64)],
     /// A live recording's requests not yet in the trace.
     pending: &'a [PendingRow],
-}
-
-/// The request under a point: a track's, or in lanes the one of the lane at that time (or within 3 points of it).
-fn request_at(frame: &Areas, view: &TraceView, state: &WaterfallState, vp: &Viewport, p: Pos2) -> Option<u32> {
-    if !frame.requests.contains(p) {
-        return None;
-    }
-    let k = ((p.y - frame.requests.top() + state.scroll_y) / state.row_height())
-        .floor()
-        .max(0.0) as usize;
-    match state.layout {
-        TrackLayout::Tracks => view.rows.get(k).copied(),
-        TrackLayout::Lanes => {
-            let t = vp.time_from_x(f64::from(p.x - frame.time.left()));
-            let slack = (3.0 * vp.ns_per_point) as i64;
-            view.lanes().at(k, t, slack)
-        }
-    }
 }
 
 fn draw_ruler(p: &Paint<'_>, ticks: &[i64], step: i64, hover: &mut Option<Hover>) {
