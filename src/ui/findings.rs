@@ -12,6 +12,11 @@ use crate::analysis::findings::{Finding, Kind, Severity, ThresholdValue, Thresho
 use crate::analysis::summary::Slo;
 use crate::trace::Trace;
 
+/// Findings computed with a snapshot of a growing trace (a live recording's): the findings, the objectives and
+/// thresholds they were computed with, and the earliest send of a request still streaming (findings reaching it are
+/// provisional).
+pub type SnapshotFindings = (Vec<Finding>, Slo, Thresholds, Option<i64>);
+
 /// What the findings were computed from, to know when to compute again.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Key {

@@ -164,9 +164,7 @@ impl Reading {
     }
 }
 
-/// Findings computed with a snapshot: the findings, the objectives and thresholds they were computed with, and the
-/// earliest send of a request still streaming (findings reaching it are provisional).
-pub type Findings = (Vec<Finding>, Slo, Thresholds, Option<i64>);
+pub use super::findings::SnapshotFindings as Findings;
 
 /// What a snapshot's thread gives back: the reading, the snapshot when there is one, and why the journal could not
 /// be read, when it could not.

@@ -191,7 +191,7 @@ impl Session {
         &mut self,
         (loaded, origin): (Loaded, Option<i64>),
         order: TrackOrder,
-        findings: Option<super::live::Findings>,
+        findings: Option<super::findings::SnapshotFindings>,
         waker: Option<&egui::Context>,
     ) {
         let selected = self.selected.map(|r| self.view.trace.request_id(r).to_owned());

@@ -26,11 +26,16 @@ use crate::trace::report::Place;
 const PREFILL: u8 = 1;
 const DECODE: u8 = 2;
 
+/// True when the line is a per-request timing line (`Time Stats(rid=...)`, `ReqTimeStats(rid=...)`): what a
+/// disaggregated deployment's logs are joined by (`sglang_pd`).
+pub fn is_time_stats(line: &str) -> bool {
+    line.contains("Time Stats(rid=") || line.contains("ReqTimeStats(rid=")
+}
+
 /// True when the text has SGLang's scheduler stats lines, or a disaggregated server's request timing lines.
 pub fn looks_like(text: &str) -> bool {
     text.lines().any(|l| {
-        (batch_kind(l).is_some() && l.contains("#running-req"))
-            || (super::sglang_pd::is_time_stats(l) && l.contains("bootstrap_room="))
+        (batch_kind(l).is_some() && l.contains("#running-req")) || (is_time_stats(l) && l.contains("bootstrap_room="))
     })
 }
 

@@ -101,10 +101,8 @@ pub fn instance_name(path: &std::path::Path) -> String {
     name.strip_suffix(".log").unwrap_or(name).to_owned()
 }
 
-/// True when the line is a per-request timing line.
-pub fn is_time_stats(line: &str) -> bool {
-    line.contains("Time Stats(rid=") || line.contains("ReqTimeStats(rid=")
-}
+/// True when the line is a per-request timing line (said where SGLang's log lines are read).
+pub use super::sglang_log::is_time_stats;
 
 /// Where `key` ends in `text` as a whole name (`queue_duration`, not the end of `bootstrap_queue_duration`).
 fn key_end(text: &str, key: &str) -> Option<usize> {

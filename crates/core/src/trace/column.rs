@@ -6,7 +6,38 @@
 //! "absent": [`NULL_I64`], [`NULL_U32`], NaN) holds a trace's requests and steps in about 60 % of the memory, which is
 //! what a trace too large to load keeps while its tokens are streamed.
 
-use super::tables::{NULL_I64, NULL_U32, opt_f64, opt_i64, opt_u32};
+/// Absent `i64` in a sentinel column.
+pub const NULL_I64: i64 = i64::MIN;
+/// Absent `u32` in a sentinel column (also [`NO_STR`] for string ids).
+pub const NULL_U32: u32 = u32::MAX;
+/// Absent `f64` in a sentinel column.
+pub const NULL_F64: f64 = f64::NAN;
+/// Absent small count in a sentinel column (a verify step's drafts: at most 254).
+pub const NULL_U8: u8 = u8::MAX;
+
+/// `Some(v)` unless `v` is the `u8` sentinel.
+#[inline]
+pub fn opt_u8(v: u8) -> Option<u8> {
+    (v != NULL_U8).then_some(v)
+}
+
+/// `Some(v)` unless `v` is the `i64` sentinel.
+#[inline]
+pub fn opt_i64(v: i64) -> Option<i64> {
+    (v != NULL_I64).then_some(v)
+}
+
+/// `Some(v)` unless `v` is the `u32` sentinel.
+#[inline]
+pub fn opt_u32(v: u32) -> Option<u32> {
+    (v != NULL_U32).then_some(v)
+}
+
+/// `Some(v)` unless `v` is NaN, the `f64` sentinel.
+#[inline]
+pub fn opt_f64(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
+}
 
 /// A number with one value set apart to stand for "absent".
 pub trait Sentinel: Copy {

@@ -10,40 +10,9 @@
 use super::column::{Column, Nullable};
 use super::strings::NO_STR;
 
-/// Absent `i64` in a sentinel column.
-pub const NULL_I64: i64 = i64::MIN;
-/// Absent `u32` in a sentinel column (also [`NO_STR`] for string ids).
-pub const NULL_U32: u32 = u32::MAX;
-/// Absent `f64` in a sentinel column.
-pub const NULL_F64: f64 = f64::NAN;
-/// Absent small count in a sentinel column (a verify step's drafts: at most 254).
-pub const NULL_U8: u8 = u8::MAX;
+pub use super::column::{NULL_F64, NULL_I64, NULL_U8, NULL_U32, opt_f64, opt_i64, opt_u8, opt_u32};
 
 const _: () = assert!(NULL_U32 == NO_STR);
-
-/// `Some(v)` unless `v` is the `u8` sentinel.
-#[inline]
-pub fn opt_u8(v: u8) -> Option<u8> {
-    (v != NULL_U8).then_some(v)
-}
-
-/// `Some(v)` unless `v` is the `i64` sentinel.
-#[inline]
-pub fn opt_i64(v: i64) -> Option<i64> {
-    (v != NULL_I64).then_some(v)
-}
-
-/// `Some(v)` unless `v` is the `u32` sentinel.
-#[inline]
-pub fn opt_u32(v: u32) -> Option<u32> {
-    (v != NULL_U32).then_some(v)
-}
-
-/// `Some(v)` unless `v` is NaN, the `f64` sentinel.
-#[inline]
-pub fn opt_f64(v: f64) -> Option<f64> {
-    (!v.is_nan()).then_some(v)
-}
 
 /// A nullable boolean in one byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
