@@ -14,6 +14,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 
+use self::prefix_cache::PrefixCache;
 use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
 use super::cost::{StepCost, StepWork};
 use super::disagg::{Disaggregation, Role};
@@ -159,59 +160,6 @@ struct Req {
     /// Drafts proposed for it and accepted, over its verify steps (`None` until it speculates).
     spec: Option<(u32, u32)>,
     rng: Pcg64Mcg,
-}
-
-/// The prompt blocks whose KV is kept for reuse, least recently used evicted first. Recency is a tick per use;
-/// the queue holds (tick, block) and skips entries a later use made stale.
-struct PrefixCache {
-    last_use: rustc_hash::FxHashMap<u64, u64>,
-    queue: VecDeque<(u64, u64)>,
-    tick: u64,
-    capacity: usize,
-}
-
-impl PrefixCache {
-    fn new(capacity: usize) -> Self {
-        PrefixCache {
-            last_use: rustc_hash::FxHashMap::default(),
-            queue: VecDeque::new(),
-            tick: 0,
-            capacity,
-        }
-    }
-
-    /// Leading blocks present; they count as used now.
-    fn hit_blocks(&mut self, blocks: &[u64]) -> usize {
-        let hit = blocks.iter().take_while(|b| self.last_use.contains_key(b)).count();
-        self.touch(&blocks[..hit]);
-        hit
-    }
-
-    /// Adds (or refreshes) blocks, evicting the least recently used beyond capacity.
-    fn insert(&mut self, blocks: &[u64]) {
-        self.touch(blocks);
-        while self.last_use.len() > self.capacity {
-            let Some((tick, block)) = self.queue.pop_front() else {
-                break;
-            };
-            if self.last_use.get(&block) == Some(&tick) {
-                self.last_use.remove(&block);
-            }
-        }
-    }
-
-    fn touch(&mut self, blocks: &[u64]) {
-        for &b in blocks {
-            self.tick += 1;
-            self.last_use.insert(b, self.tick);
-            self.queue.push_back((self.tick, b));
-        }
-        // Stale entries pile up in the queue under heavy reuse: compact when it is far longer than the set.
-        if self.queue.len() > 4 * self.last_use.len() + 1024 {
-            let last_use = &self.last_use;
-            self.queue.retain(|(tick, b)| last_use.get(b) == Some(tick));
-        }
-    }
 }
 
 /// [`Req::engine`] of a request whose KV is moving between instances.
@@ -844,5 +792,6 @@ impl Sim<'_> {
 }
 
 mod handoff;
+mod prefix_cache;
 #[cfg(test)]
 mod tests;
