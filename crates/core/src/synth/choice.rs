@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::arrivals::PREFIX_BLOCK_TOKENS;
 use super::cost::Profile;
-use super::engine::{EngineConfig, KV_BLOCK_TOKENS};
+use super::engine_config::{EngineConfig, KV_BLOCK_TOKENS};
 use super::fit::FittedProfile;
 
 /// A named profile or a fitted one.

@@ -10,7 +10,7 @@
 
 use super::choice::ProfileChoice;
 use super::cost::Profile;
-use super::engine::EngineConfig;
+use super::engine_config::EngineConfig;
 
 /// What an instance does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS, ReplayOptions};
-use super::engine::{EngineConfig, KV_BLOCK_TOKENS};
+use super::engine_config::{EngineConfig, KV_BLOCK_TOKENS};
 use crate::analysis::stats::thousands;
 use crate::trace::{DEFAULT_SOURCE, Trace};
 
@@ -20,7 +20,7 @@ pub const DEFAULT_BUDGET: u32 = 8192;
 /// vLLM's default sequence cap; the inferred one is at least this.
 pub const DEFAULT_MAX_SEQS: u32 = 256;
 /// The largest inferred budget and sequence cap (a step of a corrupt trace may claim billions of tokens).
-const MAX_INFERRED: u32 = super::engine::MAX_BATCHED_TOKENS;
+const MAX_INFERRED: u32 = super::engine_config::MAX_BATCHED_TOKENS;
 
 /// An engine instance of the replayed trace, configured as its steps suggest.
 #[derive(Debug, Clone, PartialEq)]
@@ -315,7 +315,7 @@ fn engine_of(name: &str, source: u32, ev: &StepEvidence) -> InferredEngine {
     config.max_num_seqs = ev
         .largest_reqs
         .unwrap_or(0)
-        .clamp(DEFAULT_MAX_SEQS, super::engine::MAX_SEQS);
+        .clamp(DEFAULT_MAX_SEQS, super::engine_config::MAX_SEQS);
     let seqs = match ev.largest_reqs {
         Some(n) if n > DEFAULT_MAX_SEQS => {
             format!("{} sequences (largest step)", thousands(u64::from(config.max_num_seqs)))

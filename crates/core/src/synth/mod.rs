@@ -16,6 +16,7 @@ pub mod choice;
 pub mod cost;
 pub mod disagg;
 pub mod engine;
+pub mod engine_config;
 pub mod fit;
 pub mod from_trace;
 pub mod overrides;

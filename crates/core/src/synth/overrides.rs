@@ -5,11 +5,11 @@
 use super::arrivals::PREFIX_BLOCK_TOKENS;
 use super::choice::ProfileChoice;
 use super::disagg::{self, Disaggregation, TransferCost};
-use super::engine::EngineConfig;
+use super::engine_config::EngineConfig;
 use super::speculation::{self, Speculation};
 use crate::analysis::stats::thousands;
 
-pub use super::engine::{MAX_BATCHED_TOKENS, MAX_SEQS};
+pub use super::engine_config::{MAX_BATCHED_TOKENS, MAX_SEQS};
 /// The most instances `--set` accepts (the simulator looks at every instance for every event).
 pub const MAX_INSTANCES: usize = 1_024;
 /// The largest prefix cache `--set` accepts, tokens (a pool of a trillion tokens, ~128 PB of KV for an 8 B model).

@@ -1,6 +1,8 @@
 //! The tests of `engine.rs`, figures worked out by hand.
 
 use super::*;
+use crate::synth::cost::StepCost;
+use crate::synth::speculation::Speculation;
 
 const T0: i64 = 1_764_403_200_000_000_000;
 

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use crate::analysis::fidelity::{self, Tolerance};
 use crate::analysis::metrics::nearest_rank;
 use crate::synth::cost::Regimes;
-use crate::synth::engine::KV_BLOCK_TOKENS;
+use crate::synth::engine_config::KV_BLOCK_TOKENS;
 use crate::synth::from_trace::infer_engines;
 use crate::trace::Trace;
 pub use profile::{FittedProfile, PROFILE_FORMAT, ProfileFileError, Residuals, Scheduler, Validation};

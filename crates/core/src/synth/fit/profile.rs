@@ -9,7 +9,7 @@ use super::regress::{Coefficient, Status, Term};
 use super::work::{Linkage, StepKind};
 use crate::analysis::fidelity::Fidelity;
 use crate::synth::cost::StepCost;
-use crate::synth::engine::STEP_GAP_NS;
+use crate::synth::engine_config::STEP_GAP_NS;
 
 /// The `format` of the profile files this version writes and reads.
 pub const PROFILE_FORMAT: &str = "tokenscope-profile/1";
