@@ -161,7 +161,7 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
         .len(),
         chat
     );
-    h.state_mut().show_stats = false;
+    h.state_mut().shown.stats = false;
     h.run();
     // Stop comparing: one waterfall again.
     h.get_by_label("Stop comparing").click();

@@ -102,7 +102,7 @@ fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everythi
     let output = dir.path().join("rec.parquet");
     let mut app = live_app(&server.url, &output, 6);
     app.save_dir = Some(dir.path().to_owned());
-    app.show_timeline = true;
+    app.shown.timeline = true;
     let mut h = harness(app);
     h.step();
     h.get_by_label_contains("Recording");

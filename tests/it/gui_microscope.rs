@@ -18,7 +18,7 @@ fn harness_on(path: &str) -> Harness<'static, App> {
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
     // The findings panel (tested in gui.rs) names the same tokens: closed here, the labels are the microscope's.
-    app.show_findings = false;
+    app.shown.findings = false;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);

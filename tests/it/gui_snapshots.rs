@@ -75,7 +75,7 @@ fn gui_snapshot_the_statistics_by_app() {
     let mut app = demo_app();
     app.session_mut().unwrap().stats.grouping =
         tokenscope::ui::stats::Grouping::By(tokenscope::analysis::summary::GroupBy::AppId);
-    app.show_stats = true;
+    app.shown.stats = true;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);

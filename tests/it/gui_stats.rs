@@ -38,7 +38,7 @@ fn stats_harness(dir: &std::path::Path) -> Harness<'static, App> {
     app.save_dir = Some(dir.to_path_buf());
     app.session_mut().unwrap().stats.prices = tokenscope::analysis::cost::Prices::from_json(PRICES).unwrap();
     app.session_mut().unwrap().stats.grouping = Grouping::By(GroupBy::AppId);
-    app.show_stats = true;
+    app.shown.stats = true;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1400.0, 860.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);

@@ -197,7 +197,7 @@ fn gui_the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it
     let path = write(dir.path(), false);
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
-    app.show_findings = false;
+    app.shown.findings = false;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
@@ -230,8 +230,8 @@ fn gui_the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tok
     let path = write(dir.path(), false);
     let mut app = App::new(TraceSource::Path(path.into()), None);
     app.wait_loaded();
-    app.show_findings = false;
-    app.show_stats = true;
+    app.shown.findings = false;
+    app.shown.stats = true;
     app.session_mut().unwrap().stats.grouping = tokenscope::ui::stats::Grouping::All;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))

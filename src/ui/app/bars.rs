@@ -161,15 +161,15 @@ impl App {
             Some([c, w, i]) => format!("Findings {}", c + w + i),
             None => "Findings …".to_owned(),
         };
-        ui.toggle_value(&mut self.show_findings, findings);
-        ui.toggle_value(&mut self.show_stats, "Statistics");
+        ui.toggle_value(&mut self.shown.findings, findings);
+        ui.toggle_value(&mut self.shown.stats, "Statistics");
         if let Some(c) = &mut self.compare {
             ui.toggle_value(&mut c.show_window, "Comparison");
         }
         #[cfg(feature = "query")]
-        ui.toggle_value(&mut self.show_timeline, "Timeline");
+        ui.toggle_value(&mut self.shown.timeline, "Timeline");
         #[cfg(feature = "query")]
-        ui.toggle_value(&mut self.show_query, "Query");
+        ui.toggle_value(&mut self.shown.query, "Query");
     }
 
     pub(super) fn status_ui(&mut self, ui: &mut Ui) {
@@ -205,7 +205,7 @@ impl App {
                     .link(format!("{} rejected records", s.report.rejected_count()))
                     .clicked()
             {
-                self.show_problems = true;
+                self.shown.problems = true;
             }
             let notes = s.report.notes.len();
             if notes > 0
@@ -216,7 +216,7 @@ impl App {
                     ))
                     .clicked()
             {
-                self.show_problems = true;
+                self.shown.problems = true;
             }
         });
     }

@@ -117,7 +117,7 @@ impl App {
                     self.settings.recent.insert(0, p);
                     self.settings.recent.truncate(MAX_RECENT);
                 }
-                self.show_problems = loaded.report.rejected_count() > 0;
+                self.shown.problems = loaded.report.rejected_count() > 0;
                 // A recording whose recorder was killed is incomplete: said where it cannot be missed.
                 if let Some(n) = loaded
                     .report

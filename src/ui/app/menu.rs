@@ -168,22 +168,22 @@ impl App {
             }
             ui.close();
         }
-        if ui.checkbox(&mut self.show_findings, "Findings").clicked() {
+        if ui.checkbox(&mut self.shown.findings, "Findings").clicked() {
             ui.close();
         }
-        if ui.checkbox(&mut self.show_stats, "Statistics").clicked() {
-            ui.close();
-        }
-        #[cfg(feature = "query")]
-        if ui.checkbox(&mut self.show_query, "Query (SQL)").clicked() {
+        if ui.checkbox(&mut self.shown.stats, "Statistics").clicked() {
             ui.close();
         }
         #[cfg(feature = "query")]
-        if ui.checkbox(&mut self.show_timeline, "Timeline").clicked() {
+        if ui.checkbox(&mut self.shown.query, "Query (SQL)").clicked() {
+            ui.close();
+        }
+        #[cfg(feature = "query")]
+        if ui.checkbox(&mut self.shown.timeline, "Timeline").clicked() {
             ui.close();
         }
         if ui.button("Load problems").clicked() {
-            self.show_problems = true;
+            self.shown.problems = true;
             ui.close();
         }
     }

@@ -139,11 +139,39 @@ struct Dialog {
     started: Instant,
 }
 
-/// The app.
+/// Which panels and windows are shown: the app's state of what is open, apart from what it keeps between runs
+/// ([`Settings`]) and what runs in the background.
+#[derive(Debug, Clone, Copy)]
 #[expect(
     clippy::struct_excessive_bools,
-    reason = "the app's independent switches: panels shown, dialogs open"
+    reason = "independent switches: each panel or window shown or not"
 )]
+pub struct Shown {
+    /// The findings panel (open at start: what was found is the first thing to read).
+    pub findings: bool,
+    /// The statistics window.
+    pub stats: bool,
+    /// The Query window.
+    pub query: bool,
+    /// The Timeline panel.
+    pub timeline: bool,
+    /// The load-problems window.
+    pub problems: bool,
+}
+
+impl Default for Shown {
+    fn default() -> Self {
+        Shown {
+            findings: true,
+            stats: false,
+            query: false,
+            timeline: false,
+            problems: false,
+        }
+    }
+}
+
+/// The app.
 pub struct App {
     settings: Settings,
     /// The importer of the files given on the command line (`--from KIND`); files opened later are recognised.
@@ -176,15 +204,8 @@ pub struct App {
     path_input: String,
     /// What the typed path is for (None: the path bar is hidden).
     path_purpose: Option<Purpose>,
-    show_problems: bool,
-    /// The findings panel is shown (open at start: what was found is the first thing to read).
-    pub show_findings: bool,
-    /// The statistics window is shown.
-    pub show_stats: bool,
-    /// The Query window is shown.
-    pub show_query: bool,
-    /// The Timeline panel is shown.
-    pub show_timeline: bool,
+    /// Which panels and windows are shown.
+    pub shown: Shown,
     fonts_installed: bool,
     /// A screenshot on its way from the renderer.
     pending_capture: Option<png::Pending>,
@@ -275,11 +296,7 @@ impl App {
             log_clock,
             log_clock_input: None,
             what_if_input: None,
-            show_problems: false,
-            show_findings: true,
-            show_stats: false,
-            show_query: false,
-            show_timeline: false,
+            shown: Shown::default(),
             fonts_installed: false,
             preview: None,
             pending_capture: None,
@@ -499,7 +516,7 @@ impl App {
             egui::Panel::top("watch").show(ui, |ui| self.watch_bar_ui(ui));
         }
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
-        if self.show_problems
+        if self.shown.problems
             && let Some(s) = &self.session
         {
             let mut open = true;
@@ -509,7 +526,7 @@ impl App {
                 .show(ui, |ui| {
                     panels::problems_ui(ui, &s.report, &mut open);
                 });
-            self.show_problems = open;
+            self.shown.problems = open;
         }
         self.findings_panel(ui);
         let waker = self.ctx.clone();

@@ -17,7 +17,7 @@ impl App {
         // The findings wake the UI when they are done: no polling.
         s.findings
             .refresh(&trace, self.settings.slo, self.settings.thresholds, Some(ui.ctx()));
-        if !self.show_findings {
+        if !self.shown.findings {
             return;
         }
         let t0 = s.view.t0_ns;
@@ -35,13 +35,13 @@ impl App {
                 });
                 findings_panel::findings_ui(ui, &trace, t0, &mut s.findings, thresholds, out);
             });
-        self.show_findings = open;
+        self.shown.findings = open;
     }
 
     /// The statistics window, when open.
     pub(super) fn stats_window(&mut self, ctx: &egui::Context) {
         let Some(s) = &mut self.session else { return };
-        if !self.show_stats {
+        if !self.shown.stats {
             return;
         }
         let mut open = true;
@@ -60,7 +60,7 @@ impl App {
             .show(ctx, |ui| {
                 stats::stats_ui(ui, &s.view, &mut s.stats, other, slo, out);
             });
-        self.show_stats = open;
+        self.shown.stats = open;
     }
 
     /// The Comparison window, while comparing; the comparison is computed again when the objectives or thresholds
@@ -101,7 +101,7 @@ impl App {
     /// The Timeline panel (under the waterfall, on its time axis), when shown.
     #[cfg(feature = "query")]
     pub(super) fn timeline_panel(&mut self, ui: &mut Ui) {
-        if !self.show_timeline {
+        if !self.shown.timeline {
             if let Some(s) = &mut self.session {
                 s.waterfall.linked_hover_ns = None;
             }
@@ -122,7 +122,7 @@ impl App {
     #[cfg(feature = "query")]
     pub(super) fn query_window(&mut self, ctx: &egui::Context) {
         let Some(s) = &mut self.session else { return };
-        if !self.show_query {
+        if !self.shown.query {
             return;
         }
         let mut open = true;
@@ -138,6 +138,6 @@ impl App {
             .show(ctx, |ui| {
                 crate::ui::query::query_ui(ui, &trace, &mut s.query, history, out);
             });
-        self.show_query = open;
+        self.shown.query = open;
     }
 }
