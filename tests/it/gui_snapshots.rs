@@ -11,7 +11,6 @@
     reason = "test helpers may unwrap: a panic here is a failed test"
 )]
 
-use eframe::egui;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use tokenscope::ui::App;
@@ -76,11 +75,7 @@ fn gui_snapshot_the_statistics_by_app() {
     app.session_mut().unwrap().stats.grouping =
         tokenscope::ui::stats::Grouping::By(tokenscope::analysis::summary::GroupBy::AppId);
     app.shown.stats = true;
-    let mut h = Harness::builder()
-        .with_size(egui::vec2(1400.0, 860.0))
-        .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
-    h.step();
-    h.state_mut().session_mut().unwrap().findings.wait();
-    h.state_mut().session_mut().unwrap().stats.wait();
+    // The harness every GUI test opens the window with; `check` waits for the statistics it starts.
+    let mut h = harness(app);
     check(&mut h, "statistics");
 }

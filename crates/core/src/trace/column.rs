@@ -129,14 +129,6 @@ impl<T: Sentinel> Nullable<T> {
         self.0.iter().map(|v| v.known())
     }
 
-    /// The values of rows `range`, `None` where absent.
-    pub fn slice(
-        &self,
-        range: std::ops::Range<usize>,
-    ) -> impl DoubleEndedIterator<Item = Option<T>> + ExactSizeIterator + Clone + '_ {
-        self.0[range].iter().map(|v| v.known())
-    }
-
     /// The values as an owned vector of options (for a library that takes one, as polars does).
     pub fn to_options(&self) -> Vec<Option<T>> {
         self.iter().collect()
@@ -262,6 +254,6 @@ mod tests {
         let f: Nullable<f64> = vec![Some(0.5), None].into();
         assert_eq!(f.iter().rev().collect::<Vec<_>>(), vec![None, Some(0.5)]);
         let u: Nullable<u32> = vec![Some(u32::MAX - 1), None].into();
-        assert_eq!(u.slice(0..1).collect::<Vec<_>>(), vec![Some(u32::MAX - 1)]);
+        assert_eq!(u.iter().collect::<Vec<_>>(), vec![Some(u32::MAX - 1), None]);
     }
 }
