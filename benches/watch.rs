@@ -5,9 +5,10 @@
 //! renumbered, so that every request, step and token is one llama-server wrote.
 //!
 //! Printed: resident memory (now and peak) and the ring's bytes against its budget at each simulated ten minutes; a
-//! look's time to the window (read and judged: p50, p99, max) at the steady state, in frames of 60 Hz, beside the
-//! time to read the same second of log alone (the reference: what any reader pays), measured in the same run; then
-//! the incident files the look found due, written after it. The log is written a second of it at
+//! look's time to the window (read: the trace made of what the log gained, as the app's window gets it; p50, p99,
+//! max) at the steady state, in frames of 60 Hz, beside the time to read the same second of log alone (the
+//! reference: what any reader pays), measured in the same run; then its judging (the findings, handed to the window
+//! after the trace), then the incident files and the ring's part it found due. The log is written a second of it at
 //! a time, as fast as the look allows: the hour takes what its looks take.
 //!
 //! `cargo bench --bench watch [-- --minutes 60 --lines-per-s 2000 --keep-s 600 --ring-mb 256]`
@@ -114,6 +115,7 @@ fn main() {
     let total_s = (minutes * 60.0) as i64;
     let (mut cycle, mut next) = (0i64, 0usize);
     let (mut looks, mut reads, mut writes): (Vec<f64>, Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new(), Vec::new());
+    let mut judged: Vec<f64> = Vec::new();
     let started = Instant::now();
     for second in 1..=total_s {
         // Every line of this second of log.
@@ -143,10 +145,14 @@ fn main() {
             alone.line(l.as_bytes(), 0);
         }
         reads.push(r.elapsed().as_secs_f64() * 1e3);
-        // A look as the app's window gets it (read and judged), then the incident files it found due.
+        // A look as the app's window gets it (read: the trace to show), then judged, then the incident files and
+        // the ring's part it found due.
         let l = Instant::now();
-        let _ = watcher.read_and_judge(second == total_s);
+        let _ = watcher.read(second == total_s);
         looks.push(l.elapsed().as_secs_f64() * 1e3);
+        let j = Instant::now();
+        let _ = watcher.judge();
+        judged.push(j.elapsed().as_secs_f64() * 1e3);
         let w = Instant::now();
         let _ = watcher.write_due();
         writes.push(w.elapsed().as_secs_f64() * 1e3);
@@ -182,8 +188,8 @@ fn main() {
             .copied()
             .unwrap_or(0.0)
     };
-    let (l, r, w) = (steady(&looks), steady(&reads), steady(&writes));
-    let both: Vec<f64> = looks.iter().zip(&writes).map(|(a, b)| a + b).collect();
+    let (l, r, w, jd) = (steady(&looks), steady(&reads), steady(&writes), steady(&judged));
+    let both: Vec<f64> = looks.iter().zip(&judged).map(|(a, b)| a + b).collect();
     let both = steady(&both);
     let slowest = looks
         .iter()
@@ -192,8 +198,8 @@ fn main() {
         .map_or(0, |(i, _)| i + 1);
     println!("the slowest look: at {slowest} s of log of {total_s}");
     println!(
-        "a look at the steady state: p50 {:.1} ms ({:.2} frames), p99 {:.1} ms ({:.2} frames), max {:.1} ms; \
-         reading its second of log alone: p50 {:.1} ms, p99 {:.1} ms (look / read at p99: {:.1}x)",
+        "a look at the steady state, read to the window: p50 {:.1} ms ({:.2} frames), p99 {:.1} ms ({:.2} frames), \
+         max {:.1} ms; reading its second of log alone: p50 {:.1} ms, p99 {:.1} ms (look / read at p99: {:.1}x)",
         q(&l, 0.5),
         q(&l, 0.5) / FRAME_MS,
         q(&l, 0.99),
@@ -204,13 +210,19 @@ fn main() {
         q(&l, 0.99) / q(&r, 0.99).max(1e-9)
     );
     println!(
-        "then the incident files due, written after the window has the look: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "then judged (its findings, to the window after it): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        q(&jd, 0.5),
+        q(&jd, 0.99),
+        jd.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "then the incident files and the ring's part due: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         q(&w, 0.5),
         q(&w, 0.99),
         w.last().copied().unwrap_or(0.0)
     );
     println!(
-        "the look and its files together (what a window waited for when they were one): p50 {:.1} ms, p99 {:.1} ms",
+        "read and judged together (what a window waited for when they were one): p50 {:.1} ms, p99 {:.1} ms",
         q(&both, 0.5),
         q(&both, 0.99)
     );

@@ -231,6 +231,12 @@ impl ServerLogTail {
         self.last.as_ref()
     }
 
+    /// The log's trace as last made, taken: `None` until it is made again (the log gained, or what is given beside
+    /// it did).
+    pub fn take_loaded(&mut self) -> Option<Loaded> {
+        self.last.take()
+    }
+
     /// How many times the server was seen to start again: a llama-server log whose clock went back, a vLLM or
     /// SGLang log's `Started server process` once the log was first read to its end.
     pub fn restarts(&self) -> u32 {
@@ -350,6 +356,11 @@ impl ServerLogTail {
     fn make(&mut self, also: &[LivePart<'_>]) -> Option<Loaded> {
         let path = self.path.as_path();
         let own = match &mut self.reading {
+            // A llama-server log alone: its look places only what changed.
+            Reading::Llamacpp(_, follow) if also.is_empty() => {
+                let (trace, report) = crate::import::llamacpp_live(&mut follow.log, path);
+                return Some(Loaded { trace, report });
+            }
             Reading::Llamacpp(_, follow) => Some(LivePart::Llamacpp { log: &follow.log, path }),
             Reading::Held(_, held) => Some(LivePart::Bytes {
                 kind: held.kind,

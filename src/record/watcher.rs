@@ -131,6 +131,16 @@ pub struct Watcher {
     pub forgotten: usize,
     /// What the last look judged (the log's trace with the metrics' readings), and its findings.
     trace: Option<Trace>,
+    /// With metrics, the log's trace alone as last made (its readings are joined to it at each look); the latest
+    /// time it holds and its report.
+    log_trace: Option<Trace>,
+    log_latest_ns: Option<i64>,
+    report: Option<crate::trace::report::Report>,
+    /// Whether the ring's pending part is written with the next files due (the last look).
+    flush_ring: bool,
+    /// Whether `trace` is still to be judged, and whether the last read was the last look.
+    to_judge: bool,
+    flush: bool,
     findings: Vec<Finding>,
     /// The incident files due to be written from `trace` ([`Self::write_due`]), and the finding each keeps.
     due: Vec<(PathBuf, Finding)>,
@@ -177,6 +187,12 @@ impl Watcher {
             requests: 0,
             forgotten: 0,
             trace: None,
+            log_trace: None,
+            log_latest_ns: None,
+            report: None,
+            flush_ring: false,
+            to_judge: false,
+            flush: false,
             findings: Vec::new(),
             due: Vec::new(),
         })
@@ -196,10 +212,19 @@ impl Watcher {
         (new, notes)
     }
 
-    /// [`Self::look`] but for the incident files due, which [`Self::write_due`] writes: a window shows what was
-    /// read and judged without waiting for them (writing a window of a few minutes around an incident takes up to
-    /// 200 ms, as long as the rest of a look).
+    /// [`Self::look`] but for the incident files due, which [`Self::write_due`] writes: [`Self::read`], then
+    /// [`Self::judge`].
     pub fn read_and_judge(&mut self, flush: bool) -> (Vec<New>, Vec<Note>) {
+        let mut notes = self.read(flush);
+        let (new, judged) = self.judge();
+        notes.extend(judged);
+        (new, notes)
+    }
+
+    /// Reads what the log, its metrics and its spans gained and makes what is to be judged ([`Self::trace`]): a
+    /// window shows it before it is judged, and the incident files after (writing a few minutes around an
+    /// incident takes up to 200 ms). Then forgets what is past `keep_s`. `flush`: the last look.
+    pub fn read(&mut self, flush: bool) -> Vec<Note> {
         let mut notes = Vec::new();
         let spans_came = self.receiver.as_mut().is_some_and(|r| {
             let (came, troubles) = r.take();
@@ -217,8 +242,14 @@ impl Watcher {
             notes.push(Note::Trouble(e));
         }
         let restarts = self.tail.restarts();
+        // The log's trace, when made again since the last look: taken, not copied.
+        let fresh = self.tail.take_loaded();
+        if let Some(l) = &fresh {
+            self.log_latest_ns = Some(latest_ns(&l.trace));
+            self.report = Some(l.report.clone());
+        }
         // News: a later time in what the log said, or a server started again.
-        let now = self.tail.loaded().map(|l| (latest_ns(&l.trace), restarts));
+        let now = self.log_latest_ns.map(|t| (t, restarts));
         if now != self.seen {
             if let Some((_, before)) = self.seen.filter(|&(_, r)| r < restarts) {
                 // The run before ended: its incidents written a last time with all it said.
@@ -230,36 +261,55 @@ impl Watcher {
             self.seen = now;
             self.last_news = Instant::now();
         }
-        if let Some(m) = &mut self.metrics {
+        // What is judged: the log's trace with the metrics' readings, made again at each look (a reading came), or
+        // the log's trace alone, the last one judged again when the log said nothing new.
+        let trace = if let Some(m) = &mut self.metrics {
             if let Some(e) = m.scrape() {
                 notes.push(Note::Trouble(format!("metrics: {e} (counted; watch goes on)")));
             }
             m.forget_before(self.options.keep_s);
-        }
-        let mut new = Vec::new();
-        if let Some(loaded) = self.tail.loaded() {
-            let trace = match self.metrics.as_ref().filter(|m| !m.samples.is_empty()) {
-                Some(m) => m.joined(&loaded.trace),
-                None => loaded.trace.clone(),
-            };
-            let findings = find(&trace, &self.options.slo, &self.options.thresholds);
-            new = self.keep(&trace, &findings, restarts);
-            if flush {
-                self.close(&trace, restarts, &mut notes);
+            if let Some(l) = fresh {
+                self.log_trace = Some(l.trace);
             }
-            if let Some(ring) = &mut self.ring
-                && let Err(e) = ring.offer(&trace, latest_ns(&trace), flush)
-            {
-                notes.push(Note::Trouble(format!("ring: {e}")));
-            }
-            self.requests = self.requests.max(trace.request_count());
+            self.log_trace
+                .as_ref()
+                .map(|t| if m.samples.is_empty() { t.clone() } else { m.joined(t) })
+        } else {
+            fresh.map(|l| l.trace).or_else(|| self.trace.take())
+        };
+        if let Some(trace) = trace {
             self.trace = Some(trace);
-            self.findings = findings;
+            self.findings.clear();
+            self.to_judge = true;
         }
+        self.flush = flush;
         self.forgotten += self.tail.forget_older_than(self.options.keep_s);
         if let Some(r) = &mut self.receiver {
             r.forget_before(self.options.keep_s);
         }
+        notes
+    }
+
+    /// Runs the findings on what [`Self::read`] made, hands out those not said before and queues their incident
+    /// files ([`Self::write_due`]); on the last look, writes every incident file still open.
+    pub fn judge(&mut self) -> (Vec<New>, Vec<Note>) {
+        let mut notes = Vec::new();
+        if !std::mem::take(&mut self.to_judge) {
+            return (Vec::new(), notes);
+        }
+        let Some(trace) = self.trace.take() else {
+            return (Vec::new(), notes);
+        };
+        let restarts = self.tail.restarts();
+        let findings = find(&trace, &self.options.slo, &self.options.thresholds);
+        let new = self.keep(&trace, &findings, restarts);
+        if self.flush {
+            self.close(&trace, restarts, &mut notes);
+        }
+        self.flush_ring = self.flush;
+        self.requests = self.requests.max(trace.request_count());
+        self.trace = Some(trace);
+        self.findings = findings;
         (new, notes)
     }
 
@@ -275,7 +325,7 @@ impl Watcher {
 
     /// What reading the log found wrong, and the importer's notes, as of the last read.
     pub fn report(&self) -> Option<&crate::trace::report::Report> {
-        self.tail.loaded().map(|l| &l.report)
+        self.report.as_ref()
     }
 
     /// What the last look judged, and its findings.
@@ -327,7 +377,8 @@ impl Watcher {
         )
     }
 
-    /// Writes the incident files the last look found due, from its trace; what could not be written.
+    /// Writes the incident files the last look found due, and the ring's part when one is, from its trace; what
+    /// could not be written.
     pub fn write_due(&mut self) -> Vec<Note> {
         let mut notes = Vec::new();
         let due = std::mem::take(&mut self.due);
@@ -337,6 +388,11 @@ impl Watcher {
                 if let Err(e) = write_incident(trace, finding, self.options.before_s, latest, file) {
                     notes.push(Note::Trouble(format!("{}: {e}", file.display())));
                 }
+            }
+            if let Some(ring) = &mut self.ring
+                && let Err(e) = ring.offer(trace, latest, self.flush_ring)
+            {
+                notes.push(Note::Trouble(format!("ring: {e}")));
             }
         }
         notes

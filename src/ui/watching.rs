@@ -19,26 +19,35 @@ use crate::record::watcher::{Note, WatchOptions, Watcher, latest_ns};
 /// The lines said kept for the watch bar's list.
 const SAID_AT_MOST: usize = 200;
 
-/// What one look judged, for the window.
+/// What the watch's thread hands the window: a look's trace as soon as it is read (a line read reaches the screen
+/// without waiting for the findings), then what judging it found.
+enum Handed {
+    Read {
+        loaded: Box<Loaded>,
+        latest_ns: i64,
+    },
+    Judged {
+        findings: Vec<Finding>,
+        said: Vec<String>,
+        summary: String,
+    },
+}
+
+/// What the window is to show of the looks handed since it last asked.
+#[derive(Default)]
 pub struct Look {
-    /// The trace held, with its report.
-    pub loaded: Loaded,
-    /// Its findings.
-    pub findings: Vec<Finding>,
-    /// The latest time it holds, Unix ns.
-    pub latest_ns: i64,
-    /// What this look said: each new finding ("finding 3: Decode interrupted by prefill (critical), kept in …"),
-    /// a restart, a trouble.
-    pub said: Vec<String>,
-    /// How the watch goes, in one line.
-    pub summary: String,
+    /// The trace held (the last `keep_s` of the log, with the metrics' readings) and its report, and the latest time
+    /// it holds (Unix ns), when a new one was read.
+    pub read: Option<(Loaded, i64)>,
+    /// Its findings once judged; without a trace read, those of the trace on screen.
+    pub findings: Option<Vec<Finding>>,
 }
 
 /// A watch shown in the window.
 pub struct Watching {
     /// The log watched.
     pub log: PathBuf,
-    looks: Receiver<Look>,
+    looks: Receiver<Handed>,
     stop: Arc<AtomicBool>,
     running: Arc<AtomicBool>,
     /// Asks the watch's thread for its next look even when nothing is new.
@@ -81,47 +90,47 @@ impl Watching {
             let mut unwritten: Vec<Note> = Vec::new();
             loop {
                 let last = stop_rx.load(Ordering::Relaxed);
-                let (new, mut notes) = watcher.read_and_judge(last);
+                let mut notes = watcher.read(last);
                 notes.splice(0..0, std::mem::take(&mut unwritten));
-                let mut said: Vec<String> = new
-                    .iter()
-                    .map(|n| {
-                        let kept = n
-                            .file
-                            .as_ref()
-                            .map_or_else(String::new, |p| format!(", kept in {}", p.display()));
-                        format!(
-                            "finding {}: {} ({}){kept}",
-                            n.number,
-                            n.finding.kind.title(),
-                            n.finding.severity.name()
-                        )
-                    })
-                    .collect();
-                said.extend(notes.into_iter().map(|n| match n {
-                    Note::Restarted => "the server started again: its new run is read afresh".to_owned(),
-                    Note::Trouble(e) => e,
-                }));
+                // The trace read goes to the window first.
                 let now = watcher.trace().map(|t| (latest_ns(t), t.request_count()));
-                if now != shown || !said.is_empty() || resend_rx.swap(false, Ordering::Relaxed) {
+                let fresh = now != shown || resend_rx.swap(false, Ordering::Relaxed);
+                if fresh {
                     shown = now;
-                    if let (Some(trace), Some((latest, _))) = (watcher.trace(), now) {
-                        let look = Look {
-                            loaded: Loaded {
-                                trace: trace.clone(),
-                                report: watcher.report().cloned().unwrap_or_default(),
-                            },
-                            findings: watcher.findings().to_vec(),
-                            latest_ns: latest,
-                            said,
-                            summary: format!("watching {}", watcher.summary()),
+                    if let (Some(trace), Some((latest_ns, _))) = (watcher.trace(), now) {
+                        let loaded = Loaded {
+                            trace: trace.clone(),
+                            report: watcher.report().cloned().unwrap_or_default(),
                         };
-                        if tx.send(look).is_err() {
+                        if tx
+                            .send(Handed::Read {
+                                loaded: Box::new(loaded),
+                                latest_ns,
+                            })
+                            .is_err()
+                        {
                             break;
                         }
                         if let Some(ctx) = &waker {
                             ctx.request_repaint();
                         }
+                    }
+                }
+                // Then what judging it found.
+                let (new, judged) = watcher.judge();
+                notes.extend(judged);
+                let said = said_of(&new, notes);
+                if fresh || !said.is_empty() {
+                    let judged = Handed::Judged {
+                        findings: watcher.findings().to_vec(),
+                        said,
+                        summary: format!("watching {}", watcher.summary()),
+                    };
+                    if tx.send(judged).is_err() {
+                        break;
+                    }
+                    if let Some(ctx) = &waker {
+                        ctx.request_repaint();
                     }
                 }
                 // The window has the look: now the incident files it found due.
@@ -150,17 +159,32 @@ impl Watching {
         })
     }
 
-    /// The latest look handed over since the last call (the ones before it are only said), when there is one.
+    /// What was handed over since the last call: the latest trace read (those before it are only said), its
+    /// findings when judged; `None` when nothing came.
     pub fn poll(&mut self) -> Option<Look> {
-        let mut latest = None;
-        while let Ok(look) = self.looks.try_recv() {
-            self.said.extend(look.said.iter().cloned());
-            self.summary.clone_from(&look.summary);
-            latest = Some(look);
+        let mut look: Option<Look> = None;
+        while let Ok(handed) = self.looks.try_recv() {
+            match handed {
+                Handed::Read { loaded, latest_ns } => {
+                    look = Some(Look {
+                        read: Some((*loaded, latest_ns)),
+                        findings: None,
+                    });
+                }
+                Handed::Judged {
+                    findings,
+                    said,
+                    summary,
+                } => {
+                    self.said.extend(said);
+                    self.summary = summary;
+                    look.get_or_insert_with(Look::default).findings = Some(findings);
+                }
+            }
         }
         let over = self.said.len().saturating_sub(SAID_AT_MOST);
         self.said.drain(..over);
-        latest
+        look
     }
 
     /// Shows the next look over another trace opened meanwhile, made at the next look even if nothing is new.
@@ -179,6 +203,31 @@ impl Watching {
     pub fn running(&self) -> bool {
         self.running.load(Ordering::Relaxed)
     }
+}
+
+/// What a look said, for the watch bar: each new finding ("finding 3: Decode interrupted by prefill (critical), kept
+/// in …"), a restart, a trouble.
+fn said_of(new: &[crate::record::watcher::New], notes: Vec<Note>) -> Vec<String> {
+    let mut said: Vec<String> = new
+        .iter()
+        .map(|n| {
+            let kept = n
+                .file
+                .as_ref()
+                .map_or_else(String::new, |p| format!(", kept in {}", p.display()));
+            format!(
+                "finding {}: {} ({}){kept}",
+                n.number,
+                n.finding.kind.title(),
+                n.finding.severity.name()
+            )
+        })
+        .collect();
+    said.extend(notes.into_iter().map(|n| match n {
+        Note::Restarted => "the server started again: its new run is read afresh".to_owned(),
+        Note::Trouble(e) => e,
+    }));
+    said
 }
 
 impl Drop for Watching {

@@ -37,6 +37,7 @@ mod speculative;
 mod sse_streams;
 mod synth;
 mod watch;
+mod watch_looks;
 
 /// `tests/it/`.
 fn this_folder() -> std::path::PathBuf {

@@ -821,18 +821,24 @@ fn watch_with_only_a_receiver_takes_the_spans_exported_to_it() {
     );
 }
 
-/// A look hands out what it read and judged before its incident files are written (the window shows it without
-/// waiting for them); the files come with `write_due`, and a plain `look` does both.
+/// A look hands out what it read before it is judged, and what it judged before its incident files are written
+/// (the window shows each without waiting for the next); the files come with `write_due`, and a plain `look` does
+/// all three.
 #[test]
-fn a_look_is_handed_out_before_its_incident_files_are_written() {
+fn a_look_is_handed_out_read_then_judged_then_its_incident_files_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let (log, kept) = (dir.path().join("server.log"), dir.path().join("kept"));
     std::fs::write(&log, incident_log()).unwrap();
     let mut options = WatchOptions::of(&log);
     options.incidents = Some(kept.clone());
     let mut watcher = tokenscope::record::watcher::Watcher::new(options).unwrap();
-    let (new, notes) = watcher.read_and_judge(false);
+    // Read: the trace the window shows first, not judged yet.
+    assert!(watcher.read(false).is_empty());
+    assert!(watcher.trace().is_some_and(|t| t.request_count() == 5));
+    assert!(watcher.findings().is_empty());
+    let (new, notes) = watcher.judge();
     assert!(notes.is_empty(), "{notes:?}");
+    assert!(!watcher.findings().is_empty());
     // The incident run's interruption and monopoly (its own findings, `incident_log`): each kept in a file...
     let files: Vec<std::path::PathBuf> = new.iter().filter_map(|n| n.file.clone()).collect();
     assert!(

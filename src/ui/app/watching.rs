@@ -50,33 +50,31 @@ impl App {
     }
 
     /// Shows a look: over the watch's session when it is on screen, else as a new one (another trace opened over the
-    /// watch is left on screen).
+    /// watch is left on screen); findings judged without a new trace go to the trace on screen.
     fn show_look(&mut self, look: Look) {
         let Some(w) = &mut self.watching else { return };
         let source = Self::watch_source(w);
+        let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
+        let Some((loaded, latest_ns)) = look.read else {
+            if let (Some(findings), Some(s)) = (look.findings, &mut self.session)
+                && s.source == source
+            {
+                s.findings.computed(findings, slo, thresholds, None);
+            }
+            return;
+        };
         let order = self.settings.order;
         let waker = self.ctx.clone();
-        let Look {
-            loaded,
-            findings,
-            latest_ns,
-            ..
-        } = look;
-        let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
         let start = (loaded.trace.request_count() > 0).then(|| loaded.trace.start_ns());
         w.origin = match (w.origin, start) {
             (Some(o), Some(s)) => Some(o.min(s)),
             (o, s) => o.or(s),
         };
         let origin = w.origin;
+        let findings = look.findings.map(|f| (f, slo, thresholds, None));
         match &mut self.session {
             Some(s) if s.source == source => {
-                s.retrace(
-                    (loaded, origin),
-                    order,
-                    Some((findings, slo, thresholds, None)),
-                    waker.as_ref(),
-                );
+                s.retrace((loaded, origin), order, findings, waker.as_ref());
             }
             Some(_) if w.shown && !w.show_again => return,
             _ => {
@@ -85,7 +83,9 @@ impl App {
                 let mut s = Session::new(source, loaded, None, order, previous.as_ref());
                 s.view = crate::view::TraceView::from_origin(Arc::clone(&s.view.trace), order, &s.filter, origin);
                 s.waterfall.layout = self.settings.layout;
-                s.findings.computed(findings, slo, thresholds, None);
+                if let Some((f, slo, thresholds, open)) = findings {
+                    s.findings.computed(f, slo, thresholds, open);
+                }
                 self.session = Some(s);
             }
         }

@@ -23,12 +23,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
+use super::Sink;
 use super::server_log::strip_ansi;
-use super::{Sink, ok, record, text};
 use crate::format::jsonl::for_each_line;
-use crate::ingest::raw::Val;
 use crate::ingest::{LoadError, Progress};
-use crate::trace::report::{Place, Problem};
+use crate::trace::report::Place;
 
 /// The source name of the steps and requests of a llama-server log.
 pub const SOURCE: &str = "llama-server";
@@ -157,6 +156,9 @@ struct Task {
     released_us: Option<i64>,
     stop: Option<&'static str>,
     cancelled: bool,
+    /// The log's line count when a line last said something of it: a watch places again what changed
+    /// ([`frozen`]).
+    changed: u64,
 }
 
 /// One `llama_decode` call.
@@ -168,12 +170,27 @@ struct Step {
     /// The decoding slots' tasks (`slot decode token`, or `generate_draft` when the slot speculates), with the
     /// drafts each fed beside its own token.
     decode_tasks: Vec<(i64, u32)>,
+    /// What the tasks forgotten while the step is held put in it: a step's record stays what the server computed
+    /// whatever a watch forgets around it.
+    gone: Gone,
+}
+
+/// A step's share of the tasks forgotten: their prefill chunks and tokens, their drafts and accepted drafts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Gone {
+    prefill_reqs: u32,
+    prefill_tokens: i64,
+    drafted: u32,
+    accepted: u32,
 }
 
 /// What the reader gathers while reading the lines.
 #[derive(Debug, Default, Clone)]
 struct Log {
     tasks: BTreeMap<i64, Task>,
+    /// Tasks posted to the queue and not launched yet, with their posting's time and place: most are the server's
+    /// own (a `/metrics` read, the main loop's), tens a second, never launched.
+    posted: BTreeMap<i64, (i64, Place)>,
     /// The steps from `first_step` on (those before were forgotten: [`Incremental::forget_before`]).
     steps: Vec<Step>,
     first_step: u64,
@@ -192,6 +209,8 @@ struct Log {
     untimed: u64,
     /// The text of a `next token` line still open at a line break (its piece holds a newline).
     open_piece: Option<i64>,
+    /// The earliest step whose record a line changed since a watch last looked (`u64::MAX`: none).
+    touched_step: u64,
 }
 
 impl Log {
@@ -206,12 +225,37 @@ impl Log {
             .and_then(|k| self.steps.get(usize::try_from(k).ok()?))
     }
 
+    fn step_mut(&mut self, i: u64) -> Option<&mut Step> {
+        i.checked_sub(self.first_step)
+            .and_then(|k| self.steps.get_mut(usize::try_from(k).ok()?))
+    }
+
     fn task(&mut self, id: i64, slot: u32, place: Place) -> &mut Task {
-        self.tasks.entry(id).or_insert_with(|| Task {
-            slot,
-            place,
-            ..Task::default()
-        })
+        let changed = self.lines;
+        let posted = &mut self.posted;
+        let t = self.tasks.entry(id).or_insert_with(|| {
+            let posting = posted.remove(&id);
+            Task {
+                slot,
+                place: posting.map_or(place, |p| p.1),
+                posted_us: posting.map(|p| p.0),
+                ..Task::default()
+            }
+        });
+        t.changed = changed;
+        t
+    }
+
+    /// Notes that step `step`'s record changed.
+    fn touch(&mut self, step: u64) {
+        self.touched_step = self.touched_step.min(step);
+    }
+
+    /// Notes that task `task`'s last chunk's token count may change: the step it went into.
+    fn touch_last_chunk(&mut self, task: i64) {
+        if let Some(&(_, step)) = self.tasks.get(&task).and_then(|t| t.chunks.last()) {
+            self.touch(step);
+        }
     }
 
     fn line(&mut self, raw: &str, place: Place) {
@@ -219,8 +263,12 @@ impl Log {
         let line = strip_ansi(raw);
         let Some((time, _level, m)) = parse_line(&line) else {
             // A piece that holds a newline continues on the next physical line.
+            let changed = self.lines;
             if let Some(task) = self.open_piece
-                && let Some(t) = self.tasks.get_mut(&task).and_then(|t| t.tokens.last_mut())
+                && let Some(t) = self.tasks.get_mut(&task).and_then(|t| {
+                    t.changed = changed;
+                    t.tokens.last_mut()
+                })
             {
                 t.2.push('\n');
                 t.2.push_str(line.trim_end_matches(['\r', '\n']));
@@ -256,8 +304,12 @@ impl Log {
                         start_us,
                         end_us: us,
                         decode_tasks,
+                        gone: Gone::default(),
                     };
-                    self.current_step = Some(self.next_step());
+                    // The step before ends no later than this one starts.
+                    let next = self.next_step();
+                    self.touch(next.saturating_sub(1));
+                    self.current_step = Some(next);
                     self.steps.push(step);
                 } else if let Some(task) = text
                     .strip_prefix("stop: cancel task, id_task = ")
@@ -265,6 +317,7 @@ impl Log {
                     && let Some(t) = self.tasks.get_mut(&task)
                 {
                     t.cancelled = true;
+                    t.changed = self.lines;
                 }
             }
             Tag::Que => {
@@ -273,12 +326,14 @@ impl Log {
                     // The main loop's own NEXT_RESPONSE task is posted with the single-task form and never launched:
                     // it stays a posting with no request.
                     if let Some(id) = id {
-                        self.tasks.entry(id).or_insert_with(|| Task {
-                            place,
-                            ..Task::default()
-                        });
-                        if let Some(t) = self.tasks.get_mut(&id) {
-                            t.posted_us.get_or_insert(us);
+                        match self.tasks.get_mut(&id) {
+                            Some(t) => {
+                                t.posted_us.get_or_insert(us);
+                                t.changed = self.lines;
+                            }
+                            None => {
+                                self.posted.entry(id).or_insert((us, place));
+                            }
                         }
                     }
                 } else if text.starts_with("done yielding to queue") {
@@ -296,6 +351,9 @@ impl Log {
     }
 
     fn extend_step(&mut self, us: i64) {
+        if let Some(step) = self.current_step {
+            self.touch(step);
+        }
         let first = self.first_step;
         if let Some(s) = self
             .current_step
@@ -317,8 +375,11 @@ impl Log {
             self.task(task, slot, place).input_tokens = int_after(text, "task.n_tokens =");
         } else if text.starts_with("cached n_tokens =") {
             let c = int_after(text, "cached n_tokens =");
-            // The chunk goes into the decode this pass makes next: the step after the last one opened.
+            // The chunk goes into the decode this pass makes next: the step after the last one opened. It gives the
+            // task's chunk before it its length.
             let next = self.next_step();
+            self.touch_last_chunk(task);
+            self.touch(next);
             let t = self.task(task, slot, place);
             if let Some(c) = c {
                 if t.chunks.is_empty() && t.cached_tokens.is_none() {
@@ -329,6 +390,8 @@ impl Log {
         } else if text.starts_with("init sampler") {
             let total = int_after(text, "total =");
             let next = self.next_step();
+            self.touch_last_chunk(task);
+            self.touch(next);
             let t = self.task(task, slot, place);
             if let Some(total) = total {
                 t.last_chunk = Some((next, total));
@@ -349,6 +412,7 @@ impl Log {
             let ids = int_after(text, "ids.size=").and_then(|n| u32::try_from(n).ok());
             let drafted = int_after(text, "n_draft=").and_then(|n| u32::try_from(n).ok());
             if let (Some(step), Some(ids), Some(drafted)) = (step, ids, drafted) {
+                self.touch(step);
                 let accepted = ids.saturating_sub(1).min(drafted);
                 self.task(task, slot, place).verified.push((step, drafted, accepted));
             }
@@ -411,7 +475,7 @@ pub fn read(input: impl Read, path: &Path, sink: &mut Sink<'_>, progress: &Progr
         log.line(&String::from_utf8_lossy(line), place);
     })?;
     let anchor_us = anchor_us(path, log.last_us);
-    place(&log, anchor_us, path, sink);
+    place::place(&log, anchor_us, path, sink);
     Ok(())
 }
 
@@ -422,6 +486,21 @@ pub struct Incremental {
     log: Log,
     /// Lines fed (the next line's number is one more).
     lines: u64,
+    /// What a watch's looks placed once and keep ([`Self::builder_of_look`]).
+    frozen: Option<Box<frozen::Frozen>>,
+    /// Looks that placed everything anew.
+    looks_anew: u64,
+}
+
+/// What the last look kept from the one before ([`Incremental::builder_of_look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kept {
+    /// Tasks and steps whose records were kept.
+    pub tasks: usize,
+    pub steps: u64,
+    /// Looks so far that placed everything anew (the first; a line that changed what was kept; the log turning
+    /// speculative; many tasks forgotten).
+    pub looks_anew: u64,
 }
 
 impl Incremental {
@@ -448,9 +527,10 @@ impl Incremental {
 
     /// Forgets what ended before `cutoff_us` (µs since the server's start): the tasks whose last sign of life (posted,
     /// launched, a prefill chunk, a token, released) came before it, and the steps before it that no task kept
-    /// refers to. A task that spoke since is kept whole however long it has run; the steps keep their numbers.
-    /// What a long watch keeps in memory is then the last minutes, not the day. Returns the requests forgotten (the
-    /// tasks that were launched; the server's own, a `/metrics` read, are not counted).
+    /// refers to. A task that spoke since is kept whole however long it has run; the steps keep their numbers, and
+    /// what the tasks forgotten computed in them. What a long watch keeps in memory is then the last minutes, not
+    /// the day. Returns the requests forgotten (the tasks that were launched; the server's own, a `/metrics` read,
+    /// are not counted).
     pub fn forget_before(&mut self, cutoff_us: i64) -> usize {
         let log = &mut self.log;
         let (steps, first) = (&log.steps, log.first_step);
@@ -459,19 +539,41 @@ impl Incremental {
                 .and_then(|k| steps.get(usize::try_from(k).ok()?))
                 .map(|s| s.end_us)
         };
+        let gone: Vec<i64> = log
+            .tasks
+            .iter()
+            .filter(|(_, t)| {
+                let chunk = t.chunks.last().and_then(|&(_, s)| step_end(s));
+                let token = t.tokens.last().map(|k| k.3);
+                [t.posted_us, t.launched_us, t.released_us, chunk, token]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .is_some_and(|last| last < cutoff_us)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        // Postings never launched: their posting is all they said.
+        log.posted.retain(|_, &mut (us, _)| us >= cutoff_us);
         let mut forgotten = 0;
-        log.tasks.retain(|_, t| {
-            let chunk = t.chunks.last().and_then(|&(_, s)| step_end(s));
-            let token = t.tokens.last().map(|k| k.3);
-            let keep = [t.posted_us, t.launched_us, t.released_us, chunk, token]
-                .into_iter()
-                .flatten()
-                .max()
-                .is_none_or(|last| last >= cutoff_us);
+        for id in gone {
+            let Some(t) = log.tasks.remove(&id) else { continue };
             // Requests are counted; the server's own tasks (a /metrics read, NEXT_RESPONSE) are not.
-            forgotten += usize::from(!keep && t.launched_us.is_some());
-            keep
-        });
+            forgotten += usize::from(t.launched_us.is_some());
+            // What it computed in the steps still held stays theirs.
+            for (step, tokens) in chunk_tokens(&t) {
+                if let Some(s) = log.step_mut(step) {
+                    s.gone.prefill_reqs += 1;
+                    s.gone.prefill_tokens += tokens;
+                }
+            }
+            for &(step, drafted, accepted) in &t.verified {
+                if let Some(s) = log.step_mut(step) {
+                    s.gone.drafted += drafted;
+                    s.gone.accepted += accepted;
+                }
+            }
+        }
         let referred = log
             .tasks
             .values()
@@ -486,6 +588,7 @@ impl Incremental {
             .chain(log.current_step)
             .min()
             .unwrap_or(u64::MAX);
+        let first = log.first_step;
         let gone = log
             .steps
             .iter()
@@ -497,9 +600,46 @@ impl Incremental {
         forgotten
     }
 
+    /// What the last look kept from the one before, and how many placed everything anew.
+    pub fn kept(&self) -> Kept {
+        let (tasks, steps) = self.frozen.as_ref().map_or((0, 0), |f| f.kept());
+        Kept {
+            tasks,
+            steps,
+            looks_anew: self.looks_anew,
+        }
+    }
+
     /// Adds the records of the lines fed so far, timed as [`read`] times the file at `path`.
     pub fn place_into(&self, path: &Path, sink: &mut Sink<'_>) {
-        place(&self.log, anchor_us(path, self.log.last_us), path, sink);
+        place::place(&self.log, anchor_us(path, self.log.last_us), path, sink);
+    }
+
+    /// A builder holding the records of the lines fed so far, as a builder given to [`Self::place_into`] (file 0
+    /// of the trace) would, for a watch's look: what can no longer change (the tasks released, the steps past) is
+    /// placed once and kept from look to look, moved in time when the log's clock is placed anew, cut when
+    /// [`Self::forget_before`] forgets it, placed again whole when a line changed it; the rest is placed anew.
+    pub fn builder_of_look(&mut self, path: &Path) -> crate::trace::TraceBuilder {
+        let anchor_us = anchor_us(path, self.log.last_us);
+        let touched = std::mem::replace(&mut self.log.touched_step, u64::MAX);
+        let layout = place::Layout::of(&self.log);
+        let (frozen, anew) =
+            frozen::Frozen::bring_up_to_date(self.frozen.take(), &self.log, &layout, touched, anchor_us, path);
+        self.looks_anew += u64::from(anew);
+        let mut b = frozen.builder().clone();
+        let mut sink = Sink::new(&mut b, 0, super::Kind::LlamacppLog);
+        let log = &self.log;
+        place::place_rest(
+            log,
+            &layout,
+            anchor_us,
+            path,
+            &mut sink,
+            |id| frozen.holds_task(id),
+            frozen.steps_below(),
+        );
+        self.frozen = Some(frozen);
+        b
     }
 }
 
@@ -521,266 +661,19 @@ fn anchor_us(path: &Path, last_us: i64) -> i64 {
     modified - last_us
 }
 
-/// Adds the log's records, its times moved by `anchor_us`.
-fn place(log: &Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>) {
-    let ns = |us: i64| (anchor_us + us).saturating_mul(1_000);
-    let name = path.display();
-    let mut meta = record("meta");
-    meta.engine = text("llama.cpp");
-    meta.clock = text(crate::trace::CLOCK_ANCHORED);
-    meta.eos_token_ids = None;
-    sink.add(&meta, 0);
-    sink.b.report.records -= 1;
-
-    let has_steps = !log.steps.is_empty();
-    // Steps: a step ends where its last sampled token was read (or its decode returned), and never after the next
-    // step starts.
-    let ends: Vec<i64> = log
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match log.steps.get(i + 1) {
-            Some(next) => s.end_us.min(next.start_us).max(s.start_us),
-            None => s.end_us,
-        })
-        .collect();
-    // The place of step `step` among the steps held (a chunk may name one forgotten, or the one still to come).
-    let held = |step: u64| {
-        step.checked_sub(log.first_step)
-            .and_then(|k| usize::try_from(k).ok())
-            .filter(|&k| k < log.steps.len())
-    };
-    // Each held step's prefill tokens, per task, from the chunk positions.
-    let mut prefill: Vec<Vec<(i64, i64)>> = vec![Vec::new(); log.steps.len()];
-    for (&id, t) in &log.tasks {
-        for (k, &(c, step)) in t.chunks.iter().enumerate() {
-            let end = match t.chunks.get(k + 1) {
-                Some(&(next, _)) => Some(next),
-                None => t.last_chunk.filter(|&(s, _)| s == step).map(|(_, total)| total),
-            };
-            if let Some(end) = end.filter(|&e| e > c)
-                && let Some(k) = held(step)
-            {
-                prefill[k].push((id, end - c));
-            }
-        }
-    }
-    let mut requests = 0u64;
-    // Tasks whose end line's draft totals differ from the sum of their verify steps: (request, line, sum).
-    let mut mismatched: Vec<(String, DraftTotals, DraftTotals)> = Vec::new();
-    // Each step's drafts and accepted drafts, over its tasks.
-    let mut step_spec: Vec<(u32, u32)> = vec![(0, 0); if log.speculative { log.steps.len() } else { 0 }];
-    for t in log.tasks.values() {
-        for &(step, drafted, accepted) in &t.verified {
-            if let Some(e) = held(step).and_then(|k| step_spec.get_mut(k)) {
-                *e = (e.0 + drafted, e.1 + accepted);
-            }
-        }
-    }
-    for (&id, t) in &log.tasks {
-        let Some(launched) = t.launched_us else {
-            continue; // a posting never launched: the loop's own tasks, or a request still queued when the log ends
+/// Each of a task's prefill chunks that has its length, with the step it went into: up to the next chunk's start,
+/// or to the prompt's end for the last chunk (`init sampler` in the same step).
+fn chunk_tokens(t: &Task) -> impl Iterator<Item = (u64, i64)> + '_ {
+    t.chunks.iter().enumerate().filter_map(|(k, &(c, step))| {
+        let end = match t.chunks.get(k + 1) {
+            Some(&(next, _)) => Some(next),
+            None => t.last_chunk.filter(|&(s, _)| s == step).map(|(_, total)| total),
         };
-        requests += 1;
-        let rid = format!("task-{id}");
-        let mut r = record("request");
-        r.request_id = text(rid.clone());
-        r.source = text(SOURCE);
-        let arrival = t.posted_us.unwrap_or(launched).min(launched);
-        r.arrival_ns = ok(ns(arrival));
-        let first_chunk_step = t.chunks.first().map(|&(_, s)| s).and_then(|s| log.step(s));
-        let scheduled = first_chunk_step.map_or(launched, |s| s.start_us).max(arrival);
-        // Without the posting (the default level logs none) nor a step, the arrival is the launch itself: the time
-        // queued before it is unknown, not zero.
-        if t.posted_us.is_some() || first_chunk_step.is_some() {
-            r.scheduled_ns = ok(ns(scheduled));
-        }
-        let first_token_us = t
-            .tokens
-            .iter()
-            .find(|tok| tok.0 == 1)
-            .map(|tok| tok.3)
-            .or_else(|| {
-                // The default log: the first token comes at the end of the prompt's processing.
-                t.prompt_ms.map(|ms| launched + (ms * 1e3).round() as i64)
-            })
-            .map(|f| f.max(scheduled));
-        r.first_token_ns = first_token_us.map(|f| Val::Ok(ns(f)));
-        let finished = t
-            .released_us
-            .or_else(|| t.tokens.last().map(|tok| tok.3))
-            .map(|f| f.max(first_token_us.unwrap_or(scheduled)));
-        r.finished_ns = finished.map(|f| Val::Ok(ns(f)));
-        let n_gen = t.n_gen.or_else(|| t.tokens.iter().map(|tok| tok.0).max());
-        let input = t.input_tokens.or_else(|| {
-            // `stop processing: n_tokens` holds the prompt and every output token but the last.
-            t.stop_n_tokens.zip(n_gen).map(|(n, g)| n - g + 1).filter(|&i| i > 0)
-        });
-        r.input_tokens = input.map(Val::Ok);
-        // The cache's share: the first chunk's start (`-lv 4`), else the prompt less what was computed.
-        let cached = t
-            .cached_tokens
-            .or_else(|| input.zip(t.prompt_computed).map(|(i, c)| i - c))
-            .filter(|&c| c >= 0 && input.is_none_or(|i| c <= i));
-        r.cached_tokens = cached.map(Val::Ok);
-        r.output_tokens = n_gen.map(Val::Ok);
-        r.finish_reason = if t.cancelled && t.prompt_ms.is_none() {
-            text("abort")
-        } else {
-            t.stop.and_then(text)
-        };
-        r.server_ttft_ns = t.prompt_ms.and_then(super::ns_from_ms).map(Val::Ok);
-        r.server_decode_ns = t.eval_ms.and_then(super::ns_from_ms).map(Val::Ok);
-        // Speculation: the task's totals as its end line says them, else summed over its verify steps.
-        let summed = t.verified.iter().fold((0u32, 0u32), |(a, d), &(_, drafted, accepted)| {
-            (a + accepted, d + drafted)
-        });
-        let totals = t.draft_totals.or((!t.verified.is_empty()).then_some(summed));
-        if let Some((accepted, drafted)) = totals {
-            r.spec_accepted_tokens = ok(i64::from(accepted));
-            r.spec_drafted_tokens = ok(i64::from(drafted));
-        }
-        if let Some(line) = t.draft_totals
-            && !t.verified.is_empty()
-            && line != summed
-        {
-            mismatched.push((rid.clone(), line, summed));
-        }
-        sink.add(&r, t.place.at);
-        let roles = spec_roles(&t.tokens, &t.verified, log.speculative);
-        // One record for all the task's tokens, each field set anew, its strings borrowed: a watch places every
-        // held task's tokens at each look.
-        let mut k = record("token");
-        k.request_id = text(rid.as_str());
-        for ((n, id_tok, piece, us, step), (role, drafted)) in t.tokens.iter().zip(roles) {
-            k.index = ok(n - 1);
-            k.emitted_ns = ok(ns(*us));
-            k.iteration = step.map(|s| Val::Ok(s as i64));
-            k.token_id = ok(*id_tok);
-            k.text = text(piece.as_str());
-            k.spec = role.and_then(text);
-            k.spec_drafted_tokens = drafted.map(|d| Val::Ok(i64::from(d)));
-            sink.add(&k, t.place.at);
-        }
-        let mut st = record("stage");
-        st.request_id = text(rid.as_str());
-        st.stage = text("prefill");
-        for &(_, step) in &t.chunks {
-            let Some(s) = log.step(step) else {
-                continue;
-            };
-            let Some(&(_, tokens)) = held(step).and_then(|k| prefill[k].iter().find(|(task, _)| *task == id)) else {
-                continue;
-            };
-            st.start_ns = ok(ns(s.start_us));
-            st.end_ns = ok(ns(ends[(step - log.first_step) as usize]));
-            st.iteration = ok(step as i64);
-            st.tokens = ok(tokens);
-            sink.add(&st, s.place.at);
-        }
-    }
-    // One record for every step, each field set anew: a record is a few kilobytes, and a watch places every held
-    // step at each look.
-    let mut it = record("iteration");
-    it.source = text(SOURCE);
-    for (k, s) in log.steps.iter().enumerate() {
-        let i64_of = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        let i = log.first_step + k as u64;
-        let chunks = prefill[k].as_slice();
-        it.iteration = ok(i64::try_from(i).unwrap_or(i64::MAX));
-        it.start_ns = ok(ns(s.start_us));
-        it.end_ns = ok(ns(ends[k]));
-        // A speculating slot feeds its own token and its drafts: all are decode tokens the step computes.
-        let fed: u64 = s.decode_tasks.iter().map(|&(_, d)| 1 + u64::from(d)).sum();
-        it.num_decode_reqs = ok(i64_of(s.decode_tasks.len()));
-        it.num_decode_tokens = ok(i64::try_from(fed).unwrap_or(i64::MAX));
-        if log.speculative {
-            let (drafted, accepted) = step_spec[k];
-            it.spec_drafted_tokens = ok(i64::from(drafted));
-            it.spec_accepted_tokens = ok(i64::from(accepted));
-        }
-        it.num_prefill_reqs = ok(i64_of(chunks.len()));
-        it.num_prefill_tokens = ok(chunks.iter().map(|c| c.1).sum());
-        it.num_reqs = ok(i64_of(s.decode_tasks.len() + chunks.len()));
-        sink.add(&it, s.place.at);
-    }
-    if log.lines > 0 && requests == 0 && !has_steps {
-        sink.reject(
-            0,
-            Problem::Malformed,
-            None,
-            format!(
-                "{name}: no request or step in {} lines of llama-server's log; it needs the default level at least \
-                 (`processing task`, `stop processing`)",
-                log.lines
-            ),
-        );
-    }
-    if log.untimed > 0 && requests == 0 {
-        sink.note(format!(
-            "{name}: {} lines have no timestamp: start llama-server without --no-log-timestamps",
-            log.untimed
-        ));
-    }
-    if !has_steps && requests > 0 {
-        sink.note(format!(
-            "{name}: llama-server's log at its default level gives requests but no steps, and no time queued \
-             before a slot took them; run it with -lv 5 (or -v) for every batch, prefill chunk and token"
-        ));
-    }
-    if log.skipped > 0 {
-        sink.note(format!(
-            "{name}: {} lines that are not llama-server's request and batch lines were skipped",
-            log.skipped
-        ));
-    }
-    if let Some((rid, (la, ld), (sa, sd))) = mismatched.first() {
-        sink.note(format!(
-            "{name}: {} tasks' draft totals (`draft acceptance`) differ from the sum of their verify steps (`add \
-             accepted tokens`), e.g. {rid}: {la} accepted of {ld} against {sa} of {sd}; the totals are the task lines'",
-            mismatched.len()
-        ));
-    }
-    sink.note(format!(
-        "{name}: llama-server counts time from its start; placed on the wall clock at the file's last change. Joined \
-         with a recording of the same run, the pairs place it exactly"
-    ));
+        end.filter(|&e| e > c).map(|e| (step, e - c))
+    })
 }
 
-/// What each of a task's tokens was in speculative decoding, with the drafts of its step on the step's first token:
-/// in a verify step, the first `accepted` tokens are accepted drafts and the next the target's own (the bonus; a
-/// step cut by a stop has fewer tokens); a token of a step that verified nothing is plain. Unknown for all when the
-/// server never speculated (`speculative` false).
-fn spec_roles(
-    tokens: &[(i64, i64, String, i64, Option<u64>)],
-    verified: &[(u64, u32, u32)],
-    speculative: bool,
-) -> Vec<(Option<&'static str>, Option<u32>)> {
-    if !speculative {
-        return vec![(None, None); tokens.len()];
-    }
-    let mut out = Vec::with_capacity(tokens.len());
-    let mut k = 0;
-    while k < tokens.len() {
-        let step = tokens[k].4;
-        let end = tokens[k..]
-            .iter()
-            .position(|tok| tok.4 != step || step.is_none())
-            .map_or(tokens.len(), |n| k + n.max(1));
-        let outcome = step.and_then(|s| verified.iter().find(|v| v.0 == s));
-        for (j, _) in tokens[k..end].iter().enumerate() {
-            let role = match outcome {
-                Some(&(_, _, accepted)) if (j as u32) < accepted => "draft",
-                Some(_) => "bonus",
-                None => "plain",
-            };
-            let drafted = outcome.filter(|_| j == 0).map(|&(_, d, _)| d);
-            out.push((Some(role), drafted));
-        }
-        k = end;
-    }
-    out
-}
-
+mod frozen;
+mod place;
 #[cfg(test)]
 mod tests;

@@ -469,12 +469,17 @@ pub fn live(parts: &[LivePart<'_>]) -> (crate::trace::Trace, crate::trace::repor
 }
 
 /// The trace of a llama-server log read as it is written (`llamacpp_log::Incremental`), as [`crate::load::load`]
-/// would make it of the file.
+/// would make it of the file: what no line can change any more placed once and kept by `log` from call to call
+/// (a watch's looks), the rest placed anew.
 pub fn llamacpp_live(
-    log: &llamacpp_log::Incremental,
+    log: &mut llamacpp_log::Incremental,
     path: &Path,
 ) -> (crate::trace::Trace, crate::trace::report::Report) {
-    live(&[LivePart::Llamacpp { log, path }])
+    let mut b = log.builder_of_look(path);
+    let mut imported = Imported::default();
+    imported.took(Sink::new(&mut b, 0, Kind::LlamacppLog), path);
+    imported.finish(&mut b);
+    b.finish()
 }
 
 impl Imported {

@@ -15,7 +15,7 @@ use super::{CandidatesOnDisk, DEFAULT_SOURCE, Meta, NULL_I64, NULL_U32, Trace};
 use crate::trace::strings::{Interner, NO_STR};
 
 /// Accumulates validated records; [`TraceBuilder::finish`] turns them into a [`Trace`] and its [`Report`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TraceBuilder {
     /// Request ids, sources, labels: intern strings here before pushing rows that refer to them.
     pub labels: Interner,
@@ -766,5 +766,6 @@ fn check_requests(trace: &Trace, missing_iterations: &HashMap<u32, u64>, report:
 }
 
 mod combine;
+mod prune;
 #[cfg(test)]
 mod tests;

@@ -182,6 +182,17 @@ pub trait Column<T>: Default {
     fn permuted(&self, order: &[u32]) -> Self;
     /// Bytes held by the rows.
     fn bytes(&self) -> usize;
+    /// Keeps the rows `keep` says, in place.
+    fn retain_rows(&mut self, keep: &[bool]);
+}
+
+/// Keeps the items of `v` that `keep` says, in place.
+pub fn retain_by<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        keep.get(i - 1).copied().unwrap_or(true)
+    });
 }
 
 impl<T: Copy> Column<T> for Vec<T> {
@@ -207,6 +218,9 @@ impl<T: Copy> Column<T> for Vec<T> {
     }
     fn bytes(&self) -> usize {
         self.len() * std::mem::size_of::<T>()
+    }
+    fn retain_rows(&mut self, keep: &[bool]) {
+        retain_by(self, keep);
     }
 }
 
@@ -234,6 +248,9 @@ impl<T: Sentinel> Column<Option<T>> for Nullable<T> {
     fn bytes(&self) -> usize {
         self.0.len() * std::mem::size_of::<T>()
     }
+    fn retain_rows(&mut self, keep: &[bool]) {
+        retain_by(&mut self.0, keep);
+    }
 }
 
 #[cfg(test)]
@@ -251,6 +268,9 @@ mod tests {
         assert_eq!(c.bytes(), 4 * 8, "8 bytes a row, not the 16 of an Option<i64>");
         let p = c.permuted(&[3, 2]);
         assert_eq!(p.to_options(), vec![Some(7), None]);
+        let mut r = c.clone();
+        r.retain_rows(&[false, true, true, false]);
+        assert_eq!(r.to_options(), vec![Some(5), None]);
         let f: Nullable<f64> = vec![Some(0.5), None].into();
         assert_eq!(f.iter().rev().collect::<Vec<_>>(), vec![None, Some(0.5)]);
         let u: Nullable<u32> = vec![Some(u32::MAX - 1), None].into();

@@ -111,6 +111,11 @@ macro_rules! table {
                 $( self.$field = Column::<$ty>::permuted(&self.$field, order); )+
             }
 
+            /// Keeps the rows `keep` says, in place.
+            pub fn retain_rows(&mut self, keep: &[bool]) {
+                $( Column::<$ty>::retain_rows(&mut self.$field, keep); )+
+            }
+
             /// Bytes held by the columns.
             pub fn heap_bytes(&self) -> usize {
                 0 $( + Column::<$ty>::bytes(&self.$field) )+

@@ -132,7 +132,7 @@ fn a_long_watch_forgets_what_ended_before_its_window_and_keeps_step_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("llama-server.log");
     std::fs::write(&path, "").unwrap();
-    let t = crate::import::llamacpp_live(&log, &path).0;
+    let t = crate::import::llamacpp_live(&mut log, &path).0;
     assert_eq!(t.request_count(), 1);
     assert_eq!(t.request_id(0), "task-6");
     assert_eq!(t.token_count(), 3);
