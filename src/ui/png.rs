@@ -190,6 +190,8 @@ pub fn save_as(bytes: &[u8], dir: Option<&std::path::Path>, title: &str, name: &
 }
 
 #[cfg(test)]
+// Test pixels are numbered greys, not the app's colours.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use eframe::egui::{Color32, pos2};
