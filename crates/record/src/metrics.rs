@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn a_busy_llama_server_reads_as_two_running_and_two_waiting() {
         // tests/data/record/llamacpp-metrics-busy.txt: four requests sent at once to a server with two slots.
-        let text = include_str!("../../tests/data/record/llamacpp-metrics-busy.txt");
+        let text = include_str!("../../../tests/data/record/llamacpp-metrics-busy.txt");
         let r = reading(text).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.running, Some(2));
         assert_eq!(r.waiting, Some(2));

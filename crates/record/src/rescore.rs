@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::client::Api;
 use super::prompts::Prompt;
-use crate::trace::{Flag, NO_STR, Reference, Trace};
+use tokenscope_core::trace::{Flag, NO_STR, Reference, Trace};
 
 /// What the re-scoring asks of the server.
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ impl Rescorer {
         let rows = trace.tokens_of(r);
         let answer: Vec<u32> = rows
             .clone()
-            .map(|t| crate::trace::opt_u32(trace.tokens.token_id[t]))
+            .map(|t| tokenscope_core::trace::opt_u32(trace.tokens.token_id[t]))
             .collect::<Option<_>>()
             .ok_or_else(|| {
                 RescoreError::Skipped(format!(
@@ -211,7 +211,7 @@ impl Rescorer {
             let reference = Reference {
                 request: r,
                 index: u32::try_from(i).unwrap_or(u32::MAX),
-                token: crate::trace::NULL_U32,
+                token: tokenscope_core::trace::NULL_U32,
                 logprob: own.or_else(|| at.map(|k| candidates[k].2)),
                 rank: at.and_then(|k| u32::try_from(k + 1).ok()),
                 listed: u32::try_from(candidates.len()).ok(),

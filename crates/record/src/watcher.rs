@@ -11,13 +11,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
-use crate::analysis::summary::Slo;
-use crate::record::metrics::{Reading, Scraper, reading};
-use crate::record::receiver::Receiver;
-use crate::record::ring::Ring;
-use crate::record::server_tail::ServerLogTail;
-use crate::trace::Trace;
+use crate::metrics::{Reading, Scraper, reading};
+use crate::receiver::Receiver;
+use crate::ring::Ring;
+use crate::server_tail::ServerLogTail;
+use tokenscope_core::analysis::findings::{Finding, Kind, Severity, Thresholds, find};
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::trace::Trace;
 
 /// What a watch follows and keeps.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +135,7 @@ pub struct Watcher {
     /// time it holds and its report.
     log_trace: Option<Trace>,
     log_latest_ns: Option<i64>,
-    report: Option<crate::trace::report::Report>,
+    report: Option<tokenscope_core::trace::report::Report>,
     /// Whether the ring's pending part is written with the next files due (the last look).
     flush_ring: bool,
     /// Whether `trace` is still to be judged, and whether the last read was the last look.
@@ -324,7 +324,7 @@ impl Watcher {
     }
 
     /// What reading the log found wrong, and the importer's notes, as of the last read.
-    pub fn report(&self) -> Option<&crate::trace::report::Report> {
+    pub fn report(&self) -> Option<&tokenscope_core::trace::report::Report> {
         self.report.as_ref()
     }
 
@@ -525,17 +525,17 @@ impl Metrics {
 
     /// `trace` with the readings as samples of source `metrics`.
     fn joined(&self, trace: &Trace) -> Trace {
-        let mut b = crate::trace::TraceBuilder::from_trace(trace.clone());
+        let mut b = tokenscope_core::trace::TraceBuilder::from_trace(trace.clone());
         let source = b.labels.intern("metrics");
         for (r, &time_ns) in self.samples.iter().zip(&self.times) {
-            b.add_sample(crate::trace::Sample {
+            b.add_sample(tokenscope_core::trace::Sample {
                 interval_ns: Some(self.interval_ns),
                 num_running: r.running,
                 num_waiting: r.waiting,
                 kv_usage: r.kv_usage,
                 prompt_throughput: r.prompt_throughput,
                 generation_throughput: r.generation_throughput,
-                ..crate::trace::Sample::at(source, time_ns)
+                ..tokenscope_core::trace::Sample::at(source, time_ns)
             });
         }
         b.finish().0
@@ -577,7 +577,7 @@ pub fn latest_ns(trace: &Trace) -> i64 {
 /// file, so a reader never sees half of it), with the finding in the note.
 fn write_incident(trace: &Trace, f: &Finding, before_s: f64, latest_ns: i64, file: &Path) -> Result<(), String> {
     let from_ns = f.from_ns.saturating_sub((before_s * 1e9) as i64);
-    let mut part = crate::trace::slice::slice(trace, from_ns, latest_ns.max(f.to_ns), None);
+    let mut part = tokenscope_core::trace::slice::slice(trace, from_ns, latest_ns.max(f.to_ns), None);
     part.meta.note = Some(format!(
         "incident kept by tokenscope watch: {} [{}]: {}",
         f.kind.title(),
@@ -585,6 +585,6 @@ fn write_incident(trace: &Trace, f: &Finding, before_s: f64, latest_ns: i64, fil
         f.summary
     ));
     let tmp = file.with_extension("tmp.parquet");
-    crate::format::write(&part, &tmp).map_err(|e| e.to_string())?;
+    tokenscope_core::format::write(&part, &tmp).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, file).map_err(|e| e.to_string())
 }

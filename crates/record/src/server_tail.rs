@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::collections::VecDeque;
 
 use super::tail::{Got, Lines};
-use crate::import::llamacpp_log::{self, Incremental};
-use crate::import::{Kind, LivePart};
-use crate::load::Loaded;
+use tokenscope_core::import::llamacpp_log::{self, Incremental};
+use tokenscope_core::import::{Kind, LivePart};
+use tokenscope_core::load::Loaded;
 
 /// Bytes read at most per look: a log far ahead is caught up over several snapshots.
 const READ_AT_MOST: u64 = 64 << 20;
@@ -134,7 +134,7 @@ impl Held {
     }
 
     fn line(&mut self, raw: &[u8]) {
-        use crate::import::vllm_log::{LineTime, line_time};
+        use tokenscope_core::import::vllm_log::{LineTime, line_time};
         let form = if self.kind == Kind::SglangLog {
             LineTime::Sglang
         } else {
@@ -182,7 +182,9 @@ impl Held {
         let mut requests = 0;
         while self.lines.front().is_some_and(|(t, _)| *t < cutoff) {
             if let Some((_, line)) = self.lines.pop_front() {
-                requests += usize::from(crate::import::sglang_pd::is_time_stats(&String::from_utf8_lossy(&line)));
+                requests += usize::from(tokenscope_core::import::sglang_pd::is_time_stats(
+                    &String::from_utf8_lossy(&line),
+                ));
                 self.stale = true;
             }
         }
@@ -344,8 +346,8 @@ impl ServerLogTail {
                     return Ok(false);
                 }
                 *read_at = Some(len);
-                let loaded =
-                    crate::load::load(&path, &crate::ingest::Progress::default()).map_err(|e| e.to_string())?;
+                let loaded = tokenscope_core::load::load(&path, &tokenscope_core::ingest::Progress::default())
+                    .map_err(|e| e.to_string())?;
                 self.whole = Some(loaded);
                 Ok(true)
             }
@@ -358,7 +360,7 @@ impl ServerLogTail {
         let own = match &mut self.reading {
             // A llama-server log alone: its look places only what changed.
             Reading::Llamacpp(_, follow) if also.is_empty() => {
-                let (trace, report) = crate::import::llamacpp_live(&mut follow.log, path);
+                let (trace, report) = tokenscope_core::import::llamacpp_live(&mut follow.log, path);
                 return Some(Loaded { trace, report });
             }
             Reading::Llamacpp(_, follow) => Some(LivePart::Llamacpp { log: &follow.log, path }),
@@ -384,7 +386,7 @@ impl ServerLogTail {
             return None;
         }
         let parts: Vec<LivePart<'_>> = own.into_iter().chain(also.iter().copied()).collect();
-        let (trace, report) = crate::import::live(&parts);
+        let (trace, report) = tokenscope_core::import::live(&parts);
         Some(Loaded { trace, report })
     }
 }
@@ -401,8 +403,8 @@ enum Sniffed {
 
 /// What the start of a log, `text`, says of it.
 fn sniff(text: &str) -> Sniffed {
-    use crate::import::vllm_log::{LineTime, line_time};
-    match crate::import::sniff_bytes(text.as_bytes()) {
+    use tokenscope_core::import::vllm_log::{LineTime, line_time};
+    match tokenscope_core::import::sniff_bytes(text.as_bytes()) {
         Some(kind @ (Kind::VllmLog | Kind::SglangLog)) => return Sniffed::Held(kind),
         Some(_) => return Sniffed::Other,
         None => {}

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::import::openai::Ending;
+use tokenscope_core::import::openai::Ending;
 
 /// Lines waiting for the writer at most: a slow disk makes the streams wait rather than memory grow.
 const QUEUED_LINES: usize = 4_096;
@@ -251,7 +251,7 @@ impl Writer {
 /// The request id of a journal line, read without parsing it (`..."request_id":"rec-00001",...`, as the journal
 /// writes it; inside a chunk's text every quote is escaped, so the key found is the line's own); `None` for a line
 /// without one.
-pub(crate) fn request_id_of(line: &[u8]) -> Option<&str> {
+pub fn request_id_of(line: &[u8]) -> Option<&str> {
     let key = br#""request_id":""#;
     let from = memchr::memmem::find(line, key)? + key.len();
     let len = line[from..].iter().position(|&b| b == b'"' || b == b'\\')?;

@@ -18,8 +18,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::{Request, Response, StatusCode};
 
-use crate::import::LivePart;
-use crate::import::otlp::{Span, export_spans};
+use tokenscope_core::import::LivePart;
+use tokenscope_core::import::otlp::{Span, export_spans};
 
 /// The largest export taken: the OpenTelemetry SDKs' batch of 512 spans is far below it.
 const BODY_AT_MOST: usize = 64 << 20;

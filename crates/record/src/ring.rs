@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use crate::trace::Trace;
+use tokenscope_core::trace::Trace;
 
 /// The ring of parts in one folder.
 #[derive(Debug)]
@@ -79,10 +79,10 @@ impl Ring {
         if latest_ns <= from || (!flush && latest_ns - from < self.part_ns) {
             return Ok(());
         }
-        let part = crate::trace::slice::slice(trace, from, latest_ns, None);
+        let part = tokenscope_core::trace::slice::slice(trace, from, latest_ns, None);
         let file = self.dir.join(format!("part-{:015}.parquet", from / 1_000_000));
         let tmp = file.with_extension("tmp.parquet");
-        crate::format::write(&part, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        tokenscope_core::format::write(&part, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &file).map_err(|e| format!("{}: {e}", file.display()))?;
         let size = std::fs::metadata(&file).map_or(0, |m| m.len());
         self.parts.retain(|(p, _)| *p != file);
@@ -132,7 +132,7 @@ mod tests {
             })
             .collect();
         std::fs::write(&file, lines).unwrap_or_else(|e| panic!("{e}"));
-        crate::load::load(&file, &crate::ingest::Progress::default())
+        tokenscope_core::load::load(&file, &tokenscope_core::ingest::Progress::default())
             .unwrap_or_else(|e| panic!("{e}"))
             .trace
     }
@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(first.len(), 1);
         assert!(first[0].ends_with("part-001764403201000.parquet"), "{first:?}");
         // Its requests: r0 to r3 (arrivals 1 s to 4 s; r3 arrives at its end).
-        let part = crate::load::load(&first[0], &crate::ingest::Progress::default())
+        let part = tokenscope_core::load::load(&first[0], &tokenscope_core::ingest::Progress::default())
             .unwrap_or_else(|e| panic!("{e}"))
             .trace;
         assert_eq!(part.request_count(), 4);

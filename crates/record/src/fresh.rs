@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::tail::{FileId, Got, Lines};
-use crate::import::openai::Stream;
+use tokenscope_core::import::openai::Stream;
 
 /// Bytes read at most per poll (about 300 chunks with candidates): a frame's share of the work stays small, and a
 /// reader further behind is caught up by the next snapshot ([`Fresh::taken`]).
@@ -249,8 +249,8 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::record::tail::JournalTail;
-    use crate::record::tail::tests::{T0, chunk};
+    use crate::tail::JournalTail;
+    use crate::tail::tests::{T0, chunk};
 
     fn texts(f: &Fresh) -> Vec<(&str, i64, &str)> {
         f.tokens()

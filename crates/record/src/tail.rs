@@ -5,17 +5,17 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::import::capture::{Capture, Unfinished};
-use crate::import::{Kind, Sink};
-use crate::load::Loaded;
-use crate::trace::TraceBuilder;
-use crate::trace::report::{Encoding, Problem, SourceFile};
+use tokenscope_core::import::capture::{Capture, Unfinished};
+use tokenscope_core::import::{Kind, Sink};
+use tokenscope_core::load::Loaded;
+use tokenscope_core::trace::TraceBuilder;
+use tokenscope_core::trace::report::{Encoding, Problem, SourceFile};
 
 /// Bytes read at most per poll: a journal far ahead is caught up over several polls, each snapshot showing more.
 const READ_AT_MOST: u64 = 64 << 20;
 
 /// What a read of a growing file found.
-pub(crate) enum Got {
+pub enum Got {
     /// The file is not there yet.
     NotThere,
     /// The file was made again (another file in its place, or shorter than what was read): to be read again from its
@@ -32,7 +32,7 @@ pub(crate) enum Got {
 
 /// A file's lines as they are written: each read hands on the lines whose end was written since the last.
 #[derive(Debug)]
-pub(crate) struct Lines {
+pub struct Lines {
     path: PathBuf,
     /// Bytes of the file read.
     offset: u64,
@@ -55,7 +55,7 @@ pub(crate) struct Lines {
 /// Bytes of a file's start kept to tell it was written again in place.
 const HEAD: usize = 64;
 
-use crate::format::jsonl::MAX_LINE_BYTES as MAX_LINE;
+use tokenscope_core::format::jsonl::MAX_LINE_BYTES as MAX_LINE;
 
 /// Which file is at a path: its device and inode (on Unix) and its birth time (where the file system keeps it, so an
 /// inode freed by a rename and given to the next file is told apart; a file system that keeps none, where a reader
@@ -87,7 +87,7 @@ impl FileId {
 }
 
 impl Lines {
-    pub(crate) fn new(path: &Path) -> Self {
+    pub fn new(path: &Path) -> Self {
         Lines {
             path: path.to_owned(),
             offset: 0,
@@ -100,12 +100,12 @@ impl Lines {
     }
 
     /// The file the offsets are in, once read.
-    pub(crate) fn identity(&self) -> Option<FileId> {
+    pub fn identity(&self) -> Option<FileId> {
         self.identity
     }
 
     /// The end of the last whole line read: where the next line starts.
-    pub(crate) fn lines_end(&self) -> u64 {
+    pub fn lines_end(&self) -> u64 {
         self.offset - self.partial.len() as u64
     }
 
@@ -116,7 +116,7 @@ impl Lines {
     /// what was written to it after the last read is not lost; then [`Got::Restarted`] says the next read starts
     /// the new file. A file emptied in place (shorter than what was read, or its start changed) cannot be read
     /// further: what was written to it between the last read and its emptying is gone with it.
-    pub(crate) fn read(&mut self, at_most: u64, mut each: impl FnMut(&[u8])) -> std::io::Result<Got> {
+    pub fn read(&mut self, at_most: u64, mut each: impl FnMut(&[u8])) -> std::io::Result<Got> {
         let file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Got::NotThere),
@@ -194,7 +194,7 @@ impl Lines {
 
     /// Goes on from `offset`, the end of a whole line of `file` (what another reader has read up to); the file is
     /// taken for this reader's when it has read none.
-    pub(crate) fn skip_to(&mut self, offset: u64, file: Option<FileId>) {
+    pub fn skip_to(&mut self, offset: u64, file: Option<FileId>) {
         if self.identity.is_none() {
             self.identity = file;
         }
@@ -347,15 +347,15 @@ impl JournalTail {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+pub mod tests {
     use std::io::Write;
 
     use super::*;
 
-    pub(crate) const T0: i64 = 1_764_403_200_000_000_000;
+    pub const T0: i64 = 1_764_403_200_000_000_000;
 
     /// A journal's line of one chunk of `id`, `at_ms` after [`T0`], with `text`.
-    pub(crate) fn chunk(id: &str, at_ms: i64, text: &str) -> String {
+    pub fn chunk(id: &str, at_ms: i64, text: &str) -> String {
         let data = serde_json::json!({"choices": [{"index": 0, "delta": {"content": text}}]}).to_string();
         serde_json::json!({"request_id": id, "sent_ns": T0, "events": [[T0 + at_ms * 1_000_000, data]]}).to_string()
     }

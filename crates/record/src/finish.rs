@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use super::{Recording, client, journal, request_id, write_raw};
-use crate::load::Loaded;
-use crate::trace::Trace;
+use tokenscope_core::load::Loaded;
+use tokenscope_core::trace::Trace;
 
 /// Where a recording goes when it ends.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,7 @@ impl Finish<'_> {
             write_raw(&rec.outcomes, raw).map_err(|e| format!("cannot write {}: {e}", raw.display()))?;
         }
         // The server's half, when given: joined with the recording, or the recording alone and why.
-        let recording = || crate::load::Loaded {
+        let recording = || tokenscope_core::load::Loaded {
             trace: rec.trace.clone(),
             report: rec.report.clone(),
         };
@@ -54,7 +54,7 @@ impl Finish<'_> {
             None => (Cow::Borrowed(&rec.trace), rec.report.notes.clone()),
         };
         let journal = journal::path_for(self.output);
-        crate::format::write(&trace, self.output).map_err(|e| {
+        tokenscope_core::format::write(&trace, self.output).map_err(|e| {
             format!(
                 "{e}; what was recorded is in {}, which opens as a trace",
                 journal.display()
@@ -82,7 +82,7 @@ impl Finish<'_> {
 /// A recording joined with the server's side of the run read from `log` (at its end, or as both are written in a
 /// live view); the recording alone, with the reason, when the log cannot be read or does not join.
 pub fn join_server_log(recording: Loaded, log: &Path) -> (Loaded, Option<String>) {
-    match crate::load::load(log, &crate::ingest::Progress::default()) {
+    match tokenscope_core::load::load(log, &tokenscope_core::ingest::Progress::default()) {
         Ok(server) => join_loaded(recording, &server, log),
         Err(e) => (recording, Some(e.to_string())),
     }
@@ -91,7 +91,7 @@ pub fn join_server_log(recording: Loaded, log: &Path) -> (Loaded, Option<String>
 /// A recording joined with the server's side of the run, read from `log`; the recording alone, with the reason,
 /// when they do not join.
 pub fn join_loaded(recording: Loaded, server: &Loaded, log: &Path) -> (Loaded, Option<String>) {
-    use crate::load::join;
+    use tokenscope_core::load::join;
     let names = ("the recording", &*log.display().to_string());
     match join::pair(&recording.trace, &server.trace, names) {
         Ok(pairs) => {

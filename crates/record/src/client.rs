@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::prompts::Prompt;
-pub use crate::import::openai::Ending;
-use crate::import::openai::Stream;
+pub use tokenscope_core::import::openai::Ending;
+use tokenscope_core::import::openai::Stream;
 
 /// The API a recording talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -410,7 +410,7 @@ pub async fn run_one(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::prompts::Body;
+    use crate::prompts::Body;
 
     #[test]
     fn urls_with_or_without_v1() {

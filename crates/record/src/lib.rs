@@ -31,13 +31,13 @@ use rand_distr::Distribution;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::import::{Kind, Sink, ok, openai, text};
-use crate::ingest::raw::Val;
-use crate::trace::report::{Encoding, SourceFile};
-use crate::trace::{Trace, TraceBuilder};
 use client::{Api, Clock, Ending, Limits, Outcome, Phase, Sampling};
 pub use finish::{Finish, Written, join_loaded, join_server_log};
 use prompts::Prompt;
+use tokenscope_core::import::{Kind, Sink, ok, openai, text};
+use tokenscope_core::ingest::raw::Val;
+use tokenscope_core::trace::report::{Encoding, SourceFile};
+use tokenscope_core::trace::{Trace, TraceBuilder};
 
 /// What to record.
 #[derive(Debug, Clone)]
@@ -116,7 +116,7 @@ pub struct Recording {
     /// The trace, with its load report (notes, and any record the format rejected).
     pub trace: Trace,
     /// The report.
-    pub report: crate::trace::report::Report,
+    pub report: tokenscope_core::trace::report::Report,
     /// Every request as recorded, in order.
     pub outcomes: Vec<Outcome>,
     /// True when it was stopped (Ctrl-C, SIGTERM, or the caller's stop), even once every request was sent: the
@@ -474,7 +474,7 @@ async fn run(
 
 /// Waits for Ctrl-C or, on Unix, SIGTERM (what a process manager, `kill` or a container's stop sends); forever when
 /// neither can be listened for.
-pub(crate) async fn signal() {
+pub async fn signal() {
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -537,7 +537,7 @@ pub fn build_trace(
     info: &ServerInfo,
     url: &str,
     outcomes: &[Outcome],
-) -> (Trace, crate::trace::report::Report) {
+) -> (Trace, tokenscope_core::trace::report::Report) {
     let mut b = TraceBuilder::default();
     let url = &shown_url(url);
     b.report.files.push(SourceFile {
@@ -562,7 +562,7 @@ pub fn build_trace(
         inferred.sort_unstable();
         eos_ids.clone_from(&inferred);
     }
-    let mut meta = crate::import::record("meta");
+    let mut meta = tokenscope_core::import::record("meta");
     meta.engine = info.engine.clone().and_then(text);
     meta.engine_version = info.version.clone().and_then(text);
     let model = options
@@ -577,7 +577,7 @@ pub fn build_trace(
     }
     meta.created_ns = ok(Clock::default().now_ns());
     meta.clock = text("client");
-    crate::ingest::validate::ingest(&meta, crate::trace::report::Place { file: 0, at: 0 }, &mut b);
+    tokenscope_core::ingest::validate::ingest(&meta, tokenscope_core::trace::report::Place { file: 0, at: 0 }, &mut b);
     b.report.records -= 1;
 
     let mut added_eos = 0usize;

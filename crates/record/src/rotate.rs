@@ -139,7 +139,7 @@ async fn write_part(
         let c = &context;
         let (trace, _) = build_trace(&c.options, &c.prompts, &c.info, &c.url, &outcomes);
         let (hidden, path) = (rotation.dir.join(format!(".{name}")), rotation.dir.join(&name));
-        crate::format::write(&trace, &hidden).map_err(|e| format!("{}: {e}", hidden.display()))?;
+        tokenscope_core::format::write(&trace, &hidden).map_err(|e| format!("{}: {e}", hidden.display()))?;
         std::fs::rename(&hidden, &path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok::<_, String>((path, trace.request_count(), trace.token_count()))
     })
