@@ -98,7 +98,7 @@ impl DiffArgs {
             by: self.by,
             prices: self.prices.as_deref(),
             top: self.top,
-            fidelity: self.fidelity.then_some(crate::analysis::fidelity::Tolerance {
+            fidelity: self.fidelity.then_some(crate::synth::fidelity::Tolerance {
                 pct: self.tolerance,
                 floor_ms: self.floor_ms,
             }),
@@ -127,7 +127,7 @@ pub struct DiffOptions<'a> {
     pub top: usize,
     /// Instead of the diff, the fidelity of B (a simulation, or a repeat) to A (the real run), within this
     /// tolerance.
-    pub fidelity: Option<crate::analysis::fidelity::Tolerance>,
+    pub fidelity: Option<crate::synth::fidelity::Tolerance>,
     /// With `fidelity`: also draw the two runs' CDFs into this PNG.
     pub png: Option<&'a Path>,
     /// Load both traces even when they could be streamed.
@@ -496,12 +496,12 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
         (Err(e), _) | (_, Err(e)) => return e,
     };
     if let Some(tolerance) = options.fidelity {
-        let f = crate::analysis::fidelity::compare(&a.trace, &b.trace, tolerance);
+        let f = crate::synth::fidelity::compare(&a.trace, &b.trace, tolerance);
         let (a_name, b_name) = (a_path.display().to_string(), b_path.display().to_string());
         let mut stdout = if options.json {
             format!("{:#}\n", json!(f))
         } else {
-            crate::analysis::fidelity::render(&f, &a_name, &b_name)
+            crate::synth::fidelity::render(&f, &a_name, &b_name)
         };
         if let Some(png) = options.png {
             let size = crate::ui::render::Size {

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::Output;
-use crate::analysis::fidelity::{self, Tolerance};
 use crate::load::LoadOptions;
+use crate::synth::fidelity::{self, Tolerance};
 use crate::synth::fit::{self, FitError, file_name};
 use crate::trace::Trace;
 

@@ -342,7 +342,7 @@ fn figures_ui(ui: &mut Ui, c: &Comparison) {
 /// How far B is from A, figure by figure (`diff --fidelity`): for a replay or simulation of A's requests (B), or a
 /// repeat of A's run. Collapsed at first: most comparisons are before and after, not real and simulated.
 fn fidelity_ui(ui: &mut Ui, c: &Comparison) {
-    use crate::analysis::fidelity::{Tolerance, from_summaries};
+    use crate::synth::fidelity::{Tolerance, from_summaries};
     let tolerance = Tolerance::default();
     let f = from_summaries(&c.a, &c.b, tolerance);
     let (compared, within) = f.score();

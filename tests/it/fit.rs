@@ -129,7 +129,7 @@ fn the_fit_on_one_run_predicts_the_held_out_runs_within_the_pinned_error() {
 #[test]
 fn fit_on_an_engine_trace_finds_the_constants_it_was_made_with() {
     // The SGLang sample is the simulator's run on its h100-8b profile written as SGLang's OTLP spans, which link
-    // each token to its step. The profile's constants (crates/core/src/synth/cost.rs): 10 ms per step, 0.065 ms per
+    // each token to its step. The profile's constants (crates/synth/src/cost.rs): 10 ms per step, 0.065 ms per
     // prompt token, 0.06 ms per decode, 4e-5 ms per context token, 9.5e-7 ms per attention pair, 3 % noise. Each
     // must fall inside the interval the fit gives it.
     let (code, stdout, stderr) = tokenscope(&[

@@ -58,11 +58,8 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     h.get_by_label_contains("gone · critical · EOS mis-trigger med-question");
     h.get_by_label("TTFT p99 ms");
     // How far B is from A, figure by figure (as `diff --fidelity`), folded until clicked.
-    let fidelity = tokenscope::analysis::fidelity::from_summaries(
-        &cmp.a,
-        &cmp.b,
-        tokenscope::analysis::fidelity::Tolerance::default(),
-    );
+    let fidelity =
+        tokenscope::synth::fidelity::from_summaries(&cmp.a, &cmp.b, tokenscope::synth::fidelity::Tolerance::default());
     let (compared, within) = fidelity.score();
     assert_eq!(compared, 20, "every figure has both sides");
     let header = format!("Fidelity of B to A: {within} of 20 figures within 10 % or 5 ms");

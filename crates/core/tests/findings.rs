@@ -16,9 +16,9 @@ use tokenscope_core::analysis::stats::thousands;
 use tokenscope_core::analysis::summary::Slo;
 use tokenscope_core::ingest::Progress;
 use tokenscope_core::load::load;
-use tokenscope_core::synth::arrivals::ReplayOptions;
-use tokenscope_core::synth::{Scenario, SynthOptions, generate};
 use tokenscope_core::trace::{StageKind, Trace};
+use tokenscope_synth::arrivals::ReplayOptions;
+use tokenscope_synth::{Scenario, SynthOptions, generate};
 
 pub(crate) fn sample(name: &str) -> Trace {
     let path = crate::common::repo("sample_traces").join(name);
@@ -353,7 +353,7 @@ fn steady_traffic_sets_off_none_of_the_incident_detectors() {
             replay: ReplayOptions::default(),
             sources: 1,
             prefix_cache_tokens: None,
-            profile: tokenscope_core::synth::ProfileChoice::default(),
+            profile: tokenscope_synth::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         })

@@ -11,9 +11,9 @@ use tokenscope_core::analysis::findings::{
     Finding, Kind, Severity, Thresholds, chronic_interference, decode_interrupted, find, overload, prefill_monopoly,
 };
 use tokenscope_core::analysis::summary::Slo;
-use tokenscope_core::synth::arrivals::ReplayOptions;
-use tokenscope_core::synth::{Scenario, SynthOptions, generate};
 use tokenscope_core::trace::Trace;
+use tokenscope_synth::arrivals::ReplayOptions;
+use tokenscope_synth::{Scenario, SynthOptions, generate};
 
 use crate::findings::{ids, sample, th};
 use crate::findings_by_hand::{at, prefill_stage, request, step, token, trace_of};
@@ -151,7 +151,7 @@ fn decodes_slowed_by_prefill_minute_after_minute_are_chronic_interference() {
         replay: ReplayOptions::default(),
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope_core::synth::ProfileChoice::default(),
+        profile: tokenscope_synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })
@@ -190,7 +190,7 @@ fn azure_conversations_replayed_twice_as_fast_on_one_instance_are_overload() {
         },
         sources: 1,
         prefix_cache_tokens: None,
-        profile: tokenscope_core::synth::ProfileChoice::default(),
+        profile: tokenscope_synth::ProfileChoice::default(),
         chunked_prefill: None,
         plant: None,
     })

@@ -1,12 +1,10 @@
 //! The core's integration tests, in one test binary that links no GUI crate (`cargo test -p tokenscope-core` runs
-//! them): the figures worked by hand, the findings, the diagnosis corpus, and the importers on what SGLang's and
+//! them): the figures worked by hand, the findings (on simulated incidents too: the simulator is a dev-dependency), and the importers on what SGLang's and
 //! vLLM's own code emits. Each file is a module here (`cargo test -p tokenscope-core --test integration findings::`
 //! runs one), as in the top crate's `tests/it/main.rs`.
 
 mod common;
 
-#[path = "corpus.rs"]
-mod corpus;
 #[path = "findings.rs"]
 mod findings;
 #[path = "findings_by_hand.rs"]

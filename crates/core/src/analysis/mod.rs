@@ -6,7 +6,6 @@ pub mod delivery;
 pub mod diff;
 pub mod exact;
 pub mod facts;
-pub mod fidelity;
 pub mod findings;
 pub mod interference;
 pub mod metrics;

@@ -7,7 +7,7 @@ use super::choice::ProfileChoice;
 use super::disagg::{self, Disaggregation, TransferCost};
 use super::engine_config::EngineConfig;
 use super::speculation::{self, Speculation};
-use crate::analysis::stats::thousands;
+use tokenscope_core::analysis::stats::thousands;
 
 pub use super::engine_config::{MAX_BATCHED_TOKENS, MAX_SEQS};
 /// The most instances `--set` accepts (the simulator looks at every instance for every event).

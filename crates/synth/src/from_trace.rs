@@ -6,8 +6,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS, ReplayOptions};
 use super::engine_config::{EngineConfig, KV_BLOCK_TOKENS};
-use crate::analysis::stats::thousands;
-use crate::trace::{DEFAULT_SOURCE, Trace};
+use tokenscope_core::analysis::stats::thousands;
+use tokenscope_core::trace::{DEFAULT_SOURCE, Trace};
 
 /// The most prompt or output tokens a replayed request keeps. No served model takes a million tokens in one
 /// request; beyond it a corrupt count would only cost memory (a prefix block per 512 prompt tokens) and time (a
@@ -361,7 +361,7 @@ pub fn infer_engines(trace: &Trace) -> Vec<InferredEngine> {
 /// drafter's default cost; and the words saying so.
 pub fn infer_speculation(trace: &Trace) -> Option<(super::speculation::Speculation, String)> {
     let all: Vec<u32> = (0..u32::try_from(trace.request_count()).unwrap_or(u32::MAX)).collect();
-    let figures = crate::analysis::spec::spec_figures(trace, &all)?;
+    let figures = tokenscope_core::analysis::spec::spec_figures(trace, &all)?;
     let mut acceptance = figures.acceptance_by_position;
     for k in 1..acceptance.len() {
         acceptance[k] = acceptance[k].min(acceptance[k - 1]);
@@ -415,7 +415,7 @@ fn infer_schedulers(trace: &Trace) -> Vec<InferredEngine> {
                 .requests
                 .decode_source
                 .iter()
-                .filter(|&&d| d != crate::trace::NO_STR),
+                .filter(|&&d| d != tokenscope_core::trace::NO_STR),
         )
         .copied()
         .filter(|s| seen.insert(*s))
@@ -423,7 +423,7 @@ fn infer_schedulers(trace: &Trace) -> Vec<InferredEngine> {
     if sources.is_empty() {
         return vec![engine_of(
             DEFAULT_SOURCE,
-            crate::trace::NO_STR,
+            tokenscope_core::trace::NO_STR,
             &StepEvidence::default(),
         )];
     }
@@ -436,8 +436,8 @@ fn infer_schedulers(trace: &Trace) -> Vec<InferredEngine> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::report::Place;
-    use crate::trace::{Iteration, NO_STR, Request, TraceBuilder};
+    use tokenscope_core::trace::report::Place;
+    use tokenscope_core::trace::{Iteration, NO_STR, Request, TraceBuilder};
 
     /// 2025-11-29 08:00:00 UTC, ns.
     const T0: i64 = 1_764_403_200_000_000_000;

@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use crate::trace::{StageKind, Trace};
+use tokenscope_core::trace::{StageKind, Trace};
 
 /// Requests per line: the Collector batches spans into one export per flush.
 pub const REQUESTS_PER_LINE: usize = 64;
@@ -196,7 +196,7 @@ pub fn write(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
         let decode_steps: Vec<u32> = tokens
             .iter()
             .skip(1)
-            .filter_map(|&t| crate::trace::opt_u32(trace.tokens.iter_row[t]))
+            .filter_map(|&t| tokenscope_core::trace::opt_u32(trace.tokens.iter_row[t]))
             .collect();
         if let Some(&first_step) = decode_steps.first() {
             let first_start = trace.iterations.start_ns[first_step as usize];

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::regress::{Coefficient, Status, Term};
 use super::work::{Linkage, StepKind};
-use crate::analysis::fidelity::Fidelity;
-use crate::synth::cost::StepCost;
-use crate::synth::engine_config::STEP_GAP_NS;
+use crate::cost::StepCost;
+use crate::engine_config::STEP_GAP_NS;
+use crate::fidelity::Fidelity;
 
 /// The `format` of the profile files this version writes and reads.
 pub const PROFILE_FORMAT: &str = "tokenscope-profile/1";
@@ -126,7 +126,7 @@ impl FittedProfile {
     /// simulator's own ([`STEP_GAP_NS`]) folded into the fixed cost.
     pub fn cost(&self) -> StepCost {
         let value = |t: Term| self.coefficients.iter().find(|c| c.term == t).map_or(0.0, |c| c.value);
-        let extra_gap = (self.step_gap_ms - crate::analysis::metrics::ms(STEP_GAP_NS)).max(0.0);
+        let extra_gap = (self.step_gap_ms - tokenscope_core::analysis::metrics::ms(STEP_GAP_NS)).max(0.0);
         StepCost {
             base_ms: value(Term::BaseMs) + extra_gap,
             prefill_token_ms: value(Term::PrefillTokenMs),

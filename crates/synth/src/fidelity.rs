@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::metrics::Distribution;
-use super::summary::{Slo, Summary, summarize_all};
-use crate::trace::Trace;
+use tokenscope_core::analysis::metrics::Distribution;
+use tokenscope_core::analysis::summary::{Slo, Summary, summarize_all};
+use tokenscope_core::trace::Trace;
 
 /// The figures compared, in the report's order.
 pub const FIGURES: [&str; 5] = ["TTFT", "ITL", "TPOT", "E2E", "queue"];
@@ -178,8 +178,8 @@ pub fn render(f: &Fidelity, real_name: &str, sim_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::report::Place;
-    use crate::trace::{NO_STR, Request, TraceBuilder};
+    use tokenscope_core::trace::report::Place;
+    use tokenscope_core::trace::{NO_STR, Request, TraceBuilder};
 
     /// A trace of requests with the given TTFTs (arrival at i seconds, one token).
     fn with_ttfts(ttfts_ms: &[i64]) -> Trace {

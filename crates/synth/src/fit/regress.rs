@@ -6,7 +6,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::work::StepSample;
-use crate::synth::cost::{Regimes, StepWork};
+use crate::cost::{Regimes, StepWork};
 
 /// A term of the step-cost model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -2,8 +2,8 @@
 //! a trace's steps, its prefill chunks and its tokens where the source gives them (a joined llama.cpp run, the
 //! simulator's own traces), else from the steps' counts alone.
 
-use crate::synth::cost::StepWork;
-use crate::trace::{StageKind, Trace, opt_u8, opt_u32};
+use crate::cost::StepWork;
+use tokenscope_core::trace::{StageKind, Trace, opt_u8, opt_u32};
 
 /// How a step's work was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -147,11 +147,11 @@ pub fn trace_steps(trace: &Trace) -> TraceSteps {
             continue;
         }
         let gap_ms = (i > 0 && it.source[i - 1] == it.source[i])
-            .then(|| crate::analysis::metrics::ms(it.start_ns[i] - it.end_ns[i - 1]))
+            .then(|| tokenscope_core::analysis::metrics::ms(it.start_ns[i] - it.end_ns[i - 1]))
             .filter(|g| *g >= 0.0);
         steps.push(StepSample {
             work: std::mem::take(&mut work[i]),
-            duration_ms: crate::analysis::metrics::ms(duration),
+            duration_ms: tokenscope_core::analysis::metrics::ms(duration),
             gap_ms,
         });
     }

@@ -13,14 +13,14 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::analysis::fidelity::{self, Tolerance};
-use crate::analysis::metrics::nearest_rank;
-use crate::synth::cost::Regimes;
-use crate::synth::engine_config::KV_BLOCK_TOKENS;
-use crate::synth::from_trace::infer_engines;
-use crate::trace::Trace;
+use crate::cost::Regimes;
+use crate::engine_config::KV_BLOCK_TOKENS;
+use crate::fidelity::{self, Tolerance};
+use crate::from_trace::infer_engines;
 pub use profile::{FittedProfile, PROFILE_FORMAT, ProfileFileError, Residuals, Scheduler, Validation};
 use regress::{RegressError, Term};
+use tokenscope_core::analysis::metrics::nearest_rank;
+use tokenscope_core::trace::Trace;
 use work::{Linkage, StepKind, StepSample, trace_steps};
 
 /// Why no profile could be fitted.
@@ -362,7 +362,7 @@ fn prefill_chunks(traces: &[(String, &Trace)]) -> Vec<Vec<u32>> {
             let row = u32::try_from(r).unwrap_or(u32::MAX);
             let chunks: Vec<u32> = t
                 .explicit_stages_of(row)
-                .filter(|&s| t.stages.kind[s] == crate::trace::StageKind::Prefill)
+                .filter(|&s| t.stages.kind[s] == tokenscope_core::trace::StageKind::Prefill)
                 .filter_map(|s| t.stages.tokens[s])
                 .collect();
             if chunks.len() > 1 {
@@ -417,7 +417,7 @@ fn cut_at(chunks: &[Vec<u32>], tail: u32) -> Option<(u32, usize)> {
 }
 
 /// The fitted terms' prediction of a step, without the gap between steps.
-fn profile_cost_without_gap(profile: &FittedProfile, w: &crate::synth::cost::StepWork) -> f64 {
+fn profile_cost_without_gap(profile: &FittedProfile, w: &crate::cost::StepWork) -> f64 {
     let mut cost = profile.cost();
     cost.base_ms = profile
         .coefficients
@@ -443,8 +443,8 @@ pub fn validate(
     name: &str,
     tolerance: Tolerance,
     seed: u64,
-) -> Result<Validation, crate::synth::SynthError> {
-    let replay = crate::synth::replay_with_profile(held_out, profile, seed)?;
+) -> Result<Validation, crate::SynthError> {
+    let replay = crate::replay_with_profile(held_out, profile, seed)?;
     Ok(Validation {
         trace: name.to_owned(),
         fidelity: fidelity::compare(held_out, &replay.trace, tolerance),
@@ -580,7 +580,7 @@ pub fn report(p: &FittedProfile) -> String {
 mod tests {
     use super::regress::Status;
     use super::*;
-    use crate::synth::{Overrides, Profile, ProfileChoice, Scenario, SynthOptions, generate_with};
+    use crate::{Overrides, Profile, ProfileChoice, Scenario, SynthOptions, generate_with};
 
     fn simulated(profile: Profile, requests: usize, seed: u64) -> Trace {
         let options = SynthOptions {
@@ -640,9 +640,9 @@ mod tests {
                 ..SynthOptions::replay_defaults()
             };
             let set = Overrides::from_settings(&[
-                crate::synth::Setting::SpecDraftTokens(drafts),
-                crate::synth::Setting::SpecAcceptance(vec![0.6]),
-                crate::synth::Setting::SpecDraftMs(0.0),
+                crate::Setting::SpecDraftTokens(drafts),
+                crate::Setting::SpecAcceptance(vec![0.6]),
+                crate::Setting::SpecDraftMs(0.0),
             ]);
             generate_with(&options, &set).unwrap()
         };
@@ -673,7 +673,7 @@ mod tests {
 
     #[test]
     fn a_trace_without_steps_or_with_too_few_is_refused_with_the_reason() {
-        let mut b = crate::trace::TraceBuilder::default();
+        let mut b = tokenscope_core::trace::TraceBuilder::default();
         b.labels.intern("nothing");
         let (empty, _) = b.finish();
         let err = fit(&[("rec.parquet".to_owned(), &empty)], "x").unwrap_err();

@@ -1,8 +1,8 @@
 //! The tests of `engine.rs`, figures worked out by hand.
 
 use super::*;
-use crate::synth::cost::StepCost;
-use crate::synth::speculation::Speculation;
+use crate::cost::StepCost;
+use crate::speculation::Speculation;
 
 const T0: i64 = 1_764_403_200_000_000_000;
 
@@ -143,11 +143,11 @@ fn two_requests_on_one_engine_step_as_worked_out_by_hand() {
     assert_eq!(chunks, [(a, 0, 64), (a, 1, 36), (b, 1, 28), (b, 2, 2)]);
     // The figures the summary reads: a's TTFT 36.25 ms and TPOT (59.90 - 36.25) / 2 = 11.825 ms; b's TTFT
     // 47.72 - 5 = 42.72 ms.
-    let m = crate::analysis::metrics::request_metrics(&t, a);
+    let m = tokenscope_core::analysis::metrics::request_metrics(&t, a);
     assert_eq!(m.ttft_ns, Some(36_250_000));
     assert!((m.tpot_ns.unwrap() - 11_825_000.0).abs() < 1e-6);
     assert_eq!(
-        crate::analysis::metrics::request_metrics(&t, b).ttft_ns,
+        tokenscope_core::analysis::metrics::request_metrics(&t, b).ttft_ns,
         Some(42_720_000)
     );
 }
@@ -264,7 +264,7 @@ fn a_disaggregated_pair_prefills_transfers_and_decodes_as_worked_out_by_hand() {
     }
     // TTFT: a 48.75 ms; b 60.97 - 5 = 55.97 ms.
     assert_eq!(
-        crate::analysis::metrics::request_metrics(&t, b).ttft_ns,
+        tokenscope_core::analysis::metrics::request_metrics(&t, b).ttft_ns,
         Some(55_970_000)
     );
 }
@@ -318,10 +318,10 @@ fn a_speculating_engine_verifies_drafts_as_worked_out_by_hand() {
     assert_eq!(
         t.tokens.spec_drafted[rows],
         [
-            crate::trace::NULL_U8,
+            tokenscope_core::trace::NULL_U8,
             2,
-            crate::trace::NULL_U8,
-            crate::trace::NULL_U8,
+            tokenscope_core::trace::NULL_U8,
+            tokenscope_core::trace::NULL_U8,
             2
         ]
     );
@@ -334,6 +334,6 @@ fn a_speculating_engine_verifies_drafts_as_worked_out_by_hand() {
     );
     assert_eq!(t.label(t.requests.finish_reason[0]), Some("stop"));
     // TPOT per token: (39.70 - 11.30) / 4 = 7.1 ms, though each verify step took 14 ms.
-    let m = crate::analysis::metrics::request_metrics(&t, 0);
+    let m = tokenscope_core::analysis::metrics::request_metrics(&t, 0);
     assert!((m.tpot_ns.unwrap() - 7_100_000.0).abs() < 1e-6, "{:?}", m.tpot_ns);
 }

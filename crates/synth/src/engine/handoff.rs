@@ -1,11 +1,11 @@
 //! Disaggregated serving in the engine loop: a prefill instance hands a request over, its KV moves, a decode
-//! instance admits it (see [`crate::synth::disagg`]).
+//! instance admits it (see [`crate::disagg`]).
 
 use std::cmp::Reverse;
 
 use super::{IN_TRANSIT, Item, Role, Sim, blocks_for};
-use crate::trace::report::Place;
-use crate::trace::{Stage, StageKind};
+use tokenscope_core::trace::report::Place;
+use tokenscope_core::trace::{Stage, StageKind};
 
 impl Sim<'_> {
     /// A request's prompt is computed on prefill instance `e` at `end`: its KV starts moving to a decode instance.

@@ -11,11 +11,11 @@
 
 use tokenscope_core::analysis::findings::{Finding, Kind, Thresholds};
 use tokenscope_core::analysis::summary::Slo;
-use tokenscope_core::corpus::{self, Case, Outcome};
 use tokenscope_core::format::parquet::write;
 use tokenscope_core::load::stream::findings::find;
-use tokenscope_core::synth::{Incident, Profile};
 use tokenscope_core::trace::Trace;
+use tokenscope_synth::corpus::{self, Case, Outcome};
+use tokenscope_synth::{Incident, Profile};
 
 /// Every case's outcome; each case's findings streamed from its trace written to Parquet are checked to be the
 /// loaded ones, finding by finding (every kind a stream judges, which is every kind of these unscored runs).

@@ -9,13 +9,13 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::analysis::findings::{Finding, Kind, Thresholds, find};
-use crate::analysis::summary::Slo;
-use crate::synth::arrivals::{self, ReplayOptions};
-use crate::synth::engine::{self, EngineConfig, KV_BLOCK_TOKENS};
-use crate::synth::scenarios::{self, Incident, T0_NS};
-use crate::synth::{Profile, SynthError};
-use crate::trace::Trace;
+use crate::arrivals::{self, ReplayOptions};
+use crate::engine::{self, EngineConfig, KV_BLOCK_TOKENS};
+use crate::scenarios::{self, Incident, T0_NS};
+use crate::{Profile, SynthError};
+use tokenscope_core::analysis::findings::{Finding, Kind, Thresholds, find};
+use tokenscope_core::analysis::summary::Slo;
+use tokenscope_core::trace::Trace;
 
 /// The real arrivals the replays use, relative to the repository's root.
 pub const AZURE_10_MIN: &str = "tests/data/real/azure_conv_first_10min.csv";
@@ -271,7 +271,7 @@ pub fn run_each(
                 .filter(|f| INCIDENT_KINDS.contains(&f.kind) && !names_planted(&trace, f, &planted))
                 .map(|f| f.kind)
                 .collect();
-            let ratios = crate::analysis::findings::prefill_ratios(&trace);
+            let ratios = tokenscope_core::analysis::findings::prefill_ratios(&trace);
             let is_planted = |r: usize| planted.iter().any(|p| p == trace.request_id(r as u32));
             let largest = |planted_side: bool| {
                 ratios

@@ -19,8 +19,8 @@ use super::arrivals::{Arrival, PREFIX_BLOCK_TOKENS};
 use super::cost::StepWork;
 use super::disagg::{Disaggregation, Role};
 use super::sampler::{Intent, STOP_IDS, Sampler, vocab};
-use crate::trace::report::Place;
-use crate::trace::{
+use tokenscope_core::trace::report::Place;
+use tokenscope_core::trace::{
     Candidate, Flag, Iteration, Meta, NO_STR, NULL_U32, Request, SpecRole, Stage, StageKind, Token, Trace, TraceBuilder,
 };
 
@@ -653,12 +653,12 @@ impl Sim<'_> {
             special: if v.special { Flag::True } else { Flag::Null },
             logprob: s.logprob,
             rank: s.rank,
-            received_ns: crate::trace::NULL_I64,
+            received_ns: tokenscope_core::trace::NULL_I64,
             spec: spec.0,
             spec_drafted: spec
                 .1
                 .and_then(|d| u8::try_from(d).ok())
-                .unwrap_or(crate::trace::NULL_U8),
+                .unwrap_or(tokenscope_core::trace::NULL_U8),
         };
         self.b.add_token(token, self.candidates.drain(..), Place::default());
         req.generated += 1;
@@ -718,8 +718,8 @@ impl Sim<'_> {
         self.b.set_meta(
             Meta {
                 present: true,
-                format: Some(crate::format::schema::FORMAT_NAME.to_owned()),
-                version: Some(crate::format::schema::FORMAT_VERSION),
+                format: Some(tokenscope_core::format::schema::FORMAT_NAME.to_owned()),
+                version: Some(tokenscope_core::format::schema::FORMAT_VERSION),
                 engine: Some("tokenscope-synth".to_owned()),
                 engine_version: Some(env!("CARGO_PKG_VERSION").to_owned()),
                 model: Some(cfg.model.clone()),

@@ -9,14 +9,20 @@
 //! - [`overrides`]: changes to the engines' configuration (`--set KEY=VALUE`), applied after the scenario's;
 //! - [`engine`]: the scheduler (vLLM-like), the KV and prefix caches, several instances;
 //! - [`speculation`]: speculative decoding (drafts, verify steps, acceptance by position);
-//! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline.
+//! - [`scenarios`]: the named scenarios, three of them incidents and one their clean baseline;
+//! - [`fit`]: a profile fitted on a real run's steps, [`fidelity`]: a simulated run against the real one;
+//! - [`corpus`]: the diagnosis corpus, simulated incidents judged by the findings.
+//!
+//! Its own crate (`tokenscope-synth`) on the core: nothing in the core imports it.
 
 pub mod arrivals;
 pub mod choice;
+pub mod corpus;
 pub mod cost;
 pub mod disagg;
 pub mod engine;
 pub mod engine_config;
+pub mod fidelity;
 pub mod fit;
 pub mod from_trace;
 pub mod overrides;
@@ -28,14 +34,14 @@ pub mod xlarge;
 
 use std::path::PathBuf;
 
-use crate::trace::Trace;
-use crate::trace::instances::InstanceRole;
 use arrivals::{Arrival, ArrivalsError, ReplayOptions};
 pub use choice::ProfileChoice;
 pub use cost::Profile;
 use engine::SimConfig;
 pub use overrides::{Overrides, Setting};
 pub use scenarios::Incident;
+use tokenscope_core::trace::Trace;
+use tokenscope_core::trace::instances::InstanceRole;
 
 /// A named scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -133,7 +139,7 @@ pub enum SynthError {
     Arrivals(#[from] ArrivalsError),
     /// The trace could not be written (`xlarge`, written as it is simulated).
     #[error(transparent)]
-    Write(#[from] crate::format::WriteError),
+    Write(#[from] tokenscope_core::format::WriteError),
 }
 
 /// The app's demo trace: the `mixed` scenario with seed 1, as `tokenscope synth --scenario mixed` writes

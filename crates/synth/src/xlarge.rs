@@ -8,9 +8,9 @@ use std::path::Path;
 
 use super::overrides::Overrides;
 use super::{SynthError, SynthOptions, configure, flag_overrides, scenarios, simulate};
-use crate::format::{WriteError, encoding_of, parquet::TraceWriter};
-use crate::trace::Trace;
-use crate::trace::report::Encoding;
+use tokenscope_core::format::{WriteError, encoding_of, parquet::TraceWriter};
+use tokenscope_core::trace::Trace;
+use tokenscope_core::trace::report::Encoding;
 
 /// Why `xlarge` cannot be generated in memory.
 pub const IN_PARTS: &str = "the xlarge scenario is written part by part: give -o FILE.parquet";
@@ -85,7 +85,8 @@ fn write_in_parts(
             source,
         })
     };
-    let mut writer = TraceWriter::create(path, crate::format::parquet::WRITE_ROW_GROUP_ROWS).map_err(failed)?;
+    let mut writer =
+        TraceWriter::create(path, tokenscope_core::format::parquet::WRITE_ROW_GROUP_ROWS).map_err(failed)?;
     let mut written = Written::default();
     let mut next_start = scenarios::T0_NS;
     for k in 0..parts {
@@ -115,10 +116,10 @@ fn write_in_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::Progress;
-    use crate::load::load;
-    use crate::synth::Scenario;
-    use crate::synth::arrivals::ReplayOptions;
+    use crate::Scenario;
+    use crate::arrivals::ReplayOptions;
+    use tokenscope_core::ingest::Progress;
+    use tokenscope_core::load::load;
 
     fn options(requests: usize) -> SynthOptions {
         SynthOptions {
@@ -129,7 +130,7 @@ mod tests {
             replay: ReplayOptions::default(),
             sources: 4,
             prefix_cache_tokens: None,
-            profile: crate::synth::ProfileChoice::default(),
+            profile: crate::ProfileChoice::default(),
             chunked_prefill: None,
             plant: None,
         }
