@@ -12,8 +12,8 @@ use tokenscope::analysis::cost::Prices;
 use tokenscope::analysis::diff::{CompareOptions, compare};
 use tokenscope::analysis::findings::{Kind, Thresholds, find, find_kinds};
 use tokenscope::analysis::summary::{GroupBy, Slo, summarize_all, summarize_by};
-use tokenscope::ui::render::{Scene, Size, View, render};
-use tokenscope::ui::stats::Samples;
+use tokenscope::ui::shell::render::{Scene, Size, View, render};
+use tokenscope::ui::views::stats::Samples;
 use tokenscope::view::TraceView;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use eframe::egui::{self, Pos2, RawInput, Rect, vec2};
-use tokenscope::ui::microscope::Microscope;
-use tokenscope::ui::theme::ROW_HEIGHT;
-use tokenscope::ui::waterfall::{WaterfallState, waterfall_ui};
+use tokenscope::ui::views::microscope::Microscope;
+use tokenscope::ui::views::waterfall::{WaterfallState, waterfall_ui};
+use tokenscope::ui::widgets::theme::ROW_HEIGHT;
 use tokenscope::view::TraceView;
 use tokenscope::view::lanes::TrackLayout;
 use tokenscope::view::layout::{TrackFilter, TrackOrder};

@@ -34,7 +34,7 @@ use tokenscope::record::client::{Limits, Sampling};
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::tail::JournalTail;
 use tokenscope::record::{RecordOptions, journal};
-use tokenscope::ui::live::{Live, LiveOptions};
+use tokenscope::ui::shell::live::{Live, LiveOptions};
 
 const FRAME: Duration = Duration::from_micros(16_667);
 
@@ -267,7 +267,7 @@ fn latency(seconds: f64, rotate_every: Option<f64>) {
         std::thread::sleep(FRAME);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    if let tokenscope::ui::live::Phase::Ended(what) = &live.phase {
+    if let tokenscope::ui::shell::live::Phase::Ended(what) = &live.phase {
         println!("\n{what}");
     }
     // Every token is first drawn once: the run's tokens (a rotating run's snapshots hold only the journal's).

@@ -504,17 +504,17 @@ pub fn run(a_path: &Path, b_path: &Path, options: &DiffOptions<'_>) -> Output {
             crate::synth::fidelity::render(&f, &a_name, &b_name)
         };
         if let Some(png) = options.png {
-            let size = crate::ui::render::Size {
+            let size = crate::ui::shell::render::Size {
                 // The CDFs are 150 points high, with their titles and the caption above.
                 width: 1400.0,
                 height: 232.0,
                 pixels_per_point: 2.0,
             };
-            let image = match crate::ui::render::render_cdfs(&a.trace, &b.trace, (&a_name, &b_name), size) {
+            let image = match crate::ui::shell::render::render_cdfs(&a.trace, &b.trace, (&a_name, &b_name), size) {
                 Ok(image) => image,
                 Err(e) => return Output::error(e, 1),
             };
-            let written = crate::ui::png::encode_png(&image)
+            let written = crate::ui::widgets::png::encode_png(&image)
                 .and_then(|bytes| std::fs::write(png, bytes).map_err(|e| e.to_string()));
             if let Err(e) = written {
                 return Output::error(format!("{}: {e}", png.display()), 1);

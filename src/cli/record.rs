@@ -292,7 +292,7 @@ impl RecordArgs {
                  directory and --rotate-every: each part leaves memory as it is written\n",
             );
         }
-        let live = crate::ui::live::LiveOptions {
+        let live = crate::ui::shell::live::LiveOptions {
             options,
             prompts,
             output: self.output.clone(),

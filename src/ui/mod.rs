@@ -1,32 +1,14 @@
-//! The desktop app (eframe): the shell, the wide-angle waterfall, and their panels.
+//! The desktop app (eframe), in three parts, each importing only those below it: the shell (`shell/`: the app, the
+//! session of a trace, and the windows that hold sessions: a comparison, a live recording, a watched log), the views
+//! of a trace (`views/`: waterfall, high power, findings, statistics, query, timeline) and what both share
+//! (`widgets/`: the theme, the one background job type, the command list, PNG capture).
 
-pub mod app;
-pub mod command;
-pub mod compare;
-pub mod compare_tokens;
-pub mod dataset;
-pub mod findings;
-pub mod follow;
-pub mod job;
-pub mod live;
-pub mod microscope;
-pub mod panels;
-pub mod png;
-pub mod preview;
-#[cfg(feature = "query")]
-pub mod query;
-pub mod render;
-pub mod sample_rows;
-pub mod session;
-pub mod stats;
-pub mod theme;
-#[cfg(feature = "query")]
-pub mod timeline;
-pub mod watching;
-pub mod waterfall;
+pub mod shell;
+pub mod views;
+pub mod widgets;
 
-pub use app::App;
-pub use session::{DEMO_NAME, Session, TraceSource};
+pub use shell::app::App;
+pub use shell::session::{DEMO_NAME, Session, TraceSource};
 
 /// Opens the window; returns when it is closed. `budget`: the memory budget of this run's loads, bytes (none: the
 /// setting, else half the machine's memory); `from`: the importer of every file (`--from`), instead of recognising
@@ -54,7 +36,7 @@ pub fn run(
 
 /// Opens the window on a recording shown as it is made; returns when the window is closed (the recording then
 /// stops, and what it received is written).
-pub fn run_live(options: live::LiveOptions) -> Result<(), eframe::Error> {
+pub fn run_live(options: shell::live::LiveOptions) -> Result<(), eframe::Error> {
     eframe::run_native(
         "tokenscope",
         window("tokenscope: recording"),

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::common::tokenscope;
 use tokenscope::trace::StageKind;
-use tokenscope::ui::theme::stage_color;
+use tokenscope::ui::widgets::theme::stage_color;
 
 const DEMO: &str = "sample_traces/demo.parquet";
 const LONG: &str = "sample_traces/long_prefill.jsonl";

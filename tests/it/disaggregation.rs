@@ -331,7 +331,7 @@ fn gui_a_starved_rank_reads_idle_beside_a_queueing_one_in_the_load_strip() {
         .unwrap_or(0.0);
     let p = eframe::egui::pos2(
         crate::gui::x_of(&h, t),
-        top + tokenscope::ui::waterfall::LOAD_ROW_HEIGHT * 1.5,
+        top + tokenscope::ui::views::waterfall::LOAD_ROW_HEIGHT * 1.5,
     );
     h.hover_at(p);
     h.run();

@@ -442,7 +442,7 @@ fn clicking_the_long_prefill_finding_selects_the_96k_request_and_zooms_to_it() {
     let height = app.session().unwrap().waterfall.requests_rect.unwrap().height();
     let rows = tokenscope::view::layout::visible_rows(
         app.session().unwrap().waterfall.scroll_y,
-        tokenscope::ui::theme::ROW_HEIGHT,
+        tokenscope::ui::widgets::theme::ROW_HEIGHT,
         height,
         app.session().unwrap().view.rows.len(),
     );

@@ -19,7 +19,7 @@ fn comparing_the_demo_with_its_clean_baseline_pairs_requests_and_a_click_selects
     use tokenscope::analysis::diff::{Metric, most_changed};
     use tokenscope::synth::arrivals::ReplayOptions;
     use tokenscope::synth::{Scenario, SynthOptions, generate};
-    use tokenscope::ui::stats::Grouping;
+    use tokenscope::ui::views::stats::Grouping;
     // B: the demo's engines and traffic with no incident planted (`synth --scenario steady`).
     let steady = generate(&SynthOptions {
         scenario: Scenario::Steady,

@@ -16,7 +16,7 @@ use tokenscope::record::client::Sampling;
 use tokenscope::record::prompts::{Body, Prompt};
 use tokenscope::record::{RecordOptions, journal};
 use tokenscope::ui::App;
-use tokenscope::ui::live::{LiveOptions, Phase};
+use tokenscope::ui::shell::live::{LiveOptions, Phase};
 
 /// chat_length.sse: 44 events: a role chunk, 40 token chunks ("What", " is", ...), the finish ("length", so no EOS),
 /// usage, `[DONE]`.
@@ -308,12 +308,12 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
             &tokenscope::analysis::summary::Slo::DEFAULT,
             &tokenscope::analysis::findings::Thresholds::default(),
         );
-        tokenscope::ui::live::PartFindings::of(&found).said()
+        tokenscope::ui::shell::live::PartFindings::of(&found).said()
     };
     assert_eq!(
         h.state().live().unwrap().part_findings[&part1]
             .as_ref()
-            .map(tokenscope::ui::live::PartFindings::said),
+            .map(tokenscope::ui::shell::live::PartFindings::said),
         Ok(expected.clone())
     );
     h.step();

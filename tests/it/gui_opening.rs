@@ -199,7 +199,7 @@ fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_fonts() {
     // kittest fails a frame that draws a glyph no font has. A machine without a font for one of the scripts fails
     // here and says so: scripts/test.sh installs fonts-wqy-microhei, which draws all three.
     let text = "你好，世界 · こんにちは · 안녕하세요";
-    let cjk = tokenscope::ui::theme::cjk_fonts();
+    let cjk = tokenscope::ui::widgets::theme::cjk_fonts();
     assert!(
         cjk.missing.is_empty(),
         "no font on this machine draws {}: install one (Debian: apt-get install fonts-wqy-microhei; scripts/test.sh \
@@ -211,7 +211,7 @@ fn chinese_japanese_and_korean_tokens_are_drawn_with_the_systems_cjk_fonts() {
     }
     let mut h = Harness::builder()
         .with_size(egui::vec2(500.0, 80.0))
-        .with_context_setup(tokenscope::ui::theme::install_fonts)
+        .with_context_setup(tokenscope::ui::widgets::theme::install_fonts)
         .build_ui(|ui| {
             ui.label(text);
         });

@@ -73,7 +73,7 @@ fn gui_snapshot_the_timeline_under_the_waterfall() {
 fn gui_snapshot_the_statistics_by_app() {
     let mut app = demo_app();
     app.session_mut().unwrap().stats.grouping =
-        tokenscope::ui::stats::Grouping::By(tokenscope::analysis::summary::GroupBy::AppId);
+        tokenscope::ui::views::stats::Grouping::By(tokenscope::analysis::summary::GroupBy::AppId);
     app.shown.stats = true;
     // The harness every GUI test opens the window with; `check` waits for the statistics it starts.
     let mut h = harness(app);

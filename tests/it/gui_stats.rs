@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokenscope::analysis::stats::columns_for;
 use tokenscope::analysis::summary::GroupBy;
 use tokenscope::trace::Nullable;
-use tokenscope::ui::stats::Grouping;
+use tokenscope::ui::views::stats::Grouping;
 use tokenscope::ui::{App, TraceSource};
 
 const PRICES: &str = r#"{"currency": "EUR", "default": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}"#;

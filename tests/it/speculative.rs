@@ -213,7 +213,7 @@ fn gui_the_high_power_view_shows_a_verify_steps_drafts_its_own_token_and_what_it
         "speculative: 40 drafts, 15 accepted (38 %), 25 rejected · 10 verify steps, 2.50 tokens each",
     );
     let m = h.state().session().unwrap().microscope.as_ref().unwrap();
-    assert_eq!(m.color_by, tokenscope::ui::microscope::ColorBy::Speculation);
+    assert_eq!(m.color_by, tokenscope::ui::views::microscope::ColorBy::Speculation);
     // Its 4th verify step emitted one token (its own): all 4 drafts rejected, said after it; its 3rd rejected 1.
     assert_eq!(m.starts.iter().filter(|&&s| s).count(), 11, "11 emissions");
     h.get_all_by_label("✗4")
@@ -232,7 +232,7 @@ fn gui_the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tok
     app.wait_loaded();
     app.shown.findings = false;
     app.shown.stats = true;
-    app.session_mut().unwrap().stats.grouping = tokenscope::ui::stats::Grouping::All;
+    app.session_mut().unwrap().stats.grouping = tokenscope::ui::views::stats::Grouping::All;
     let mut h = Harness::builder()
         .with_size(egui::vec2(1500.0, 1000.0))
         .build_ui_state(|ui, app: &mut App| app.ui(ui), app);
@@ -252,11 +252,11 @@ fn gui_the_statistics_and_the_timeline_show_acceptance_by_draft_position_and_tok
     };
     let rows = tokenscope::query::Rows::of(&tokenscope::query::timeline(&trace, &options).unwrap());
     let plotted = |title: &str| {
-        let metric = tokenscope::ui::timeline::METRICS
+        let metric = tokenscope::ui::views::timeline::METRICS
             .iter()
             .find(|m| m.title == title)
             .unwrap();
-        tokenscope::ui::timeline::lines(&rows, metric, None, options.every_ns)
+        tokenscope::ui::views::timeline::lines(&rows, metric, None, options.every_ns)
             .into_iter()
             .map(|s| (s.name, s.runs[0][0][1]))
             .collect::<Vec<_>>()

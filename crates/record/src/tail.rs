@@ -5,7 +5,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use tokenscope_core::import::capture::{Capture, Unfinished};
+use tokenscope_core::import::recording::{Capture, Unfinished};
 use tokenscope_core::import::{Kind, Sink};
 use tokenscope_core::load::Loaded;
 use tokenscope_core::trace::TraceBuilder;

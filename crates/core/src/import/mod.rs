@@ -6,11 +6,11 @@
 //! rejected record is reported with its place, field and reason. `docs/IMPORT.md` maps each source's fields.
 
 pub mod aiperf;
-pub mod capture;
 pub mod llamacpp_log;
 pub mod log_clock;
 pub mod openai;
 pub mod otlp;
+pub mod recording;
 pub mod server_log;
 pub mod sglang_log;
 pub mod sglang_pd;
@@ -393,7 +393,7 @@ pub fn read_from(
         Kind::Aiperf => aiperf::read(input, path, &mut sink, progress)?,
         Kind::AiperfRaw => aiperf::read_raw(input, path, &mut sink, progress)?,
         Kind::AiperfAggregate => aiperf::read_aggregate(input, path, &mut sink)?,
-        Kind::OpenaiStream => capture::read_capture(input, path, &mut sink, progress)?,
+        Kind::OpenaiStream => recording::read_capture(input, path, &mut sink, progress)?,
         Kind::SseStream => sse::read(input, path, &mut sink, progress)?,
         Kind::LlamacppLog => llamacpp_log::read(input, path, &mut sink, progress)?,
     }
