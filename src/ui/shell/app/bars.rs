@@ -77,7 +77,7 @@ impl App {
 
     /// A load under way: what is loading, its progress, and Cancel.
     fn loading_ui(&mut self, ui: &mut Ui) {
-        if let Some(loading) = &self.loading {
+        if let Some(loading) = &self.background.loading {
             ui.label(match (loading.purpose, loading.progress.stage()) {
                 (Purpose::Show | Purpose::Watch, Some(stage)) => format!("{}: {stage}", loading.source.name()),
                 (Purpose::Show | Purpose::Watch, None) => format!("Loading {}", loading.source.name()),
@@ -189,7 +189,10 @@ impl App {
                 ui.separator();
             }
             let Some(s) = &self.session else {
-                match (&self.loading, self.preview.as_ref().and_then(Preview::requests)) {
+                match (
+                    &self.background.loading,
+                    self.preview.as_ref().and_then(Preview::requests),
+                ) {
                     (Some(l), Some(n)) => ui.label(format!(
                         "Loading {}: {n} requests read so far are drawn; the rest follows.",
                         l.source.name()

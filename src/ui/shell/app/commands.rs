@@ -31,7 +31,12 @@ impl App {
             Command::StopComparing => {
                 self.compare = None;
                 self.compare_next = None;
-                if let Some(l) = self.loading.as_ref().filter(|l| l.purpose == Purpose::Compare) {
+                if let Some(l) = self
+                    .background
+                    .loading
+                    .as_ref()
+                    .filter(|l| l.purpose == Purpose::Compare)
+                {
                     l.progress.cancel();
                 }
             }
@@ -61,7 +66,7 @@ impl App {
                     png::Target::Waterfall => self.panel_rects[0],
                     png::Target::Microscope => self.panel_rects[1],
                 };
-                self.pending_capture = Some(png::request(ctx, crop, destination));
+                self.background.pending_capture = Some(png::request(ctx, crop, destination));
             }
             Command::CopyText(text) => ctx.copy_text(text),
             Command::ExportRange { chrome } => self.export_range(chrome),

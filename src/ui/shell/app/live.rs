@@ -20,19 +20,19 @@ impl App {
     /// Starts a live recording shown as it is made (`tokenscope record --live`).
     pub fn record_live(&mut self, options: LiveOptions) {
         match Live::start(options, self.ctx.as_ref()) {
-            Ok(live) => self.live = Some(live),
+            Ok(live) => self.background.live = Some(live),
             Err(e) => self.message = Some(format!("cannot start recording: {e}")),
         }
     }
 
     /// The live recording, while there is one.
     pub fn live(&self) -> Option<&Live> {
-        self.live.as_ref()
+        self.background.live.as_ref()
     }
 
     /// The live recording, to drive (tests stop it, pause it, wait for its snapshots).
     pub fn live_mut(&mut self) -> Option<&mut Live> {
-        self.live.as_mut()
+        self.background.live.as_mut()
     }
 
     fn live_source(live: &Live) -> TraceSource {
@@ -45,7 +45,7 @@ impl App {
     /// Takes the recording's next snapshot and shows it; keeps the window looking while it runs.
     pub(super) fn poll_live(&mut self, ctx: &egui::Context) {
         let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
-        let Some(live) = &mut self.live else { return };
+        let Some(live) = &mut self.background.live else { return };
         // The user moved the view the follow set: it stops following.
         if let Some(s) = self.session.as_ref().filter(|s| s.source == Self::live_source(live)) {
             live.follow.notice(s);
@@ -53,11 +53,11 @@ impl App {
         if let Some(snapshot) = live.poll(Some(ctx), slo, thresholds) {
             self.show_snapshot(snapshot);
         }
-        if self.live.as_ref().is_some_and(|l| l.close_from.is_some()) {
+        if self.background.live.as_ref().is_some_and(|l| l.close_from.is_some()) {
             ctx.send_viewport_cmd(egui::ViewportCommand::Close);
         }
         self.show_fresh();
-        if self.live.as_ref().is_some_and(Live::running) {
+        if self.background.live.as_ref().is_some_and(Live::running) {
             ctx.request_repaint_after(LOOK_EVERY);
         }
     }
@@ -66,7 +66,7 @@ impl App {
     /// (below the tracks for requests the snapshot does not have yet), the selected request's text in the high-power
     /// view.
     fn show_fresh(&mut self) {
-        let Some(live) = &mut self.live else { return };
+        let Some(live) = &mut self.background.live else { return };
         let source = Self::live_source(live);
         let Some(s) = self.session.as_mut().filter(|s| s.source == source) else {
             return;
@@ -138,7 +138,7 @@ impl App {
     /// Shows a snapshot: in place of the last one, or as the trace on screen when none is (another trace opened
     /// meanwhile stays: the recording goes on behind it).
     fn show_snapshot(&mut self, snapshot: Snapshot) {
-        let Some(live) = &mut self.live else { return };
+        let Some(live) = &mut self.background.live else { return };
         let source = Self::live_source(live);
         let order = self.settings.order;
         let waker = self.ctx.clone();
@@ -199,7 +199,7 @@ impl App {
     /// Shows the recording again after another trace was opened over it: its next snapshot, made at once, or the
     /// trace it wrote when it has ended.
     fn show_live_again(&mut self) {
-        let Some(live) = &mut self.live else { return };
+        let Some(live) = &mut self.background.live else { return };
         if matches!(live.phase, Phase::Ended(_)) {
             let output = live.output.clone();
             self.open(TraceSource::Path(output));
@@ -212,7 +212,7 @@ impl App {
 
     /// Writes what was recorded so far (the trace on screen, when it is the recording's) on its own thread.
     fn save_live_now(&mut self) {
-        let Some(live) = &self.live else { return };
+        let Some(live) = &self.background.live else { return };
         if let Some(dir) = &live.rotating {
             self.notice = Some(format!(
                 "Everything recorded so far is on disk in {} (its parts and its journal), which opens as one trace.",
@@ -239,7 +239,7 @@ impl App {
 
     /// The live bar: what is recorded, how far behind the view is, and the recording's controls.
     pub(super) fn live_bar_ui(&mut self, ui: &mut Ui) {
-        let Some(live) = &mut self.live else { return };
+        let Some(live) = &mut self.background.live else { return };
         let on_screen = self
             .session
             .as_ref()

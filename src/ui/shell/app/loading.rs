@@ -6,7 +6,7 @@ use super::*;
 impl App {
     /// Starts loading a trace on a background thread.
     pub(super) fn load(&mut self, source: TraceSource, purpose: Purpose) {
-        if let Some(old) = self.loading.take() {
+        if let Some(old) = self.background.loading.take() {
             old.progress.cancel();
         }
         // With no trace on screen, the one loading is drawn as it is read.
@@ -71,7 +71,7 @@ impl App {
         });
         match spawned {
             Ok(rx) => {
-                self.loading = Some(Loading {
+                self.background.loading = Some(Loading {
                     source,
                     purpose,
                     progress,
@@ -88,21 +88,23 @@ impl App {
         if let Some(answer) = self.dataset.as_mut().and_then(DatasetDialog::wait) {
             self.answer(answer);
         }
-        while let Some(loading) = &self.loading {
+        while let Some(loading) = &self.background.loading {
             loading.rx.wait();
             self.poll_loading();
         }
     }
 
     pub(super) fn poll_loading(&mut self) {
-        let Some(loading) = &self.loading else { return };
+        let Some(loading) = &self.background.loading else {
+            return;
+        };
         let result = match loading.rx.try_recv() {
             Ok(r) => r,
             Err(TryRecvError::Empty) => return,
             Err(TryRecvError::Disconnected) => Err(LoadError::Cancelled),
         };
         let (source, purpose) = (loading.source.clone(), loading.purpose);
-        self.loading = None;
+        self.background.loading = None;
         self.preview = None;
         match result {
             Ok((loaded, reader, _)) if purpose == Purpose::Compare => {

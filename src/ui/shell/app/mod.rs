@@ -188,7 +188,6 @@ pub struct App {
     compare: Option<Comparing>,
     /// A trace to compare with once the one being loaded is on screen (`tokenscope A --compare B`).
     compare_next: Option<TraceSource>,
-    loading: Option<Loading>,
     /// The trace being loaded as read so far, while no other is on screen.
     preview: Option<Preview>,
     dialog: Option<Dialog>,
@@ -207,12 +206,8 @@ pub struct App {
     /// Which panels and windows are shown.
     pub shown: Shown,
     fonts_installed: bool,
-    /// A screenshot on its way from the renderer.
-    pending_capture: Option<png::Pending>,
-    /// A PNG being saved (through a dialog) on its own thread.
-    saving: Option<Job<Result<PathBuf, String>>>,
-    /// A 2x image being rendered for the clipboard on its own thread.
-    rendering: Option<Job<Result<egui::ColorImage, String>>>,
+    /// What runs apart from the frames.
+    background: Background,
     /// Where the waterfall and the high-power view were drawn (regenerated each frame).
     panel_rects: [Option<egui::Rect>; 2],
     /// Where PNGs and slices are saved without asking (tests set it); `None` asks through the file dialog.
@@ -221,6 +216,20 @@ pub struct App {
     commands: Vec<Command>,
     /// The UI's context, for background jobs to wake it when their result is ready (set by the first frame).
     ctx: Option<egui::Context>,
+}
+
+/// What runs apart from the window's frames, each polled by them: a load, a screenshot and the PNGs being saved or
+/// rendered, a recording, a watch. Beside it in [`App`]: what is persisted ([`Settings`]) and which panels and
+/// windows are open ([`Shown`]).
+#[derive(Default)]
+struct Background {
+    loading: Option<Loading>,
+    /// A screenshot on its way from the renderer.
+    pending_capture: Option<png::Pending>,
+    /// A PNG being saved (through a dialog) on its own thread.
+    saving: Option<Job<Result<PathBuf, String>>>,
+    /// A 2x image being rendered for the clipboard on its own thread.
+    rendering: Option<Job<Result<egui::ColorImage, String>>>,
     /// A recording shown as it is made.
     live: Option<crate::ui::shell::live::Live>,
     /// A server's log watched (File > Watch a server's log…, `tokenscope watch`).
@@ -284,7 +293,7 @@ impl App {
             session: None,
             compare: None,
             compare_next: None,
-            loading: None,
+            background: Background::default(),
             dialog: None,
             message: None,
             notice: None,
@@ -299,15 +308,10 @@ impl App {
             shown: Shown::default(),
             fonts_installed: false,
             preview: None,
-            pending_capture: None,
-            saving: None,
-            rendering: None,
             panel_rects: [None, None],
             save_dir: None,
             commands: Vec::new(),
             ctx: None,
-            live: None,
-            watching: None,
         }
     }
 
@@ -366,7 +370,12 @@ impl App {
     /// dataset dialog), then both waterfalls share the window and the Comparison window opens.
     pub fn compare_with(&mut self, source: TraceSource) {
         // A trace on its way to the screen is A: B waits for it (loading B now would cancel it).
-        let showing = self.loading.as_ref().is_some_and(|l| l.purpose == Purpose::Show) || self.dataset.is_some();
+        let showing = self
+            .background
+            .loading
+            .as_ref()
+            .is_some_and(|l| l.purpose == Purpose::Show)
+            || self.dataset.is_some();
         if showing {
             self.compare_next = Some(source);
             return;
@@ -509,10 +518,10 @@ impl App {
         }
         egui::Panel::top("menu").show(ui, |ui| self.menu_ui(ui));
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
-        if self.live.is_some() {
+        if self.background.live.is_some() {
             egui::Panel::top("live").show(ui, |ui| self.live_bar_ui(ui));
         }
-        if self.watching.is_some() {
+        if self.background.watching.is_some() {
             egui::Panel::top("watch").show(ui, |ui| self.watch_bar_ui(ui));
         }
         egui::Panel::bottom("status").show(ui, |ui| self.status_ui(ui));
@@ -568,13 +577,13 @@ impl App {
         self.apply(ui.ctx(), commands);
         // The renderer reads a frame drawn after the request: the caption stays until the pixels arrive.
         if self.settings.caption
-            && let Some(p) = &self.pending_capture
+            && let Some(p) = &self.background.pending_capture
         {
             let region = p.crop.unwrap_or_else(|| ui.ctx().content_rect());
             self.caption_ui(ui.ctx(), region);
         }
         // Jobs wake the UI when they finish; only the load's progress bar and a screenshot on its way need frames.
-        if self.pending_capture.is_some() || self.loading.is_some() {
+        if self.background.pending_capture.is_some() || self.background.loading.is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(50));
         }
     }
@@ -616,14 +625,14 @@ impl App {
 
     fn central_ui(&mut self, ui: &mut Ui) {
         let Some(s) = &mut self.session else {
-            if self.loading.is_some()
+            if self.background.loading.is_some()
                 && let Some(p) = &mut self.preview
                 && p.ui(ui, self.settings.layout)
             {
                 return;
             }
             ui.centered_and_justified(|ui| {
-                if self.loading.is_some() {
+                if self.background.loading.is_some() {
                     ui.label(RichText::new("Loading…").size(18.0));
                 } else {
                     ui.label("Open a trace: File > Open…, File > Open path…, or drop a file here.");

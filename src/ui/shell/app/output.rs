@@ -58,7 +58,7 @@ impl App {
     /// point on a thread of its own, and saves the PNG.
     pub(super) fn render_png(&mut self, which: View, size: egui::Vec2, destination: png::Destination) {
         let Some(s) = &self.session else { return };
-        if self.saving.is_some() || self.rendering.is_some() {
+        if self.background.saving.is_some() || self.background.rendering.is_some() {
             self.notice = Some("A PNG is being made: wait for it before asking for another.".to_owned());
             return;
         }
@@ -91,7 +91,7 @@ impl App {
             match Job::spawn("render-png", self.ctx.as_ref(), move || {
                 render::render(scene, which, size).map_err(|e| e.to_string())
             }) {
-                Ok(job) => self.rendering = Some(job),
+                Ok(job) => self.background.rendering = Some(job),
                 Err(e) => self.message = Some(e),
             }
             return;
@@ -113,19 +113,19 @@ impl App {
     /// Runs a job that writes a file on a thread of its own; `poll_capture` reports the path it wrote or its error.
     pub(super) fn save_job(&mut self, name: &str, job: impl FnOnce() -> Result<PathBuf, String> + Send + 'static) {
         match Job::spawn(name, self.ctx.as_ref(), job) {
-            Ok(job) => self.saving = Some(job),
+            Ok(job) => self.background.saving = Some(job),
             Err(e) => self.message = Some(e),
         }
     }
 
     /// True while a PNG or a slice is being rendered or saved.
     pub fn saving(&self) -> bool {
-        self.saving.is_some()
+        self.background.saving.is_some()
     }
 
     /// Waits for the PNG or slice being saved and returns what came of it (tests use this).
     pub fn wait_saved(&mut self) -> Option<Result<PathBuf, String>> {
-        let rx = self.saving.take()?;
+        let rx = self.background.saving.take()?;
         let result = rx.recv().ok();
         match &result {
             Some(Ok(path)) => self.notice = Some(format!("Saved {}", path.display())),
@@ -137,17 +137,17 @@ impl App {
 
     /// True while a screenshot is on its way from the renderer.
     pub fn capture_pending(&self) -> bool {
-        self.pending_capture.is_some()
+        self.background.pending_capture.is_some()
     }
 
     /// Turns a screenshot that arrived into a PNG on disk or on the clipboard.
     pub(super) fn poll_capture(&mut self, ctx: &egui::Context) {
-        if let Some(p) = &self.pending_capture
+        if let Some(p) = &self.background.pending_capture
             && let Ok(image) = p.rx.try_recv()
         {
             let cropped = png::crop_image(&image, p.crop, ctx.pixels_per_point());
             let destination = p.destination;
-            self.pending_capture = None;
+            self.background.pending_capture = None;
             match destination {
                 png::Destination::Clipboard => {
                     ctx.copy_image(cropped);
@@ -164,10 +164,10 @@ impl App {
                 },
             }
         }
-        if let Some(rx) = &self.rendering
+        if let Some(rx) = &self.background.rendering
             && let Ok(result) = rx.try_recv()
         {
-            self.rendering = None;
+            self.background.rendering = None;
             match result {
                 Ok(image) => {
                     ctx.copy_image(image);
@@ -176,10 +176,10 @@ impl App {
                 Err(e) => self.message = Some(e),
             }
         }
-        if let Some(rx) = &self.saving
+        if let Some(rx) = &self.background.saving
             && let Ok(result) = rx.try_recv()
         {
-            self.saving = None;
+            self.background.saving = None;
             match result {
                 Ok(path) => self.notice = Some(format!("Saved {}", path.display())),
                 Err(e) => self.message = Some(e),

@@ -20,14 +20,14 @@ impl App {
     /// stopped.
     pub fn watch(&mut self, options: WatchOptions) {
         match Watching::start(options, self.ctx.as_ref()) {
-            Ok(w) => self.watching = Some(w),
+            Ok(w) => self.background.watching = Some(w),
             Err(e) => self.message = Some(format!("cannot watch: {e}")),
         }
     }
 
     /// The watch, while there is one.
     pub fn watching(&self) -> Option<&Watching> {
-        self.watching.as_ref()
+        self.background.watching.as_ref()
     }
 
     fn watch_source(w: &Watching) -> TraceSource {
@@ -36,7 +36,7 @@ impl App {
 
     /// Shows the watch's latest look; keeps the window looking while it runs.
     pub(super) fn poll_watching(&mut self, ctx: &egui::Context) {
-        let Some(w) = &mut self.watching else { return };
+        let Some(w) = &mut self.background.watching else { return };
         // The user moved the view the follow set: it stops following.
         if let Some(s) = self.session.as_ref().filter(|s| s.source == Self::watch_source(w)) {
             w.follow.notice(s);
@@ -44,7 +44,7 @@ impl App {
         if let Some(look) = w.poll() {
             self.show_look(look);
         }
-        if self.watching.as_ref().is_some_and(Watching::running) {
+        if self.background.watching.as_ref().is_some_and(Watching::running) {
             ctx.request_repaint_after(LOOK_EVERY);
         }
     }
@@ -52,7 +52,7 @@ impl App {
     /// Shows a look: over the watch's session when it is on screen, else as a new one (another trace opened over the
     /// watch is left on screen); findings judged without a new trace go to the trace on screen.
     fn show_look(&mut self, look: Look) {
-        let Some(w) = &mut self.watching else { return };
+        let Some(w) = &mut self.background.watching else { return };
         let source = Self::watch_source(w);
         let (slo, thresholds) = (self.settings.slo, self.settings.thresholds);
         let Some((loaded, latest_ns)) = look.read else {
@@ -99,11 +99,12 @@ impl App {
     /// The watch bar: what is watched and how it goes, the last things said, Follow and Stop.
     pub(super) fn watch_bar_ui(&mut self, ui: &mut Ui) {
         let on_screen = self.session.as_ref().is_some_and(|s| {
-            self.watching
+            self.background
+                .watching
                 .as_ref()
                 .is_some_and(|w| s.source == Self::watch_source(w))
         });
-        let Some(w) = &mut self.watching else { return };
+        let Some(w) = &mut self.background.watching else { return };
         let mut follow_again = false;
         ui.horizontal_wrapped(|ui| {
             if w.running() {
