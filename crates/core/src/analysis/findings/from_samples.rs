@@ -238,6 +238,7 @@ mod tests {
             s.starts_with("Queue of vllm grew from 2 to 41 waiting requests over 60 s"),
             "{s}"
         );
+        // The generation throughput read, 800 + 13 i for i = 0..6: its mean is 800 + 13 x 3 = 839 tok/s.
         assert!(s.contains("about 839 tok/s"), "{s}");
         assert!(s.contains("7 counter readings taken every 10 s"), "{s}");
         // KV at 95 % or more: the readings at 0.96, 0.975, 0.99 (the last three): one episode of three.
