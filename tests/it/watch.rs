@@ -67,6 +67,35 @@ fn stalls_of_whole(text: &[u8], dir: &Path) -> Vec<(String, u64)> {
     .collect()
 }
 
+/// Waits until the process `pid` has read the file at `path` to its present end: the offset of its open handle on it,
+/// as Linux's `/proc/PID/fdinfo` says (a minute at most). What a test does next to the file then comes after what
+/// the watch read, however busy the machine.
+fn read_to_end_by(pid: u32, path: &Path) {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while Instant::now() < deadline {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap_or_else(|e| panic!("{e}"));
+        for fd in fds.filter_map(Result::ok) {
+            if std::fs::read_link(fd.path()).is_ok_and(|to| to == path) {
+                let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()))
+                    .unwrap_or_default();
+                let pos = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("pos:"))
+                    .and_then(|p| p.trim().parse::<u64>().ok());
+                if pos.is_some_and(|p| p >= len) {
+                    return;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!(
+        "the watch did not read {} to its end ({len} bytes) in a minute",
+        path.display()
+    );
+}
+
 /// Appends `bytes` to the file at `path` (made when missing).
 fn append(path: &Path, bytes: &[u8]) {
     let mut f = std::fs::OpenOptions::new()
@@ -382,15 +411,16 @@ fn a_log_rotated_emptied_and_restarted_under_watch_loses_nothing_and_says_each_r
         }
         if k == 6 {
             // Emptied in place (copytruncate, or `> server.log`) once the watch has read it, the server writing on.
-            std::thread::sleep(Duration::from_millis(1500));
+            read_to_end_by(child.id(), &log);
             std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
         }
         append(if k == 3 { &rotated } else { &log }, &text[written..end]);
         written = end;
         std::thread::sleep(Duration::from_millis(300));
     }
-    // Then the server restarts: its log begins again from its start, its clock from 0.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Then the server restarts, once the watch has read the run: its log begins again from its start, its clock
+    // from 0.
+    read_to_end_by(child.id(), &log);
     std::fs::write(&log, &text).unwrap_or_else(|e| panic!("{e}"));
     let (stdout, stderr) = stopped(child);
     assert!(stderr.contains("the server started again"), "{stderr}");
