@@ -128,7 +128,12 @@ async fn answer(
             tokio::spawn(async move {
                 for (i, e) in events.iter().enumerate() {
                     if cut_after == Some(i) {
-                        // Let the chunks before it reach the wire: an error drops what hyper still buffers.
+                        // Let the chunks before it reach the wire: an error drops what hyper still buffers. Hyper
+                        // takes each chunk from the channel to write it: once all are taken (however busy the
+                        // machine), a moment for the write.
+                        while tx.capacity() < tx.max_capacity() && !tx.is_closed() {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         let _ = tx.send(Err(std::io::Error::other("cut"))).await;
                         return;
