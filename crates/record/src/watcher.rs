@@ -243,11 +243,11 @@ impl Watcher {
         }
         let restarts = self.tail.restarts();
         // The log's trace, when made again since the last look: taken, not copied.
-        let fresh = self.tail.take_loaded();
-        if let Some(l) = &fresh {
+        let fresh = self.tail.take_loaded().map(|l| {
             self.log_latest_ns = Some(latest_ns(&l.trace));
-            self.report = Some(l.report.clone());
-        }
+            self.report = Some(l.report);
+            l.trace
+        });
         // News: a later time in what the log said, or a server started again.
         let now = self.log_latest_ns.map(|t| (t, restarts));
         if now != self.seen {
@@ -268,14 +268,14 @@ impl Watcher {
                 notes.push(Note::Trouble(format!("metrics: {e} (counted; watch goes on)")));
             }
             m.forget_before(self.options.keep_s);
-            if let Some(l) = fresh {
-                self.log_trace = Some(l.trace);
+            if let Some(t) = fresh {
+                self.log_trace = Some(t);
             }
             self.log_trace
                 .as_ref()
                 .map(|t| if m.samples.is_empty() { t.clone() } else { m.joined(t) })
         } else {
-            fresh.map(|l| l.trace).or_else(|| self.trace.take())
+            fresh.or_else(|| self.trace.take())
         };
         if let Some(trace) = trace {
             self.trace = Some(trace);

@@ -460,13 +460,7 @@ impl TraceBuilder {
             });
         }
         self.requests.permute(&order);
-        let request_by_id: HashMap<u32, u32> = self
-            .requests
-            .id
-            .iter()
-            .enumerate()
-            .map(|(row, &id)| (id, row as u32))
-            .collect();
+        let request_by_id = rows_by_id(&self.requests.id);
         // The same by label id, dense: looked up once per stage and token.
         let mut row_of_label = vec![NULL_U32; self.labels.len()];
         for (row, &id) in self.requests.id.iter().enumerate() {
@@ -683,6 +677,14 @@ impl TraceBuilder {
         check_requests(&trace, &missing_iterations, &mut report);
         (trace, report)
     }
+}
+
+/// Each request's row by its id's label: the builder's map of requests added, made again once the rows moved.
+fn rows_by_id(ids: &[u32]) -> HashMap<u32, u32> {
+    ids.iter()
+        .enumerate()
+        .map(|(row, &id)| (id, u32::try_from(row).unwrap_or(u32::MAX)))
+        .collect()
 }
 
 /// `starts[r]..starts[r + 1]` = rows of request `r` in a column sorted by request.

@@ -66,7 +66,7 @@ pub(super) fn place(log: &Log, anchor_us: i64, path: &Path, sink: &mut Sink<'_>)
     for (&id, t) in &log.tasks {
         place_task(log, &layout, anchor_us, id, t, sink);
     }
-    place_steps(log, &layout, anchor_us, log.first_step.., sink);
+    place_steps(log, &layout, anchor_us, log.first_step..u64::MAX, sink);
     place_notes(log, path, sink);
 }
 
@@ -84,7 +84,7 @@ pub(super) fn place_rest(
     for (&id, t) in log.tasks.iter().filter(|(id, _)| !kept(**id)) {
         place_task(log, layout, anchor_us, id, t, sink);
     }
-    place_steps(log, layout, anchor_us, steps_from.., sink);
+    place_steps(log, layout, anchor_us, steps_from..u64::MAX, sink);
     place_notes(log, path, sink);
 }
 
@@ -205,22 +205,17 @@ pub(super) fn place_steps(
     log: &Log,
     layout: &Layout,
     anchor_us: i64,
-    numbers: impl std::ops::RangeBounds<u64>,
+    numbers: std::ops::Range<u64>,
     sink: &mut Sink<'_>,
 ) {
     let ns = |us: i64| (anchor_us + us).saturating_mul(1_000);
     let i64_of = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     let mut it = record("iteration");
     it.source = text(SOURCE);
-    let from = match numbers.start_bound() {
-        std::ops::Bound::Included(&n) => n,
-        std::ops::Bound::Excluded(&n) => n + 1,
-        std::ops::Bound::Unbounded => 0,
-    };
-    let skip = usize::try_from(from.saturating_sub(log.first_step)).unwrap_or(usize::MAX);
+    let skip = usize::try_from(numbers.start.saturating_sub(log.first_step)).unwrap_or(usize::MAX);
     for (k, s) in log.steps.iter().enumerate().skip(skip) {
         let i = log.first_step + k as u64;
-        if !numbers.contains(&i) {
+        if i >= numbers.end {
             break;
         }
         let chunks = layout.prefill[k].as_slice();

@@ -105,12 +105,7 @@ impl TraceBuilder {
         }
         references.token.fill(NULL_U32);
         let place = Place::default();
-        let request_by_id = requests
-            .id
-            .iter()
-            .enumerate()
-            .map(|(row, &id)| (id, u32::try_from(row).unwrap_or(u32::MAX)))
-            .collect();
+        let request_by_id = rows_by_id(&requests.id);
         let iteration_by_key = (0..iterations.len())
             .map(|i| {
                 (

@@ -21,13 +21,7 @@ impl TraceBuilder {
             dropped += n;
             self.requests.retain_rows(&keep);
             retain_by(&mut self.request_places, &keep);
-            self.request_by_id = self
-                .requests
-                .id
-                .iter()
-                .enumerate()
-                .map(|(row, &id)| (id, row as u32))
-                .collect();
+            self.request_by_id = rows_by_id(&self.requests.id);
         }
         self.rejected_requests.retain(|&id, _| !drop_request(id));
         let it = &self.iterations;
