@@ -9,9 +9,12 @@
 //! max) at the steady state, in frames of 60 Hz, beside the time to read the same second of log alone (the
 //! reference: what any reader pays), measured in the same run; then its judging (the findings, handed to the window
 //! after the trace), then the incident files and the ring's part it found due. The log is written a second of it at
-//! a time, as fast as the look allows: the hour takes what its looks take.
+//! a time, as fast as the look allows: the hour takes what its looks take. Then `--real-s` seconds in real time,
+//! twice: the log written as a server writes it (a few lines every 5 ms) while the watch's loop runs as the app's
+//! does, paced by the interval slept (the reference, as before) and by `Watcher::wait`: a line's time from its write
+//! to its trace handed to the window (the worst line of each look), and the share of the wall time the looks took.
 //!
-//! `cargo bench --bench watch [-- --minutes 60 --lines-per-s 2000 --keep-s 600 --ring-mb 256]`
+//! `cargo bench --bench watch [-- --minutes 60 --lines-per-s 2000 --keep-s 600 --ring-mb 256 --real-s 30]`
 
 mod common;
 
@@ -82,20 +85,139 @@ fn renumber(line: &str, by: i64) -> String {
     out
 }
 
+/// The real run's lines as a log written at a rate: cycle after cycle, their times scaled and moved on, their task
+/// ids renumbered.
+struct Cycles {
+    lines: Vec<(i64, String)>,
+    /// The first line's time, and the scale from the run's times to the log's.
+    t0: i64,
+    scale: f64,
+    /// One cycle's length in the log, µs.
+    cycle_us: i64,
+    cycle: i64,
+    next: usize,
+}
+
+impl Cycles {
+    fn new(lines: Vec<(i64, String)>, rate: f64) -> Self {
+        let (t0, t1) = (lines[0].0, lines[lines.len() - 1].0);
+        // The cycle's lines at the chosen rate: its times scaled so that its lines come at `rate` a second.
+        let cycle_us = (lines.len() as f64 / rate * 1e6) as i64;
+        let scale = cycle_us as f64 / (t1 - t0).max(1) as f64;
+        Cycles {
+            lines,
+            t0,
+            scale,
+            cycle_us,
+            cycle: 0,
+            next: 0,
+        }
+    }
+
+    /// Every line of the log before `until_us` (µs since the server's start) not given yet.
+    fn until(&mut self, until_us: i64) -> String {
+        let mut text = String::new();
+        loop {
+            let (t, l) = &self.lines[self.next];
+            let at = 1_000_000 + self.cycle * self.cycle_us + ((t - self.t0) as f64 * self.scale) as i64;
+            if at >= until_us {
+                return text;
+            }
+            text.push_str(&stamp(at));
+            text.push(' ');
+            text.push_str(&renumber(l, self.cycle * 1000));
+            text.push('\n');
+            self.next += 1;
+            if self.next == self.lines.len() {
+                self.next = 0;
+                self.cycle += 1;
+            }
+        }
+    }
+}
+
+/// `p` of sorted `s`.
+fn q(s: &[f64], p: f64) -> f64 {
+    s.get(((s.len() as f64 * p).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// `seconds` of wall time after the simulated ones (the log's clock at `from_s`), the log written as a server writes
+/// it, a few lines every 5 ms, and watched as the app watches it: read (to the window), judged, the files due
+/// written, then the wait for the next look: [`Watcher::wait`] (`paced`) or, as before it, the interval slept.
+/// Returns, for each look, the time from the write of the oldest line it read to its trace handed to the window, ms,
+/// sorted; and the share of the wall time the looks took.
+fn in_real_time(
+    watcher: &mut Watcher,
+    file: &std::fs::File,
+    cycles: &mut Cycles,
+    from_s: i64,
+    seconds: f64,
+    paced: bool,
+) -> (Vec<f64>, f64) {
+    let written: std::sync::Mutex<std::collections::VecDeque<Instant>> = std::sync::Mutex::default();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let start = Instant::now();
+    let (mut waited, mut busy) = (Vec::new(), 0.0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut file = file;
+            while start.elapsed().as_secs_f64() < seconds {
+                let now_us = from_s * 1_000_000 + i64::try_from(start.elapsed().as_micros()).unwrap_or(i64::MAX);
+                let text = cycles.until(now_us);
+                if !text.is_empty() {
+                    file.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+                    written
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push_back(Instant::now());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            let began = Instant::now();
+            let _ = watcher.read(false);
+            let handed = Instant::now();
+            // The writes this look read: those made before it began, not read before.
+            let oldest = {
+                let mut w = written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let read = w.partition_point(|&t| t <= began);
+                w.drain(..read).next()
+            };
+            if let Some(oldest) = oldest {
+                waited.push(handed.duration_since(oldest).as_secs_f64() * 1e3);
+            }
+            let _ = watcher.judge();
+            let _ = watcher.write_due();
+            busy += began.elapsed().as_secs_f64();
+            if paced {
+                watcher.wait(|| done.load(std::sync::atomic::Ordering::Relaxed));
+            } else {
+                std::thread::sleep(watcher.options().interval);
+            }
+        }
+    });
+    waited.sort_by(f64::total_cmp);
+    (waited, busy / start.elapsed().as_secs_f64())
+}
+
 fn main() {
     let minutes = common::flag("--minutes", 60.0);
+    let real_s = common::flag("--real-s", 30.0);
     let rate = common::flag("--lines-per-s", 2000.0);
     let keep_s = common::flag("--keep-s", 600.0);
     let ring_mb = common::flag("--ring-mb", 256.0);
     let lines = real_lines();
     let (t0, t1) = (lines[0].0, lines[lines.len() - 1].0);
-    // The cycle's lines at the chosen rate: its times scaled so that its lines come at `rate` a second.
-    let cycle_us = (lines.len() as f64 / rate * 1e6) as i64;
-    let scale = cycle_us as f64 / (t1 - t0).max(1) as f64;
+    let mut cycles = Cycles::new(lines, rate);
+    let cycle_us = cycles.cycle_us;
     eprintln!(
         "a cycle of {} real lines (5 requests, {:.1} s as written), replayed in {:.2} s: {rate} lines/s for {minutes} \
          min",
-        lines.len(),
+        cycles.lines.len(),
         (t1 - t0) as f64 / 1e6,
         cycle_us as f64 / 1e6
     );
@@ -113,30 +235,12 @@ fn main() {
     // The server's start-up lines, then the cycles.
     writeln!(file, "0.00.000.100 I srv          main: starting the main loop").unwrap_or_else(|e| panic!("{e}"));
     let total_s = (minutes * 60.0) as i64;
-    let (mut cycle, mut next) = (0i64, 0usize);
     let (mut looks, mut reads, mut writes): (Vec<f64>, Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new(), Vec::new());
     let mut judged: Vec<f64> = Vec::new();
     let started = Instant::now();
     for second in 1..=total_s {
         // Every line of this second of log.
-        let until_us = second * 1_000_000;
-        let mut text = String::new();
-        loop {
-            let (t, l) = &lines[next];
-            let at = 1_000_000 + cycle * cycle_us + ((t - t0) as f64 * scale) as i64;
-            if at >= until_us {
-                break;
-            }
-            text.push_str(&stamp(at));
-            text.push(' ');
-            text.push_str(&renumber(l, cycle * 1000));
-            text.push('\n');
-            next += 1;
-            if next == lines.len() {
-                next = 0;
-                cycle += 1;
-            }
-        }
+        let text = cycles.until(second * 1_000_000);
         file.write_all(text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         // The reference: this second's lines read by the log's own reader, alone.
         let r = Instant::now();
@@ -148,7 +252,7 @@ fn main() {
         // A look as the app's window gets it (read: the trace to show), then judged, then the incident files and
         // the ring's part it found due.
         let l = Instant::now();
-        let _ = watcher.read(second == total_s);
+        let _ = watcher.read(false);
         looks.push(l.elapsed().as_secs_f64() * 1e3);
         let j = Instant::now();
         let _ = watcher.judge();
@@ -182,11 +286,6 @@ fn main() {
         let mut s: Vec<f64> = v.iter().copied().skip(keep_s as usize).collect();
         s.sort_by(f64::total_cmp);
         s
-    };
-    let q = |s: &[f64], p: f64| {
-        s.get(((s.len() as f64 * p).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0.0)
     };
     let (l, r, w, jd) = (steady(&looks), steady(&reads), steady(&writes), steady(&judged));
     let both: Vec<f64> = looks.iter().zip(&judged).map(|(a, b)| a + b).collect();
@@ -226,6 +325,26 @@ fn main() {
         q(&both, 0.5),
         q(&both, 0.99)
     );
+    // Then in real time: a line written to the window, the look paced by the log's growth against the interval
+    // slept, as before.
+    let mut from_s = total_s;
+    for (paced, name) in [(false, "the interval slept (before)"), (true, "Watcher::wait (now)")] {
+        let (waited, busy) = in_real_time(&mut watcher, &file, &mut cycles, from_s, real_s, paced);
+        from_s += real_s.ceil() as i64 + 1;
+        println!(
+            "a line written to its trace in the window, {real_s} s in real time, {name}: p50 {:.0} ms, p99 {:.0} ms, \
+             max {:.0} ms over {} looks; the looks took {:.0} % of the wall time",
+            q(&waited, 0.5),
+            q(&waited, 0.99),
+            waited.last().copied().unwrap_or(0.0),
+            waited.len(),
+            busy * 100.0
+        );
+    }
+    // The last look: what is pending written.
+    let _ = watcher.read(true);
+    let _ = watcher.judge();
+    let _ = watcher.write_due();
     println!(
         "after {minutes} min at {rate} lines/s: peak resident {:.0} MiB, now {:.0} MiB; {} incident file(s)",
         common::status_mib("VmHWM:"),

@@ -93,14 +93,15 @@ fn shown(app: &App) -> (usize, usize) {
 
 #[test]
 fn a_live_recording_grows_keeps_the_selected_token_saves_and_stops_with_everything_kept() {
-    // Chunks 40 ms apart: a request streams for about 1.7 s; 6 requests 2 at a time take about 5 s.
+    // Chunks 40 ms apart: a request streams for about 1.7 s; 40 requests 2 at a time would take about 34 s, far more
+    // than the test needs before it stops the recording, however slow its frames.
     let server = replay::start(replay::Behavior::replay(
         &std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap(),
         Duration::from_millis(40),
     ));
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("rec.parquet");
-    let mut app = live_app(&server.url, &output, 6);
+    let mut app = live_app(&server.url, &output, 40);
     app.save_dir = Some(dir.path().to_owned());
     app.shown.timeline = true;
     let mut h = harness(app);
@@ -251,12 +252,16 @@ fn ids(trace: &tokenscope::trace::Trace) -> Vec<String> {
 
 #[test]
 fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_from_the_live_bar() {
-    // Chunks 30 ms apart: a request streams for about 1.3 s; 24 requests 2 at a time take about 16 s (long enough
-    // for what follows, even in a debug build); a part every 3 s, its first with the 4 requests ended by then.
-    let server = replay::start(replay::Behavior::replay(
-        &std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap(),
-        Duration::from_millis(30),
-    ));
+    // Chunks 30 ms apart: a request streams for about 1.3 s; 24 requests 2 at a time take about 16 s; a part every
+    // 3 s, its first with the 4 requests ended by then. The last 4 are held by the server until the test has done
+    // what it does while the recording goes on, however slow its frames.
+    let server = replay::start_holding(
+        replay::Behavior::replay(
+            &std::fs::read_to_string("tests/data/record/chat_length.sse").unwrap(),
+            Duration::from_millis(30),
+        ),
+        20,
+    );
     let dir = tempfile::tempdir().unwrap();
     let parts = dir.path().join("parts");
     std::fs::create_dir_all(&parts).unwrap();
@@ -357,8 +362,10 @@ fn a_rotating_live_recording_lets_its_written_parts_leave_memory_and_opens_them_
             .is_some_and(|s| matches!(&s.source, tokenscope::ui::TraceSource::Path(p) if p.starts_with(&parts)))
     });
     live_again(&mut h);
+    assert!(matches!(h.state().live().unwrap().phase, Phase::Recording));
+    server.release();
 
-    // Every request ends; the last part is on screen; the journal is gone; the directory opens as one trace with
+    // The held requests let go, every request ends; the last part is on screen; the journal is gone; the directory opens as one trace with
     // every request and token.
     step_until(&mut h, "the recording's end", |a| {
         matches!(a.live().unwrap().phase, Phase::Ended(_)) && !a.live().unwrap().running()

@@ -446,11 +446,12 @@ struct SlowRecording {
 }
 
 impl SlowRecording {
-    fn start(args: &[&str], stdio: fn() -> std::process::Stdio) -> Self {
-        let server = start(Behavior::replay(
-            &capture("chat_eos_omitted.sse"),
-            Duration::from_millis(150),
-        ));
+    /// Streams after the first `free` are held by the server (open, without a payload) for as long as it runs.
+    fn start(args: &[&str], stdio: fn() -> std::process::Stdio, free: usize) -> Self {
+        let server = replay::start_holding(
+            Behavior::replay(&capture("chat_eos_omitted.sse"), Duration::from_millis(150)),
+            free,
+        );
         let dir = tempfile::tempdir().unwrap();
         let prompts = dir.path().join("prompts.jsonl");
         std::fs::write(&prompts, "{\"prompt\": \"Name a color.\"}\n").unwrap();
@@ -497,7 +498,7 @@ impl SlowRecording {
 
 #[test]
 fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
-    let run = SlowRecording::start(&[], std::process::Stdio::null);
+    let run = SlowRecording::start(&[], std::process::Stdio::null, usize::MAX);
     run.wait_for_two_ended_and_a_third();
     let (mut child, out, journal) = (run.child, run.out, run.journal);
     child.kill().unwrap(); // SIGKILL
@@ -541,7 +542,8 @@ fn a_recording_killed_mid_run_leaves_what_it_received_on_disk() {
 #[cfg(unix)]
 #[test]
 fn a_recording_sent_sigterm_stops_as_ctrl_c_does_and_writes_everything() {
-    let run = SlowRecording::start(&["--grace", "0.1"], std::process::Stdio::piped);
+    // The fourth request held by the server: in flight when the signal comes, however late the signal is.
+    let run = SlowRecording::start(&["--grace", "0.1"], std::process::Stdio::piped, 3);
     // Then SIGTERM, as a process manager or `kill` sends it.
     run.wait_for_two_ended_and_a_third();
     let (child, out, journal) = (run.child, run.out, run.journal);
@@ -569,6 +571,10 @@ fn a_recording_sent_sigterm_stops_as_ctrl_c_does_and_writes_everything() {
         .inspect(|&r| assert_eq!(t.tokens_of(r).len(), 6))
         .count();
     assert!(ok >= 2 && ok < t.request_count(), "{ok} of {}", t.request_count());
+    // The held one: sent, no token received, cut by the stop (the recorder's own code for a stream it stopped).
+    let held = t.request_row("rec-00003").expect("the held request is written");
+    assert_eq!(t.tokens_of(held).len(), 0);
+    assert_eq!(t.label(t.requests.error_code[held as usize]), Some("interrupted"));
 }
 
 #[test]

@@ -929,3 +929,69 @@ fn a_look_is_handed_out_read_then_judged_then_its_incident_files_are_written() {
     assert!(watcher.write_due().is_empty());
     assert!(files.iter().all(|f| !f.exists()));
 }
+
+/// A watch looks again as soon as its log grows, not at the interval (a line waits a tenth of a second to be read,
+/// not a second), and waits out the interval when the log is still; the server's metrics are read at the interval
+/// whatever the pace of the looks.
+#[test]
+fn a_watch_looks_again_as_soon_as_its_log_grows_and_reads_the_metrics_at_the_interval() {
+    use crate::record::replay::{Behavior, start};
+    use std::cell::Cell;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let text = incident_log();
+    let ends = piece_ends(&text, 4);
+    std::fs::write(&log, &text[..ends[0]]).unwrap();
+    let page = std::fs::read_to_string("tests/data/record/llamacpp-metrics-busy.txt").unwrap();
+    let server = start(Behavior::Page(page));
+    let options = WatchOptions {
+        // Longer than the test: the looks it sees come from the log's growth.
+        interval: Duration::from_mins(10),
+        metrics: Some(format!("{}/metrics", server.url)),
+        ..WatchOptions::of(&log)
+    };
+    let mut watcher = tokenscope::record::watcher::Watcher::new(options).unwrap();
+    // `stop` is asked every 10 ms while the watch waits: how many times it was asked says why the wait ended.
+    let wait = |watcher: &tokenscope::record::watcher::Watcher, asks: usize| {
+        let asked = Cell::new(0);
+        watcher.wait(|| {
+            asked.set(asked.get() + 1);
+            asked.get() > asks
+        });
+        asked.get()
+    };
+    let mut look_began = Instant::now();
+    let (_, notes) = watcher.look(false);
+    assert!(notes.is_empty(), "{notes:?}");
+    // Read to its end and still: the wait goes on until told to stop (20 asks, some 200 ms).
+    assert_eq!(wait(&watcher, 20), 21);
+    for (k, pair) in ends.windows(2).enumerate() {
+        append(&log, &text[pair[0]..pair[1]]);
+        // Grown: the wait ends by itself, long before the interval (a minute of asks is far more than it takes)...
+        assert!(
+            wait(&watcher, 6_000) <= 6_000,
+            "piece {k}: the wait did not end when the log grew"
+        );
+        // ...but not sooner than a tenth of a second after the last look began.
+        assert!(look_began.elapsed() >= Duration::from_millis(100), "piece {k}");
+        look_began = Instant::now();
+        let (_, notes) = watcher.look(false);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+    // Four looks in all; the metrics read once, at the first: the interval has not passed since.
+    assert!(
+        watcher.summary().contains("; 1 metrics reading(s), 0 failed"),
+        "{}",
+        watcher.summary()
+    );
+    // Every line read: the whole log's tokens.
+    let whole = dir.path().join("whole.log");
+    std::fs::write(&whole, &text).unwrap();
+    let whole = tokenscope::load::load(&whole, &tokenscope::ingest::Progress::default())
+        .unwrap()
+        .trace;
+    assert_eq!(
+        watcher.trace().map(tokenscope::trace::Trace::token_count),
+        Some(whole.token_count())
+    );
+}

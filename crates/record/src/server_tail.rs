@@ -239,6 +239,17 @@ impl ServerLogTail {
         self.last.take()
     }
 
+    /// Whether the log holds what was not read yet ([`Lines::behind`]); one not recognised yet, whether it has bytes.
+    pub fn behind(&self) -> bool {
+        let length = || std::fs::metadata(&self.path).ok().map(|m| m.len());
+        match &self.reading {
+            Reading::Llamacpp(lines, _) | Reading::Held(lines, _) => lines.behind(),
+            Reading::Unknown => length().is_some_and(|l| l > 0),
+            Reading::Whole(read) => length().is_some_and(|l| Some(l) != *read),
+            Reading::Absent => false,
+        }
+    }
+
     /// How many times the server was seen to start again: a llama-server log whose clock went back, a vLLM or
     /// SGLang log's `Started server process` once the log was first read to its end.
     pub fn restarts(&self) -> u32 {

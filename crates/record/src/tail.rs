@@ -104,6 +104,13 @@ impl Lines {
         self.identity
     }
 
+    /// Whether the file at the path holds what was not read: it is longer or shorter than what was read, or another
+    /// file took its place. One `stat`, cheap enough to ask many times a second; a file not there holds nothing.
+    pub fn behind(&self) -> bool {
+        std::fs::metadata(&self.path)
+            .is_ok_and(|meta| meta.len() != self.offset || self.identity.is_some_and(|id| id != FileId::of(&meta)))
+    }
+
     /// The end of the last whole line read: where the next line starts.
     pub fn lines_end(&self) -> u64 {
         self.offset - self.partial.len() as u64
@@ -394,5 +401,45 @@ pub mod tests {
         // The line that was not JSON is counted against its number, 3.
         assert_eq!(loaded.report.rejected_count(), 1);
         assert_eq!(loaded.report.rejected[0].place.at, 3);
+    }
+
+    #[test]
+    fn a_file_is_behind_what_was_read_when_it_grew_was_emptied_or_replaced_and_not_when_read_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.log");
+        let mut lines = Lines::new(&path);
+        // Not there: nothing to read.
+        assert!(!lines.behind());
+        std::fs::write(&path, "one\ntwo\n").unwrap();
+        assert!(lines.behind());
+        let read = |lines: &mut Lines| {
+            let mut got = Vec::new();
+            lines
+                .read(u64::MAX, |l| got.push(String::from_utf8_lossy(l).into_owned()))
+                .unwrap();
+            got
+        };
+        assert_eq!(read(&mut lines), ["one", "two"]);
+        assert!(!lines.behind());
+        // Half a line is news: its bytes are not read yet.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        write!(f, "thr").unwrap();
+        assert!(lines.behind());
+        assert!(read(&mut lines).is_empty());
+        assert!(!lines.behind(), "the half line is read, held until its end");
+        // Emptied in place: shorter than what was read.
+        f.set_len(0).unwrap();
+        assert!(lines.behind());
+        read(&mut lines);
+        read(&mut lines);
+        assert!(!lines.behind());
+        // Replaced by a file of the same length (a rotation by rename): another file at the path.
+        std::fs::write(&path, "four\n").unwrap();
+        read(&mut lines);
+        assert!(!lines.behind());
+        let next = dir.path().join("server.log.new");
+        std::fs::write(&next, "five\n").unwrap();
+        std::fs::rename(&next, &path).unwrap();
+        assert!(lines.behind());
     }
 }

@@ -1,7 +1,8 @@
 //! The flight recorder's loop, shared by `tokenscope watch` and the app's File > Watch: a server's log followed as it
 //! is written ([`ServerLogTail`]: line by line, across its rotations and emptyings, a restarted llama-server's
-//! afresh), its `/metrics` read and the spans it exported received ([`Receiver`]) at each look, what ended more than
-//! `keep_s` before the log's last line forgotten, and the findings run on what is held. A finding not seen
+//! afresh; a look as soon as it grows, [`Watcher::wait`]), its `/metrics` read every interval and the spans it
+//! exported received ([`Receiver`]) at each look, what ended more than `keep_s` before the log's last line forgotten,
+//! and the findings run on what is held. A finding not seen
 //! before (its kind and subject: [`subject`]) is handed out once, and, unless it is only information, kept as an
 //! incident file: from `before_s` before it to the latest time read, every request alive in it whole, the finding in
 //! the trace's note, written again until `after_s` after it. The ring ([`Ring`], `DIR/ring/`) holds the last minutes
@@ -24,7 +25,7 @@ use tokenscope_core::trace::Trace;
 pub struct WatchOptions {
     /// The server's log (none: its spans alone are received).
     pub log: Option<PathBuf>,
-    /// Its Prometheus page, read at each look.
+    /// Its Prometheus page, read every `interval`.
     pub metrics: Option<String>,
     /// Where to receive its spans (OTLP/HTTP), `HOST:PORT`.
     pub otlp: Option<String>,
@@ -40,7 +41,8 @@ pub struct WatchOptions {
     pub ring_bytes: u64,
     /// Seconds of the log in each part of the ring.
     pub part_s: f64,
-    /// Time between looks.
+    /// The longest time between two looks (a log that grows is read sooner: [`Watcher::wait`]), and between two
+    /// reads of the metrics.
     pub interval: Duration,
     /// The objectives and thresholds the findings are computed with.
     pub slo: Slo,
@@ -115,6 +117,14 @@ struct Said {
 /// The least time between two writes of one incident file while what follows it is added.
 const REWRITE_EVERY: Duration = Duration::from_secs(5);
 
+/// The least time from one look's start to the next when the log grows: a line written waits at most this, and the
+/// look, to be read, where it waited `interval`; a look is also never begun sooner than four times what the last
+/// took after it began (a log written fast costs the watch a quarter of a core at most).
+const SOONEST: Duration = Duration::from_millis(100);
+
+/// How often [`Watcher::wait`] asks whether the log grew: one `stat`.
+const ASK_EVERY: Duration = Duration::from_millis(10);
+
 /// A watch in progress.
 pub struct Watcher {
     options: WatchOptions,
@@ -126,6 +136,8 @@ pub struct Watcher {
     /// The latest time read and the restarts seen at the last news, and when it came.
     seen: Option<(i64, u32)>,
     last_news: Instant,
+    /// When the last look began (its read).
+    look_began: Instant,
     /// The most requests held at once, and how many were forgotten past `keep_s`.
     pub requests: usize,
     pub forgotten: usize,
@@ -184,6 +196,7 @@ impl Watcher {
             said: HashMap::new(),
             seen: None,
             last_news: Instant::now(),
+            look_began: Instant::now(),
             requests: 0,
             forgotten: 0,
             trace: None,
@@ -225,6 +238,7 @@ impl Watcher {
     /// window shows it before it is judged, and the incident files after (writing a few minutes around an
     /// incident takes up to 200 ms). Then forgets what is past `keep_s`. `flush`: the last look.
     pub fn read(&mut self, flush: bool) -> Vec<Note> {
+        self.look_began = Instant::now();
         let mut notes = Vec::new();
         let spans_came = self.receiver.as_mut().is_some_and(|r| {
             let (came, troubles) = r.take();
@@ -264,7 +278,9 @@ impl Watcher {
         // What is judged: the log's trace with the metrics' readings, made again at each look (a reading came), or
         // the log's trace alone, the last one judged again when the log said nothing new.
         let trace = if let Some(m) = &mut self.metrics {
-            if let Some(e) = m.scrape() {
+            if m.due(self.look_began, self.options.interval)
+                && let Some(e) = m.scrape(self.look_began)
+            {
                 notes.push(Note::Trouble(format!("metrics: {e} (counted; watch goes on)")));
             }
             m.forget_before(self.options.keep_s);
@@ -316,6 +332,22 @@ impl Watcher {
     /// Where its OTLP receiver listens, when it has one.
     pub fn otlp_addr(&self) -> Option<std::net::SocketAddr> {
         self.receiver.as_ref().map(Receiver::addr)
+    }
+
+    /// Waits until the next look is due: the log holds what was not read yet (it grew, was emptied or replaced),
+    /// but not sooner than [`SOONEST`] after the last look began nor four times what it took; or `interval` after
+    /// it began; or `stop` says to stop. Call it after a look.
+    pub fn wait(&self, stop: impl Fn() -> bool) {
+        let began = self.look_began;
+        let soonest = began + SOONEST.max(began.elapsed() * 4);
+        let latest = began + self.options.interval;
+        loop {
+            let now = Instant::now();
+            if stop() || now >= latest || (now >= soonest && self.tail.behind()) {
+                return;
+            }
+            std::thread::sleep(ASK_EVERY.min(latest - now));
+        }
     }
 
     /// How long since the log last said something new.
@@ -475,6 +507,8 @@ struct Metrics {
     interval_ns: i64,
     samples: Vec<Reading>,
     times: Vec<i64>,
+    /// The look whose start the last read was made at.
+    read_at: Option<Instant>,
     /// Readings made in all (those forgotten past --keep-s included).
     readings: u64,
     failed: u64,
@@ -488,13 +522,21 @@ impl Metrics {
             interval_ns: i64::try_from(interval.as_nanos()).unwrap_or(i64::MAX),
             samples: Vec::new(),
             times: Vec::new(),
+            read_at: None,
             readings: 0,
             failed: 0,
         })
     }
 
-    /// Reads the page once; a failure is counted, and given back the first time.
-    fn scrape(&mut self) -> Option<String> {
+    /// Whether the page is to be read at the look begun at `look`: an `interval` or more after the look of the last
+    /// read (looks come sooner when the log grows; the page is read at its own pace).
+    fn due(&self, look: Instant, interval: Duration) -> bool {
+        self.read_at.is_none_or(|at| look.duration_since(at) >= interval)
+    }
+
+    /// Reads the page once, at the look begun at `look`; a failure is counted, and given back the first time.
+    fn scrape(&mut self, look: Instant) -> Option<String> {
+        self.read_at = Some(look);
         let now_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));

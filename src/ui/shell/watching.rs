@@ -1,8 +1,8 @@
 //! A server's log watched in the app (File > Watch a server's log…, or `tokenscope watch` without `--json`): the
-//! flight recorder's loop ([`crate::record::watcher`]) runs on a thread of its own, a look every interval, and hands
-//! the window what each look judged when the log said something new: the trace held (the last `keep_s` of the log,
-//! with the `/metrics` readings) and its findings, and the new findings and notes said, for the watch bar. Nothing is
-//! sent to the server; stopping the watch writes the ring's pending part.
+//! flight recorder's loop ([`crate::record::watcher`]) runs on a thread of its own, a look when the log grows (0.1 s
+//! apart at least) or every interval, and hands the window what each look judged when the log said something new: the
+//! trace held (the last `keep_s` of the log, with the `/metrics` readings) and its findings, and the new findings and
+//! notes said, for the watch bar. Nothing is sent to the server; stopping the watch writes the ring's pending part.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,7 +76,6 @@ impl Watching {
     pub fn start(options: WatchOptions, waker: Option<&egui::Context>) -> Result<Self, String> {
         // The watch's name in the window: its log, else where its spans come.
         let log = PathBuf::from(options.watched());
-        let interval = options.interval;
         let mut watcher = Watcher::new(options)?;
         let (tx, looks) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
@@ -138,7 +137,7 @@ impl Watching {
                 if last {
                     break;
                 }
-                std::thread::sleep(interval);
+                watcher.wait(|| stop_rx.load(Ordering::Relaxed));
             }
             running_tx.store(false, Ordering::Relaxed);
         })

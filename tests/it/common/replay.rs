@@ -71,11 +71,21 @@ pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, Option<Stri
 /// The path and JSON body of each POST a [`Behavior::Json`] server answered, in arrival order.
 pub type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>;
 
+/// Streams after the first `free` held before their first payload until released: a recording kept going for as
+/// long as a test needs it, whatever the machine's pace.
+#[derive(Clone)]
+struct Hold {
+    free: usize,
+    streams: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    released: tokio::sync::watch::Receiver<bool>,
+}
+
 async fn answer(
     req: Request<hyper::body::Incoming>,
     behavior: Behavior,
     seen: Seen,
     posts: Posts,
+    hold: Hold,
 ) -> Result<Response<Body>, Infallible> {
     let full = |status: u16, text: String| {
         Response::builder()
@@ -125,7 +135,12 @@ async fn answer(
             stall_after,
         } => {
             let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
+            let held = hold.streams.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= hold.free;
+            let mut released = hold.released;
             tokio::spawn(async move {
+                if held && released.wait_for(|r| *r).await.is_err() {
+                    return;
+                }
                 for (i, e) in events.iter().enumerate() {
                     if cut_after == Some(i) {
                         // Let the chunks before it reach the wire: an error drops what hyper still buffers. Hyper
@@ -178,6 +193,7 @@ pub struct Server {
     pub seen: Seen,
     /// What a [`Behavior::Json`] server was sent.
     pub posts: Posts,
+    release: tokio::sync::watch::Sender<bool>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -193,8 +209,26 @@ impl Drop for Server {
     }
 }
 
+impl Server {
+    /// Lets the streams held by [`start_holding`] go on.
+    pub fn release(&self) {
+        let _ = self.release.send(true);
+    }
+}
+
 /// Starts a server with one behaviour on 127.0.0.1.
 pub fn start(behavior: Behavior) -> Server {
+    start_holding(behavior, usize::MAX)
+}
+
+/// As [`start`], holding every stream after the first `free` before its first payload until [`Server::release`].
+pub fn start_holding(behavior: Behavior, free: usize) -> Server {
+    let (release, released) = tokio::sync::watch::channel(false);
+    let hold = Hold {
+        free,
+        streams: std::sync::Arc::default(),
+        released,
+    };
     let (url_tx, url_rx) = std::sync::mpsc::channel();
     let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
     let seen = Seen::default();
@@ -220,9 +254,10 @@ pub fn start(behavior: Behavior) -> Server {
                         let behavior = behavior.clone();
                         let log = std::sync::Arc::clone(&log);
                         let posted = std::sync::Arc::clone(&posted);
+                        let hold = hold.clone();
                         tokio::spawn(async move {
                             let service = hyper::service::service_fn(move |req| {
-                                answer(req, behavior.clone(), std::sync::Arc::clone(&log), std::sync::Arc::clone(&posted))
+                                answer(req, behavior.clone(), std::sync::Arc::clone(&log), std::sync::Arc::clone(&posted), hold.clone())
                             });
                             let _ = hyper::server::conn::http1::Builder::new()
                                 .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
@@ -237,6 +272,7 @@ pub fn start(behavior: Behavior) -> Server {
         url: url_rx.recv().unwrap(),
         seen,
         posts,
+        release,
         stop: Some(stop_tx),
         thread: Some(thread),
     }
