@@ -53,8 +53,8 @@ pub struct WatchArgs {
     /// arguments (for a pager or a chat hook).
     #[arg(long, value_name = "CMD")]
     pub on_finding: Option<String>,
-    /// Read the log at least every this many seconds (sooner, 0.1 s apart at most, when it grows), and /metrics
-    /// every this many.
+    /// Read the log and the spans received at least every this many seconds (sooner, 0.1 s apart at most, when
+    /// they grow), and /metrics every this many.
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub interval_s: f64,
     /// Stop when the log has said nothing new (no request, step, token or counter) for this many seconds, writing

@@ -995,3 +995,50 @@ fn a_watch_looks_again_as_soon_as_its_log_grows_and_reads_the_metrics_at_the_int
         Some(whole.token_count())
     );
 }
+
+/// A watch of spans alone looks as soon as an export comes, not at the interval.
+#[test]
+fn a_watch_of_spans_looks_again_as_soon_as_an_export_comes() {
+    use std::cell::Cell;
+    let options = WatchOptions {
+        otlp: Some("127.0.0.1:0".to_owned()),
+        interval: Duration::from_mins(10),
+        log: None,
+        ..WatchOptions::of(Path::new(""))
+    };
+    let mut watcher = tokenscope::record::watcher::Watcher::new(options).unwrap();
+    let url = format!(
+        "http://{}/v1/traces",
+        watcher.otlp_addr().unwrap_or_else(|| panic!("a receiver"))
+    );
+    let wait = |watcher: &tokenscope::record::watcher::Watcher, asks: usize| {
+        let asked = Cell::new(0);
+        watcher.wait(|| {
+            asked.set(asked.get() + 1);
+            asked.get() > asks
+        });
+        asked.get()
+    };
+    let _ = watcher.look(false);
+    // Nothing came: the wait goes on until told to stop.
+    assert_eq!(wait(&watcher, 20), 21);
+    let body = std::fs::read("tests/data/import/vllm/engine/0.33.0/long_prompt/000.pb").unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/x-protobuf")
+            .body(body)
+            .send()
+            .await
+            .map_or_else(|e| panic!("{e}"), |r| r.status().as_u16())
+    });
+    assert_eq!(status, 200);
+    // An export came: the wait ends by itself, and the look takes it (vLLM 0.33's long prompt: two requests).
+    assert!(
+        wait(&watcher, 6_000) <= 6_000,
+        "the wait did not end when an export came"
+    );
+    let _ = watcher.look(false);
+    assert_eq!(watcher.trace().map(tokenscope::trace::Trace::request_count), Some(2));
+}

@@ -128,6 +128,12 @@ impl Receiver {
         !self.exports.is_empty()
     }
 
+    /// Whether an export (or a refusal to say) came since the last [`Self::take`]: what a waiting watch asks.
+    pub fn waiting(&self) -> bool {
+        let inbox = self.inbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !inbox.exports.is_empty() || !inbox.troubles.is_empty()
+    }
+
     /// The spans held, as a source of the watch's trace.
     pub fn part(&self) -> LivePart<'_> {
         LivePart::Spans {

@@ -334,8 +334,8 @@ impl Watcher {
         self.receiver.as_ref().map(Receiver::addr)
     }
 
-    /// Waits until the next look is due: the log holds what was not read yet (it grew, was emptied or replaced),
-    /// but not sooner than [`SOONEST`] after the last look began nor four times what it took; or `interval` after
+    /// Waits until the next look is due: the log holds what was not read yet (it grew, was emptied or replaced) or
+    /// an export of spans came, but not sooner than [`SOONEST`] after the last look began nor four times what it took; or `interval` after
     /// it began; or `stop` says to stop. Call it after a look.
     pub fn wait(&self, stop: impl Fn() -> bool) {
         let began = self.look_began;
@@ -343,7 +343,8 @@ impl Watcher {
         let latest = began + self.options.interval;
         loop {
             let now = Instant::now();
-            if stop() || now >= latest || (now >= soonest && self.tail.behind()) {
+            let news = || self.tail.behind() || self.receiver.as_ref().is_some_and(Receiver::waiting);
+            if stop() || now >= latest || (now >= soonest && news()) {
                 return;
             }
             std::thread::sleep(ASK_EVERY.min(latest - now));
