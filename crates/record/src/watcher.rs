@@ -2,11 +2,11 @@
 //! is written ([`ServerLogTail`]: line by line, across its rotations and emptyings, a restarted llama-server's
 //! afresh; a look as soon as it grows, [`Watcher::wait`]), its `/metrics` read every interval and the spans it
 //! exported received ([`Receiver`]) at each look, what ended more than `keep_s` before the log's last line forgotten,
-//! and the findings run on what is held. A finding not seen
-//! before (its kind and subject: [`subject`]) is handed out once, and, unless it is only information, kept as an
-//! incident file: from `before_s` before it to the latest time read, every request alive in it whole, the finding in
-//! the trace's note, written again until `after_s` after it. The ring ([`Ring`], `DIR/ring/`) holds the last minutes
-//! within its budget. Nothing is sent to the server but the read of its metrics (and the answers to its exports).
+//! and the findings run on what is held. A finding not seen before (its kind and subject: [`subject`]) is handed out
+//! once, and, unless it is only information, kept as an incident file: from `before_s` before it to the latest time
+//! read, every request alive in it whole, the finding in the trace's note, written again until `after_s` after it.
+//! The ring ([`Ring`], `DIR/ring/`) holds the last minutes within its budget. Nothing is sent to the server but the
+//! read of its metrics (and the answers to its exports).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -122,7 +122,7 @@ const REWRITE_EVERY: Duration = Duration::from_secs(5);
 /// took after it began (a log written fast costs the watch a quarter of a core at most).
 const SOONEST: Duration = Duration::from_millis(100);
 
-/// How often [`Watcher::wait`] asks whether the log grew: one `stat`.
+/// How often [`Watcher::wait`] asks whether the log grew (one `stat`) or spans came.
 const ASK_EVERY: Duration = Duration::from_millis(10);
 
 /// A watch in progress.
@@ -335,8 +335,8 @@ impl Watcher {
     }
 
     /// Waits until the next look is due: the log holds what was not read yet (it grew, was emptied or replaced) or
-    /// an export of spans came, but not sooner than [`SOONEST`] after the last look began nor four times what it took; or `interval` after
-    /// it began; or `stop` says to stop. Call it after a look.
+    /// an export of spans came, but not sooner than [`SOONEST`] after the last look began nor than four times what
+    /// it took; or `interval` after it began; or `stop` says to stop. Call it after a look.
     pub fn wait(&self, stop: impl Fn() -> bool) {
         let began = self.look_began;
         let soonest = began + SOONEST.max(began.elapsed() * 4);
