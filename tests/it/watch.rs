@@ -852,19 +852,7 @@ fn watch_with_only_a_receiver_takes_the_spans_exported_to_it() {
         }
     };
     assert!(said.contains("watching the spans received on 127.0.0.1:0"), "{said}");
-    let body =
-        std::fs::read("tests/data/import/vllm/engine/0.33.0/long_prompt/000.pb").unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
-    let status = runtime.block_on(async {
-        reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/x-protobuf")
-            .body(body)
-            .send()
-            .await
-            .map_or_else(|e| panic!("{e}"), |r| r.status().as_u16())
-    });
-    assert_eq!(status, 200);
+    assert_eq!(post_vllm_export(&url), 200);
     let started = Instant::now();
     while child.try_wait().ok().flatten().is_none() {
         assert!(started.elapsed() < Duration::from_mins(1), "watch did not stop");
@@ -930,13 +918,39 @@ fn a_look_is_handed_out_read_then_judged_then_its_incident_files_are_written() {
     assert!(files.iter().all(|f| !f.exists()));
 }
 
+/// vLLM 0.33's long-prompt export (two requests) posted as its exporter posts it to `url`; the answer's status.
+fn post_vllm_export(url: &str) -> u16 {
+    let body =
+        std::fs::read("tests/data/import/vllm/engine/0.33.0/long_prompt/000.pb").unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(async {
+        reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/x-protobuf")
+            .body(body)
+            .send()
+            .await
+            .map_or_else(|e| panic!("{e}"), |r| r.status().as_u16())
+    })
+}
+
+/// Waits for the watch's next look, `stop` saying stop after `asks` askings (it is asked every 10 ms while the watch
+/// waits): how many times it was asked, which says why the wait ended (more than `asks`: it was stopped).
+fn wait_asking(watcher: &tokenscope::record::watcher::Watcher, asks: usize) -> usize {
+    let asked = std::cell::Cell::new(0);
+    watcher.wait(|| {
+        asked.set(asked.get() + 1);
+        asked.get() > asks
+    });
+    asked.get()
+}
+
 /// A watch looks again as soon as its log grows, not at the interval (a line waits a tenth of a second to be read,
 /// not a second), and waits out the interval when the log is still; the server's metrics are read at the interval
 /// whatever the pace of the looks.
 #[test]
 fn a_watch_looks_again_as_soon_as_its_log_grows_and_reads_the_metrics_at_the_interval() {
     use crate::record::replay::{Behavior, start};
-    use std::cell::Cell;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
     let text = incident_log();
@@ -951,25 +965,16 @@ fn a_watch_looks_again_as_soon_as_its_log_grows_and_reads_the_metrics_at_the_int
         ..WatchOptions::of(&log)
     };
     let mut watcher = tokenscope::record::watcher::Watcher::new(options).unwrap();
-    // `stop` is asked every 10 ms while the watch waits: how many times it was asked says why the wait ended.
-    let wait = |watcher: &tokenscope::record::watcher::Watcher, asks: usize| {
-        let asked = Cell::new(0);
-        watcher.wait(|| {
-            asked.set(asked.get() + 1);
-            asked.get() > asks
-        });
-        asked.get()
-    };
     let mut look_began = Instant::now();
     let (_, notes) = watcher.look(false);
     assert!(notes.is_empty(), "{notes:?}");
     // Read to its end and still: the wait goes on until told to stop (20 asks, some 200 ms).
-    assert_eq!(wait(&watcher, 20), 21);
+    assert_eq!(wait_asking(&watcher, 20), 21);
     for (k, pair) in ends.windows(2).enumerate() {
         append(&log, &text[pair[0]..pair[1]]);
         // Grown: the wait ends by itself, long before the interval (a minute of asks is far more than it takes)...
         assert!(
-            wait(&watcher, 6_000) <= 6_000,
+            wait_asking(&watcher, 6_000) <= 6_000,
             "piece {k}: the wait did not end when the log grew"
         );
         // ...but not sooner than a tenth of a second after the last look began.
@@ -999,7 +1004,6 @@ fn a_watch_looks_again_as_soon_as_its_log_grows_and_reads_the_metrics_at_the_int
 /// A watch of spans alone looks as soon as an export comes, not at the interval.
 #[test]
 fn a_watch_of_spans_looks_again_as_soon_as_an_export_comes() {
-    use std::cell::Cell;
     let options = WatchOptions {
         otlp: Some("127.0.0.1:0".to_owned()),
         interval: Duration::from_mins(10),
@@ -1011,32 +1015,13 @@ fn a_watch_of_spans_looks_again_as_soon_as_an_export_comes() {
         "http://{}/v1/traces",
         watcher.otlp_addr().unwrap_or_else(|| panic!("a receiver"))
     );
-    let wait = |watcher: &tokenscope::record::watcher::Watcher, asks: usize| {
-        let asked = Cell::new(0);
-        watcher.wait(|| {
-            asked.set(asked.get() + 1);
-            asked.get() > asks
-        });
-        asked.get()
-    };
     let _ = watcher.look(false);
     // Nothing came: the wait goes on until told to stop.
-    assert_eq!(wait(&watcher, 20), 21);
-    let body = std::fs::read("tests/data/import/vllm/engine/0.33.0/long_prompt/000.pb").unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let status = runtime.block_on(async {
-        reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/x-protobuf")
-            .body(body)
-            .send()
-            .await
-            .map_or_else(|e| panic!("{e}"), |r| r.status().as_u16())
-    });
-    assert_eq!(status, 200);
+    assert_eq!(wait_asking(&watcher, 20), 21);
+    assert_eq!(post_vllm_export(&url), 200);
     // An export came: the wait ends by itself, and the look takes it (vLLM 0.33's long prompt: two requests).
     assert!(
-        wait(&watcher, 6_000) <= 6_000,
+        wait_asking(&watcher, 6_000) <= 6_000,
         "the wait did not end when an export came"
     );
     let _ = watcher.look(false);

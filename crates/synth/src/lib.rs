@@ -148,15 +148,7 @@ pub enum SynthError {
 pub fn demo() -> Trace {
     let options = SynthOptions {
         scenario: Scenario::Mixed,
-        seed: 1,
-        requests: None,
-        arrivals: None,
-        replay: ReplayOptions::default(),
-        sources: 1,
-        prefix_cache_tokens: None,
-        profile: ProfileChoice::default(),
-        chunked_prefill: None,
-        plant: None,
+        ..SynthOptions::replay_defaults()
     };
     // `mixed` reads no file and takes no option that can be out of range.
     generate(&options).unwrap_or_default()
